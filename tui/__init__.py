@@ -1,0 +1,3 @@
+"""tokentop: top for LLM inference servers."""
+
+__version__ = "0.1.0"

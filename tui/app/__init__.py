@@ -1,0 +1,1 @@
+"""The live Textual app: renders engine snapshots, turns keys into load targets."""

@@ -1,0 +1,1 @@
+"""Widgets, each named by what it shows."""

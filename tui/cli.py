@@ -1,0 +1,243 @@
+"""Command line: parse flags into frozen configs and hand them to a face.
+
+Kept import-light: `tokentop --help` must answer fast, so each subcommand imports its face lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from tui import __version__
+from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig, normalise_base_url
+
+DEMO_PROFILE = "small-gpu"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line (no usage dump) and exits 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class UsageError(Exception):
+    """A flag value that parsed but cannot be used; reported in one line, exit status 2."""
+
+
+# --- shared flags -------------------------------------------------------------------------------
+
+
+def _add_target_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("target")
+    g.add_argument("--url", help="server base URL, with or without /v1 (default: the built-in simulator)")
+    g.add_argument("--model", help="model name (default: the first from /v1/models)")
+    g.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
+    g.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never printed or saved")
+    g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra HTTP header")
+    g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
+    g.add_argument("--timeout", type=_positive_float, default=300.0, metavar="S",
+                   help="per request, also the longest silence allowed between chunks (default 300)")
+    w = p.add_argument_group("workload")
+    w.add_argument("--isl", type=_positive_int, default=128, metavar="N", help="input tokens per request")
+    w.add_argument("--osl", type=_positive_int, default=128, metavar="N", help="output tokens per request")
+    w.add_argument("--no-fixed-osl", dest="fixed_osl", action="store_false",
+                   help="do not send ignore_eos/min_tokens (let the model stop at EOS)")
+    w.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sim-profile", default=DEMO_PROFILE, metavar="NAME",
+                   help=f"simulator profile when no --url is given (default {DEMO_PROFILE})")
+    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                   help="engine processes sharing the load (more streams than one core can time)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _level_list(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> list[float]:
+        try:
+            values = [kind(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of numbers: {text!r}") from None
+        if not values or any(v <= 0 for v in values):
+            raise argparse.ArgumentTypeError(f"levels must be positive: {text!r}")
+        return values
+
+    return parse
+
+
+def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
+    """Build the target; `demo_url` is the simulator's URL when tokentop started it itself."""
+    url = ns.url or demo_url
+    if url is None:
+        raise UsageError("no --url given")
+    try:
+        base_url = normalise_base_url(url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    headers: list[tuple[str, str]] = []
+    for item in ns.header:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"--header wants NAME:VALUE, got {item!r}")
+        headers.append((name.strip(), value.strip()))
+    extra: tuple[tuple[str, object], ...] = ()
+    if ns.extra_body:
+        try:
+            body = json.loads(ns.extra_body)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--extra-body is not valid JSON: {exc.msg} at column {exc.colno}") from None
+        if not isinstance(body, dict):
+            raise UsageError("--extra-body must be a JSON object")
+        extra = tuple(body.items())
+    api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
+    return TargetConfig(
+        base_url=base_url,
+        model=ns.model,
+        endpoint=ns.endpoint,
+        api_key=api_key,
+        headers=tuple(headers),
+        extra_body=extra,
+        timeout_s=ns.timeout,
+        demo=ns.url is None,
+    )
+
+
+def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
+    return WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed)
+
+
+# --- parser -------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tokentop",
+        description="top for LLM inference servers: stream load at an OpenAI-compatible server, "
+        "turn it up and down live, and watch TTFT, ITL and tokens/s. With no --url it runs a demo "
+        "against its built-in simulated server.",
+        epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
+        "calibrate: how many streams this machine can time accurately. `tokentop CMD --help` for each.",
+    )
+    parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{live,bench,sim,calibrate}", parser_class=_Parser)
+
+    live = sub.add_parser("live", help="the live app (default)")
+    for p in (parser, live):
+        _add_live_args(p)
+
+    bench = sub.add_parser("bench", help="headless run over load levels; writes results JSON")
+    _add_bench_args(bench)
+
+    sim = sub.add_parser("sim", help="run the built-in simulated OpenAI-compatible server")
+    _add_sim_args(sim)
+
+    cal = sub.add_parser("calibrate", help="find how many streams this machine can time accurately")
+    _add_calibrate_args(cal)
+    return parser
+
+
+def _add_live_args(p: argparse.ArgumentParser) -> None:
+    _add_target_args(p)
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=_positive_int, default=None, metavar="N",
+                      help="start closed-loop with N users (default 1)")
+    load.add_argument("--rate", type=_positive_float, default=None, metavar="R",
+                      help="start open-loop at R requests/s")
+    p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or a theme file")
+    p.add_argument("--output", metavar="results.json", help="write results here on quit")
+    p.add_argument("--requests-log", metavar="requests.jsonl", help="append one JSON line per finished request")
+
+
+def _add_bench_args(p: argparse.ArgumentParser) -> None:
+    _add_target_args(p)
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=_level_list(int), metavar="N,N,...",
+                      help="closed-loop levels, e.g. 1,2,4,8 (default 1)")
+    load.add_argument("--rate", type=_level_list(float), metavar="R,R,...", help="open-loop levels in req/s")
+    p.add_argument("--arrival", choices=["poisson", "constant"], default="poisson")
+    p.add_argument("--max-concurrency", type=_positive_int, metavar="N", help="open loop: cap on in-flight")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--requests", type=_positive_int, metavar="N", help="completed requests per level")
+    stop.add_argument("--duration", type=_positive_float, metavar="S", help="seconds per level")
+    p.add_argument("--output", metavar="results.json", help="write results JSON here")
+    p.add_argument("--requests-log", metavar="requests.jsonl", help="one JSON line per request as it ends")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def _add_sim_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed)")
+    p.add_argument("--profile", default=DEMO_PROFILE, metavar="NAME", help="performance profile (--list-profiles)")
+    p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
+    p.add_argument("--time-scale", type=_positive_float, default=1.0, metavar="X",
+                   help="run X times faster than the profile (for tests)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tokens-per-chunk", type=_positive_int, default=1, metavar="N",
+                   help="tokens per SSE chunk (stream interval / speculative decoding)")
+    p.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
+                   help="emit N reasoning_content tokens before the answer")
+    p.add_argument("--fault", action="append", default=[], metavar="KIND=RATE",
+                   help="inject faults: error500, error429, disconnect, stall, malformed (rate 0..1); "
+                   "queue503=N rejects when more than N wait")
+    p.add_argument("--truth-log", metavar="PATH", help="write one JSON line per request with server-side times")
+
+
+def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--token-rate", type=_positive_float, default=50.0, metavar="TOK/S",
+                   help="tokens per second of each stream (default 50)")
+    p.add_argument("--max-streams", type=_positive_int, default=1024, metavar="N")
+    p.add_argument("--p99-budget-ms", type=_positive_float, default=3.0, metavar="MS",
+                   help="largest client-added p99 ITL error counted as accurate (default 3)")
+    p.add_argument("--step-duration", type=_positive_float, default=5.0, metavar="S")
+    p.add_argument("--workers", type=_positive_int, default=1, metavar="N")
+
+
+# --- entry point --------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    command = ns.command or "live"
+    try:
+        if command == "sim":
+            from tui.sim.server import run_from_args as run_sim
+
+            return run_sim(ns)
+        if command == "bench":
+            from tui.bench import run_from_args as run_bench
+
+            return run_bench(ns)
+        if command == "calibrate":
+            from tui.calibrate import run_from_args as run_calibrate
+
+            return run_calibrate(ns)
+        from tui.app.run import run_from_args as run_live
+
+        return run_live(ns)
+    except UsageError as exc:
+        print(f"tokentop: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,89 @@
+"""Frozen configuration passed from the CLI to the engine.
+
+Plain, picklable data only: these cross the process boundary between the face (app or bench) and the
+engine worker processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+Endpoint = Literal["chat", "completions"]
+LoadMode = Literal["concurrency", "rate"]
+Arrival = Literal["poisson", "constant"]
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """Where the load goes and how each request is shaped on the wire."""
+
+    base_url: str
+    """Server base URL, normalised to end in `/v1` (the user may give it with or without)."""
+    model: str | None = None
+    """Model name; None means ask `/v1/models` and take the first."""
+    endpoint: Endpoint = "chat"
+    api_key: str | None = field(default=None, repr=False)
+    """Secret: never printed, logged or written to results (repr=False keeps it out of reprs)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    extra_body: tuple[tuple[str, object], ...] = ()
+    """Extra JSON fields merged into every request body (from `--extra-body`)."""
+    timeout_s: float = 300.0
+    """Per request: the whole request and also the longest silence allowed between two chunks."""
+    connect_timeout_s: float = 10.0
+    demo: bool = False
+    """True when the target is the built-in simulator started by tokentop itself."""
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """What each request asks for."""
+
+    isl: int = 128
+    """Approximate input (prompt) tokens per request."""
+    osl: int = 128
+    """Output tokens per request: sets `max_tokens`, plus `ignore_eos`/`min_tokens` when `fixed_osl`."""
+    fixed_osl: bool = True
+    """Ask the server to ignore EOS so every request generates exactly `osl` tokens."""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """The load the user asked for. Keys change the target; the engine reconciles toward it."""
+
+    mode: LoadMode = "concurrency"
+    concurrency: int = 1
+    """Closed loop: number of users, each sending its next request when its last one ends."""
+    rate: float = 1.0
+    """Open loop: requests per second offered."""
+    arrival: Arrival = "poisson"
+    max_concurrency: int | None = None
+    """Open loop: cap on in-flight requests (arrivals beyond it wait, and their lag is recorded)."""
+    paused: bool = False
+
+    @property
+    def value(self) -> float:
+        """The number that the load level is named by: users or req/s."""
+        return float(self.concurrency) if self.mode == "concurrency" else self.rate
+
+    def label(self) -> str:
+        if self.mode == "concurrency":
+            return f"concurrency {self.concurrency}"
+        return f"rate {self.rate:g}/s"
+
+    def with_value(self, value: float) -> LoadTarget:
+        """Same mode, new level; concurrency is clamped to >= 0 users, rate to >= 0 req/s."""
+        if self.mode == "concurrency":
+            return replace(self, concurrency=max(0, round(value)))
+        return replace(self, rate=max(0.0, round(value, 3)))
+
+
+def normalise_base_url(url: str) -> str:
+    """Accept `http://host:port`, `.../v1` or `.../v1/`; return `.../v1` without a trailing slash."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"URL must start with http:// or https://: {url!r}")
+    if not url.endswith("/v1"):
+        url += "/v1"
+    return url

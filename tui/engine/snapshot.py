@@ -1,0 +1,187 @@
+"""What a face (the live app or the headless bench) sees of the engine: immutable plain data.
+
+A `Snapshot` is computed by the engine handle from the raw records it has drained, on demand, and
+is cheap to render. No numpy arrays, no live objects: tuples, floats, ints, strings.
+Latencies are in milliseconds (`_ms`), rates per second (`_per_s`), times since run start in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tui.engine.config import LoadTarget
+
+ItlConvention = Literal["chunk", "tpot", "e2e"]
+"""Which inter-token latency a figure uses:
+- `chunk`: gap between consecutive content chunks (vLLM/SGLang `itl`);
+- `tpot`: (E2E - TTFT) / (OSL - 1), excludes TTFT (vLLM `tpot`, GenAI-Perf/AIPerf "ITL");
+- `e2e`: E2E / OSL, includes TTFT (LLMPerf's inter-token latency).
+"""
+ITL_CONVENTIONS: tuple[ItlConvention, ...] = ("chunk", "tpot", "e2e")
+ITL_NAMES: dict[ItlConvention, str] = {
+    "chunk": "ITL per chunk gap (vLLM/SGLang itl)",
+    "tpot": "TPOT (E2E-TTFT)/(OSL-1) (vLLM tpot, AIPerf ITL)",
+    "e2e": "E2E/OSL incl. TTFT (LLMPerf ITL)",
+}
+
+WINDOWS_S: tuple[float | None, ...] = (10.0, 30.0, 60.0, None)
+"""Rolling windows offered to the user; None is the whole run."""
+
+LaneState = Literal["waiting", "streaming", "ok", "error", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of one metric over a set of samples (ms for latencies)."""
+
+    n: int = 0
+    mean: float = float("nan")
+    std: float = float("nan")
+    min: float = float("nan")
+    max: float = float("nan")
+    p50: float = float("nan")
+    p90: float = float("nan")
+    p95: float = float("nan")
+    p99: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts over fixed, log-spaced bin edges (ms), so the axis does not jump between frames."""
+
+    edges_ms: tuple[float, ...] = ()
+    """len(counts) + 1 edges."""
+    counts: tuple[int, ...] = ()
+    stats: Stats = field(default_factory=Stats)
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """One request's lane in the token-stream pane."""
+
+    request_id: int
+    level_id: int
+    state: LaneState
+    text_tail: str
+    """The last few hundred characters of generated text (reasoning then content)."""
+    output_tokens: int
+    age_s: float
+    ttft_ms: float | None
+    tokens_per_s: float | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RequestDetail:
+    """A finished or in-flight request opened for inspection."""
+
+    request_id: int
+    level_id: int
+    state: LaneState
+    sent_s: float
+    ttft_ms: float | None
+    e2e_ms: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    token_source: str
+    """Where the token counts came from: `usage`, `chunks` (one per content chunk) or `estimate`."""
+    chunk_offsets_ms: tuple[float, ...]
+    """Arrival of each content chunk relative to send."""
+    chunk_tokens: tuple[int, ...]
+    itl_chunk: Stats
+    tpot_ms: float | None
+    http_status: int | None
+    error_class: str | None
+    error: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class LevelView:
+    """Everything measured at one load level (one row of the table, one point of the curve)."""
+
+    level_id: int
+    mode: Literal["concurrency", "rate"]
+    value: float
+    """Concurrency (users) or offered rate (req/s)."""
+    started_s: float
+    ended_s: float | None
+    """None while this is the current level."""
+    steady_from_s: float | None
+    """Start of the steady-state window (transient after the load change excluded); None until settled."""
+    steady: bool
+    """True once the steady window holds enough data to be trusted."""
+    completed: int
+    failed: int
+    output_tps: float
+    """System output tokens/s over the steady window (or over the level if not yet steady)."""
+    request_per_s: float
+    per_request_tps: float
+    """Median over requests of OSL / (E2E - TTFT) ... per-user decode speed."""
+    ttft: Stats
+    tpot: Stats
+    itl_chunk: Stats
+    itl_e2e: Stats
+    e2el: Stats
+    tokens_per_chunk: float
+    sched_lag: Stats
+    errors: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where throughput stops growing: see `tui.engine.metrics.find_knee` for the rule."""
+
+    level_id: int
+    value: float
+    output_tps: float
+    peak_tps: float
+    rule: str
+
+
+@dataclass(frozen=True)
+class ClientHealth:
+    """Is the load generator itself keeping up? Measured in each engine process."""
+
+    workers: int = 1
+    loop_lag_p99_ms: float = 0.0
+    cpu_share: float = 0.0
+    """Highest CPU share (0..1 of one core) among engine processes over the last few seconds."""
+    saturated: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The whole state a face renders, at one instant."""
+
+    seq: int
+    elapsed_s: float
+    base_url: str
+    model: str
+    endpoint: str
+    demo: bool
+    load: LoadTarget
+    level_id: int
+    in_flight: int
+    completed: int
+    failed: int
+    output_tps: float
+    """Rolling system output tokens/s over the last few seconds (the live gauge)."""
+    request_per_s: float
+    lanes: tuple[LaneView, ...] = ()
+    lanes_hidden: int = 0
+    ttft_hist: dict[float | None, Histogram] = field(default_factory=dict)
+    """Keyed by window (seconds, or None for all)."""
+    itl_hist: dict[tuple[ItlConvention, float | None], Histogram] = field(default_factory=dict)
+    """Keyed by (convention, window)."""
+    levels: tuple[LevelView, ...] = ()
+    knee: Knee | None = None
+    errors: tuple[tuple[str, int], ...] = ()
+    """Counts by error class over the run."""
+    recent_errors: tuple[str, ...] = ()
+    """Last few error messages, newest last, one line each."""
+    health: ClientHealth = field(default_factory=ClientHealth)
+    fatal: str | None = None
+    """Set when the engine cannot go on (e.g. server unreachable at start): a one-line reason."""
