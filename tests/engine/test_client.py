@@ -1,0 +1,330 @@
+"""One request against a scripted server on 127.0.0.1: the edge cases of streams in the wild."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from tests.engine.scripted_server import (
+    Request,
+    Responder,
+    ScriptedServer,
+    chat_chunk,
+    normal_stream,
+    sse,
+    usage_chunk,
+)
+from tui.engine.client import RequestSession, make_client, run_request
+from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.openai import StreamAccumulator
+from tui.engine.records import RequestRecord
+
+pytestmark = pytest.mark.timeout(20)
+TRANSPORTS = ["aiohttp", "httpx"]
+SECRET = "sk-test-SECRET-0123456789"
+
+
+async def _run(
+    handler,  # type: ignore[no-untyped-def]
+    *,
+    transport: str = "aiohttp",
+    timeout_s: float = 5.0,
+    n: int = 1,
+    endpoint: str = "chat",
+    close_idle: bool = False,
+    notices: list[str] | None = None,
+) -> tuple[list[RequestRecord], list[StreamAccumulator], ScriptedServer]:
+    server = await ScriptedServer(handler, close_idle_after_response=close_idle).start()
+    target = TargetConfig(
+        base_url=server.url,
+        model="m",
+        endpoint=endpoint,
+        api_key=SECRET,  # type: ignore[arg-type]
+        headers=(("X-Extra", "1"),),
+        timeout_s=timeout_s,
+    )
+    client = make_client(target, transport)
+    session = RequestSession(
+        client,
+        target,
+        WorkloadConfig(isl=16, osl=8),
+        "m",
+        notice=(notices.append if notices is not None else None),
+    )
+    records, accs = [], []
+    try:
+        for seq in range(n):
+            rec = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=1, sent_ns=0)
+            acc = StreamAccumulator()
+            records.append(await run_request(session, rec, acc))
+            accs.append(acc)
+    finally:
+        await client.aclose()
+        await server.close()
+    return records, accs, server
+
+
+def _text(acc: StreamAccumulator) -> str:
+    return "".join(acc.pending_text)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_normal_stream_records_everything(transport: str) -> None:
+    words = ["Hello", " wor", "ld", "!"]
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        for ev in normal_stream(words, prompt_tokens=17):
+            await resp.send(ev)
+        await resp.end()
+
+    (rec,), (acc,), server = await _run(handler, transport=transport)
+    assert rec.status == "ok", rec.error
+    assert rec.http_status == 200
+    assert len(rec.chunk_ns) == 4
+    assert rec.first_content_ns == rec.chunk_ns[0]
+    assert rec.sent_ns < rec.first_byte_ns <= rec.first_content_ns <= rec.chunk_ns[-1] <= rec.end_ns
+    assert (rec.input_tokens, rec.input_source) == (17, "usage")
+    assert (rec.output_tokens, rec.output_source) == (4, "usage")
+    assert rec.finish_reason == "stop"
+    assert _text(acc) == "Hello world!"
+    req = server.requests[0]
+    assert req.path == "/v1/chat/completions"
+    assert req.headers["x-tokentop-request-id"] == "0-0"
+    assert req.headers["authorization"] == f"Bearer {SECRET}"
+    assert req.headers["x-extra"] == "1"
+    body = json.loads(req.body)
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 8 and body["min_tokens"] == 8 and body["ignore_eos"] is True
+    assert body["messages"][0]["role"] == "user"
+    assert 12 <= len(body["messages"][0]["content"].split()) <= 20
+
+
+async def test_hand_split_bytes_crlf_multibyte_and_u2028() -> None:
+    # CRLF line ends, a multi-byte character and U+2028 (raw, inside a JSON string) cut across reads.
+    payload = ""
+    for w in ["żółw", "\u2028line", " 🐢"]:
+        payload += "data: " + json.dumps(chat_chunk(w), ensure_ascii=False) + "\r\n\r\n"
+    payload += ": keep-alive\r\n\r\n"
+    payload += "data: " + json.dumps(usage_chunk(3, 3)) + "\r\n\r\ndata: [DONE]\r\n\r\n"
+    raw = payload.encode()
+    cuts = [1, 9, raw.index("ż".encode()) + 1, raw.index("🐢".encode()) + 2, raw.index(b"\r\n") + 1]
+    cuts = sorted(set(c for c in cuts if 0 < c < len(raw)))
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        prev = 0
+        for c in [*cuts, len(raw)]:
+            await resp.send(raw[prev:c])
+            prev = c
+        await resp.end()
+
+    (rec,), (acc,), _ = await _run(handler)
+    assert rec.status == "ok", rec.error
+    assert _text(acc) == "żółw\u2028line 🐢"
+    assert len(rec.chunk_ns) == 3
+
+
+async def test_reasoning_then_content_counts_both() -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        for ev in [
+            sse(chat_chunk(role=True)),
+            sse(chat_chunk(reasoning="think")),
+            sse({"choices": [{"index": 0, "delta": {"reasoning": " more"}}]}),
+            sse(chat_chunk("answer")),
+            sse(chat_chunk(finish="stop")),
+            sse("[DONE]"),
+        ]:
+            await resp.send(ev)
+        await resp.end()
+
+    (rec,), (acc,), _ = await _run(handler)
+    assert rec.status == "ok"
+    assert len(rec.chunk_ns) == 3 and rec.reasoning_chunks == 2
+    assert (rec.output_tokens, rec.output_source) == (3, "chunks")
+    assert rec.input_source == "estimate"
+    assert _text(acc) == "think moreanswer"
+
+
+async def test_completions_endpoint() -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        for t in ["a", "b"]:
+            await resp.send(sse({"choices": [{"index": 0, "text": t, "finish_reason": None}]}))
+        await resp.send(sse({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}))
+        await resp.send(sse("[DONE]"))
+        await resp.end()
+
+    (rec,), _, server = await _run(handler, endpoint="completions")
+    assert rec.status == "ok" and len(rec.chunk_ns) == 2
+    assert server.requests[0].path == "/v1/completions"
+    assert "prompt" in json.loads(server.requests[0].body)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_error_object_inside_stream(transport: str) -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk("a")))
+        await resp.send(sse({"error": {"message": "engine died\nbadly", "code": 500}}))
+        await resp.end()
+
+    (rec,), _, _ = await _run(handler, transport=transport)
+    assert (rec.status, rec.error_class) == ("error", "stream_error")
+    assert rec.error is not None and "engine died badly" in rec.error and "\n" not in rec.error
+    assert len(rec.chunk_ns) == 1
+
+
+async def test_malformed_chunk() -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(b'data: {"choices": [\n\n')
+        await resp.end()
+
+    (rec,), _, _ = await _run(handler)
+    assert rec.error_class == "malformed"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_disconnect_mid_stream(transport: str) -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk("a")))
+        resp.abort()
+
+    (rec,), _, _ = await _run(handler, transport=transport)
+    assert rec.error_class == "disconnect", rec.error
+    assert len(rec.chunk_ns) == 1
+
+
+async def test_end_without_done_is_a_disconnect() -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk("a")))
+        await resp.end()
+
+    (rec,), _, _ = await _run(handler)
+    assert rec.error_class == "disconnect"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_stall_fails_by_timeout_not_hang(transport: str) -> None:
+    release = asyncio.Event()
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk("a")))
+        await asyncio.wait_for(release.wait(), 10)
+
+    t0 = time.monotonic()
+    (rec,), _, _ = await _run(handler, transport=transport, timeout_s=0.4)
+    elapsed = time.monotonic() - t0
+    release.set()
+    assert rec.error_class in ("stall", "timeout"), rec.error
+    assert 0.35 < elapsed < 3.0
+
+
+async def test_whole_request_deadline() -> None:
+    # Chunks keep coming (no silence), but the request as a whole runs past the timeout.
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        for _ in range(200):
+            await resp.send(sse(chat_chunk("a")))
+            await asyncio.sleep(0.02)
+
+    (rec,), _, _ = await _run(handler, timeout_s=0.5)
+    assert rec.error_class == "timeout"
+    assert 0.45e9 < rec.end_ns - rec.sent_ns < 2e9
+
+
+@pytest.mark.parametrize(("status", "klass"), [(500, "http_5xx"), (429, "http_429"), (404, "http_4xx")])
+async def test_http_errors(status: int, klass: str) -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        extra = {"retry-after": "1"} if status == 429 else None
+        await resp.json(status, b'{"error": {"message": "nope"}}', extra)
+
+    (rec,), _, _ = await _run(handler)
+    assert (rec.error_class, rec.http_status) == (klass, status)
+    assert rec.error is not None and rec.error.startswith(f"HTTP {status}: nope")
+
+
+async def test_rejected_fixed_osl_fields_are_dropped_once() -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        body = json.loads(req.body)
+        if "ignore_eos" in body:
+            await resp.json(400, b'{"object":"error","message":"extra fields not permitted: ignore_eos"}')
+            return
+        await resp.head()
+        for ev in normal_stream(["x"]):
+            await resp.send(ev)
+        await resp.end()
+
+    notices: list[str] = []
+    records, _, server = await _run(handler, n=3, notices=notices)
+    assert [r.status for r in records] == ["ok"] * 3
+    assert records[0].retries == 1 and records[1].retries == 0
+    assert len(server.requests) == 4
+    assert len(notices) == 1 and "ignore_eos" in notices[0]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_stale_keepalive_connection_is_retried_once(transport: str) -> None:
+    per_conn: dict[int, int] = {}
+
+    async def handler(req: Request, resp: Responder) -> None:
+        per_conn[req.conn_index] = per_conn.get(req.conn_index, 0) + 1
+        if per_conn[req.conn_index] > 1:
+            resp.abort()  # the server had closed this idle connection: no response byte at all
+            return
+        await resp.head()
+        for ev in normal_stream(["x"]):
+            await resp.send(ev)
+        await resp.end()
+
+    records, _, server = await _run(handler, transport=transport, n=3)
+    assert [r.status for r in records] == ["ok"] * 3, [r.error for r in records]
+    assert sum(r.retries for r in records) >= 1
+    assert len({r.conn_index for r in server.requests}) >= 2
+
+
+async def test_connect_refused() -> None:
+    target = TargetConfig(base_url="http://127.0.0.1:9/v1", model="m", timeout_s=5)
+    client = make_client(target)
+    try:
+        session = RequestSession(client, target, WorkloadConfig(), "m")
+        rec = await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
+    finally:
+        await client.aclose()
+    assert rec.error_class == "connect"
+    assert rec.error is not None and "refused" in rec.error
+
+
+async def test_cancel_finishes_record_as_cancelled() -> None:
+    started = asyncio.Event()
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk("a")))
+        started.set()
+        await asyncio.sleep(10)
+
+    server = await ScriptedServer(handler).start()
+    target = TargetConfig(base_url=server.url, model="m", timeout_s=30)
+    client = make_client(target)
+    rec = RequestRecord(1, 0, 0, 1, 0)
+    try:
+        session = RequestSession(client, target, WorkloadConfig(), "m")
+        task = asyncio.ensure_future(run_request(session, rec, StreamAccumulator()))
+        await asyncio.wait_for(started.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await client.aclose()
+        await server.close()
+    assert rec.status == "cancelled" and rec.error_class == "cancelled"
+    assert rec.end_ns > 0

@@ -1,0 +1,405 @@
+"""One streaming request in, one `RequestRecord` out.
+
+httpx is the client API, configured on purpose (see STYLE.md rule 6): the aiohttp transport (about 4x less
+CPU per chunk than httpx's own h11 transport; ``TOKENTOP_TRANSPORT=httpx`` or ``transport="httpx"`` picks
+the stock one for comparison), no connection limit (the pool must never queue a request: the wait would
+show up as TTFT), explicit timeouts, the raw byte stream fed to our own SSE decoder, and the response
+always closed in ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+import httpx
+import orjson
+
+from tui import __version__
+from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.openai import (
+    StreamAccumulator,
+    apply_chunk,
+    build_body,
+    endpoint_url,
+    error_message,
+    estimate_prompt_tokens,
+    one_line,
+    prompt_words,
+    rejects_fixed_osl_fields,
+)
+from tui.engine.records import RequestRecord
+from tui.engine.sse import SSEDecoder
+
+TransportName = Literal["aiohttp", "httpx"]
+REQUEST_ID_HEADER = "x-tokentop-request-id"
+_ERROR_BODY_LIMIT = 4096
+_DRAIN_S = 1.0
+
+
+def transport_choice(requested: str | None = None) -> TransportName:
+    """``requested`` (or ``$TOKENTOP_TRANSPORT``), defaulting to aiohttp when it can be imported."""
+    name = (requested or os.environ.get("TOKENTOP_TRANSPORT") or "aiohttp").strip().lower()
+    if name == "httpx":
+        return "httpx"
+    try:
+        import httpx_aiohttp  # noqa: F401
+    except ImportError:
+        return "httpx"
+    return "aiohttp"
+
+
+def make_client(target: TargetConfig, transport: str | None = None) -> httpx.AsyncClient:
+    """An AsyncClient for one engine worker. Must be called inside the running event loop."""
+    timeout = httpx.Timeout(
+        connect=target.connect_timeout_s,
+        read=target.timeout_s,
+        write=target.timeout_s,
+        pool=target.connect_timeout_s,
+    )
+    chosen = transport_choice(transport)
+    tx: httpx.AsyncBaseTransport
+    if chosen == "aiohttp":
+        import aiohttp
+        from httpx_aiohttp import AiohttpTransport
+
+        def session() -> aiohttp.ClientSession:
+            # limit=0: no cap on connections (the transport's own default caps at 100, which would queue).
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=15.0)
+            return aiohttp.ClientSession(connector=connector)
+
+        tx = AiohttpTransport(client=session)
+    else:
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=15.0)
+        tx = httpx.AsyncHTTPTransport(limits=limits, retries=0)
+    # trust_env=False: an HTTP(S)_PROXY in the environment would silently swap in a proxy transport.
+    return httpx.AsyncClient(transport=tx, timeout=timeout, trust_env=False)
+
+
+class RequestSession:
+    """Everything a worker's requests share: the client, URL, headers, body template and what the server
+    turned out to accept."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        target: TargetConfig,
+        workload: WorkloadConfig,
+        model: str,
+        *,
+        worker: int = 0,
+        workers: int = 1,
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.target = target
+        self.workload = workload
+        self.model = model
+        self.worker = worker
+        self.workers = workers
+        self.url = endpoint_url(target)
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            # A compressed event stream would be buffered by the compressor: timings would lie.
+            "accept-encoding": "identity",
+            "user-agent": f"tokentop/{__version__}",
+        }
+        if target.api_key:
+            headers["authorization"] = f"Bearer {target.api_key}"
+        for name, value in target.headers:
+            headers[name.lower()] = value
+        self.headers = headers
+        self.fixed_osl_fields = True
+        """Cleared (for the rest of the run) when the server rejects ignore_eos/min_tokens."""
+        self.notice = notice or (lambda _msg: None)
+        self.input_estimate = estimate_prompt_tokens(workload)
+
+    def scrub(self, text: str) -> str:
+        """Never let the API key into a message."""
+        key = self.target.api_key
+        return text.replace(key, "***") if key else text
+
+    def body(self, seq: int) -> bytes:
+        prompt = prompt_words(self.workload, self.worker, seq)
+        fixed = self.fixed_osl_fields
+        return build_body(self.target, self.workload, self.model, prompt, fixed_osl_fields=fixed)
+
+
+class _Failure(Exception):
+    def __init__(self, error_class: str, message: str, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.message = message
+        self.http_status = http_status
+
+
+class _RetryFresh(Exception):
+    """The request failed before any response byte on what was probably a stale keep-alive connection."""
+
+
+class _RetryWithoutFixedOsl(Exception):
+    pass
+
+
+async def run_request(
+    session: RequestSession,
+    record: RequestRecord,
+    acc: StreamAccumulator,
+) -> RequestRecord:
+    """Send one request, stream its answer into ``acc``, and fill ``record`` (returned) with the stamps.
+
+    Never raises for a failed request: the failure is classified into ``record.error_class``. A whole-request
+    deadline of ``timeout_s`` is enforced on top of the per-read silence limit. If the task is cancelled from
+    outside (stop), the record is finished as ``cancelled`` and the cancellation propagates.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    deadline_hit = False
+
+    def on_deadline() -> None:
+        nonlocal deadline_hit
+        deadline_hit = True
+        if task is not None:
+            task.cancel()
+
+    timer = loop.call_later(session.target.timeout_s, on_deadline)
+    fixed_retry_done = False
+    try:
+        while True:
+            try:
+                await _attempt(session, record, acc)
+                break
+            except _RetryFresh:
+                if record.retries >= 1:
+                    raise
+                record.retries += 1
+            except _RetryWithoutFixedOsl:
+                if fixed_retry_done:
+                    raise
+                fixed_retry_done = True
+                record.retries += 1
+    except _RetryFresh as exc:
+        _fail(record, "disconnect", str(exc.__cause__ or exc) or "connection closed")
+    except _RetryWithoutFixedOsl:
+        _fail(record, "http_4xx", "server rejected the request body")
+    except _Failure as exc:
+        _fail(record, exc.error_class, session.scrub(exc.message), exc.http_status)
+    except asyncio.CancelledError:
+        if not deadline_hit:
+            _fail(record, "cancelled", "cancelled")
+            record.status = "cancelled"
+            _finish_tokens(session, record, acc)
+            raise
+        uncancel = getattr(task, "uncancel", None)
+        if uncancel is not None:
+            uncancel()
+        timeout_s = session.target.timeout_s
+        if record.first_content_ns is None:
+            _fail(record, "timeout", f"no output within the {timeout_s:g} s timeout")
+        else:
+            _fail(record, "timeout", f"request took longer than the {timeout_s:g} s timeout")
+    except Exception as exc:  # a bug of ours: keep the run going, say what happened
+        _fail(record, "client", session.scrub(one_line(f"{type(exc).__name__}: {exc}")))
+    finally:
+        timer.cancel()
+    _finish_tokens(session, record, acc)
+    return record
+
+
+def _fail(record: RequestRecord, error_class: str, message: str, http_status: int | None = None) -> None:
+    record.end_ns = time.perf_counter_ns()
+    record.status = "error"
+    record.error_class = error_class
+    record.error = one_line(message)
+    if http_status is not None:
+        record.http_status = http_status
+
+
+def _finish_tokens(session: RequestSession, record: RequestRecord, acc: StreamAccumulator) -> None:
+    record.chunk_ns = acc.chunk_ns
+    if acc.chunk_ns:
+        record.first_content_ns = acc.chunk_ns[0]
+    record.reasoning_chunks = acc.reasoning_chunks
+    record.finish_reason = acc.finish_reason
+    n_chunks = len(acc.chunk_ns)
+    if acc.tokens_known and n_chunks and len(acc.chunk_tokens) == n_chunks:
+        record.chunk_tokens = acc.chunk_tokens
+    if acc.usage_prompt is not None:
+        record.input_tokens, record.input_source = acc.usage_prompt, "usage"
+    else:
+        record.input_tokens, record.input_source = session.input_estimate, "estimate"
+    if acc.usage_completion is not None:
+        record.output_tokens, record.output_source = acc.usage_completion, "usage"
+    elif record.chunk_tokens is not None:
+        record.output_tokens, record.output_source = acc.tokens, "usage"
+    else:
+        record.output_tokens, record.output_source = n_chunks, "chunks"
+
+
+async def _attempt(session: RequestSession, record: RequestRecord, acc: StreamAccumulator) -> None:
+    headers = dict(session.headers)
+    headers[REQUEST_ID_HEADER] = f"{record.worker}-{record.seq}"
+    body = session.body(record.seq)
+    request = session.client.build_request("POST", session.url, content=body, headers=headers)
+    record.sent_ns = time.perf_counter_ns()
+    try:
+        response = await session.client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        kind, message, retryable = classify_exception(exc, started=False)
+        if retryable:
+            raise _RetryFresh(message) from exc
+        raise _Failure(kind, message) from exc
+    try:
+        record.first_byte_ns = time.perf_counter_ns()
+        record.http_status = response.status_code
+        if response.status_code >= 400:
+            await _http_error(session, response)
+        await _read_stream(response, acc, record)
+    finally:
+        await response.aclose()
+
+
+async def _http_error(session: RequestSession, response: httpx.Response) -> None:
+    body = bytearray()
+    try:
+        async for part in response.aiter_raw():
+            body += part
+            if len(body) >= _ERROR_BODY_LIMIT:
+                break
+    except httpx.HTTPError:
+        pass
+    status = response.status_code
+    text = bytes(body).decode("utf-8", "replace")
+    if session.fixed_osl_fields and rejects_fixed_osl_fields(status, text):
+        session.fixed_osl_fields = False
+        session.notice(
+            f"server rejected ignore_eos/min_tokens (HTTP {status}); sending without them, "
+            "so output lengths may vary"
+        )
+        raise _RetryWithoutFixedOsl
+    message = f"HTTP {status}: {error_message(bytes(body))}"
+    retry_after = response.headers.get("retry-after")
+    if retry_after:
+        message += f" (Retry-After {retry_after})"
+    kind = "http_429" if status == 429 else "http_5xx" if status >= 500 else "http_4xx"
+    raise _Failure(kind, message, status)
+
+
+async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record: RequestRecord) -> None:
+    decoder = SSEDecoder()
+    feed = decoder.feed
+    loads = orjson.loads
+    perf_ns = time.perf_counter_ns
+    encoding = response.headers.get("content-encoding", "identity").lower()
+    stream = response.aiter_raw() if encoding in ("identity", "") else response.aiter_bytes()
+    now = record.first_byte_ns or perf_ns()
+    try:
+        async for data in stream:
+            now = perf_ns()
+            for event in feed(data):
+                if _handle_event(event.event, event.data, acc, now, loads):
+                    record.end_ns = now
+                    await _drain(stream)
+                    return
+        now = perf_ns()
+        for event in decoder.flush():
+            if _handle_event(event.event, event.data, acc, now, loads):
+                record.end_ns = now
+                return
+    except httpx.HTTPError as exc:
+        kind, message, _ = classify_exception(exc, started=True)
+        raise _Failure(kind, message) from exc
+    if acc.finish_reason is None:
+        raise _Failure("disconnect", "stream ended before [DONE]")
+    record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
+
+
+async def _drain(stream: AsyncIterator[bytes]) -> None:
+    """Read to the end of the body after ``[DONE]`` (normally just the chunked-encoding terminator), so the
+    connection goes back to the pool instead of being closed; give up after a moment on a server that keeps
+    the stream open."""
+
+    async def rest() -> None:
+        async for _ in stream:
+            pass
+
+    with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
+        await asyncio.wait_for(rest(), _DRAIN_S)
+
+
+def _handle_event(
+    event: str, data: str, acc: StreamAccumulator, now: int, loads: Callable[[str], Any]
+) -> bool:
+    """Apply one event; True when the stream is complete."""
+    if data == "[DONE]":
+        acc.done = True
+        return True
+    if event == "error":
+        raise _Failure("stream_error", "stream error: " + error_message(data.encode()))
+    try:
+        obj = loads(data)
+    except orjson.JSONDecodeError:
+        raise _Failure("malformed", "malformed chunk: " + one_line(data, 80)) from None
+    apply_chunk(acc, obj, now)
+    if acc.error is not None:
+        raise _Failure("stream_error", "stream error: " + acc.error)
+    return False
+
+
+def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, bool]:
+    """(error class, one-line message, retry-on-a-fresh-connection?) for a transport exception.
+
+    httpx over aiohttp maps aiohttp's exceptions loosely (a refused connection arrives as ConnectTimeout), so
+    the original exception in the cause chain decides. ``started``: response headers had arrived.
+    """
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    names: set[str] = set()
+    for e in chain:
+        names.update(t.__name__ for t in type(e).__mro__)
+    os_err = next((e for e in chain if isinstance(e, OSError) and e.errno), None)
+    reason = _os_reason(os_err) if os_err is not None else ""
+
+    if "ClientConnectorError" in names or isinstance(exc, httpx.ConnectError):
+        return "connect", f"cannot connect: {reason or _first_line(exc)}", False
+    connect_timeout = "ConnectionTimeoutError" in names or isinstance(
+        exc, (httpx.ConnectTimeout, httpx.PoolTimeout)
+    )
+    if connect_timeout and "ServerDisconnectedError" not in names and "ClientOSError" not in names:
+        return "connect", "connect timeout", False
+    if "SocketTimeoutError" in names or isinstance(exc, httpx.ReadTimeout):
+        if started:
+            return "stall", "stream stalled: no data within the timeout", False
+        return "timeout", "no response within the timeout", False
+    if isinstance(exc, httpx.TimeoutException) and "ServerTimeoutError" in names:
+        return ("stall" if started else "timeout"), "timed out", False
+    disconnected = (
+        "ServerDisconnectedError" in names
+        or "ClientPayloadError" in names
+        or "ClientOSError" in names
+        or "ClientConnectionResetError" in names
+        or isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError))
+        or (os_err is not None and os_err.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED))
+    )
+    if disconnected:
+        message = f"connection closed: {reason or _first_line(exc)}"
+        return "disconnect", message, not started
+    return "client", f"{type(exc).__name__}: {_first_line(exc)}", False
+
+
+def _os_reason(err: OSError) -> str:
+    return os.strerror(err.errno).lower() if err.errno else str(err)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return one_line(text.splitlines()[0] if text else type(exc).__name__, 160)

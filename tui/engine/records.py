@@ -1,0 +1,173 @@
+"""One finished request, as measured at the socket, and its forms on the wire and in the requests log.
+
+Every time is a `time.perf_counter_ns()` stamp (CLOCK_MONOTONIC on Linux, so stamps taken in the engine
+worker processes, the face's process and the simulator compare directly). Metrics are derived later, from
+these raw stamps, by `tui.engine.metrics`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+import orjson
+
+Status = Literal["ok", "error", "cancelled"]
+TokenSource = Literal["usage", "chunks", "estimate"]
+
+ERROR_CLASSES: tuple[str, ...] = (
+    "connect",
+    "http_4xx",
+    "http_429",
+    "http_5xx",
+    "timeout",
+    "stall",
+    "disconnect",
+    "malformed",
+    "stream_error",
+    "cancelled",
+    "client",
+)
+"""Every `error_class` a record can carry. `timeout`: the whole-request deadline passed (or no byte came in
+time); `stall`: the stream went silent longer than the timeout after it had started; `disconnect`: the
+connection broke or the stream ended early; `malformed`: a chunk that is not valid JSON; `stream_error`: an
+`error` object inside the stream; `client`: a bug or local failure in tokentop itself."""
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Raw measurements of one request. Finished records are immutable by convention."""
+
+    request_id: int
+    """Unique in a run: ``seq * workers + worker + 1``."""
+    worker: int
+    seq: int
+    """Per-worker sequence number; the request carries ``x-tokentop-request-id: <worker>-<seq>``."""
+    level_id: int
+    """The load level the request was started under."""
+    sent_ns: int
+    """Just before the request was written (the retry's stamp, if it was retried)."""
+    scheduled_ns: int | None = None
+    """Open loop: when the arrival process scheduled it (``sent_ns - scheduled_ns`` is scheduling lag)."""
+    first_byte_ns: int | None = None
+    """Response headers received."""
+    first_content_ns: int | None = None
+    """First chunk carrying generated text (content or reasoning)."""
+    end_ns: int = 0
+    """Stream finished (``[DONE]``, end of body) or the request failed."""
+    chunk_ns: array[int] = field(default_factory=lambda: array("q"))
+    """Arrival of each chunk that carried generated text."""
+    chunk_tokens: array[int] | None = None
+    """Tokens in each of those chunks, when the server said (continuous usage); else None."""
+    reasoning_chunks: int = 0
+    """How many of the content chunks carried reasoning rather than answer text."""
+    input_tokens: int | None = None
+    input_source: TokenSource = "estimate"
+    output_tokens: int | None = None
+    output_source: TokenSource = "chunks"
+    status: Status = "ok"
+    error_class: str | None = None
+    error: str | None = None
+    """One line, never containing the API key."""
+    http_status: int | None = None
+    finish_reason: str | None = None
+    retries: int = 0
+
+    # --- derived ---------------------------------------------------------------------------------
+
+    @property
+    def client_request_id(self) -> str:
+        """The id sent in ``x-tokentop-request-id`` (the simulator's truth log records it)."""
+        return f"{self.worker}-{self.seq}"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return None if self.first_content_ns is None else self.first_content_ns - self.sent_ns
+
+    @property
+    def e2e_ns(self) -> int:
+        return self.end_ns - self.sent_ns
+
+    # --- wire form (worker -> handle) ------------------------------------------------------------
+
+    def to_wire(self) -> tuple[Any, ...]:
+        """A compact tuple for the pipe (arrays pickle as raw bytes)."""
+        return (
+            self.request_id,
+            self.worker,
+            self.seq,
+            self.level_id,
+            self.sent_ns,
+            self.scheduled_ns,
+            self.first_byte_ns,
+            self.first_content_ns,
+            self.end_ns,
+            self.chunk_ns,
+            self.chunk_tokens,
+            self.reasoning_chunks,
+            self.input_tokens,
+            self.input_source,
+            self.output_tokens,
+            self.output_source,
+            self.status,
+            self.error_class,
+            self.error,
+            self.http_status,
+            self.finish_reason,
+            self.retries,
+        )
+
+    @classmethod
+    def from_wire(cls, t: tuple[Any, ...]) -> RequestRecord:
+        return cls(*t)
+
+    # --- requests log ----------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The requests-log form: raw stamps (ns, same clock as the simulator's truth log) plus a few
+        derived figures in ms for people reading the file."""
+        ttft = self.ttft_ns
+        return {
+            "id": self.request_id,
+            "client_request_id": self.client_request_id,
+            "level": self.level_id,
+            "status": self.status,
+            "error_class": self.error_class,
+            "error": self.error,
+            "http_status": self.http_status,
+            "finish_reason": self.finish_reason,
+            "retries": self.retries,
+            "scheduled_ns": self.scheduled_ns,
+            "sent_ns": self.sent_ns,
+            "first_byte_ns": self.first_byte_ns,
+            "first_content_ns": self.first_content_ns,
+            "end_ns": self.end_ns,
+            "input_tokens": self.input_tokens,
+            "input_source": self.input_source,
+            "output_tokens": self.output_tokens,
+            "output_source": self.output_source,
+            "reasoning_chunks": self.reasoning_chunks,
+            "ttft_ms": None if ttft is None else ttft / 1e6,
+            "e2e_ms": self.e2e_ns / 1e6,
+            "chunk_ns": self.chunk_ns.tolist(),
+            "chunk_tokens": None if self.chunk_tokens is None else self.chunk_tokens.tolist(),
+        }
+
+
+class RequestsLog:
+    """Appends one JSON line per finished request, flushed per line so a crash loses nothing finished."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def write(self, record: RequestRecord) -> None:
+        self._stream.write(orjson.dumps(record.to_json(), option=orjson.OPT_APPEND_NEWLINE))
+        self._stream.flush()
+
+    def close(self) -> None:
+        self._stream.close()
