@@ -201,6 +201,11 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
                    help="inject faults: error500, error429, disconnect, stall, malformed (rate 0..1); "
                    "queue503=N rejects when more than N wait")
     p.add_argument("--truth-log", metavar="PATH", help="write one JSON line per request with server-side times")
+    cap = p.add_argument_group("capacity overrides (default: the profile's)")
+    cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
+    cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")
+    cap.add_argument("--prefill-chunk", type=int, metavar="N",
+                     help="prefill token budget per step; 0 turns chunked prefill off")
 
 
 def _add_calibrate_args(p: argparse.ArgumentParser) -> None:

@@ -81,7 +81,10 @@ class Profile:
                 f"kv_cache_tokens ({self.kv_cache_tokens}) must exceed max_model_len ({self.max_model_len})"
             )
         if self.prefill_chunk_tokens is not None and self.prefill_chunk_tokens <= self.max_num_seqs:
-            raise ValueError("prefill_chunk_tokens must exceed max_num_seqs (decodes count against it)")
+            raise ValueError(
+                f"the prefill chunk ({self.prefill_chunk_tokens} tokens) must exceed max seqs "
+                f"({self.max_num_seqs}): each decoding sequence takes one token of it"
+            )
 
     def with_overrides(
         self,

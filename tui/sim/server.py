@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
 import signal
 import sys
@@ -1046,7 +1047,8 @@ async def serve(
     except OSError as exc:
         if truth_log is not None:
             truth_log.close()
-        raise ListenError(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = server.sockets[0].getsockname()[1]
     host = f"[{config.host}]" if ":" in config.host else config.host
     sim.start()
