@@ -161,10 +161,12 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
     _add_target_args(p)
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_positive_int, default=None, metavar="N",
-                      help="start closed-loop with N users (default 1)")
+                      help="start closed-loop with N users (default 1; 4 in the demo)")
     load.add_argument("--rate", type=_positive_float, default=None, metavar="R",
                       help="start open-loop at R requests/s")
-    p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or a theme file")
+    p.add_argument("--theme", default=None, metavar="NAME|PATH",
+                   help="theme name (dark, light, high-contrast, or any file in the themes folder) "
+                   "or the path of a theme file")
     p.add_argument("--output", metavar="results.json", help="write results here on quit")
     p.add_argument("--requests-log", metavar="requests.jsonl", help="append one JSON line per finished request")
 

@@ -107,7 +107,21 @@ def theme_from_dict(data: dict[str, Any], *, source: str) -> Theme:
             raise fail(f"variable {key!r} must be a string")
         # Our own variables feed plotext as RGB, so they must be plain colours.
         clean_vars[key] = _colour(value, key, fail) if key in APP_VARIABLE_DEFAULTS else value
-    return Theme(name=name.strip(), dark=dark, variables=clean_vars, **colours)
+    return Theme(
+        name=name.strip(),
+        dark=dark,
+        variables=clean_vars,
+        primary=colours["primary"],
+        secondary=colours.get("secondary"),
+        accent=colours.get("accent"),
+        foreground=colours.get("foreground"),
+        background=colours.get("background"),
+        surface=colours.get("surface"),
+        panel=colours.get("panel"),
+        success=colours.get("success"),
+        warning=colours.get("warning"),
+        error=colours.get("error"),
+    )
 
 
 def _colour(value: object, key: str, fail: Any) -> str:

@@ -1,0 +1,55 @@
+"""Fixtures for the app tests: a fake engine, the bundled themes, and an app wired to both."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+
+from tests.app.fake_engine import FakeEngine
+from tui.app.app import TokentopApp
+from tui.app.themes import load_themes
+
+
+@pytest.fixture
+def engine() -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.fixture
+def make_app(engine: FakeEngine, tmp_path: Path) -> Callable[..., TokentopApp]:
+    """An app whose timer never fires during a test (tests call `poll()`), with a frozen clock."""
+
+    def make(theme: str = "dark", **kwargs: object) -> TokentopApp:
+        options: dict[str, object] = {"save_dir": tmp_path, "tick_s": 3600.0, "clock_ns": lambda: 0}
+        options.update(kwargs)
+        return TokentopApp(engine, themes=load_themes(), theme=theme, **options)  # type: ignore[arg-type]
+
+    return make
+
+
+async def settle(pilot: Pilot[object]) -> None:
+    """Let posted messages and after-refresh callbacks run (no sleeping)."""
+    for _ in range(3):
+        await pilot.pause()
+
+
+def screen_text(app: TokentopApp, *, styles: bool = False) -> str:
+    """The screen as plain text (or ANSI with `styles`), rendered like `export_screenshot` does."""
+    width, height = app.size
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        record=True,
+        legacy_windows=False,
+        safe_box=False,
+    )
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens, simplify=True))
+    return console.export_text(styles=styles)

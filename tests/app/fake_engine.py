@@ -1,0 +1,51 @@
+"""An `Engine` that serves frozen snapshots and records what the app asked of it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+
+from tests.app import frozen
+from tui.engine.config import LoadTarget
+from tui.engine.snapshot import RequestDetail, Snapshot
+
+
+class FakeEngine:
+    """Deterministic: `snapshot()` returns the frozen data with the current target; nothing runs."""
+
+    def __init__(self, snap: Snapshot | None = None) -> None:
+        self.snap = snap or frozen.snapshot()
+        self._load = self.snap.load
+        self.loads: list[LoadTarget] = []
+        self.started = False
+        self.stopped = 0
+        self.snapshots = 0
+        self.results: list[Path] = []
+
+    def start(self) -> None:
+        self.started = True
+
+    def set_load(self, target: LoadTarget) -> None:
+        self.loads.append(target)
+        self._load = target
+
+    @property
+    def load(self) -> LoadTarget:
+        return self._load
+
+    def snapshot(self) -> Snapshot:
+        self.snapshots += 1
+        return replace(self.snap, load=self._load)
+
+    def detail(self, request_id: int) -> RequestDetail | None:
+        return frozen.detail(request_id)
+
+    def write_results(self, path: Path) -> Path:
+        path.write_bytes(orjson.dumps({"tokentop": "fake", "levels": len(self.snap.levels)}))
+        self.results.append(path)
+        return path
+
+    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+        self.stopped += 1

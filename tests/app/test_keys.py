@@ -1,0 +1,179 @@
+"""Pilot tests: keys become load targets on the engine, and view keys change what the panes name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app.conftest import settle
+from tests.app.fake_engine import FakeEngine
+from tui.app.widgets.detail import RequestDetailScreen
+from tui.app.widgets.help import HelpScreen
+from tui.app.widgets.latency import LatencyHistogram
+from tui.app.widgets.levels import LevelTable
+from tui.app.widgets.streams import StreamLanes
+from tui.engine.snapshot import ITL_NAMES
+
+
+async def test_plus_three_times_adds_three_users(make_app, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("+", "+", "+")
+        assert [t.concurrency for t in engine.loads] == [9, 10, 11]
+        await pilot.press("-", "down", "up")
+        assert engine.load.concurrency == 10
+
+
+async def test_brackets_double_and_halve(make_app, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("]")
+        assert engine.load.concurrency == 16
+        await pilot.press("[", "[")
+        assert engine.load.concurrency == 4
+
+
+async def test_m_switches_to_rate_and_plus_moves_the_rate(make_app, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("m")
+        assert engine.load.mode == "rate"
+        # Rate mode starts at the measured request rate (1.55/s in the frozen snapshot) on a 0.5/s grid.
+        assert engine.load.rate == 1.5
+        await pilot.press("+")
+        assert engine.load.rate == 2.0
+        await pilot.press("]")
+        assert engine.load.rate == 4.0
+        await pilot.press("m")
+        assert engine.load.mode == "concurrency" and engine.load.concurrency == 8
+
+
+async def test_space_pauses_and_resumes(make_app, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("space")
+        assert engine.load.paused
+        app.poll(force=True)
+        assert "paused" in str(app.query_one("#status").render())
+        await pilot.press("space")
+        assert not engine.load.paused
+
+
+async def test_i_and_w_change_the_named_convention_and_window(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        itl = app.query_one("#itl", LatencyHistogram)
+        ttft = app.query_one("#ttft", LatencyHistogram)
+        assert ITL_NAMES["chunk"] in str(itl.border_title)
+        assert "last 10 s" in str(ttft.border_title)
+        await pilot.press("i")
+        await settle(pilot)
+        assert ITL_NAMES["tpot"] in str(itl.border_title)
+        assert ITL_NAMES["tpot"] in str(app.query_one(LevelTable).border_title)
+        await pilot.press("w", "w", "w")
+        assert "whole run" in str(ttft.border_title)
+        assert "whole run" in str(itl.border_title)
+
+
+async def test_t_cycles_the_themes(make_app) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        assert app.theme == "dark"
+        await pilot.press("t")
+        assert app.theme == "high-contrast"
+        await pilot.press("t", "t")
+        assert app.theme == "dark"
+
+
+async def test_s_saves_results_log_and_screenshot(make_app, engine: FakeEngine, tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    log.write_text('{"id": 1}\n')
+    out = tmp_path / "saved"
+    app = make_app(save_dir=out, requests_log=log)
+    async with app.run_test() as pilot:
+        await pilot.press("s")
+        await settle(pilot)
+    names = sorted(p.suffix for p in out.iterdir())
+    assert names == [".json", ".jsonl", ".svg"]
+    assert engine.results and engine.results[0].parent == out
+    assert next(out.glob("*.svg")).read_text().startswith("<svg")
+
+
+async def test_question_mark_opens_help_with_metric_definitions(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        from tui.app.widgets.help import KEYS_MD, METRICS_MD
+
+        for word in ("TTFT", "Scheduling lag", "ISL / OSL", "usage", "E2E", "TPS", "`tpot`", "`chunk`", "`e2e`"):
+            assert word in METRICS_MD
+        for key in ("`+`", "`]`", "`m`", "`space`", "`a`", "`i`", "`w`", "`t`", "`s`", "`p`", "`?`", "`q`"):
+            assert key in KEYS_MD
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_q_stops_the_engine_writes_output_and_exits_zero(make_app, engine: FakeEngine, tmp_path: Path) -> None:
+    output = tmp_path / "results.json"
+    app = make_app(output=output)
+    async with app.run_test() as pilot:
+        await pilot.press("q")
+        await settle(pilot)
+    assert engine.stopped == 1
+    assert output.exists()
+    assert app.return_value == 0
+    assert app.quit_notes == [f"results written to {output}"]
+
+
+async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(make_app, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("a")
+        assert engine.load.concurrency == 1 and engine.load.mode == "concurrency"
+        assert "auto ramp" in str(app.query_one("#status").render())
+        await pilot.press("+")
+        assert app._ramp is None
+        assert engine.load.concurrency == 2
+
+
+async def test_p_freezes_the_lane_text(make_app, engine: FakeEngine) -> None:
+    from dataclasses import replace
+
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("p")
+        lanes = app.query_one(StreamLanes)
+        assert lanes.frozen
+        before = lanes._lanes
+        engine.snap = replace(engine.snap, seq=43, lanes=engine.snap.lanes[:1])
+        app.poll()
+        assert lanes._lanes == before
+        await pilot.press("p")
+        app.poll(force=True)
+        assert len(lanes._lanes) == 1
+
+
+async def test_tab_enter_opens_the_request_detail(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab")
+        assert app.focused is app.query_one(StreamLanes)
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, RequestDetailScreen)
+        assert app.screen.request_id == 302
+        summary = str(app.screen.query_one("#detail-summary").render())
+        assert "TTFT" in summary and "388ms" in summary
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, RequestDetailScreen)
+
+
+async def test_the_command_palette_offers_the_actions(make_app) -> None:
+    app = make_app()
+    async with app.run_test():
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+    assert {"More load", "Double load", "Switch mode", "Auto ramp", "Save", "Next theme", "Help", "Quit"} <= titles

@@ -1,0 +1,383 @@
+"""The live app: polls engine snapshots on a fixed tick, renders them, turns keys into load targets."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Horizontal
+from textual.screen import Screen
+from textual.theme import Theme
+from textual.widgets import Footer
+
+from tui.app import control
+from tui.app.autoramp import AutoRamp
+from tui.app.frames import FrameStats
+from tui.app.themes import APP_VARIABLE_DEFAULTS
+from tui.app.widgets.curve import ThroughputCurve
+from tui.app.widgets.detail import RequestDetailScreen
+from tui.app.widgets.errors import ErrorsPane
+from tui.app.widgets.help import HelpScreen
+from tui.app.widgets.latency import LatencyHistogram
+from tui.app.widgets.levels import LevelTable
+from tui.app.widgets.plot_pane import PlotPane
+from tui.app.widgets.status import FatalBanner, StatusBar, UiState
+from tui.app.widgets.streams import StreamLanes
+from tui.engine.api import Engine
+from tui.engine.config import LoadTarget
+from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
+
+VIEWS = ("live", "latency", "levels")
+"""Pane groups shown one at a time when the terminal is too small for all of them (`v` cycles)."""
+COMPACT_BELOW = (120, 36)
+"""Width and height under which the app shows one view at a time."""
+
+
+class TokentopApp(App[int]):
+    """`top` for an inference server. Renders `Snapshot`s only; keys become `LoadTarget`s."""
+
+    CSS_PATH = "tokentop.tcss"
+    TITLE = "tokentop"
+    AUTO_FOCUS = None  # up/down belong to the load until the user tabs into the lanes
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # The footer shows one entry per key pair so every visible key fits in 80 columns.
+        Binding("plus,equals_sign,up", "load_step(1)", "load", key_display="+/-"),
+        Binding("minus,down", "load_step(-1)", "less", show=False),
+        Binding("right_square_bracket", "load_scale(2.0)", "×2 ÷2", key_display="]/["),
+        Binding("left_square_bracket", "load_scale(0.5)", "÷2", show=False),
+        Binding("m", "toggle_mode", "mode"),
+        Binding("space", "toggle_pause", "pause"),
+        Binding("a", "toggle_ramp", "ramp"),
+        Binding("i", "cycle_itl", "ITL"),
+        Binding("w", "cycle_window", "window"),
+        Binding("v", "next_view", "view"),
+        # Shown in the help screen and the palette; the footer keeps the load keys within 80 columns.
+        Binding("p", "freeze_text", "freeze", show=False),
+        Binding("s", "save", "save", show=False),
+        Binding("t", "next_theme", "theme", show=False),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+    ]
+
+    PLOT_EVERY_TICKS = 5
+    """A plot is rebuilt from new data at most every 5 ticks (2 Hz at 10 Hz), one plot per tick."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        themes: dict[str, Theme],
+        theme: str,
+        output: Path | None = None,
+        requests_log: Path | None = None,
+        save_dir: Path | None = None,
+        tick_s: float = 0.1,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.output = output
+        self.requests_log = requests_log
+        self.save_dir = save_dir or Path.cwd()
+        self.tick_s = tick_s
+        self._clock_ns = clock_ns
+        for each in themes.values():
+            self.register_theme(each)
+        self._theme_names = list(themes)
+        self._initial_theme = theme
+        self.frame_stats = FrameStats()
+        """Own work per tick; shown in the status line and read by the performance tests."""
+        self.window_s: float | None = WINDOWS_S[0]
+        self.convention: ItlConvention = ITL_CONVENTIONS[0]
+        self.view = VIEWS[0]
+        self.quit_notes: list[str] = []
+        """Lines for the terminal after the app closes (where results went)."""
+        self._target = LoadTarget()
+        self._snap: Snapshot | None = None
+        self._ticks = 0
+        self._next_plot = 0
+        self._ramp: AutoRamp | None = None
+        self._ramp_note = ""
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_VARIABLE_DEFAULTS)
+
+    def compose(self) -> ComposeResult:
+        yield FatalBanner(id="fatal")
+        yield StatusBar(id="status")
+        with Container(id="body"):
+            with Horizontal(id="top"):
+                yield StreamLanes(id="lanes")
+                yield ThroughputCurve(id="curve")
+            with Horizontal(id="mid"):
+                yield LatencyHistogram("ttft", id="ttft")
+                yield LatencyHistogram("itl", id="itl")
+            with Horizontal(id="bottom"):
+                yield LevelTable(id="levels")
+                yield ErrorsPane(id="errors")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.theme = self._initial_theme
+        self.theme_changed_signal.subscribe(self, lambda _theme: self.call_after_refresh(self._redraw_plots))
+        self._target = self.engine.load
+        self.query_one(StreamLanes).border_title = "token streams"
+        self._apply_layout()
+        self.poll()
+        # Plots and the table need their sizes, known after the first layout.
+        self.call_after_refresh(self.poll, force=True)
+        self.set_interval(self.tick_s, self.poll)  # Textual timers skip ticks that came late
+
+    def on_resize(self) -> None:
+        self._apply_layout()
+
+    # --- the tick ---------------------------------------------------------------------------------
+
+    def poll(self, *, force: bool = False) -> None:
+        """One tick: read a snapshot, update the panes that changed, maybe rebuild one plot."""
+        start = self._clock_ns()
+        try:
+            snap = self.engine.snapshot()
+        except Exception as exc:  # a dead engine must not take the UI down with a traceback
+            self.query_one(FatalBanner).show(f"cannot read the engine: {exc}")
+            return
+        fetched = self._clock_ns()
+        self._ticks += 1
+        fresh = force or self._snap is None or snap.seq != self._snap.seq
+        self._snap = snap
+        if self._ramp is not None:
+            self._ramp_tick(snap)
+        with self.batch_update():
+            if fresh:
+                self._show_fast(snap)
+            self._show_slow(snap, force=force)
+        self.frame_stats.record(start, fetched, self._clock_ns())
+
+    def _ui_state(self) -> UiState:
+        return UiState(
+            target=self._target,
+            ramp=self._ramp_note,
+            frozen=self.query_one(StreamLanes).frozen,
+            frames=self.frame_stats.summary(),
+        )
+
+    def _show_fast(self, snap: Snapshot) -> None:
+        """Counters and text, every tick (10 Hz)."""
+        self.query_one(FatalBanner).show(snap.fatal)
+        self.query_one(StatusBar).show(snap, self._ui_state())
+        self.query_one(StreamLanes).show(snap.lanes, snap.lanes_hidden)
+        self.query_one(ErrorsPane).show(snap)
+        self.query_one(ThroughputCurve).show(snap)
+        for hist in self.query(LatencyHistogram):
+            hist.show(snap, self.window_s, self.convention)
+
+    def _show_slow(self, snap: Snapshot, *, force: bool) -> None:
+        """Plots and the table: only when visible and changed, a plot at most every PLOT_EVERY_TICKS."""
+        table = self.query_one(LevelTable)
+        if (
+            (force or self._ticks % self.PLOT_EVERY_TICKS == 0)
+            and table.region.area
+            and self.screen.is_active
+        ):
+            table.show(snap.levels, snap.level_id, snap.knee, self.convention)
+        panes = list(self.query(PlotPane))
+        for offset in range(len(panes)):
+            index = (self._next_plot + offset) % len(panes)
+            pane = panes[index]
+            if not (pane.showing and pane.stale):
+                continue
+            due = getattr(pane, "drawn_tick", -self.PLOT_EVERY_TICKS) + self.PLOT_EVERY_TICKS <= self._ticks
+            if force or pane.resized or due:
+                pane.redraw()
+                pane.drawn_tick = self._ticks  # type: ignore[attr-defined]
+                if not force:
+                    self._next_plot = index + 1
+                    break
+
+    def _redraw_plots(self) -> None:
+        """After a key that changes what a plot shows: redraw the visible ones now, not at the next slot."""
+        if self._snap is None:
+            return
+        with self.batch_update():
+            self._show_fast(self._snap)
+            self._show_slow(self._snap, force=True)
+
+    # --- layout -----------------------------------------------------------------------------------
+
+    @property
+    def compact(self) -> bool:
+        width, height = self.size
+        return width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+
+    def _main_screen(self) -> Screen[object]:
+        return self.screen_stack[0]
+
+    def _apply_layout(self) -> None:
+        screen = self._main_screen()
+        screen.set_class(self.compact, "-compact")
+        for name in VIEWS:
+            screen.set_class(self.view == name, f"-view-{name}")
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "next_view":
+            return self.compact
+        return True
+
+    # --- load keys --------------------------------------------------------------------------------
+
+    def set_target(self, target: LoadTarget, *, from_ramp: bool = False) -> None:
+        """The one place a load target is sent to the engine."""
+        if not from_ramp and self._ramp is not None:
+            self._stop_ramp("stopped by a load key")
+        self._target = target
+        self.engine.set_load(target)
+        if self._snap is not None:
+            self.query_one(StatusBar).show(self._snap, self._ui_state())
+
+    def action_load_step(self, direction: int) -> None:
+        self.set_target(control.step(self._target, direction))
+
+    def action_load_scale(self, factor: float) -> None:
+        self.set_target(control.scale(self._target, factor))
+
+    def action_toggle_mode(self) -> None:
+        measured = self._snap.request_per_s if self._snap is not None else 0.0
+        self.set_target(control.toggle_mode(self._target, measured))
+
+    def action_toggle_pause(self) -> None:
+        self.set_target(control.toggle_pause(self._target))
+
+    def action_toggle_ramp(self) -> None:
+        if self._ramp is not None:
+            self._stop_ramp("stopped")
+            return
+        self._ramp = AutoRamp()
+        self._ramp_note = f"{self._ramp.users} users, waiting for steady"
+        self.set_target(self._ramp.first(self._target), from_ramp=True)
+
+    def _ramp_tick(self, snap: Snapshot) -> None:
+        assert self._ramp is not None
+        decision = self._ramp.step(snap)
+        if decision.done:
+            self._stop_ramp(decision.reason)
+        elif decision.target is not None:
+            self.set_target(decision.target, from_ramp=True)
+        if self._ramp is not None:
+            self._ramp_note = f"{self._ramp.users} users, waiting for steady"
+
+    def _stop_ramp(self, reason: str) -> None:
+        self._ramp = None
+        self._ramp_note = ""
+        self.notify(f"auto ramp: {reason}", title="ramp")
+
+    # --- view keys --------------------------------------------------------------------------------
+
+    def action_cycle_itl(self) -> None:
+        self.convention = ITL_CONVENTIONS[(ITL_CONVENTIONS.index(self.convention) + 1) % len(ITL_CONVENTIONS)]
+        self._redraw_plots()
+
+    def action_cycle_window(self) -> None:
+        self.window_s = WINDOWS_S[(WINDOWS_S.index(self.window_s) + 1) % len(WINDOWS_S)]
+        self._redraw_plots()
+
+    def action_next_view(self) -> None:
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+        self._apply_layout()
+        self.call_after_refresh(self._redraw_plots)
+
+    def action_freeze_text(self) -> None:
+        lanes = self.query_one(StreamLanes)
+        lanes.frozen = not lanes.frozen
+        if self._snap is not None:
+            self._show_fast(self._snap)
+
+    def action_next_theme(self) -> None:
+        names = self._theme_names
+        if names:
+            current = names.index(self.theme) if self.theme in names else -1
+            self.theme = names[(current + 1) % len(names)]
+            self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    @on(StreamLanes.Open)
+    def open_request(self, message: StreamLanes.Open) -> None:
+        self.push_screen(RequestDetailScreen(message.request_id, self.engine.detail))
+
+    # --- files and quitting -----------------------------------------------------------------------
+
+    def action_save(self) -> None:
+        """Results JSON, a copy of the requests log, and an SVG of the screen, side by side."""
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = self.save_dir / f"tokentop-{stamp}"
+        n = 1
+        while base.with_suffix(".json").exists():
+            n += 1
+            base = self.save_dir / f"tokentop-{stamp}-{n}"
+        try:
+            self.save_dir.mkdir(parents=True, exist_ok=True)
+            saved = [self.engine.write_results(base.with_suffix(".json"))]
+            if self.requests_log is not None and self.requests_log.exists():
+                saved.append(Path(shutil.copyfile(self.requests_log, base.with_suffix(".jsonl"))))
+            saved.append(Path(self.save_screenshot(filename=base.name + ".svg", path=str(self.save_dir))))
+        except Exception as exc:
+            self.notify(f"save failed: {exc}", severity="error", timeout=10)
+            return
+        names = ", ".join(path.name for path in saved)
+        self.notify(f"{names}\nin {self.save_dir}", title="saved", timeout=8)
+
+    async def action_quit(self) -> None:
+        """Cancel in-flight requests, write --output, exit 0. The status line says so while it blocks."""
+        self.query_one(FatalBanner).show("stopping: cancelling in-flight requests…")
+        self.call_after_refresh(self._finish_quit)
+
+    def _finish_quit(self) -> None:
+        try:
+            self.engine.stop()
+        finally:
+            if self.output is not None:
+                try:
+                    written = self.engine.write_results(self.output)
+                    self.quit_notes.append(f"results written to {written}")
+                except Exception as exc:
+                    self.quit_notes.append(f"could not write results to {self.output}: {exc}")
+            self.exit(0)
+
+    # --- command palette --------------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield SystemCommand("More load", "One user (or one rate step) more", lambda: self.action_load_step(1))
+        yield SystemCommand(
+            "Less load", "One user (or one rate step) fewer", lambda: self.action_load_step(-1)
+        )
+        yield SystemCommand(
+            "Double load", "Double the users or the rate", lambda: self.action_load_scale(2.0)
+        )
+        yield SystemCommand("Halve load", "Halve the users or the rate", lambda: self.action_load_scale(0.5))
+        yield SystemCommand(
+            "Switch mode", "Concurrency (closed loop) ⇄ rate (open loop)", self.action_toggle_mode
+        )
+        yield SystemCommand(
+            "Pause / resume load", "Stop issuing requests, or start again", self.action_toggle_pause
+        )
+        yield SystemCommand(
+            "Auto ramp", "1, 2, 4, … users until the knee (again to stop)", self.action_toggle_ramp
+        )
+        yield SystemCommand("ITL convention", "Chunk gap → TPOT → E2E/OSL", self.action_cycle_itl)
+        yield SystemCommand("Histogram window", "10 s → 30 s → 60 s → whole run", self.action_cycle_window)
+        yield SystemCommand("Freeze text", "Pause / resume the token lanes", self.action_freeze_text)
+        yield SystemCommand("Save", "Results JSON, requests log and an SVG screenshot", self.action_save)
+        yield SystemCommand("Next theme", "Cycle the themes folder", self.action_next_theme)
+        yield SystemCommand("Help", "Keys and what every metric means", self.action_help)
+        yield SystemCommand("Quit", "Cancel in-flight requests and exit", self.action_quit)

@@ -1,0 +1,219 @@
+"""The only plotext importer: snapshot data in, Rich `Text` out.
+
+Each `Plot` owns its own plotext figure (`_figure_class`, plotext 5.3), so no plot shares plotext's
+module-global state. Colours arrive as RGB triples read from the current theme's variables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from plotext._figure import _figure_class
+from rich.text import Text
+
+from tui.engine.snapshot import Histogram, LevelView
+
+RGB = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class HistColours:
+    bars: RGB
+    marker: RGB
+    axes: RGB
+
+
+@dataclass(frozen=True)
+class CurveColours:
+    total: RGB
+    per_request: RGB
+    current: RGB
+    knee: RGB
+    axes: RGB
+
+
+def format_ms(value_ms: float) -> str:
+    """Short latency label: 850us, 12ms, 1.2s."""
+    if value_ms != value_ms:
+        return "-"
+    if value_ms < 1:
+        return f"{value_ms * 1000:.0f}us"
+    if value_ms < 1000:
+        return f"{value_ms:.0f}ms" if value_ms >= 10 else f"{value_ms:.1f}ms"
+    return f"{value_ms / 1000:.1f}s" if value_ms < 10_000 else f"{value_ms / 1000:.0f}s"
+
+
+class Plot:
+    """One figure, rebuilt from scratch on each draw (plotext keeps no incremental state worth reusing)."""
+
+    def __init__(self) -> None:
+        self._fig = _figure_class()
+
+    def _reset(self, width: int, height: int, axes: RGB) -> None:
+        fig = self._fig
+        fig.clear_figure()
+        fig.plot_size(width, height)
+        fig.theme("clear")
+        fig.ticks_color(axes)
+
+    def histogram(
+        self,
+        hist: Histogram,
+        width: int,
+        height: int,
+        colours: HistColours,
+    ) -> Text:
+        """Bars over the histogram's fixed log-spaced bins, cropped to whole decades around the data so
+        the axis moves only when the data crosses a decade; p50 and p99 marked by vertical lines."""
+        edges, counts = hist.edges_ms, hist.counts
+        if width < 20 or height < 5:
+            return Text("")
+        if not counts or not any(counts) or len(edges) != len(counts) + 1:
+            return Text("no samples in this window yet", style="italic")
+        first = next(i for i, c in enumerate(counts) if c)
+        last = len(counts) - 1 - next(i for i, c in enumerate(reversed(counts)) if c)
+        lo_ms = 10 ** math.floor(math.log10(max(edges[first], 1e-6)))
+        hi_ms = 10 ** math.ceil(math.log10(max(edges[last + 1], lo_ms * 10)))
+        if hi_ms / lo_ms < 10:
+            hi_ms = lo_ms * 10
+        lo_pos = max(0.0, _position(edges, lo_ms))
+        hi_pos = min(float(len(counts)), _position(edges, hi_ms))
+        shown = [i for i in range(len(counts)) if i + 1 > lo_pos and i < hi_pos]
+        self._reset(width, height, colours.axes)
+        fig = self._fig
+        # Empty bins are left out: plotext draws a zero-height bar as a one-row sliver.
+        filled = [i for i in shown if counts[i]]
+        fig.bar([i + 0.5 for i in filled], [counts[i] for i in filled], color=colours.bars, width=1)
+        top = max(counts[i] for i in shown)
+        for value in (hist.stats.p50, hist.stats.p99):
+            if value == value and edges[0] <= value <= edges[-1]:
+                x = _position(edges, value)
+                fig.plot([x, x], [0, top], color=colours.marker, marker="│")
+        ticks = _decade_ticks(lo_ms, hi_ms, width)
+        fig.xticks([_position(edges, t) for t in ticks], [format_ms(t) for t in ticks])
+        fig.xlim(lo_pos, hi_pos)
+        y_ticks = nice_ticks(top, max(2, height // 4))
+        fig.yticks(y_ticks, [_count_label(t) for t in y_ticks])
+        fig.ylim(0, top)
+        return Text.from_ansi(fig.build())
+
+    def curve(
+        self,
+        levels: Sequence[LevelView],
+        current_level_id: int,
+        knee_value: float | None,
+        width: int,
+        height: int,
+        colours: CurveColours,
+    ) -> Text:
+        """System tok/s (left axis) and per-request tok/s (right axis) against load level, one point per
+        level value (the latest level at each value); doubling ramps get an even log2 axis."""
+        if width < 20 or height < 5:
+            return Text("")
+        latest: dict[float, LevelView] = {}
+        for level in sorted(levels, key=lambda lv: lv.level_id):
+            latest[level.value] = level
+        points = sorted(latest.values(), key=lambda lv: lv.value)
+        if not points:
+            return Text("no load level measured yet", style="italic")
+        values = [p.value for p in points]
+        use_log = min(values) > 0 and max(values) / min(values) >= 4
+
+        def x_of(value: float) -> float:
+            return math.log2(value) if use_log else value
+
+        xs = [x_of(v) for v in values]
+        self._reset(width, height, colours.axes)
+        fig = self._fig
+        total = [p.output_tps for p in points]
+        per_req = [p.per_request_tps for p in points]
+        if len(points) > 1:
+            fig.plot(xs, total, color=colours.total, marker="braille")
+            fig.plot(xs, per_req, color=colours.per_request, marker="braille", yside="right")
+        fig.scatter(xs, total, color=colours.total, marker="•")
+        fig.scatter(xs, per_req, color=colours.per_request, marker="·", yside="right")
+        for p, x in zip(points, xs, strict=True):
+            if p.level_id == current_level_id:
+                fig.scatter([x], [p.output_tps], color=colours.current, marker="●")
+        if knee_value is not None and knee_value > 0:
+            kx = x_of(knee_value)
+            fig.vertical_line(kx, color=colours.knee)
+            fig.text("knee", kx, max(total), color=colours.knee, alignment="left")
+        lo, hi = min(xs), max(xs)
+        pad = (hi - lo) * 0.05 or 0.5
+        fig.xlim(lo - pad, hi + pad)
+        rows = max(2, height // 4)
+        left_top = max(max(total), 1.0) * 1.05
+        right_top = max(max(per_req), 1.0) * 1.05
+        left = nice_ticks(left_top, rows)
+        right = nice_ticks(right_top, rows)
+        fig.yticks(left, [_count_label(t) for t in left])
+        fig.yticks(right, [_count_label(t) for t in right], yside="right")
+        fig.ylim(0, left_top)
+        fig.ylim(0, right_top, yside="right")
+        tick_values = _thin(values, max(2, width // 6))
+        fig.xticks([x_of(v) for v in tick_values], [f"{v:g}" for v in tick_values])
+        return Text.from_ansi(fig.build())
+
+
+def nice_ticks(top: float, most: int) -> list[float]:
+    """0 and 1-2-5 multiples not above `top`: about `most` labelled rows, the axis itself ends at `top`."""
+    if top <= 0:
+        return [0.0]
+    raw = top / max(1, most)
+    decade = 10 ** math.floor(math.log10(raw))
+    size = next(m * decade for m in (1, 2, 5, 10) if m * decade >= raw)
+    return [i * size for i in range(int(top / size + 1e-9) + 1)]
+
+
+def _count_label(value: float) -> str:
+    if value >= 10_000:
+        return f"{value / 1000:.0f}k"
+    if value >= 1000:
+        return f"{value / 1000:.1f}k"
+    return f"{value:g}"
+
+
+def _position(edges: Sequence[float], value_ms: float) -> float:
+    """Fractional bin index of a value, interpolated in log space (bins are log-spaced)."""
+    if value_ms <= edges[0]:
+        if edges[0] <= 0 or value_ms <= 0:
+            return 0.0
+        width = math.log(edges[1] / edges[0]) if len(edges) > 1 and edges[0] > 0 else 1.0
+        return math.log(value_ms / edges[0]) / width
+    n = len(edges) - 1
+    if value_ms >= edges[-1]:
+        width = math.log(edges[-1] / edges[-2]) if n >= 1 and edges[-2] > 0 else 1.0
+        return n + math.log(value_ms / edges[-1]) / width
+    lo, hi = 0, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if edges[mid] <= value_ms:
+            lo = mid
+        else:
+            hi = mid
+    a, b = edges[lo], edges[lo + 1]
+    if a <= 0:
+        return lo + (value_ms - a) / (b - a)
+    return lo + math.log(value_ms / a) / math.log(b / a)
+
+
+def _decade_ticks(lo_ms: float, hi_ms: float, width: int) -> list[float]:
+    """1-2-5 ticks when there is room, decades otherwise."""
+    decades = max(1, round(math.log10(hi_ms / lo_ms)))
+    per_decade = (1.0, 2.0, 5.0) if width // (decades * 3) >= 7 else (1.0,)
+    ticks = [lo_ms * 10**d * m for d in range(decades) for m in per_decade]
+    ticks.append(hi_ms)
+    return ticks
+
+
+def _thin(values: list[float], most: int) -> list[float]:
+    if len(values) <= most:
+        return values
+    step = math.ceil(len(values) / most)
+    kept = values[::step]
+    if kept[-1] != values[-1]:
+        kept.append(values[-1])
+    return kept

@@ -1,0 +1,68 @@
+"""`tokentop` (the live command): themes, simulator, engine and app, started and stopped in order."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tui.app.themes import ThemeError, load_themes, resolve_theme
+from tui.cli import UsageError, target_from_args, workload_from_args
+from tui.engine.config import LoadTarget
+
+DEMO_CONCURRENCY = 4
+"""The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
+
+
+def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:
+    if ns.rate is not None:
+        return LoadTarget(mode="rate", rate=ns.rate)
+    if ns.concurrency is not None:
+        return LoadTarget(mode="concurrency", concurrency=ns.concurrency)
+    return LoadTarget(mode="concurrency", concurrency=DEMO_CONCURRENCY if demo else 1)
+
+
+def run_from_args(ns: argparse.Namespace) -> int:
+    """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke."""
+    try:
+        themes = load_themes()
+        theme = resolve_theme(ns.theme, themes)
+    except ThemeError as exc:
+        raise UsageError(str(exc)) from None
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("the live app needs a terminal; for a headless run use `tokentop bench`")
+    demo = ns.url is None
+    load = initial_load(ns, demo=demo)
+    requests_log = Path(ns.requests_log) if ns.requests_log else None
+    output = Path(ns.output) if ns.output else None
+    sim = engine = None
+    try:
+        demo_url = None
+        if demo:
+            from tui.sim.launch import SimServer
+
+            sim = SimServer(ns.sim_profile, seed=ns.seed)
+            try:
+                sim.start(timeout_s=10.0)
+            except Exception as exc:
+                print(f"tokentop: error: could not start the built-in simulator: {exc}", file=sys.stderr)
+                return 1
+            demo_url = sim.url
+        target = target_from_args(ns, demo_url=demo_url)
+        workload = workload_from_args(ns)
+
+        from tui.app.app import TokentopApp
+        from tui.engine.handle import EngineHandle
+
+        engine = EngineHandle(target, workload, load, workers=ns.workers, requests_log=requests_log)
+        engine.start()
+        app = TokentopApp(engine, themes=themes, theme=theme.name, output=output, requests_log=requests_log)
+        result = app.run()
+        for note in app.quit_notes:
+            print(f"tokentop: {note}", file=sys.stderr)
+        return result if isinstance(result, int) else (app.return_code or 0)
+    finally:
+        if engine is not None:
+            engine.stop()
+        if sim is not None:
+            sim.stop()

@@ -1,0 +1,85 @@
+"""Throughput against load: a live tok/s gauge over the curve of one point per load level."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+
+from tui.app.plotting import CurveColours
+from tui.app.widgets.plot_pane import PlotPane
+from tui.engine.snapshot import Knee, LevelView, Snapshot
+
+GAUGE_CELLS = 24
+
+
+class ThroughputCurve(PlotPane):
+    """System output tok/s and per-request tok/s per level; the knee marked; x is users or req/s."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "curve--gauge",
+        "curve--gauge-empty",
+        "curve--total",
+        "curve--per-request",
+        "curve--knee",
+    }
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._levels: tuple[LevelView, ...] = ()
+        self._level_id = -1
+        self._knee: Knee | None = None
+        self._tps = 0.0
+        self._mode = "concurrency"
+
+    def show(self, snap: Snapshot) -> None:
+        self._mode = snap.load.mode
+        self._levels = tuple(lv for lv in snap.levels if lv.mode == self._mode)
+        self._level_id = snap.level_id
+        knee = snap.knee
+        self._knee = (
+            knee if knee is not None and any(lv.level_id == knee.level_id for lv in self._levels) else None
+        )
+        self._tps = snap.output_tps
+        self.border_title = "tok/s vs " + (
+            "users (concurrency)" if self._mode == "concurrency" else "offered req/s"
+        )
+        self.set_data_key((self._levels, self._level_id, self._knee))
+        self.refresh_header()
+
+    def header_lines(self) -> Text:
+        peak = max([self._tps, *(lv.output_tps for lv in self._levels)], default=0.0)
+        filled = round(GAUGE_CELLS * self._tps / peak) if peak > 0 else 0
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append("now ")
+        line.append("█" * filled, style=self.get_component_rich_style("curve--gauge"))
+        line.append("░" * (GAUGE_CELLS - filled), style=self.get_component_rich_style("curve--gauge-empty"))
+        line.append(f" {self._tps:,.1f}", style="bold")
+        line.append(f" tok/s   peak {peak:,.0f}", style="dim")
+        legend = Text(no_wrap=True, overflow="ellipsis")
+        legend.append("• tok/s total (left)", style=self.get_component_rich_style("curve--total"))
+        legend.append("  ")
+        legend.append(
+            "· tok/s per request (right)", style=self.get_component_rich_style("curve--per-request")
+        )
+        if self._knee is not None:
+            unit = "users" if self._mode == "concurrency" else "req/s"
+            legend.append(
+                f"  │ knee at {self._knee.value:g} {unit}", style=self.get_component_rich_style("curve--knee")
+            )
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append_text(line)
+        out.append("\n")
+        out.append_text(legend)
+        return out
+
+    def build_plot(self, width: int, height: int) -> Text:
+        colours = CurveColours(
+            total=self.colour("plot-curve"),
+            per_request=self.colour("plot-curve-2"),
+            current=self.colour("plot-marker"),
+            knee=self.colour("plot-knee"),
+            axes=self.colour("plot-axes"),
+        )
+        knee = self._knee.value if self._knee is not None else None
+        return self._plot.curve(self._levels, self._level_id, knee, width, height, colours)

@@ -1,0 +1,104 @@
+"""A request opened from its lane: timings, chunk timeline, error and text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import pairwise
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tui.app.plotting import format_ms
+from tui.engine.snapshot import RequestDetail
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def chunk_timeline(detail: RequestDetail, width: int) -> str:
+    """Gaps between content chunks as a sparkline (one cell per chunk, or per group of chunks)."""
+    offsets = detail.chunk_offsets_ms
+    if len(offsets) < 2 or width <= 0:
+        return ""
+    gaps = [b - a for a, b in pairwise(offsets)]
+    per_cell = max(1, -(-len(gaps) // width))
+    cells = [max(gaps[i : i + per_cell]) for i in range(0, len(gaps), per_cell)]
+    top = max(cells) or 1.0
+    return "".join(SPARK[min(len(SPARK) - 1, int(g / top * (len(SPARK) - 1) + 0.5))] for g in cells)
+
+
+def detail_content(detail: RequestDetail | None, request_id: int) -> Content:
+    """Pure: the summary block of a request."""
+    if detail is None:
+        return Content.styled(f"request {request_id} is no longer kept by the engine", "$warning")
+    state_style = {"ok": "$success", "error": "bold $error", "cancelled": "$warning"}.get(
+        detail.state, "$accent"
+    )
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else format_ms(value)
+
+    itl = (
+        f"{format_ms(detail.itl_chunk.p50)}/{format_ms(detail.itl_chunk.p99)}" if detail.itl_chunk.n else "-"
+    )
+    rows: list[str | tuple[str, str]] = [
+        ("state ", "$text-muted"), (detail.state, state_style),
+        ("   level ", "$text-muted"), str(detail.level_id),
+        ("   sent at ", "$text-muted"), f"{detail.sent_s:.2f} s",
+        ("   HTTP ", "$text-muted"), str(detail.http_status or "-"), "\n",
+        ("TTFT ", "$text-muted"), (ms(detail.ttft_ms), "bold"),
+        ("   E2E ", "$text-muted"), (ms(detail.e2e_ms), "bold"),
+        ("   TPOT ", "$text-muted"), (ms(detail.tpot_ms), "bold"),
+        ("   ITL chunk p50/p99 ", "$text-muted"),
+        itl, "\n",
+        ("tokens in ", "$text-muted"), str(detail.input_tokens if detail.input_tokens is not None else "-"),
+        ("   out ", "$text-muted"), str(detail.output_tokens if detail.output_tokens is not None else "-"),
+        ("   counted from ", "$text-muted"), detail.token_source,
+        ("   chunks ", "$text-muted"), str(len(detail.chunk_offsets_ms)),
+    ]  # fmt: skip
+    if detail.error or detail.error_class:
+        rows += ["\n", (f"✗ {detail.error_class or 'error'}: {detail.error or ''}", "bold $error")]
+    return Content.assemble(*rows)
+
+
+class RequestDetailScreen(ModalScreen[None]):
+    """Re-reads the request once a second while it is still in flight."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "dismiss", "close")]
+
+    def __init__(self, request_id: int, fetch: Callable[[int], RequestDetail | None]) -> None:
+        super().__init__()
+        self.request_id = request_id
+        self._fetch = fetch
+        self._detail: RequestDetail | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="detail-box"):
+            yield Static(id="detail-summary")
+            yield Static(id="detail-timeline")
+            with VerticalScroll(id="detail-text-box"):
+                yield Static(id="detail-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#detail-box").border_title = f"request {self.request_id}  (escape closes)"
+        self.reload()
+        self.set_interval(1.0, self._poll)
+
+    def _poll(self) -> None:
+        if self._detail is not None and self._detail.state in ("waiting", "streaming"):
+            self.reload()
+
+    def reload(self) -> None:
+        self._detail = detail = self._fetch(self.request_id)
+        self.query_one("#detail-summary", Static).update(detail_content(detail, self.request_id))
+        width = max(10, self.query_one("#detail-timeline").content_size.width or 60)
+        spark = chunk_timeline(detail, width) if detail is not None else ""
+        timeline = self.query_one("#detail-timeline", Static)
+        timeline.update(Content.assemble(("chunk gaps over time (taller = longer)\n", "$text-muted"), spark))
+        timeline.display = bool(spark)
+        self.query_one("#detail-text", Static).update(Text(detail.text if detail is not None else ""))

@@ -1,0 +1,37 @@
+"""Errors by class over the run, and the last few messages."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+from tui.engine.snapshot import Snapshot
+
+
+def errors_content(snap: Snapshot, max_messages: int = 5) -> Content:
+    """Pure: counts by class then the newest messages (newest first)."""
+    if not snap.errors and not snap.recent_errors:
+        return Content.styled("no errors", "$success")
+    parts: list[str | tuple[str, str]] = []
+    for name, count in sorted(snap.errors, key=lambda item: -item[1]):
+        parts += [(f"{count:>5} ", "bold $error"), (name, "$error"), "\n"]
+    if snap.recent_errors:
+        parts.append(("last:\n", "$text-muted"))
+        for message in reversed(snap.recent_errors[-max_messages:]):
+            parts += [(message, "$text-error"), "\n"]
+    return Content.assemble(*parts).rstrip("\n")
+
+
+class ErrorsPane(Static):
+    """Failed requests by error class and the latest messages."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._key: object = None
+
+    def show(self, snap: Snapshot) -> None:
+        key = (snap.errors, snap.recent_errors)
+        if key != self._key:
+            self._key = key
+            self.update(errors_content(snap))
+            self.border_title = f"errors · {sum(n for _, n in snap.errors)}"

@@ -1,0 +1,77 @@
+"""The `?` screen: every key, and what every number means."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+from tui.engine.snapshot import ITL_NAMES
+
+KEYS_MD = """\
+| key | does |
+|---|---|
+| `+` `-` (or `up` `down`) | one user more / fewer; in rate mode one rate step (0.5/s below 5/s, else ~10%) |
+| `]` `[` | double / halve the users or the rate |
+| `m` | switch closed loop (concurrency) ⇄ open loop (rate); rate mode starts at the req/s measured now |
+| `space` | pause / resume the load (in-flight requests finish) |
+| `a` | automatic ramp 1, 2, 4, … users, each held until steady; stops at the knee, >5% failed, or 1024 |
+| `i` | next ITL convention (histogram and table) |
+| `w` | next window for the histograms: 10 s, 30 s, 60 s, whole run |
+| `v` | next view, when the terminal is too small to show every pane |
+| `p` | freeze / unfreeze the token text |
+| `tab`, `up` `down`, `enter` | pick a lane, open its request (chunk timeline, TTFT, ITL, error) |
+| `s` | save results JSON, the requests log and an SVG screenshot into the current folder |
+| `t` | next theme (files in the themes folder; `--theme` takes a name or a path) |
+| `ctrl+p` | command palette: every action by name |
+| `?` | this help |
+| `q` | quit: cancels in-flight requests, writes `--output` if given |
+"""
+
+METRICS_MD = f"""\
+## What the numbers mean
+
+All times are measured at the client socket: a stamp just before the request is sent, and one as each
+streamed event is decoded. Latencies are in milliseconds unless marked `s`.
+
+- **ISL / OSL**: input and output sequence length, in tokens. Taken from the server's `usage` when it
+  reports one (the request asks for it), otherwise counted as one token per content chunk, otherwise
+  estimated from the text. A request's detail shows which source was used.
+- **TTFT** (time to first token): from sending the request to the first content (or reasoning) token.
+  It includes the network, the server's queueing and the prefill. **Scheduling lag**, how late the client
+  sent a request compared with when it was due (an open-loop arrival, or a busy client), is measured
+  separately and is not part of TTFT.
+- **E2E** (end-to-end latency): from sending the request to its last token.
+- **ITL** (inter-token latency) comes in three conventions that tools disagree on; `i` switches:
+  - `chunk`: {ITL_NAMES["chunk"]}. The gap between consecutive content chunks; a server that sends
+    several tokens per chunk shows fewer, longer gaps.
+  - `tpot`: {ITL_NAMES["tpot"]}. Time per output token after the first: (E2E − TTFT) / (OSL − 1).
+  - `e2e`: {ITL_NAMES["e2e"]}. E2E / OSL, so TTFT is spread over the tokens.
+- **TPOT**: the `tpot` convention above, one value per request.
+- **TPS** (tokens per second): **output tok/s** is every request's output tokens per second of wall time,
+  the server's throughput: the gauge uses the last few seconds, the curve and table each level's steady
+  window. **tok/s/req** is one request's decode speed, OSL / (E2E − TTFT), the median over requests:
+  what one user sees.
+- **req/s**: completed requests per second.
+- **Load level**: a stretch of the run at one target (users or req/s). Each request belongs to the level
+  it started under; a level's steady window leaves out the transient after the change.
+- **Knee**: the level after which adding load stops buying throughput (marked `◆` and on the curve).
+- **In flight / done / failed**: requests sent and not finished; finished with all tokens; ended in error.
+- **ui ms / fps** (status line): the app's own work per refresh tick, p50/p99, and ticks per second.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and metric definitions; any of escape, q, ? closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "dismiss", "close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body"):
+            yield Markdown("# tokentop keys\n\n" + KEYS_MD + "\n" + METRICS_MD, id="help-text")

@@ -1,0 +1,54 @@
+"""Rolling histograms of TTFT and ITL with p50/p99 marked."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from tui.app.plotting import HistColours, format_ms
+from tui.app.widgets.plot_pane import PlotPane
+from tui.engine.snapshot import ITL_NAMES, Histogram, ItlConvention, Snapshot
+
+
+def window_label(window_s: float | None) -> str:
+    return "whole run" if window_s is None else f"last {window_s:g} s"
+
+
+class LatencyHistogram(PlotPane):
+    """TTFT (`kind="ttft"`) or ITL (`kind="itl"`, in the chosen convention) over the chosen window."""
+
+    def __init__(self, kind: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.kind = kind
+        self._hist: Histogram | None = None
+
+    def show(self, snap: Snapshot, window_s: float | None, convention: ItlConvention) -> None:
+        if self.kind == "ttft":
+            hist = snap.ttft_hist.get(window_s)
+            title = f"TTFT · {window_label(window_s)}"
+        else:
+            hist = snap.itl_hist.get((convention, window_s))
+            title = f"{ITL_NAMES[convention]} · {window_label(window_s)}"
+        self.border_title = title
+        self._hist = hist
+        self.set_data_key((title, hist))
+        self.refresh_header()
+
+    def header_lines(self) -> Text:
+        stats = self._hist.stats if self._hist is not None else None
+        if stats is None or stats.n == 0:
+            return Text("n 0", style="dim")
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99)):
+            line.append(f"{name} ", style="dim")
+            line.append(f"{format_ms(value)}  ", style="bold")
+        line.append(f"mean {format_ms(stats.mean)}  n {stats.n:,}", style="dim")
+        return line
+
+    def build_plot(self, width: int, height: int) -> Text:
+        if self._hist is None:
+            return Text("no data for this window yet", style="italic")
+        bars = "plot-ttft" if self.kind == "ttft" else "plot-itl"
+        colours = HistColours(
+            bars=self.colour(bars), marker=self.colour("plot-marker"), axes=self.colour("plot-axes")
+        )
+        return self._plot.histogram(self._hist, width, height, colours)

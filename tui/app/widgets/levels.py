@@ -1,0 +1,111 @@
+"""One table row per load level, updated in place (row key = level id)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("level", "level"),
+    ("state", "state"),
+    ("n", "done"),
+    ("ttft", "TTFT p50/90/99"),
+    ("tpot", "TPOT p50/90/99"),
+    ("itl", "ITL p50/90/99"),
+    ("e2e", "E2E p50/90/99"),
+    ("tps", "tok/s"),
+    ("rps", "req/s"),
+    ("ureq", "tok/s/req"),
+    ("err", "errors"),
+)
+
+
+def short_ms(value_ms: float) -> str:
+    """Latency in as few characters as stay readable: 95, 1.2k -> 1.2s."""
+    if value_ms != value_ms:
+        return "-"
+    if value_ms < 10:
+        return f"{value_ms:.1f}"
+    if value_ms < 1000:
+        return f"{value_ms:.0f}"
+    return f"{value_ms / 1000:.1f}s"
+
+
+def triple(stats: Stats) -> str:
+    if stats.n == 0:
+        return "-"
+    return "/".join(short_ms(v) for v in (stats.p50, stats.p90, stats.p99))
+
+
+def itl_stats(level: LevelView, convention: ItlConvention) -> Stats:
+    return {"chunk": level.itl_chunk, "tpot": level.tpot, "e2e": level.itl_e2e}[convention]
+
+
+def level_label(level: LevelView) -> str:
+    return f"{level.value:g} users" if level.mode == "concurrency" else f"{level.value:g}/s"
+
+
+def level_cells(
+    level: LevelView, current_id: int, knee: Knee | None, convention: ItlConvention
+) -> dict[str, str]:
+    """Pure: the text of each cell of a level's row."""
+    marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
+    if knee is not None and knee.level_id == level.level_id:
+        marks += " ◆knee"
+    state = "steady" if level.steady else ("settling" if level.ended_s is None else "short")
+    return {
+        "level": marks,
+        "state": state,
+        "n": str(level.completed),
+        "ttft": triple(level.ttft),
+        "tpot": triple(level.tpot),
+        "itl": triple(itl_stats(level, convention)),
+        "e2e": triple(level.e2el),
+        "tps": f"{level.output_tps:,.1f}",
+        "rps": f"{level.request_per_s:.2f}",
+        "ureq": f"{level.per_request_tps:.1f}",
+        "err": str(level.failed) if level.failed else "",
+    }
+
+
+class LevelTable(DataTable[Text]):
+    """TTFT, TPOT, ITL and E2E at p50/p90/p99 in ms, and throughput, for each load level visited."""
+
+    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {"levels--knee", "levels--current", "levels--error"}
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._shown: dict[tuple[str, str], str] = {}
+
+    def on_mount(self) -> None:
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._shown.clear())
+
+    def show(
+        self, levels: tuple[LevelView, ...], current_id: int, knee: Knee | None, convention: ItlConvention
+    ) -> None:
+        self.border_title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
+        for level in levels:
+            row = str(level.level_id)
+            cells = level_cells(level, current_id, knee, convention)
+            styled = {key: self._style(key, value, level, current_id, knee) for key, value in cells.items()}
+            if row not in self.rows:
+                self.add_row(*(styled[key] for key, _ in COLUMNS), key=row)
+                self._shown.update({(row, key): value for key, value in cells.items()})
+                continue
+            for key, value in cells.items():
+                if self._shown.get((row, key)) != value:
+                    self.update_cell(row, key, styled[key], update_width=True)
+                    self._shown[(row, key)] = value
+
+    def _style(self, key: str, value: str, level: LevelView, current_id: int, knee: Knee | None) -> Text:
+        if key == "level" and knee is not None and knee.level_id == level.level_id:
+            return Text(value, style=self.get_component_rich_style("levels--knee"))
+        if key == "level" and level.level_id == current_id:
+            return Text(value, style=self.get_component_rich_style("levels--current"))
+        if key == "err" and value:
+            return Text(value, style=self.get_component_rich_style("levels--error"))
+        return Text(value, justify="left" if key in ("level", "state") else "right")
