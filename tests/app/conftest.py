@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -14,6 +15,9 @@ from tests.app.fake_engine import FakeEngine
 from tui.app.app import TokentopApp
 from tui.app.themes import load_themes
 
+MakeApp = Callable[..., TokentopApp]
+"""The `make_app` fixture's type: make_app(theme="dark", **TokentopApp options)."""
+
 
 @pytest.fixture
 def engine() -> FakeEngine:
@@ -21,7 +25,7 @@ def engine() -> FakeEngine:
 
 
 @pytest.fixture
-def make_app(engine: FakeEngine, tmp_path: Path) -> Callable[..., TokentopApp]:
+def make_app(engine: FakeEngine, tmp_path: Path) -> MakeApp:
     """An app whose timer never fires during a test (tests call `poll()`), with a frozen clock."""
 
     def make(theme: str = "dark", **kwargs: object) -> TokentopApp:
@@ -32,7 +36,7 @@ def make_app(engine: FakeEngine, tmp_path: Path) -> Callable[..., TokentopApp]:
     return make
 
 
-async def settle(pilot: Pilot[object]) -> None:
+async def settle(pilot: Pilot[Any]) -> None:
     """Let posted messages and after-refresh callbacks run (no sleeping)."""
     for _ in range(3):
         await pilot.pause()
@@ -51,5 +55,7 @@ def screen_text(app: TokentopApp, *, styles: bool = False) -> str:
         legacy_windows=False,
         safe_box=False,
     )
-    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens, simplify=True))
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens, simplify=True)
+    )
     return console.export_text(styles=styles)

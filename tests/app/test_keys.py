@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app.conftest import settle
+from tests.app.conftest import MakeApp, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
 from tui.app.widgets.help import HelpScreen
@@ -14,7 +14,7 @@ from tui.app.widgets.streams import StreamLanes
 from tui.engine.snapshot import ITL_NAMES
 
 
-async def test_plus_three_times_adds_three_users(make_app, engine: FakeEngine) -> None:
+async def test_plus_three_times_adds_three_users(make_app: MakeApp, engine: FakeEngine) -> None:
     app = make_app()
     async with app.run_test() as pilot:
         await pilot.press("+", "+", "+")
@@ -23,7 +23,7 @@ async def test_plus_three_times_adds_three_users(make_app, engine: FakeEngine) -
         assert engine.load.concurrency == 10
 
 
-async def test_brackets_double_and_halve(make_app, engine: FakeEngine) -> None:
+async def test_brackets_double_and_halve(make_app: MakeApp, engine: FakeEngine) -> None:
     app = make_app()
     async with app.run_test() as pilot:
         await pilot.press("]")
@@ -32,7 +32,7 @@ async def test_brackets_double_and_halve(make_app, engine: FakeEngine) -> None:
         assert engine.load.concurrency == 4
 
 
-async def test_m_switches_to_rate_and_plus_moves_the_rate(make_app, engine: FakeEngine) -> None:
+async def test_m_switches_to_rate_and_plus_moves_the_rate(make_app: MakeApp, engine: FakeEngine) -> None:
     app = make_app()
     async with app.run_test() as pilot:
         await pilot.press("m")
@@ -44,10 +44,11 @@ async def test_m_switches_to_rate_and_plus_moves_the_rate(make_app, engine: Fake
         await pilot.press("]")
         assert engine.load.rate == 4.0
         await pilot.press("m")
-        assert engine.load.mode == "concurrency" and engine.load.concurrency == 8
+        back = engine.loads[-1]
+        assert back.mode == "concurrency" and back.concurrency == 8
 
 
-async def test_space_pauses_and_resumes(make_app, engine: FakeEngine) -> None:
+async def test_space_pauses_and_resumes(make_app: MakeApp, engine: FakeEngine) -> None:
     app = make_app()
     async with app.run_test() as pilot:
         await pilot.press("space")
@@ -58,7 +59,7 @@ async def test_space_pauses_and_resumes(make_app, engine: FakeEngine) -> None:
         assert not engine.load.paused
 
 
-async def test_i_and_w_change_the_named_convention_and_window(make_app) -> None:
+async def test_i_and_w_change_the_named_convention_and_window(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
@@ -75,7 +76,7 @@ async def test_i_and_w_change_the_named_convention_and_window(make_app) -> None:
         assert "whole run" in str(itl.border_title)
 
 
-async def test_t_cycles_the_themes(make_app) -> None:
+async def test_t_cycles_the_themes(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
         assert app.theme == "dark"
@@ -85,7 +86,9 @@ async def test_t_cycles_the_themes(make_app) -> None:
         assert app.theme == "dark"
 
 
-async def test_s_saves_results_log_and_screenshot(make_app, engine: FakeEngine, tmp_path: Path) -> None:
+async def test_s_saves_results_log_and_screenshot(
+    make_app: MakeApp, engine: FakeEngine, tmp_path: Path
+) -> None:
     log = tmp_path / "requests.jsonl"
     log.write_text('{"id": 1}\n')
     out = tmp_path / "saved"
@@ -99,7 +102,7 @@ async def test_s_saves_results_log_and_screenshot(make_app, engine: FakeEngine, 
     assert next(out.glob("*.svg")).read_text().startswith("<svg")
 
 
-async def test_question_mark_opens_help_with_metric_definitions(make_app) -> None:
+async def test_question_mark_opens_help_with_metric_definitions(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.press("question_mark")
@@ -107,7 +110,17 @@ async def test_question_mark_opens_help_with_metric_definitions(make_app) -> Non
         assert isinstance(app.screen, HelpScreen)
         from tui.app.widgets.help import KEYS_MD, METRICS_MD
 
-        for word in ("TTFT", "Scheduling lag", "ISL / OSL", "usage", "E2E", "TPS", "`tpot`", "`chunk`", "`e2e`"):
+        for word in (
+            "TTFT",
+            "Scheduling lag",
+            "ISL / OSL",
+            "usage",
+            "E2E",
+            "TPS",
+            "`tpot`",
+            "`chunk`",
+            "`e2e`",
+        ):
             assert word in METRICS_MD
         for key in ("`+`", "`]`", "`m`", "`space`", "`a`", "`i`", "`w`", "`t`", "`s`", "`p`", "`?`", "`q`"):
             assert key in KEYS_MD
@@ -115,7 +128,9 @@ async def test_question_mark_opens_help_with_metric_definitions(make_app) -> Non
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_q_stops_the_engine_writes_output_and_exits_zero(make_app, engine: FakeEngine, tmp_path: Path) -> None:
+async def test_q_stops_the_engine_writes_output_and_exits_zero(
+    make_app: MakeApp, engine: FakeEngine, tmp_path: Path
+) -> None:
     output = tmp_path / "results.json"
     app = make_app(output=output)
     async with app.run_test() as pilot:
@@ -127,7 +142,9 @@ async def test_q_stops_the_engine_writes_output_and_exits_zero(make_app, engine:
     assert app.quit_notes == [f"results written to {output}"]
 
 
-async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(make_app, engine: FakeEngine) -> None:
+async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
     app = make_app()
     async with app.run_test() as pilot:
         await pilot.press("a")
@@ -138,7 +155,7 @@ async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(make_app, eng
         assert engine.load.concurrency == 2
 
 
-async def test_p_freezes_the_lane_text(make_app, engine: FakeEngine) -> None:
+async def test_p_freezes_the_lane_text(make_app: MakeApp, engine: FakeEngine) -> None:
     from dataclasses import replace
 
     app = make_app()
@@ -155,7 +172,7 @@ async def test_p_freezes_the_lane_text(make_app, engine: FakeEngine) -> None:
         assert len(lanes._lanes) == 1
 
 
-async def test_tab_enter_opens_the_request_detail(make_app) -> None:
+async def test_tab_enter_opens_the_request_detail(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -172,8 +189,17 @@ async def test_tab_enter_opens_the_request_detail(make_app) -> None:
         assert not isinstance(app.screen, RequestDetailScreen)
 
 
-async def test_the_command_palette_offers_the_actions(make_app) -> None:
+async def test_the_command_palette_offers_the_actions(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test():
         titles = {command.title for command in app.get_system_commands(app.screen)}
-    assert {"More load", "Double load", "Switch mode", "Auto ramp", "Save", "Next theme", "Help", "Quit"} <= titles
+    assert {
+        "More load",
+        "Double load",
+        "Switch mode",
+        "Auto ramp",
+        "Save",
+        "Next theme",
+        "Help",
+        "Quit",
+    } <= titles

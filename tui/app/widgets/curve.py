@@ -10,8 +10,6 @@ from tui.app.plotting import CurveColours
 from tui.app.widgets.plot_pane import PlotPane
 from tui.engine.snapshot import Knee, LevelView, Snapshot
 
-GAUGE_CELLS = 24
-
 
 class ThroughputCurve(PlotPane):
     """System output tok/s and per-request tok/s per level; the knee marked; x is users or req/s."""
@@ -49,24 +47,24 @@ class ThroughputCurve(PlotPane):
 
     def header_lines(self) -> Text:
         peak = max([self._tps, *(lv.output_tps for lv in self._levels)], default=0.0)
-        filled = round(GAUGE_CELLS * self._tps / peak) if peak > 0 else 0
+        value = f" {self._tps:,.1f}"
+        rest = f" tok/s  peak {peak:,.0f}"
+        cells = max(8, self.content_size.width - 4 - len(value) - len(rest))
+        filled = round(cells * self._tps / peak) if peak > 0 else 0
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append("now ")
         line.append("█" * filled, style=self.get_component_rich_style("curve--gauge"))
-        line.append("░" * (GAUGE_CELLS - filled), style=self.get_component_rich_style("curve--gauge-empty"))
-        line.append(f" {self._tps:,.1f}", style="bold")
-        line.append(f" tok/s   peak {peak:,.0f}", style="dim")
+        line.append("░" * (cells - filled), style=self.get_component_rich_style("curve--gauge-empty"))
+        line.append(value, style="bold")
+        line.append(rest, style="dim")
         legend = Text(no_wrap=True, overflow="ellipsis")
-        legend.append("• tok/s total (left)", style=self.get_component_rich_style("curve--total"))
+        legend.append("• total tok/s (left)", style=self.get_component_rich_style("curve--total"))
         legend.append("  ")
-        legend.append(
-            "· tok/s per request (right)", style=self.get_component_rich_style("curve--per-request")
-        )
+        legend.append("· per req (right)", style=self.get_component_rich_style("curve--per-request"))
         if self._knee is not None:
             unit = "users" if self._mode == "concurrency" else "req/s"
-            legend.append(
-                f"  │ knee at {self._knee.value:g} {unit}", style=self.get_component_rich_style("curve--knee")
-            )
+            knee_style = self.get_component_rich_style("curve--knee")
+            legend.append(f"  │ knee {self._knee.value:g} {unit}", style=knee_style)
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append_text(line)
         out.append("\n")

@@ -54,12 +54,13 @@ streamed event is decoded. Latencies are in milliseconds unless marked `s`.
 - **TPOT**: the `tpot` convention above, one value per request.
 - **TPS** (tokens per second): **output tok/s** is every request's output tokens per second of wall time,
   the server's throughput: the gauge uses the last few seconds, the curve and table each level's steady
-  window. **tok/s/req** is one request's decode speed, OSL / (E2E − TTFT), the median over requests:
-  what one user sees.
+  window. **tok/s/req** is one request's decode speed after its first token, (OSL − 1) / (E2E − TTFT) =
+  1000 / TPOT, the median over requests: what one user sees.
 - **req/s**: completed requests per second.
 - **Load level**: a stretch of the run at one target (users or req/s). Each request belongs to the level
   it started under; a level's steady window leaves out the transient after the change.
-- **Knee**: the level after which adding load stops buying throughput (marked `◆` and on the curve).
+- **Knee**: the level after which adding load stops buying throughput (`◆` in the table, a line on the
+  curve).
 - **In flight / done / failed**: requests sent and not finished; finished with all tokens; ended in error.
 - **ui ms / fps** (status line): the app's own work per refresh tick, p50/p99, and ticks per second.
 """

@@ -53,7 +53,7 @@ def level_cells(
     """Pure: the text of each cell of a level's row."""
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
     if knee is not None and knee.level_id == level.level_id:
-        marks += " ◆knee"
+        marks += " ◆"
     state = "steady" if level.steady else ("settling" if level.ended_s is None else "short")
     return {
         "level": marks,

@@ -98,7 +98,7 @@ class StreamLanes(Widget, can_focus=True):
         rows = max(0, self.content_size.height)
         lanes = list(self._lanes)
         more = self._hidden
-        if len(lanes) > rows:
+        if len(lanes) > rows or (more and len(lanes) >= rows):
             keep = max(0, rows - 1)
             more += len(lanes) - keep
             lanes = lanes[:keep]

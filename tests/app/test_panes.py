@@ -1,0 +1,137 @@
+"""What the panes show for the frozen snapshot, and when plots are rebuilt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from tests.app.conftest import MakeApp, screen_text, settle
+from tests.app.fake_engine import FakeEngine
+from tui.app.widgets.curve import ThroughputCurve
+from tui.app.widgets.levels import LevelTable
+from tui.app.widgets.plot_pane import PlotPane
+from tui.app.widgets.status import FatalBanner
+
+
+async def test_wide_screen_shows_every_pane(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+    for part in (
+        "http://127.0.0.1:8000/v1",
+        "concurrency 8",
+        "demo: built-in simulator",
+        "#301",  # a lane
+        "waiting for first token",
+        "✗ HTTP 500: simulated internal error",
+        "+2 more in flight",
+        "knee 4 users",  # the curve's legend
+        "TTFT · last 10 s",
+        "p99 880ms",
+        "ITL per chunk gap",
+        "▶ 8 users",
+        "4 users ◆",
+        "http_500",
+    ):
+        assert part in text, part
+
+
+async def test_table_rows_are_keyed_by_level_and_updated_in_place(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        table = app.query_one(LevelTable)
+        assert [key.value for key in table.rows] == ["1", "2", "3", "4"]
+        last = replace(engine.snap.levels[3], output_tps=222.5)
+        engine.snap = replace(engine.snap, seq=43, levels=(*engine.snap.levels[:3], last))
+        app.poll(force=True)
+        assert table.row_count == 4
+        assert table.get_cell("4", "tps").plain == "222.5"
+
+
+async def test_fatal_reason_is_shown_across_the_top(make_app: MakeApp, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        engine.snap = replace(engine.snap, seq=43, fatal="cannot connect to http://127.0.0.1:9/v1")
+        app.poll()
+        await settle(pilot)
+        banner = app.query_one(FatalBanner)
+        assert banner.display
+        assert "engine stopped: cannot connect" in screen_text(app).splitlines()[0]
+
+
+async def test_plots_redraw_at_most_one_per_tick_and_only_when_visible(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        draws: list[str] = []
+        for pane in app.query(PlotPane):
+            original = pane.redraw
+
+            def counted(pane: PlotPane = pane, original: Callable[[], None] = original) -> None:
+                draws.append(str(pane.id))
+                original()
+
+            pane.redraw = counted  # type: ignore[method-assign]
+        app.poll()
+        assert draws == []  # same seq, nothing changed
+        # New data for every plot: they are redrawn one per tick, not all in one frame.
+        for seq in range(43, 43 + 12):
+            hist = {w: replace(h, counts=(seq, *h.counts[1:])) for w, h in engine.snap.ttft_hist.items()}
+            itl = {k: replace(h, counts=(seq, *h.counts[1:])) for k, h in engine.snap.itl_hist.items()}
+            levels = (*engine.snap.levels[:3], replace(engine.snap.levels[3], output_tps=float(seq)))
+            engine.snap = replace(engine.snap, seq=seq, ttft_hist=hist, itl_hist=itl, levels=levels)
+            before = len(draws)
+            app.poll()
+            assert len(draws) - before <= 1
+        # Each of the three plots was redrawn, none more often than every fifth tick.
+        assert sorted(set(draws)) == ["curve", "itl", "ttft"]
+        assert all(draws.count(name) <= 3 for name in set(draws))
+
+
+async def test_hidden_panes_are_not_drawn(make_app: MakeApp, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:  # compact: the histograms are in another view
+        await settle(pilot)
+        ttft = app.query_one("#ttft", PlotPane)
+        assert not ttft.showing
+        assert ttft._body.plain == ""
+        for seq in range(43, 55):
+            hist = {w: replace(h, counts=(seq, *h.counts[1:])) for w, h in engine.snap.ttft_hist.items()}
+            engine.snap = replace(engine.snap, seq=seq, ttft_hist=hist)
+            app.poll()
+        assert ttft._body.plain == ""
+        await pilot.press("v")
+        await settle(pilot)
+        assert ttft.showing and "100ms" in ttft._body.plain
+
+
+async def test_the_curve_follows_the_mode(make_app: MakeApp, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        curve = app.query_one(ThroughputCurve)
+        assert "users" in str(curve.border_title)
+        await pilot.press("m")
+        app.poll(force=True)
+        assert "req/s" in str(curve.border_title)
+        assert "no load level measured yet" in curve._body.plain  # the frozen levels are all closed-loop
+
+
+async def test_compact_view_key_moves_between_pane_groups(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "token streams" in screen_text(app)
+        await pilot.press("v")
+        await settle(pilot)
+        assert "TTFT · last 10 s" in screen_text(app)
+        await pilot.press("v")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "load levels" in text and "▶ 8 users" in text

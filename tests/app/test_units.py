@@ -1,0 +1,203 @@
+"""Pure pieces of the app, without a UI: key arithmetic, ramp policy, plot helpers, pane text."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.app import frozen
+from tui.app import control
+from tui.app.autoramp import AutoRamp
+from tui.app.frames import FrameStats
+from tui.app.plotting import CurveColours, HistColours, Plot, _position, format_ms, nice_ticks
+from tui.app.widgets.detail import chunk_timeline, detail_content
+from tui.app.widgets.errors import errors_content
+from tui.app.widgets.levels import level_cells, short_ms, triple
+from tui.app.widgets.status import UiState, format_elapsed, status_content
+from tui.app.widgets.streams import lane_meta, tail_cells
+from tui.engine.config import LoadTarget
+from tui.engine.snapshot import ClientHealth, Histogram, Knee, Snapshot, Stats
+
+# --- load keys ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rate", "up", "down"),
+    [
+        (1.0, 1.5, 0.5),
+        (4.5, 5.0, 4.0),
+        (5.0, 5.5, 4.5),
+        (10.0, 11.0, 9.5),
+        (20.0, 22.0, 19.0),
+        (100.0, 110.0, 95.0),
+    ],
+)
+def test_rate_steps_are_about_ten_percent_on_a_1_2_5_grid(rate: float, up: float, down: float) -> None:
+    target = LoadTarget(mode="rate", rate=rate)
+    assert control.step(target, 1).rate == up
+    assert control.step(target, -1).rate == down
+
+
+def test_concurrency_never_goes_below_one_user() -> None:
+    one = LoadTarget(concurrency=1)
+    assert control.step(one, -1).concurrency == 1
+    assert control.scale(one, 0.5).concurrency == 1
+    assert control.scale(LoadTarget(concurrency=3), 0.5).concurrency == 1
+    assert control.scale(LoadTarget(concurrency=3), 2.0).concurrency == 6
+    assert control.scale(LoadTarget(concurrency=4000), 2.0).concurrency == control.MAX_CONCURRENCY
+
+
+def test_mode_switch_starts_rate_at_the_measured_rate_and_keeps_users() -> None:
+    target = LoadTarget(concurrency=8, rate=1.0)
+    as_rate = control.toggle_mode(target, measured_rate_per_s=12.3)
+    assert as_rate.mode == "rate" and as_rate.rate == 12.0 and as_rate.concurrency == 8
+    assert control.toggle_mode(as_rate, 0.0) == replace(as_rate, mode="concurrency")
+    assert control.toggle_mode(target, 0.0).rate == 1.0
+    assert (
+        control.toggle_pause(target).paused and not control.toggle_pause(control.toggle_pause(target)).paused
+    )
+
+
+# --- ramp -----------------------------------------------------------------------------------------
+
+
+def _ramp_snapshot(users: int, *, steady: bool, knee: Knee | None = None, failed: int = 0) -> Snapshot:
+    level = replace(
+        frozen.LEVELS[0], level_id=users, value=float(users), steady=steady, ended_s=None, failed=failed
+    )
+    return frozen.snapshot(load=LoadTarget(concurrency=users), level_id=users, levels=(level,), knee=knee)
+
+
+def test_ramp_doubles_once_each_level_is_steady_and_stops_at_the_knee() -> None:
+    ramp = AutoRamp()
+    assert ramp.first(LoadTarget(concurrency=8, paused=True)) == LoadTarget(concurrency=1)
+    assert ramp.step(_ramp_snapshot(1, steady=False)).target is None
+    step = ramp.step(_ramp_snapshot(1, steady=True))
+    assert step.target is not None and step.target.concurrency == 2
+    # Until the engine reports the new level, nothing happens.
+    assert ramp.step(_ramp_snapshot(1, steady=True)).target is None
+    knee = Knee(level_id=1, value=1.0, output_tps=1.0, peak_tps=1.0, rule="test")
+    done = ramp.step(_ramp_snapshot(2, steady=True, knee=knee))
+    assert done.done and "knee" in done.reason
+
+
+def test_ramp_stops_on_errors() -> None:
+    step = AutoRamp().step(_ramp_snapshot(1, steady=True, failed=5))
+    assert step.done and "errors" in step.reason
+
+
+# --- plots ----------------------------------------------------------------------------------------
+
+
+def test_position_interpolates_log_bins() -> None:
+    edges = (1.0, 10.0, 100.0)
+    assert _position(edges, 1.0) == 0.0
+    assert _position(edges, 10.0) == 1.0
+    assert _position(edges, 100.0) == pytest.approx(2.0)
+    assert _position(edges, 10**0.5) == pytest.approx(0.5)
+
+
+def test_nice_ticks_and_labels() -> None:
+    assert nice_ticks(211, 2) == [0, 200]
+    assert nice_ticks(125, 2) == [0, 100]
+    assert nice_ticks(9, 3) == [0, 5]
+    assert format_ms(0.5) == "500us" and format_ms(2.5) == "2.5ms" and format_ms(1500) == "1.5s"
+
+
+def test_histogram_plot_marks_and_crops_to_decades() -> None:
+    hist = frozen.snapshot().ttft_hist[10.0]
+    colours = HistColours(bars=(1, 2, 3), marker=(4, 5, 6), axes=(7, 8, 9))
+    text = Plot().histogram(hist, 60, 10, colours).plain
+    assert "100ms" in text and "1.0s" in text and "10s" not in text
+    assert "│" in text  # p50/p99 markers
+    assert "no samples" in Plot().histogram(Histogram(), 60, 10, colours).plain
+
+
+def test_curve_plot_has_each_level_and_the_knee() -> None:
+    snap = frozen.snapshot()
+    colours = CurveColours(
+        total=(1, 1, 1), per_request=(2, 2, 2), current=(3, 3, 3), knee=(4, 4, 4), axes=(5, 5, 5)
+    )
+    text = Plot().curve(snap.levels, 4, 4.0, 60, 12, colours).plain
+    assert "knee" in text
+    assert all(label in text for label in ("1", "2", "4", "8"))
+
+
+def test_plots_do_not_share_plotext_state() -> None:
+    colours = HistColours(bars=(1, 2, 3), marker=(4, 5, 6), axes=(7, 8, 9))
+    a, b = Plot(), Plot()
+    snap = frozen.snapshot()
+    first = a.histogram(snap.ttft_hist[10.0], 50, 10, colours).plain
+    b.histogram(snap.itl_hist[("chunk", 10.0)], 70, 14, colours)
+    assert a.histogram(snap.ttft_hist[10.0], 50, 10, colours).plain == first
+
+
+# --- pane text ------------------------------------------------------------------------------------
+
+
+def test_status_names_target_load_and_demo() -> None:
+    snap = frozen.snapshot()
+    text = status_content(snap, UiState(target=snap.load)).plain
+    for part in (
+        "http://127.0.0.1:8000/v1",
+        "sim-llama-8b",
+        "concurrency 8",
+        "in flight 8",
+        "done 148",
+        "failed 2",
+    ):
+        assert part in text
+    assert "198.7 tok/s" in text and "1.55 req/s" in text and "00:37" in text
+    assert "demo: built-in simulator" in text
+    assert "demo" not in status_content(replace(snap, demo=False), UiState(target=snap.load)).plain
+
+
+def test_status_warns_when_the_client_is_saturated() -> None:
+    snap = frozen.snapshot(health=ClientHealth(saturated=True, reason="event loop lag p99 40 ms"))
+    text = status_content(snap, UiState(target=LoadTarget(mode="rate", rate=2.5, paused=True))).plain
+    assert "client saturated: event loop lag p99 40 ms" in text
+    assert "rate 2.5/s" in text and "paused" in text
+
+
+def test_elapsed_format() -> None:
+    assert format_elapsed(37.5) == "00:37" and format_elapsed(3725) == "1:02:05"
+
+
+def test_lane_text_helpers() -> None:
+    assert tail_cells("abcdef", 3) == "def"
+    assert tail_cells("ab漢字", 4) == "漢字"
+    assert tail_cells("ab漢字", 3) == "字"
+    assert lane_meta(frozen.LANES[0]).startswith("#301")
+    assert "-" in lane_meta(frozen.LANES[2])
+
+
+def test_level_cells_mark_current_and_knee() -> None:
+    snap = frozen.snapshot()
+    knee = snap.knee
+    assert level_cells(snap.levels[3], 4, knee, "chunk")["level"] == "▶ 8 users"
+    assert level_cells(snap.levels[2], 4, knee, "chunk")["level"] == "  4 users ◆"
+    cells = level_cells(snap.levels[0], 4, knee, "tpot")
+    assert cells["itl"] == cells["tpot"] == triple(snap.levels[0].tpot)
+    assert short_ms(float("nan")) == "-" and short_ms(2.5) == "2.5" and short_ms(2500) == "2.5s"
+    assert triple(Stats()) == "-"
+
+
+def test_errors_and_detail_text() -> None:
+    snap = frozen.snapshot()
+    text = errors_content(snap).plain
+    assert "2 http_500" in text and text.index("req 250") < text.index("req 298")
+    assert errors_content(replace(snap, errors=(), recent_errors=())).plain == "no errors"
+    detail = frozen.detail(298)
+    assert "HTTP 500" in detail_content(detail, 298).plain
+    assert "no longer kept" in detail_content(None, 7).plain
+    ok = frozen.detail(301)
+    assert ok is not None and len(chunk_timeline(ok, 20)) <= 20
+
+
+def test_frame_stats() -> None:
+    stats = FrameStats()
+    for i in range(10):
+        stats.record(i * 100_000_000, i * 100_000_000 + 1_000_000, i * 100_000_000 + 2_000_000)
+    assert stats.last_ms == 2.0 and stats.percentile_ms(99) == 2.0
+    assert stats.fps == pytest.approx(10.0)
