@@ -180,11 +180,17 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrival", choices=["poisson", "constant"], default="poisson")
     p.add_argument("--max-concurrency", type=_positive_int, metavar="N", help="open loop: cap on in-flight")
     stop = p.add_mutually_exclusive_group()
-    stop.add_argument("--requests", type=_positive_int, metavar="N", help="completed requests per level")
+    stop.add_argument("--requests", type=_positive_int, metavar="N",
+                      help="finished requests per level, counted in its steady window "
+                      "(default max(20, 4 x users); at a rate, 5 s of arrivals)")
     stop.add_argument("--duration", type=_positive_float, metavar="S", help="seconds per level")
     p.add_argument("--output", metavar="results.json", help="write results JSON here")
     p.add_argument("--requests-log", metavar="requests.jsonl", help="one JSON line per request as it ends")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--slo-ttft-ms", type=_positive_float, metavar="MS", help="goodput: TTFT objective")
+    p.add_argument("--slo-tpot-ms", type=_positive_float, metavar="MS", help="goodput: TPOT objective")
+    p.add_argument("--sim-time-scale", type=_positive_float, default=1.0, metavar="X",
+                   help="with no --url: run the simulator X times faster (tests, quick demos)")
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:

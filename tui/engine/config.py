@@ -79,6 +79,27 @@ class LoadTarget:
         return replace(self, rate=max(0.0, round(value, 3)))
 
 
+@dataclass(frozen=True)
+class EngineOptions:
+    """Engine tunables a face may set (all optional; plain data, passed to the worker processes too)."""
+
+    transport: str | None = None
+    """HTTP transport under httpx: "aiohttp" (default) or "httpx"; None reads $TOKENTOP_TRANSPORT."""
+    batch_interval_s: float = 0.1
+    """How often each worker sends what it measured."""
+    lag_threshold_ms: float = 2.0
+    """`ClientHealth.saturated` when a worker's event-loop lag p99 exceeds this ..."""
+    cpu_threshold: float = 0.6
+    """... or its CPU share exceeds this fraction of one core."""
+    slo_ttft_ms: float | None = None
+    """Goodput counts requests meeting every SLO given."""
+    slo_tpot_ms: float | None = None
+    max_lanes: int = 64
+    """Most lanes a snapshot carries (the rest are counted in `Snapshot.lanes_hidden`)."""
+    test_block_loop_ms: float = 0.0
+    """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
+
+
 def normalise_base_url(url: str) -> str:
     """Accept `http://host:port`, `.../v1` or `.../v1/`; return `.../v1` without a trailing slash."""
     url = url.strip().rstrip("/")

@@ -33,7 +33,8 @@ doctor wall patient worker news test movie north love support technology step ba
 attention film tree source organization hair window evidence population truth song theory rock bank
 church river garden summer winter stone bridge cloud island
 """
-_VOCAB: tuple[str, ...] = tuple(_WORDS.split())
+_VOCAB: tuple[str, ...] = tuple(w for w in _WORDS.split() if len(w) <= 8)
+"""Short common words: one token each for most tokenizers (and by the simulator's rule)."""
 
 
 def prompt_words(workload: WorkloadConfig, worker: int, seq: int) -> str:

@@ -118,7 +118,7 @@ class LevelView:
     """System output tokens/s over the steady window (or over the level if not yet steady)."""
     request_per_s: float
     per_request_tps: float
-    """Median over requests of OSL / (E2E - TTFT) ... per-user decode speed."""
+    """Median over requests of (OSL - 1) / (E2E - TTFT), i.e. 1000 / TPOT: per-user decode tokens/s."""
     ttft: Stats
     tpot: Stats
     itl_chunk: Stats
@@ -127,6 +127,24 @@ class LevelView:
     tokens_per_chunk: float
     sched_lag: Stats
     errors: tuple[tuple[str, int], ...] = ()
+    # --- added by the engine (defaults keep older constructors working) ---
+    window_s: float = 0.0
+    """Length of the window the throughputs are measured over (the steady window once there is one)."""
+    window_from_s: float | None = None
+    window_to_s: float | None = None
+    window_completed: int = 0
+    """Successful requests sent from the window start on (the population of the latency stats)."""
+    window_failed: int = 0
+    input_tokens: int = 0
+    """Input tokens of the window's population (server usage, else the estimate)."""
+    output_tokens: int = 0
+    total_tps: float = float("nan")
+    """Output tokens/s plus input tokens (of requests sent in the window) per second."""
+    goodput_per_s: float | None = None
+    """Requests/s meeting every SLO given (None without SLOs)."""
+    in_flight: int = 0
+    exact: bool = True
+    """False once the level outgrew its exact sample caps and its latency stats come from a reservoir."""
 
 
 @dataclass(frozen=True)
@@ -185,3 +203,5 @@ class Snapshot:
     health: ClientHealth = field(default_factory=ClientHealth)
     fatal: str | None = None
     """Set when the engine cannot go on (e.g. server unreachable at start): a one-line reason."""
+    cancelled: int = 0
+    """Requests cut off by a stop (neither completed nor failed)."""

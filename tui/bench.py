@@ -1,0 +1,262 @@
+"""The headless face: one load level per --concurrency/--rate value, a progress line, a table, results JSON.
+
+Drives the same `EngineHandle` as the live app. Each level runs until ``--requests`` requests sent in its
+steady-state window have finished (default ``max(20, 4 x users)``, or 5 s of arrivals at a rate), or for
+``--duration`` seconds; between levels the load is paused until nothing is in flight, so each level starts
+from an idle server (as separate ``vllm bench serve`` runs would).
+
+Exit status: 0 when the run finished (even with failed requests), 1 when the target is unusable
+(unreachable, every request rejected), 2 for bad flags, 130 on Ctrl-C (after writing what was measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
+
+from tui.cli import UsageError, target_from_args, workload_from_args
+from tui.engine.config import EngineOptions, LoadTarget
+from tui.engine.handle import EngineHandle, ProbeError, probe_server
+from tui.engine.snapshot import LevelView, Snapshot
+
+POLL_S = 0.25
+"""The face's tick: how often bench looks at a snapshot."""
+PLAIN_PROGRESS_EVERY_S = 5.0
+
+
+def default_requests(mode: str, value: float) -> int:
+    """Requests per level when neither --requests nor --duration is given."""
+    if mode == "concurrency":
+        return max(20, 4 * int(value))
+    return max(20, math.ceil(5 * value))
+
+
+class Progress:
+    """One status line on stderr: rewritten in place on a terminal, a plain line now and then otherwise."""
+
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.tty = stream.isatty()
+        self._last_plain = -math.inf
+        self._dirty = False
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write("\r\x1b[K" + text)
+            self._dirty = True
+        elif force or time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
+            self.stream.write(text + "\n")
+            self._last_plain = time.monotonic()
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self._dirty and not self.quiet:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._dirty = False
+
+
+def _ms(x: float) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def _level(snap: Snapshot, level_id: int) -> LevelView | None:
+    return next((lv for lv in snap.levels if lv.level_id == level_id), None)
+
+
+def _progress_text(i: int, n: int, load: LoadTarget, lv: LevelView | None, snap: Snapshot, goal: str) -> str:
+    head = f"[{i}/{n}] {load.label()}"
+    if lv is None:
+        return f"{head}: starting"
+    steady = "steady" if lv.steady else "warming up"
+    return (
+        f"{head}: {lv.window_completed + lv.window_failed}/{goal} ({steady}), {lv.failed} failed, "
+        f"{snap.output_tps:,.0f} tok/s, TTFT p50 {_ms(lv.ttft.p50)} ms, ITL p50 {_ms(lv.itl_chunk.p50)} ms, "
+        f"in flight {snap.in_flight}"
+    )
+
+
+def format_table(levels: tuple[LevelView, ...]) -> str:
+    """The end-of-run table (stdout)."""
+    cols = ("level", "done", "fail", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50",
+            "ITL p99", "E2E p50", "tok/chunk", "steady")  # fmt: skip
+    rows = [cols]
+    for lv in levels:
+        name = f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
+        rows.append(
+            (
+                name,
+                str(lv.window_completed),
+                str(lv.window_failed),
+                f"{lv.request_per_s:.2f}" if math.isfinite(lv.request_per_s) else "-",
+                f"{lv.output_tps:,.0f}" if math.isfinite(lv.output_tps) else "-",
+                _ms(lv.ttft.p50),
+                _ms(lv.ttft.p99),
+                _ms(lv.tpot.p50),
+                _ms(lv.itl_chunk.p50),
+                _ms(lv.itl_chunk.p99),
+                _ms(lv.e2el.p50),
+                f"{lv.tokens_per_chunk:.2f}" if math.isfinite(lv.tokens_per_chunk) else "-",
+                "yes" if lv.steady else "no",
+            )
+        )
+    widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
+    lines = []
+    for k, r in enumerate(rows):
+        lines.append(
+            "  ".join(v.rjust(w) if c else v.ljust(w) for c, (v, w) in enumerate(zip(r, widths, strict=True)))
+        )
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(latencies in ms, over each level's steady-state window)")
+    return "\n".join(lines)
+
+
+def _summary(snap: Snapshot) -> str:
+    lines = [format_table(snap.levels)]
+    if snap.knee is not None:
+        unit = "users" if snap.load.mode == "concurrency" else "req/s"
+        lines.append(
+            f"knee: {snap.knee.value:g} {unit} ({snap.knee.output_tps:,.0f} output tok/s of a "
+            f"{snap.knee.peak_tps:,.0f} peak)"
+        )
+    elif len(snap.levels) > 1:
+        lines.append("knee: not found (output throughput still rising at the highest level measured)")
+    if snap.errors:
+        lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
+    if snap.health.saturated:
+        lines.append("warning: " + snap.health.reason)
+    return "\n".join(lines)
+
+
+def _targets(ns: argparse.Namespace) -> list[LoadTarget]:
+    if ns.rate:
+        return [
+            LoadTarget(mode="rate", rate=float(r), arrival=ns.arrival, max_concurrency=ns.max_concurrency)
+            for r in ns.rate
+        ]
+    if ns.max_concurrency is not None:
+        raise UsageError("--max-concurrency applies to open-loop --rate levels")
+    return [LoadTarget(mode="concurrency", concurrency=int(c)) for c in (ns.concurrency or [1])]
+
+
+def run_from_args(ns: argparse.Namespace) -> int:
+    """`tokentop bench`. See the module docstring for exit codes."""
+    targets = _targets(ns)
+    err = sys.stderr
+    progress = Progress(err, ns.quiet)
+    output = Path(ns.output) if ns.output else None
+    log_path = Path(ns.requests_log) if ns.requests_log else None
+    for p in (output, log_path):
+        if p is not None and not p.parent.exists():
+            raise UsageError(f"directory does not exist: {p.parent}")
+    sim = None
+    handle: EngineHandle | None = None
+    status = 0
+    try:
+        if ns.url is None:
+            from tui.sim.launch import SimServer
+
+            progress.show(f"starting the built-in simulator ({ns.sim_profile})", force=True)
+            try:
+                sim = SimServer(ns.sim_profile, seed=ns.seed, time_scale=ns.sim_time_scale).start()
+            except RuntimeError as exc:
+                progress.done()
+                print(f"tokentop: error: {str(exc).splitlines()[0]}", file=err)
+                return 1
+        target = target_from_args(ns, demo_url=sim.url if sim else None)
+        workload = workload_from_args(ns)
+        try:
+            model = probe_server(target)
+        except ProbeError as exc:
+            progress.done()
+            print(f"tokentop: error: {exc}", file=err)
+            return 1
+        target = replace(target, model=model)
+        options = EngineOptions(slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms)
+        handle = EngineHandle(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
+                              options=options)  # fmt: skip
+        handle.start()
+        handle.wait_ready(30.0)
+        for i, load in enumerate(targets, 1):
+            if i > 1:
+                handle.set_load(load)
+            fatal = _run_level(handle, ns, i, len(targets), load, progress)
+            if fatal is None:
+                fatal = _drain(handle, load, target.timeout_s + 5.0)
+            if fatal is not None:
+                progress.done()
+                print(f"tokentop: error: {fatal}", file=err)
+                status = 1
+                break
+    except KeyboardInterrupt:
+        status = 130
+    finally:
+        progress.done()
+        if handle is not None:
+            handle.stop(drain=False, timeout_s=2.0)
+            snap = handle.snapshot()
+            if status in (0, 130) and snap.levels:
+                print(_summary(snap))
+            if output is not None and (snap.levels and snap.completed + snap.failed > 0):
+                handle.write_results(output)
+                if not ns.quiet:
+                    print(f"results written to {output}", file=err)
+        if sim is not None:
+            sim.stop()
+    if status == 130:
+        print("tokentop: interrupted", file=err)
+    return status
+
+
+def _run_level(
+    handle: EngineHandle, ns: argparse.Namespace, i: int, n: int, load: LoadTarget, progress: Progress
+) -> str | None:
+    """Hold ``load`` until the level is done; return a fatal reason or None."""
+    level_id = handle.level_id
+    started = time.monotonic()
+    goal_requests = ns.requests or default_requests(load.mode, load.value)
+    goal = f"{ns.duration:g} s" if ns.duration else str(goal_requests)
+    while True:
+        time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
+        snap = handle.snapshot()
+        if snap.fatal:
+            return snap.fatal
+        lv = _level(snap, level_id)
+        progress.show(_progress_text(i, n, load, lv, snap, goal))
+        if lv is None:
+            continue
+        if ns.duration:
+            if time.monotonic() - started >= ns.duration:
+                break
+        elif (lv.steady and lv.window_completed + lv.window_failed >= goal_requests) or (
+            lv.completed == 0 and lv.failed >= goal_requests
+        ):
+            break
+    progress.show(_progress_text(i, n, load, _level(handle.snapshot(), level_id), handle.snapshot(), goal),
+                  force=True)  # fmt: skip
+    return None
+
+
+def _drain(handle: EngineHandle, load: LoadTarget, timeout_s: float) -> str | None:
+    """Pause and wait (bounded) until nothing is in flight."""
+    handle.set_load(replace(load, paused=True))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        snap = handle.snapshot()
+        if snap.fatal:
+            return snap.fatal
+        if snap.in_flight == 0:
+            return None
+        time.sleep(0.05)
+    return None

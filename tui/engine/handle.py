@@ -1,0 +1,354 @@
+"""`EngineHandle`: the face's side of the engine. Commands in, snapshots out; the load runs elsewhere.
+
+The handle lives in the face's process (the app or the bench). `start()` returns at once; a background thread
+checks the server (`/v1/models`, also resolving the model name), spawns the worker processes (``spawn``
+context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
+into a bounded `Store` and the requests log. `snapshot()` summarises the store with numpy on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import pickle
+import threading
+import time
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from tui.engine.client import classify_exception
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.load import split_load
+from tui.engine.openai import error_message
+from tui.engine.records import RequestRecord, RequestsLog
+from tui.engine.snapshot import RequestDetail, Snapshot
+from tui.engine.store import Store
+
+
+class ProbeError(Exception):
+    """The target cannot be used; the message is one line, fit to print."""
+
+
+def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str:
+    """Check that the server answers and return the model to use (``target.model`` or the first listed
+    by ``/v1/models``). Blocking; raises `ProbeError` with a one-line reason. Never shows the API key."""
+    url = target.base_url + "/models"
+    headers = {name: value for name, value in target.headers}
+    if target.api_key:
+        headers["authorization"] = f"Bearer {target.api_key}"
+    read_s = timeout_s if timeout_s is not None else min(target.timeout_s, 30.0)
+    timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
+
+    def scrub(text: str) -> str:
+        return text.replace(target.api_key, "***") if target.api_key else text
+
+    try:
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            response = client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        kind, message, _ = classify_exception(exc, started=False)
+        if kind == "connect":
+            reason = message.removeprefix("cannot connect: ")
+            raise ProbeError(scrub(f"cannot connect to {target.base_url}: {reason}")) from None
+        if kind == "timeout":
+            raise ProbeError(f"{target.base_url} did not answer /models within {read_s:g} s") from None
+        raise ProbeError(scrub(f"cannot reach {target.base_url}: {message}")) from None
+    status = response.status_code
+    if status in (401, 403):
+        detail = error_message(response.content)
+        raise ProbeError(scrub(f"{target.base_url}: HTTP {status} {detail} (check --api-key)"))
+    if status != 200:
+        if target.model:
+            return target.model  # some servers have no /models; the requests will tell
+        detail = error_message(response.content)
+        raise ProbeError(scrub(f"{url}: HTTP {status} {detail}; give --model"))
+    if target.model:
+        return target.model
+    try:
+        data = response.json()
+        models = [m["id"] for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
+    except (ValueError, AttributeError, TypeError):
+        raise ProbeError(
+            f"{url} did not return an OpenAI model list; is this an OpenAI-compatible server?"
+        ) from None
+    if not models:
+        raise ProbeError(f"{url} lists no models; give --model")
+    return str(models[0])
+
+
+def _level_key(t: LoadTarget) -> tuple[Any, ...]:
+    return (t.mode, t.value, t.arrival, t.max_concurrency)
+
+
+class EngineHandle:
+    """Implements `tui.engine.api.Engine` with the load generated in ``workers`` processes."""
+
+    def __init__(
+        self,
+        target: TargetConfig,
+        workload: WorkloadConfig,
+        load: LoadTarget,
+        *,
+        workers: int = 1,
+        requests_log: Path | None = None,
+        options: EngineOptions | None = None,
+    ) -> None:
+        self.target = target
+        self.workload = workload
+        self.workers = max(1, workers)
+        self.requests_log_path = requests_log
+        self.options = options or EngineOptions()
+        self._load = load
+        self._level_id = 0
+        self._lock = threading.RLock()
+        self._store = self._new_store(time.perf_counter_ns())
+        self._model = target.model or ""
+        self._fatal: str | None = None
+        self._procs: list[Any] = []
+        self._cmd: list[Connection] = []
+        self._data: list[Connection] = []
+        self._thread: threading.Thread | None = None
+        self._log: RequestsLog | None = None
+        self._log_file: IO[bytes] | None = None
+        self._ready = threading.Event()
+        self._started = False
+        self._stopping = False
+        self._stopped = False
+        self.started_at: float | None = None
+        """Wall-clock start (``time.time()``), for results."""
+
+    def _new_store(self, t0_ns: int) -> Store:
+        o = self.options
+        return Store(
+            t0_ns,
+            self.workers,
+            slo_ttft_ms=o.slo_ttft_ms,
+            slo_tpot_ms=o.slo_tpot_ms,
+            lag_threshold_ms=o.lag_threshold_ms,
+            cpu_threshold=o.cpu_threshold,
+            max_lanes=o.max_lanes,
+        )
+
+    # --- Engine protocol ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin: returns at once; the server check and worker start-up happen on a background thread."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            t0 = time.perf_counter_ns()
+            self.started_at = time.time()
+            self._store = self._new_store(t0)
+            self._level_id = 1
+            self._store.begin_level(1, self._load, t0)
+            if self._load.paused:
+                self._store.end_level(t0)
+            if self.requests_log_path is not None:
+                self._log_file = open(self.requests_log_path, "wb")  # noqa: SIM115 - closed in stop()
+                self._log = RequestsLog(self._log_file)
+        self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
+        self._thread.start()
+
+    def set_load(self, target: LoadTarget) -> None:
+        """Set the target; a change of mode/value/arrival/cap, or a resume from pause, starts a new level."""
+        with self._lock:
+            old = self._load
+            self._load = target
+            if not self._started or self._stopping:
+                return
+            now = time.perf_counter_ns()
+            if target.paused:
+                if not old.paused:
+                    self._store.end_level(now)
+            elif old.paused or _level_key(old) != _level_key(target):
+                self._level_id += 1
+                self._store.begin_level(self._level_id, target, now)
+            self._send_shares()
+
+    @property
+    def load(self) -> LoadTarget:
+        return self._load
+
+    @property
+    def level_id(self) -> int:
+        return self._level_id
+
+    @property
+    def model(self) -> str:
+        """The model in use ("" until resolved from /v1/models)."""
+        return self._model
+
+    @property
+    def fatal(self) -> str | None:
+        return self._fatal or self._store.fatal
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._store.snapshot(
+                time.perf_counter_ns(),
+                base_url=self.target.base_url,
+                model=self._model,
+                endpoint=self.target.endpoint,
+                demo=self.target.demo,
+                load=self._load,
+                level_id=self._level_id,
+                fatal=self._fatal,
+            )
+
+    def detail(self, request_id: int) -> RequestDetail | None:
+        with self._lock:
+            return self._store.detail(request_id, time.perf_counter_ns())
+
+    def results(self) -> dict[str, Any]:
+        """The results JSON as a dict (see `tui.engine.results`)."""
+        from tui.engine.results import build_results
+
+        with self._lock:
+            now = time.perf_counter_ns()
+            store = self._store
+            views = store.level_views(now, force=True)
+            snap = self.snapshot()
+            run = {
+                "max_loop_lag_p99_ms": store.max_lag_ms,
+                "max_cpu_share": store.max_cpu,
+                "notices": store.notices,
+            }
+            return build_results(self, snap, views, run)
+
+    def write_results(self, path: Path) -> Path:
+        """Write the results JSON (atomically: a crash never leaves half a file)."""
+        from tui.engine.results import dump_results
+
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(dump_results(self.results()))
+        tmp.replace(path)
+        return path
+
+    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+        """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
+        the requests log. Idempotent."""
+        with self._lock:
+            if self._stopped or not self._started:
+                self._stopped = True
+                return
+            first = not self._stopping
+            self._stopping = True
+            if first:
+                self._store.end_level(time.perf_counter_ns())
+            for conn in self._cmd:
+                with contextlib.suppress(OSError):
+                    conn.send(("stop", drain, timeout_s))
+        if self._thread is not None:
+            self._thread.join(timeout_s + 5.0)
+        for proc in self._procs:
+            proc.join(2.0)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(2.0)
+        with self._lock:
+            for conn in self._cmd + self._data:
+                with contextlib.suppress(OSError):
+                    conn.close()
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+                self._log = None
+            self._stopped = True
+
+    # --- helpers for faces and tests --------------------------------------------------------------
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        """Block until the workers are started (or the start failed: see `fatal`)."""
+        return self._ready.wait(timeout_s)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    # --- background thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            try:
+                model = probe_server(self.target)
+            except ProbeError as exc:
+                self._fatal = str(exc)
+                return
+            self._model = model
+            with self._lock:
+                if self._stopping:
+                    return
+                self._spawn(model)
+                self._send_shares()
+        except Exception as exc:  # keep the face informed rather than dying silently
+            self._fatal = f"engine failed to start: {type(exc).__name__}: {exc}"
+            return
+        finally:
+            self._ready.set()
+        self._read_loop()
+
+    def _spawn(self, model: str) -> None:
+        from tui.engine.worker import worker_main
+
+        ctx = multiprocessing.get_context("spawn")
+        for i in range(self.workers):
+            cmd_r, cmd_w = ctx.Pipe(duplex=False)
+            data_r, data_w = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=worker_main,
+                args=(i, self.workers, self.target, self.workload, model, cmd_r, data_w, self.options),
+                name=f"tokentop-engine-{i}",
+                daemon=True,
+            )
+            proc.start()
+            cmd_r.close()
+            data_w.close()
+            self._procs.append(proc)
+            self._cmd.append(cmd_w)
+            self._data.append(data_r)
+
+    def _send_shares(self) -> None:
+        shares = split_load(self._load, self.workers, self._level_id, seed=self.workload.seed)
+        for conn, share in zip(self._cmd, shares, strict=False):
+            with contextlib.suppress(OSError):
+                conn.send(("share", share))
+
+    def _read_loop(self) -> None:
+        open_conns = {id(c): i for i, c in enumerate(self._data)}
+        pending = list(self._data)
+        while pending:
+            for conn in wait(pending, timeout=0.25):
+                assert isinstance(conn, Connection)
+                try:
+                    raw = conn.recv_bytes()
+                except (EOFError, OSError):
+                    pending.remove(conn)
+                    if not self._stopping:
+                        i = open_conns[id(conn)]
+                        code = self._procs[i].exitcode if i < len(self._procs) else None
+                        self._fatal = f"engine worker {i} exited unexpectedly (exit code {code})"
+                    continue
+                msg = pickle.loads(raw)
+                if isinstance(msg, tuple):
+                    if msg and msg[0] == "bye":
+                        pending.remove(conn)
+                    continue
+                with self._lock:
+                    records = self._store.ingest(msg)
+                    log = self._log
+                if log is not None:
+                    self._write_log(log, records)
+
+    def _write_log(self, log: RequestsLog, records: list[RequestRecord]) -> None:
+        try:
+            for rec in records:
+                log.write(rec)
+        except (OSError, ValueError) as exc:
+            if not self._stopping:
+                self._fatal = f"cannot write the requests log: {exc}"
+            self._log = None

@@ -1,0 +1,53 @@
+"""Is the load generator itself keeping up? Measured inside each engine worker process.
+
+A busy event loop stamps tokens late (a chunk that arrived during a 20 ms stall is stamped up to 20 ms late),
+so the worker watches two things: how late a periodic 10 ms timer fires (event-loop lag) and how much of a
+core the process uses. The handle turns these into `ClientHealth` with thresholds it owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+
+class LoopLagMonitor:
+    """A timer that measures its own lateness every ``interval_s``; p99 over the last ``window_s``."""
+
+    def __init__(self, interval_s: float = 0.010, window_s: float = 3.0) -> None:
+        self.interval_s = interval_s
+        self.lags_s: deque[float] = deque(maxlen=max(10, int(window_s / interval_s)))
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        loop = asyncio.get_running_loop()
+        expected = loop.time() + self.interval_s
+        while True:
+            await asyncio.sleep(max(0.0, expected - loop.time()))
+            now = loop.time()
+            self.lags_s.append(max(0.0, now - expected))
+            expected = max(expected + self.interval_s, now)  # skip ticks missed during a stall
+
+    def p99_ms(self) -> float:
+        if not self.lags_s:
+            return 0.0
+        lags = sorted(self.lags_s)
+        return lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1e3
+
+
+class CpuMeter:
+    """This process's CPU time over wall time (0..1 of one core, all threads) over about ``window_s``."""
+
+    def __init__(self, window_s: float = 2.0) -> None:
+        self.window_s = window_s
+        self.samples: deque[tuple[float, float]] = deque([(time.perf_counter(), time.process_time())])
+
+    def share(self) -> float:
+        """Sample now; the share since the oldest sample within the window."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.samples.append((wall, cpu))
+        while len(self.samples) > 2 and wall - self.samples[1][0] >= self.window_s:
+            self.samples.popleft()
+        wall0, cpu0 = self.samples[0]
+        return (cpu - cpu0) / (wall - wall0) if wall > wall0 else 0.0

@@ -1,0 +1,186 @@
+"""Load control inside one engine worker: closed-loop users and open-loop arrivals, reconciled to a target.
+
+The handle splits the user's `LoadTarget` over the workers (`split_load`); each worker's `LoadRunner`
+reconciles toward its `WorkerShare`:
+
+- closed loop: N users, each sending its next request as soon as its last one ends. Raising N starts users at
+  once; lowering it lets the surplus users finish their request in flight and stop (nothing is cancelled).
+- open loop: arrivals at rate R (Poisson or constant), scheduled on an absolute timeline (each send time is
+  the previous *scheduled* time plus an interval, so a late wake-up does not slow the rate down), optionally
+  capped at ``max_concurrency`` in flight (arrivals beyond it wait; their scheduling lag is recorded).
+
+Every request is tagged with the level id of the share it started under.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tui.engine.config import Arrival, LoadMode, LoadTarget
+
+
+@dataclass(frozen=True)
+class WorkerShare:
+    """One worker's part of the load target."""
+
+    level_id: int
+    mode: LoadMode = "concurrency"
+    concurrency: int = 0
+    rate: float = 0.0
+    arrival: Arrival = "poisson"
+    max_concurrency: int | None = None
+    paused: bool = False
+    phase_s: float = 0.0
+    """Constant arrivals: this worker's offset, so W workers interleave evenly instead of firing together."""
+    seed: int = 0
+
+
+def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -> list[WorkerShare]:
+    """Split ``target`` over ``workers`` as evenly as possible: N users -> N//W each, the first N%W one more;
+    rate R -> R/W each (or in proportion to each worker's part of ``max_concurrency`` when capped)."""
+    shares = []
+    caps: list[int | None] = [None] * workers
+    if target.max_concurrency is not None:
+        caps = [target.max_concurrency // workers + (1 if i < target.max_concurrency % workers else 0)
+                for i in range(workers)]  # fmt: skip
+    total_cap = sum(c for c in caps if c is not None) if target.max_concurrency is not None else None
+    for i in range(workers):
+        users = target.concurrency // workers + (1 if i < target.concurrency % workers else 0)
+        cap = caps[i]
+        rate = target.rate * (cap or 0) / total_cap if total_cap else target.rate / workers
+        phase = (i / target.rate) if target.rate > 0 else 0.0
+        shares.append(
+            WorkerShare(
+                level_id=level_id,
+                mode=target.mode,
+                concurrency=users,
+                rate=rate,
+                arrival=target.arrival,
+                max_concurrency=cap,
+                paused=target.paused,
+                phase_s=phase,
+                seed=seed * 1000 + i,
+            )
+        )
+    return shares
+
+
+IssueFn = Callable[[int, "int | None"], Awaitable[None]]
+"""Runs one request to completion: (level id, scheduled ns or None). Must not raise except on cancel."""
+
+
+class LoadRunner:
+    """Reconciles one worker's in-flight requests toward its `WorkerShare`."""
+
+    def __init__(self, issue: IssueFn) -> None:
+        self._issue = issue
+        self.share: WorkerShare | None = None
+        self._users: dict[int, asyncio.Task[None]] = {}
+        self._open: set[asyncio.Task[None]] = set()
+        self._arrivals: asyncio.Task[None] | None = None
+        self._slot_freed = asyncio.Event()
+        self._stopping = False
+        self.in_flight = 0
+
+    # --- control ------------------------------------------------------------------------------
+
+    def apply(self, share: WorkerShare) -> None:
+        """Reconcile toward ``share`` (call from the worker's loop)."""
+        if self._stopping:
+            return
+        old, self.share = self.share, share
+        active = not share.paused
+        if share.mode == "concurrency" and active:
+            for idx in range(share.concurrency):
+                task = self._users.get(idx)
+                if task is None or task.done():
+                    self._users[idx] = asyncio.ensure_future(self._user(idx))
+        # users above the target (or all, in open loop / paused) see it on their next turn and stop
+        arrivals_changed = old is None or (
+            old.level_id,
+            old.mode,
+            old.rate,
+            old.arrival,
+            old.max_concurrency,
+            old.paused,
+        ) != (share.level_id, share.mode, share.rate, share.arrival, share.max_concurrency, share.paused)
+        if arrivals_changed:
+            if self._arrivals is not None:
+                self._arrivals.cancel()
+                self._arrivals = None
+            if share.mode == "rate" and active and share.rate > 0:
+                self._arrivals = asyncio.ensure_future(self._arrive(share))
+        self._slot_freed.set()
+
+    async def stop(self, *, drain: bool, timeout_s: float) -> None:
+        """Stop issuing; let in-flight requests finish (drain, up to ``timeout_s``) or cancel them."""
+        self._stopping = True
+        if self._arrivals is not None:
+            self._arrivals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._arrivals
+        tasks = [t for t in self._users.values() if not t.done()] + [t for t in self._open if not t.done()]
+        if drain and tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- closed loop --------------------------------------------------------------------------
+
+    def _wants_user(self, idx: int) -> bool:
+        s = self.share
+        return (
+            not self._stopping
+            and s is not None
+            and not s.paused
+            and s.mode == "concurrency"
+            and idx < s.concurrency
+        )
+
+    async def _user(self, idx: int) -> None:
+        while self._wants_user(idx):
+            assert self.share is not None
+            await self._run(self.share.level_id, None)
+
+    async def _run(self, level_id: int, scheduled_ns: int | None) -> None:
+        self.in_flight += 1
+        try:
+            await self._issue(level_id, scheduled_ns)
+        finally:
+            self.in_flight -= 1
+            self._slot_freed.set()
+
+    # --- open loop ----------------------------------------------------------------------------
+
+    async def _arrive(self, share: WorkerShare) -> None:
+        rng = random.Random(f"{share.seed}:{share.level_id}")
+        interval_s = 1.0 / share.rate
+        now = time.perf_counter_ns()
+        next_ns = now + int(share.phase_s % interval_s * 1e9) if share.arrival == "constant" else now
+        first = True
+        while True:
+            if share.arrival == "poisson":
+                next_ns += int(rng.expovariate(share.rate) * 1e9)
+            elif not first:
+                next_ns += int(interval_s * 1e9)
+            first = False
+            delay_ns = next_ns - time.perf_counter_ns()
+            if delay_ns > 0:
+                await asyncio.sleep(delay_ns / 1e9)
+            cap = share.max_concurrency
+            while cap is not None and self._open_in_flight() >= cap:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            task = asyncio.ensure_future(self._run(share.level_id, next_ns))
+            self._open.add(task)
+            task.add_done_callback(self._open.discard)
+
+    def _open_in_flight(self) -> int:
+        return sum(1 for t in self._open if not t.done())

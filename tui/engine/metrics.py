@@ -1,0 +1,304 @@
+"""Metrics from raw request records: pure, vectorised numpy functions (table-tested).
+
+Conventions (the same as `vllm bench serve` where it has a name for the figure):
+
+- TTFT = first content chunk (content or reasoning) - request sent.
+- E2E latency = end of stream - request sent.
+- ITL ``chunk`` = gaps between consecutive content chunks of a request, all gaps pooled (vLLM ``itl``).
+- ITL ``tpot`` = (E2E - TTFT) / (OSL - 1), one value per request with OSL > 1 (vLLM ``tpot``).
+- ITL ``e2e`` = E2E / OSL, one value per request, TTFT included (LLMPerf's inter-token latency).
+- tokens per chunk = OSL / content chunks (more than 1 with speculative decoding or a stream interval).
+- per-request output speed = (OSL - 1) / (E2E - TTFT) tokens/s, i.e. 1000 / TPOT.
+- Stats: mean, population std (numpy's default, as vLLM), min, max and linear-interpolated percentiles
+  (``numpy.percentile``'s default, as vLLM).
+
+Latencies are in milliseconds. Histograms use fixed, log-spaced edges so a plot's axis never jumps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tui.engine.snapshot import Knee, LevelView, Stats
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
+
+FINE_PER_DECADE = 50
+FINE_EDGES_MS: FloatArray = 10.0 ** np.linspace(-2.0, 7.0, 9 * FINE_PER_DECADE + 1)
+"""Internal histogram: 0.01 ms to 10^7 ms (2.8 h), 50 bins per decade (bin width ~4.7%). Values outside are
+counted in the end bins."""
+N_FINE = len(FINE_EDGES_MS) - 1
+
+DISPLAY_EDGES_MS: FloatArray = 10.0 ** np.linspace(-1.0, 5.0, 6 * 10 + 1)
+"""What snapshots carry: 0.1 ms to 100 s, 10 bins per decade; values outside go to the end bins. Every
+display edge is also a fine edge, so display counts are exact sums of fine counts."""
+N_DISPLAY = len(DISPLAY_EDGES_MS) - 1
+_FINE_TO_DISPLAY: IntArray = np.clip((np.arange(N_FINE) - FINE_PER_DECADE) // 5, 0, N_DISPLAY - 1)
+
+
+# --- stats --------------------------------------------------------------------------------------
+
+
+def stats(values: npt.ArrayLike) -> Stats:
+    """Summary of ``values`` (NaNs dropped); an empty input gives ``Stats()`` (n=0, NaNs)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size and np.isnan(v).any():
+        v = v[~np.isnan(v)]
+    if v.size == 0:
+        return Stats()
+    p50, p90, p95, p99 = np.percentile(v, PERCENTILES)
+    return Stats(
+        n=int(v.size),
+        mean=float(v.mean()),
+        std=float(v.std()),
+        min=float(v.min()),
+        max=float(v.max()),
+        p50=float(p50),
+        p90=float(p90),
+        p95=float(p95),
+        p99=float(p99),
+    )
+
+
+@dataclass
+class Moments:
+    """Running count, sum, sum of squares, min and max: exact mean/std/min/max without keeping samples."""
+
+    n: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+    lo: float = float("inf")
+    hi: float = float("-inf")
+
+    def add(self, v: FloatArray) -> None:
+        if v.size:
+            self.n += int(v.size)
+            self.total += float(v.sum())
+            self.total_sq += float(np.dot(v, v))
+            self.lo = min(self.lo, float(v.min()))
+            self.hi = max(self.hi, float(v.max()))
+
+    def merge(self, other: Moments) -> None:
+        self.n += other.n
+        self.total += other.total
+        self.total_sq += other.total_sq
+        self.lo = min(self.lo, other.lo)
+        self.hi = max(self.hi, other.hi)
+
+
+def fine_bins(values: FloatArray) -> IntArray:
+    """Index of each value's fine bin (out-of-range values clamp to the end bins)."""
+    idx = np.searchsorted(FINE_EDGES_MS, values, side="right") - 1
+    return np.clip(idx, 0, N_FINE - 1).astype(np.int64)
+
+
+def fine_histogram(values: FloatArray) -> IntArray:
+    return np.bincount(fine_bins(values), minlength=N_FINE).astype(np.int64)
+
+
+def display_counts_from_fine(fine: IntArray) -> IntArray:
+    return np.bincount(_FINE_TO_DISPLAY, weights=fine, minlength=N_DISPLAY).astype(np.int64)
+
+
+def display_counts(values: FloatArray) -> IntArray:
+    idx = np.searchsorted(DISPLAY_EDGES_MS, values, side="right") - 1
+    return np.bincount(np.clip(idx, 0, N_DISPLAY - 1), minlength=N_DISPLAY).astype(np.int64)
+
+
+def hist_percentiles(fine: IntArray, qs: Sequence[float], lo: float, hi: float) -> list[float]:
+    """Percentiles from fine-bin counts, interpolated geometrically inside the bin and clamped to the
+    exact [lo, hi]. Relative error is at most one bin width (~4.7%)."""
+    total = int(fine.sum())
+    if total == 0:
+        return [float("nan")] * len(qs)
+    cum = np.cumsum(fine)
+    out = []
+    for q in qs:
+        rank = q / 100.0 * total
+        b = int(np.searchsorted(cum, rank, side="left"))
+        b = min(b, N_FINE - 1)
+        before = cum[b - 1] if b > 0 else 0
+        inside = fine[b]
+        frac = 0.5 if inside == 0 else (rank - before) / inside
+        left, right = FINE_EDGES_MS[b], FINE_EDGES_MS[b + 1]
+        value = float(left * (right / left) ** min(max(frac, 0.0), 1.0))
+        out.append(min(max(value, lo), hi))
+    return out
+
+
+def stats_from_fine(fine: IntArray, moments: Moments) -> Stats:
+    """Stats when only a fine histogram and running moments are kept (long runs): mean/std/min/max exact,
+    percentiles within one bin."""
+    if moments.n == 0:
+        return Stats()
+    mean = moments.total / moments.n
+    var = max(moments.total_sq / moments.n - mean * mean, 0.0)
+    p50, p90, p95, p99 = hist_percentiles(fine, PERCENTILES, moments.lo, moments.hi)
+    return Stats(
+        n=moments.n,
+        mean=mean,
+        std=float(np.sqrt(var)),
+        min=moments.lo,
+        max=moments.hi,
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+    )
+
+
+# --- per-request figures ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestFigures:
+    """Per-request figures of a set of successful requests (arrays aligned by request), in ms."""
+
+    ttft_ms: FloatArray
+    e2e_ms: FloatArray
+    tpot_ms: FloatArray
+    """NaN where OSL <= 1."""
+    itl_e2e_ms: FloatArray
+    """NaN where OSL < 1."""
+    tokens_per_chunk: FloatArray
+    """NaN where there were no content chunks."""
+    decode_tps: FloatArray
+    """(OSL - 1) / (E2E - TTFT) in tokens/s; NaN where undefined."""
+
+
+def request_figures(
+    sent_ns: npt.ArrayLike,
+    first_content_ns: npt.ArrayLike,
+    end_ns: npt.ArrayLike,
+    output_tokens: npt.ArrayLike,
+    n_chunks: npt.ArrayLike,
+) -> RequestFigures:
+    """Vectorised per-request figures. ``first_content_ns`` may hold NaN (no content: TTFT undefined)."""
+    sent = np.asarray(sent_ns, dtype=np.float64)
+    first = np.asarray(first_content_ns, dtype=np.float64)
+    end = np.asarray(end_ns, dtype=np.float64)
+    osl = np.asarray(output_tokens, dtype=np.float64)
+    chunks = np.asarray(n_chunks, dtype=np.float64)
+    ttft = (first - sent) / 1e6
+    e2e = (end - sent) / 1e6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        decode = e2e - ttft
+        tpot = np.where(osl > 1, decode / (osl - 1), np.nan)
+        itl_e2e = np.where(osl >= 1, e2e / osl, np.nan)
+        tpc = np.where(chunks > 0, osl / chunks, np.nan)
+        decode_tps = np.where((osl > 1) & (decode > 0), (osl - 1) / (decode / 1e3), np.nan)
+    return RequestFigures(ttft, e2e, tpot, itl_e2e, tpc, decode_tps)
+
+
+def chunk_gaps_ms(chunk_ns: npt.ArrayLike) -> FloatArray:
+    """Gaps between consecutive content chunks of one request (vLLM's ``itl``), ms."""
+    c = np.asarray(chunk_ns, dtype=np.int64)
+    if c.size < 2:
+        return np.empty(0, dtype=np.float64)
+    return np.diff(c).astype(np.float64) / 1e6
+
+
+def chunk_token_weights(
+    n_chunks: int, output_tokens: int | None, chunk_tokens: Sequence[int] | None
+) -> FloatArray:
+    """Output tokens carried by each content chunk: the server's per-chunk counts when it gave them, else the
+    usage total spread evenly over the chunks, else one per chunk."""
+    if n_chunks == 0:
+        return np.empty(0, dtype=np.float64)
+    if chunk_tokens is not None and len(chunk_tokens) == n_chunks:
+        return np.asarray(chunk_tokens, dtype=np.float64)
+    per = (output_tokens / n_chunks) if output_tokens else 1.0
+    return np.full(n_chunks, per, dtype=np.float64)
+
+
+def good_mask(
+    ttft_ms: FloatArray, tpot_ms: FloatArray, slo_ttft_ms: float | None, slo_tpot_ms: float | None
+) -> npt.NDArray[np.bool_]:
+    """Requests meeting every given SLO (vLLM goodput: TPOT counts as 0 when OSL <= 1)."""
+    good = np.ones(ttft_ms.shape, dtype=bool)
+    if slo_ttft_ms is not None:
+        good &= ttft_ms <= slo_ttft_ms
+    if slo_tpot_ms is not None:
+        good &= np.nan_to_num(tpot_ms, nan=0.0) <= slo_tpot_ms
+    return good
+
+
+# --- steady state and saturation ----------------------------------------------------------------
+
+
+def steady_from_ns(
+    level_start_ns: int,
+    median_e2e_ns: float | None,
+    earlier_in_flight: int,
+    earlier_last_end_ns: int | None,
+) -> int | None:
+    """Start of a load level's steady-state window, or None while the level is still in its transient.
+
+    Rule: the window starts once (a) every request begun under an earlier level has ended (they load the
+    server differently, so their tail is part of the transient) and (b) at least one median E2E latency of
+    this level has passed since the level began (by then the requests in flight were all started under
+    this level, so the server carries this level's load). It is ``max(last earlier end, start + median
+    E2E)``; None while an earlier request is still in flight or no request of this level has finished.
+    """
+    if earlier_in_flight > 0 or median_e2e_ns is None or not np.isfinite(median_e2e_ns):
+        return None
+    start = level_start_ns + int(median_e2e_ns)
+    if earlier_last_end_ns is not None:
+        start = max(start, earlier_last_end_ns)
+    return start
+
+
+KNEE_TOLERANCE = 0.05
+KNEE_RULE = (
+    "the lowest load whose steady output throughput is within {tol:.0%} of the best measured, "
+    "provided a higher load was also measured (the plateau is seen, not just the end of the sweep)"
+)
+
+
+def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) -> Knee | None:
+    """Where more load stops buying throughput.
+
+    Rule: among steady levels of the mode of the last level (for a value measured more than once, its
+    latest steady level), the knee is the lowest load whose steady output tokens/s is within ``tolerance``
+    (5%) of the highest measured, provided some higher load was measured too; if the best is only reached
+    at the highest load measured, the curve is still climbing and there is no knee (None).
+    """
+    if not levels:
+        return None
+    mode = levels[-1].mode
+    by_value: dict[float, LevelView] = {}
+    for lv in levels:
+        if lv.mode == mode and lv.steady and np.isfinite(lv.output_tps):
+            by_value[lv.value] = lv  # later levels win
+    points = sorted(by_value.values(), key=lambda lv: lv.value)
+    if len(points) < 2:
+        return None
+    peak = max(p.output_tps for p in points)
+    if peak <= 0:
+        return None
+    for i, p in enumerate(points):
+        if p.output_tps >= (1.0 - tolerance) * peak:
+            if i == len(points) - 1:
+                return None
+            return Knee(
+                level_id=p.level_id,
+                value=p.value,
+                output_tps=p.output_tps,
+                peak_tps=peak,
+                rule=KNEE_RULE.format(tol=tolerance),
+            )
+    return None
+
+
+def summarise(values: FloatArray) -> dict[str, Any]:
+    """A Stats as a dict (for tests and debugging)."""
+    s = stats(values)
+    return {k: getattr(s, k) for k in ("n", "mean", "std", "min", "max", "p50", "p90", "p95", "p99")}

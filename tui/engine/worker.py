@@ -1,0 +1,245 @@
+"""The engine worker process: its own asyncio loop running the load generator and the HTTP client.
+
+Talks to the handle over two one-way pipes. In: commands (``("share", WorkerShare)``, ``("stop", drain,
+timeout_s)``). Out, every ``batch_interval_s``: one pickled dict of plain data::
+
+    {"w": worker, "t": now_ns, "level": applied level id, "in_flight": n,
+     "lanes": [(request_id, level_id, sent_ns, new_text, tokens_so_far, first_content_ns), ...],
+     "tokens": output tokens received since the last batch (one per chunk unless the server counted),
+     "records": [RequestRecord.to_wire(), ...], "health": (loop_lag_p99_ms, cpu_share), "notices": [...]}
+
+and finally ``("bye",)``. Writes to the pipe happen on a small sender thread, so a slow reader never stalls
+this loop (and with it the timestamps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pickle
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from tui.engine.client import RequestSession, make_client, run_request
+from tui.engine.config import EngineOptions, TargetConfig, WorkloadConfig
+from tui.engine.health import CpuMeter, LoopLagMonitor
+from tui.engine.load import LoadRunner, WorkerShare
+from tui.engine.openai import StreamAccumulator
+from tui.engine.records import RequestRecord
+
+
+@dataclass
+class _Lane:
+    record: RequestRecord
+    acc: StreamAccumulator
+    announced: bool = False
+    reported_tokens: int = 0
+
+
+class Worker:
+    """State of one worker process (constructed inside its event loop)."""
+
+    def __init__(
+        self,
+        index: int,
+        workers: int,
+        target: TargetConfig,
+        workload: WorkloadConfig,
+        model: str,
+        cmd: Connection,
+        out: Connection,
+        options: EngineOptions,
+    ) -> None:
+        self.index = index
+        self.workers = workers
+        self.target = target
+        self.workload = workload
+        self.model = model
+        self.cmd = cmd
+        self.out = out
+        self.options = options
+        self.seq = 0
+        self.lanes: dict[int, _Lane] = {}
+        self.finished: list[tuple[Any, ...]] = []
+        self.finished_lanes: list[tuple[Any, ...]] = []
+        self.tokens = 0
+        self.notices: list[str] = []
+        self.level_id = 0
+        self.stop_cmd: tuple[bool, float] | None = None
+        self.stop_event = asyncio.Event()
+        self.runner = LoadRunner(self.issue)
+        self.lag = LoopLagMonitor()
+        self.cpu = CpuMeter()
+        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.session: RequestSession | None = None
+
+    # --- requests -----------------------------------------------------------------------------
+
+    async def issue(self, level_id: int, scheduled_ns: int | None) -> None:
+        assert self.session is not None
+        seq = self.seq
+        self.seq += 1
+        rid = seq * self.workers + self.index + 1
+        record = RequestRecord(
+            request_id=rid,
+            worker=self.index,
+            seq=seq,
+            level_id=level_id,
+            sent_ns=time.perf_counter_ns(),
+            scheduled_ns=scheduled_ns,
+        )
+        acc = StreamAccumulator()
+        lane = self.lanes[rid] = _Lane(record, acc)
+        try:
+            await run_request(self.session, record, acc)
+        finally:
+            # run_request has filled the record even when cancelled
+            del self.lanes[rid]
+            delta = self._lane_delta(lane)
+            if delta is not None:
+                self.finished_lanes.append(delta)
+            self.finished.append(record.to_wire())
+
+    def _lane_delta(self, lane: _Lane) -> tuple[Any, ...] | None:
+        acc = lane.acc
+        text = "".join(acc.pending_text) if acc.pending_text else ""
+        if acc.pending_text:
+            acc.pending_text.clear()
+        tokens = acc.tokens
+        self.tokens += tokens - lane.reported_tokens
+        if lane.announced and not text and tokens == lane.reported_tokens:
+            return None
+        lane.announced = True
+        lane.reported_tokens = tokens
+        rec = lane.record
+        first = acc.chunk_ns[0] if acc.chunk_ns else None
+        return (rec.request_id, rec.level_id, rec.sent_ns, text, tokens, first)
+
+    # --- batches ------------------------------------------------------------------------------
+
+    def batch(self) -> dict[str, Any]:
+        lanes = self.finished_lanes
+        self.finished_lanes = []
+        for lane in list(self.lanes.values()):
+            delta = self._lane_delta(lane)
+            if delta is not None:
+                lanes.append(delta)
+        records, self.finished = self.finished, []
+        notices, self.notices = self.notices, []
+        tokens, self.tokens = self.tokens, 0
+        return {
+            "w": self.index,
+            "t": time.perf_counter_ns(),
+            "level": self.level_id,
+            "in_flight": self.runner.in_flight,
+            "lanes": lanes,
+            "tokens": tokens,
+            "records": records,
+            "health": (self.lag.p99_ms(), self.cpu.share()),
+            "notices": notices,
+        }
+
+    def send(self, msg: Any) -> None:
+        self.outbox.put(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _sender(self) -> None:
+        while True:
+            data = self.outbox.get()
+            if data is None:
+                return
+            try:
+                self.out.send_bytes(data)
+            except OSError:
+                return  # the handle is gone
+
+    async def _batches(self) -> None:
+        interval = self.options.batch_interval_s
+        while True:
+            await asyncio.sleep(interval)
+            if self.options.test_block_loop_ms > 0:
+                end = time.perf_counter() + self.options.test_block_loop_ms / 1e3
+                while time.perf_counter() < end:
+                    pass
+            self.send(self.batch())
+
+    # --- commands -----------------------------------------------------------------------------
+
+    def _on_command(self) -> None:
+        try:
+            while self.cmd.poll():
+                msg = self.cmd.recv()
+                if msg[0] == "share":
+                    share: WorkerShare = msg[1]
+                    self.level_id = share.level_id
+                    self.runner.apply(share)
+                elif msg[0] == "stop":
+                    self.stop_cmd = (bool(msg[1]), float(msg[2]))
+                    self.stop_event.set()
+        except (EOFError, OSError):
+            # the handle went away: stop at once
+            self.stop_cmd = (False, 0.0)
+            self.stop_event.set()
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self.cmd.fileno())
+
+    # --- main ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        sender = threading.Thread(target=self._sender, name="tokentop-sender", daemon=True)
+        sender.start()
+        client = make_client(self.target, self.options.transport)
+        self.session = RequestSession(
+            client, self.target, self.workload, self.model, worker=self.index, workers=self.workers,
+            notice=self.notices.append,
+        )  # fmt: skip
+        self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
+        lag_task = asyncio.ensure_future(self.lag.run())
+        batch_task = asyncio.ensure_future(self._batches())
+        loop.add_reader(self.cmd.fileno(), self._on_command)
+        self._on_command()
+        try:
+            await self.stop_event.wait()
+            drain, timeout_s = self.stop_cmd or (False, 0.0)
+            with contextlib.suppress(Exception):
+                loop.remove_reader(self.cmd.fileno())
+            await self.runner.stop(drain=drain, timeout_s=timeout_s)  # batches keep flowing meanwhile
+        finally:
+            for task in (lag_task, batch_task):
+                task.cancel()
+            await asyncio.gather(lag_task, batch_task, return_exceptions=True)
+            self.send(self.batch())
+            self.send(("bye",))
+            self.outbox.put(None)
+            with contextlib.suppress(Exception):
+                await client.aclose()
+            await loop.run_in_executor(None, sender.join, 5.0)
+
+
+def worker_main(
+    index: int,
+    workers: int,
+    target: TargetConfig,
+    workload: WorkloadConfig,
+    model: str,
+    cmd: Connection,
+    out: Connection,
+    options: EngineOptions,
+) -> None:
+    """Process entry point (multiprocessing ``spawn``)."""
+    # Ctrl-C reaches the whole process group: the face decides how to stop, not us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    async def main() -> None:
+        await Worker(index, workers, target, workload, model, cmd, out, options).run()
+
+    try:
+        asyncio.run(main())
+    finally:
+        with contextlib.suppress(Exception):
+            out.close()
