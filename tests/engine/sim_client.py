@@ -94,7 +94,7 @@ class Conn:
         reader = self.reader
 
         async def read(coro: Any) -> bytes:
-            return await asyncio.wait_for(coro, idle_timeout_s)  # type: ignore[no-any-return]
+            return await asyncio.wait_for(coro, idle_timeout_s)
 
         try:
             head = await read(reader.readuntil(b"\r\n\r\n"))

@@ -2,9 +2,9 @@
 
 One asyncio task runs the engine loop: it asks the scheduler (`tui.sim.model.Scheduler`) for a step, sleeps
 for the step's modelled duration (divided by `time_scale`), then writes the tokens that step produced to each
-stream. Step ends are kept on an absolute timeline so the event loop's timer granularity (about 1 ms) does not
-accumulate into drift; when the process falls behind by more than `_MAX_LAG_S` it restarts the timeline rather
-than bursting.
+stream. Step ends are kept on an absolute timeline, so neither the event loop's timer granularity (about 1 ms)
+nor the time spent writing accumulates into drift; when the process falls behind by more than `_MAX_LAG_S` it
+restarts the timeline rather than bursting.
 
 Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, plus `GET /health` and a
 vLLM-style `GET /metrics` (running/waiting requests, KV usage). Streams are SSE over chunked transfer
@@ -689,10 +689,15 @@ class Simulator:
                 for req in step.admitted:
                     if not req.admitted_ns:
                         req.admitted_ns = now_ns
+            # The next step runs (on the modelled GPU) while this process writes the last step's tokens, so
+            # its end is reckoned from the last end, not from now. Only when writing fell more than
+            # _MAX_LAG_S behind that timeline is it restarted from now: the process is the bottleneck then,
+            # and catching up would burst.
+            end = prev_end + step.duration_s / scale
             now = loop.time()
-            start = prev_end if now - prev_end < _MAX_LAG_S else now
-            end = start + step.duration_s / scale
-            delay = end - loop.time()
+            if now - end > _MAX_LAG_S:
+                end = now
+            delay = end - now
             # Always yield, so arrivals and disconnects are seen even when the process is behind.
             await asyncio.sleep(delay if delay > 0 else 0)
             prev_end = end
