@@ -253,3 +253,36 @@ async def test_throughput_rises_then_saturates_and_ttft_grows() -> None:
     assert 4 < ratio < 0.75 * 64, (tps1, tps64)
     assert itl64 > 1.4 * itl1, (itl1, itl64)  # each stream slows down
     assert ttft64 > 3 * ttft1, (ttft1, ttft64)  # 64 prompts prefill together (compute-bound)
+
+
+async def test_pipelined_requests_are_answered_in_order(sim: SimServer) -> None:
+    conn = await Conn.open(sim.port)
+    try:
+        body = orjson.dumps(chat_body(4))
+        stream = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        conn.writer.write(stream + b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
+        first = await conn.reply()
+        second = await conn.reply()
+    finally:
+        await conn.close()
+    assert first.done and len(first.text_events()) == 4
+    assert second.status == 200 and second.json()["data"][0]["id"] == MODEL
+
+
+async def test_expect_100_continue(sim: SimServer) -> None:
+    conn = await Conn.open(sim.port)
+    try:
+        body = orjson.dumps(chat_body(2, stream=False))
+        head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\n"
+        head += f"content-length: {len(body)}"
+        conn.writer.write(head.encode() + b"\r\n\r\n")
+        interim = await asyncio.wait_for(conn.reader.readuntil(b"\r\n\r\n"), 5.0)
+        conn.writer.write(body)
+        reply = await conn.reply()
+    finally:
+        await conn.close()
+    assert interim.startswith(b"HTTP/1.1 100 Continue")
+    assert reply.status == 200 and reply.json()["usage"]["completion_tokens"] == 2

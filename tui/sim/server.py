@@ -761,7 +761,7 @@ class Simulator:
     def _generate(
         self, proto: HttpProtocol, chat: bool, headers: dict[str, str], body: bytes, keep_alive: bool
     ) -> None:
-        arrival_ns = time.perf_counter_ns()
+        arrival_ns = proto.request_ns
         client_request_id = headers.get("x-tokentop-request-id")
         self._next_seq += 1
         seq_id = self._next_seq
@@ -929,6 +929,8 @@ class HttpProtocol(asyncio.Protocol):
         self.busy = False
         self.closed = False
         self.current: GenRequest | None = None
+        self.request_ns = 0
+        """When the first bytes of the request being parsed were read: its arrival for the truth log."""
         self._continue_sent = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -945,7 +947,12 @@ class HttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        if not self.buffer:
+            self.request_ns = time.perf_counter_ns()
         self.buffer += data
+        if len(self.buffer) > _MAX_HEAD_BYTES + _MAX_BODY_BYTES:  # a client pipelining without reading
+            self.abort()
+            return
         if not self.busy:
             self._process()
 
