@@ -267,6 +267,11 @@ class EngineHandle:
         return self._ready.wait(timeout_s)
 
     @property
+    def t0_ns(self) -> int:
+        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
+        return self._store.t0_ns
+
+    @property
     def stopped(self) -> bool:
         return self._stopped
 

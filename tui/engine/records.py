@@ -47,7 +47,8 @@ class RequestRecord:
     level_id: int
     """The load level the request was started under."""
     sent_ns: int
-    """Just before the request was written (the retry's stamp, if it was retried)."""
+    """When the request went onto the socket: the aiohttp transport stamps it as the request headers are
+    written; the stock httpx transport just before handing the request to httpx. A retry restamps it."""
     scheduled_ns: int | None = None
     """Open loop: when the arrival process scheduled it (``sent_ns - scheduled_ns`` is scheduling lag)."""
     first_byte_ns: int | None = None
@@ -73,6 +74,9 @@ class RequestRecord:
     http_status: int | None = None
     finish_reason: str | None = None
     retries: int = 0
+    send_start_ns: int | None = None
+    """Just before tokentop handed the request to httpx: ``sent_ns - send_start_ns`` is the client's own
+    request overhead (connection pool, headers), which TTFT does not include when the socket stamp exists."""
 
     # --- derived ---------------------------------------------------------------------------------
 
@@ -120,6 +124,7 @@ class RequestRecord:
             self.http_status,
             self.finish_reason,
             self.retries,
+            self.send_start_ns,
         )
 
     @classmethod
@@ -143,6 +148,7 @@ class RequestRecord:
             "finish_reason": self.finish_reason,
             "retries": self.retries,
             "scheduled_ns": self.scheduled_ns,
+            "send_start_ns": self.send_start_ns,
             "sent_ns": self.sent_ns,
             "first_byte_ns": self.first_byte_ns,
             "first_content_ns": self.first_content_ns,

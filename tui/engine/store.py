@@ -146,8 +146,9 @@ class MetricSeries:
         if window_s is None:
             fine, mom = self.all_hist, self.all_moments
         else:
+            # whole seconds overlapping the window (so up to one second more than asked)
             now_sec = (now_ns - self.t0_ns) // 1_000_000_000
-            first = now_sec - math.ceil(window_s) + 1
+            first = (since - self.t0_ns) // 1_000_000_000
             sel = (self.slot_sec >= first) & (self.slot_sec <= now_sec)
             fine = self.slot_hist[sel].sum(axis=0)
             mom = m.Moments()

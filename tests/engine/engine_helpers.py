@@ -1,0 +1,81 @@
+"""Helpers for the engine tests: a handle against the simulator, bounded waits, the two logs joined."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.handle import EngineHandle
+from tui.engine.snapshot import Snapshot
+
+T = TypeVar("T")
+
+
+def wait_for(
+    handle: EngineHandle, pred: Callable[[Snapshot], T], timeout_s: float, what: str = "condition"
+) -> tuple[T, Snapshot, float]:
+    """Poll snapshots (every 20 ms, like a face's tick) until ``pred`` is truthy; fail after ``timeout_s``.
+    Returns (value, snapshot, seconds waited)."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    while True:
+        snap = handle.snapshot()
+        if snap.fatal:
+            raise AssertionError(f"engine fatal while waiting for {what}: {snap.fatal}")
+        value = pred(snap)
+        if value:
+            return value, snap, time.monotonic() - t0
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout_s} s waiting for {what}; last: completed="
+                f"{snap.completed} failed={snap.failed} in_flight={snap.in_flight}"
+            )
+        time.sleep(0.02)
+
+
+@contextmanager
+def running_handle(
+    url: str,
+    load: LoadTarget,
+    tmp_path: Path,
+    *,
+    workload: WorkloadConfig | None = None,
+    workers: int = 1,
+    options: EngineOptions | None = None,
+    timeout_s: float = 30.0,
+    api_key: str | None = None,
+) -> Iterator[EngineHandle]:
+    target = TargetConfig(base_url=url, timeout_s=timeout_s, api_key=api_key)
+    handle = EngineHandle(
+        target,
+        workload or WorkloadConfig(isl=32, osl=16),
+        load,
+        workers=workers,
+        requests_log=tmp_path / "requests.jsonl",
+        options=options,
+    )
+    handle.start()
+    try:
+        assert handle.wait_ready(30.0), "engine did not start"
+        yield handle
+    finally:
+        handle.stop(drain=False, timeout_s=5.0)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def joined(requests_log: Path, truth_log: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(client record, server truth) pairs joined on the x-tokentop-request-id the client sent."""
+    truth = {t["client_request_id"]: t for t in read_jsonl(truth_log)}
+    return [
+        (r, truth[r["client_request_id"]])
+        for r in read_jsonl(requests_log)
+        if r["client_request_id"] in truth
+    ]

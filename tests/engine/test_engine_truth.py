@@ -1,0 +1,79 @@
+"""What the engine reports against the simulator's own ground truth (same clock: CLOCK_MONOTONIC)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait_for
+from tui.engine.config import LoadTarget, WorkloadConfig
+from tui.sim.launch import SimServer
+
+pytestmark = pytest.mark.timeout(60)
+MS = 1e6
+
+
+@pytest.mark.parametrize("tokens_per_chunk", [1, 3])
+def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk: int) -> None:
+    truth_log = tmp_path / "truth.jsonl"
+    # flat profile: 50 tok/s x 2 = 100 tok/s per stream, so ~10 ms between tokens.
+    sim = SimServer("flat", time_scale=2.0, truth_log=truth_log, tokens_per_chunk=tokens_per_chunk)
+    workload = WorkloadConfig(isl=40, osl=24)
+    with (
+        sim,
+        running_handle(sim.start().url, LoadTarget(concurrency=1), tmp_path, workload=workload) as handle,
+    ):
+        wait_for(handle, lambda s: s.completed >= 10, 30, "10 requests")
+        handle.set_load(LoadTarget(concurrency=1, paused=True))
+        wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
+        snap = handle.snapshot()
+        results = handle.results()
+        t0_ns = handle.t0_ns
+    pairs = joined(tmp_path / "requests.jsonl", truth_log)
+    assert len(pairs) >= 10
+    ttft_err, e2e_err, gap_err, tpot_err, deliver = [], [], [], [], []
+    for rec, tr in pairs:
+        assert rec["status"] == "ok" and tr["status"] == "ok"
+        # token counts: exact, from usage
+        assert (
+            (rec["output_tokens"], rec["output_source"])
+            == (tr["completion_tokens"], "usage")
+            == (24, "usage")
+        )
+        assert (rec["input_tokens"], rec["input_source"]) == (tr["prompt_tokens"], "usage") == (40, "usage")
+        c, s = np.array(rec["chunk_ns"]), np.array(tr["chunk_ns"])
+        assert len(c) == len(s) == -(-23 // tokens_per_chunk) + 1  # first token alone, then N per chunk
+        deliver.extend((c - s) / MS)  # server write -> client stamp: never negative (same clock)
+        ttft_err.append(((c[0] - rec["sent_ns"]) - (s[0] - tr["arrival_ns"])) / MS)
+        e2e_err.append(((rec["end_ns"] - rec["sent_ns"]) - (tr["end_ns"] - tr["arrival_ns"])) / MS)
+        gap_err.extend((np.diff(c) - np.diff(s)) / MS)
+        tpot_c = (rec["end_ns"] - c[0]) / (rec["output_tokens"] - 1)
+        tpot_s = (tr["end_ns"] - s[0]) / (tr["completion_tokens"] - 1)
+        tpot_err.append((tpot_c - tpot_s) / MS)
+    deliver_a = np.array(deliver)
+    assert deliver_a.min() >= 0.0, "a chunk stamped before the server wrote it"
+    for name, errs in (("ttft", ttft_err), ("e2e", e2e_err), ("chunk gap", gap_err), ("tpot", tpot_err),
+                       ("delivery", deliver)):  # fmt: skip
+        a = np.abs(np.array(errs))
+        assert np.median(a) < 1.0, f"{name}: median error {np.median(a):.3f} ms"
+        assert np.percentile(a, 95) < 3.0, f"{name}: p95 error {np.percentile(a, 95):.3f} ms"
+
+    # the level's throughput against the truth: tokens whose server write falls in the same window
+    (lv,) = snap.levels
+    assert lv.steady and lv.window_s > 0.5
+    lo = t0_ns + lv.window_from_s * 1e9
+    hi = t0_ns + lv.window_to_s * 1e9
+    tokens = 0.0
+    for tr in read_jsonl(truth_log):
+        for t, k in zip(tr["chunk_ns"], tr["chunk_tokens"], strict=True):
+            tokens += k if lo <= t < hi else 0
+    expected_tps = tokens / lv.window_s
+    assert lv.output_tps == pytest.approx(expected_tps, rel=0.05)
+    assert lv.output_tps == pytest.approx(100.0, rel=0.15)  # one stream at the flat profile's speed
+    assert lv.tokens_per_chunk == pytest.approx(24 / len(pairs[0][1]["chunk_ns"]))
+    level = results["levels"][0]
+    assert level["concurrency"] == 1
+    assert level["output_throughput"] == pytest.approx(lv.output_tps, rel=0.05)
+    assert level["total_output_tokens"] == 24 * level["completed"]
