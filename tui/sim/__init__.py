@@ -1,4 +1,11 @@
 """A simulated OpenAI-compatible streaming server with a continuous-batching performance model.
 
-Never imports textual, rich or plotext (a test enforces it).
+- `model`: profiles (`small-gpu`, `large-model`, `tiny-cpu`, `flat`), the step-time roofline and the pure
+  scheduler (slots, KV budget, chunked prefill, preemption). No I/O; unit-tested on its own.
+- `server`: the asyncio HTTP/1.1 server, one engine loop, the truth log; `run_from_args` for `tokentop sim`.
+- `launch`: `SimServer`, which runs `python -m tui sim --port 0 ...` in a subprocess (demo and tests).
+- `faults`, `text`: fault injection and the seeded generated words.
+
+Standalone: imports neither textual, rich nor plotext, nor anything from `tui.engine` or `tui.app` (a test
+enforces it); stdlib and orjson only.
 """
