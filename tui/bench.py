@@ -227,13 +227,15 @@ def _run_level(
     started = time.monotonic()
     goal_requests = ns.requests or default_requests(load.mode, load.value)
     goal = f"{ns.duration:g} s" if ns.duration else str(goal_requests)
+    first = True
     while True:
         time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
         snap = handle.snapshot()
         if snap.fatal:
             return snap.fatal
         lv = _level(snap, level_id)
-        progress.show(_progress_text(i, n, load, lv, snap, goal))
+        progress.show(_progress_text(i, n, load, lv, snap, goal), force=first)
+        first = False
         if lv is None:
             continue
         if ns.duration:

@@ -54,8 +54,13 @@ def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk
         tpot_err.append((tpot_c - tpot_s) / MS)
     deliver_a = np.array(deliver)
     assert deliver_a.min() >= 0.0, "a chunk stamped before the server wrote it"
-    for name, errs in (("ttft", ttft_err), ("e2e", e2e_err), ("chunk gap", gap_err), ("tpot", tpot_err),
-                       ("delivery", deliver)):  # fmt: skip
+    for name, errs in (
+        ("ttft", ttft_err),
+        ("e2e", e2e_err),
+        ("chunk gap", gap_err),
+        ("tpot", tpot_err),
+        ("delivery", deliver),
+    ):
         a = np.abs(np.array(errs))
         assert np.median(a) < 1.0, f"{name}: median error {np.median(a):.3f} ms"
         assert np.percentile(a, 95) < 3.0, f"{name}: p95 error {np.percentile(a, 95):.3f} ms"

@@ -123,8 +123,9 @@ def test_goodput_mask() -> None:
         (1000, None, 0, None, None),  # nothing finished at this level yet
     ],
 )
-def test_steady_from(start: int, median: float | None, earlier_in_flight: int, earlier_end: int | None,
-                     expected: int | None) -> None:  # fmt: skip
+def test_steady_from(
+    start: int, median: float | None, earlier_in_flight: int, earlier_end: int | None, expected: int | None
+) -> None:
     assert m.steady_from_ns(start, median, earlier_in_flight, earlier_end) == expected
 
 
@@ -133,8 +134,27 @@ def test_steady_from(start: int, median: float | None, earlier_in_flight: int, e
 
 def _lv(level_id: int, value: float, tps: float, steady: bool = True, mode: str = "concurrency") -> LevelView:
     s = Stats()
-    return LevelView(level_id, mode, value, 0.0, None, 0.0, steady, 10, 0, tps, 1.0, 1.0,  # type: ignore[arg-type]
-                     s, s, s, s, s, 1.0, s)  # fmt: skip
+    return LevelView(
+        level_id,
+        mode,
+        value,
+        0.0,
+        None,
+        0.0,
+        steady,
+        10,
+        0,
+        tps,
+        1.0,
+        1.0,  # type: ignore[arg-type]
+        s,
+        s,
+        s,
+        s,
+        s,
+        1.0,
+        s,
+    )
 
 
 @pytest.mark.parametrize(
@@ -236,8 +256,13 @@ def test_timeline_sums_and_doubles_its_bucket_width() -> None:
         (LoadTarget(mode="rate", rate=8.0, max_concurrency=3), 2, None, [16 / 3, 8 / 3], [2, 1]),
     ],
 )
-def test_split_load(target: LoadTarget, workers: int, users: list[int] | None, rates: list[float] | None,
-                    caps: list[int] | None) -> None:  # fmt: skip
+def test_split_load(
+    target: LoadTarget,
+    workers: int,
+    users: list[int] | None,
+    rates: list[float] | None,
+    caps: list[int] | None,
+) -> None:
     shares = split_load(target, workers, level_id=7)
     assert all(s.level_id == 7 for s in shares)
     if users is not None:

@@ -72,9 +72,9 @@ IntArray = npt.NDArray[np.int64]
 class MetricSeries:
     """One latency metric over time: exact recent samples plus bounded histograms (see module doc)."""
 
-    def __init__(self, t0_ns: int, cap: int = SERIES_CAP) -> None:
+    def __init__(self, t0_ns: int, cap: int | None = None) -> None:
         self.t0_ns = t0_ns
-        self.cap = cap
+        self.cap = cap = cap or SERIES_CAP
         self.t = np.zeros(cap, dtype=np.int64)
         self.v = np.zeros(cap, dtype=np.float64)
         self.count = 0
@@ -638,36 +638,31 @@ class Store:
         levels = np.fromiter((r.level_id for r in recs), dtype=np.int64, count=n)
         fig = m.request_figures(sent, first, end, osl, nch)
         good = m.good_mask(fig.ttft_ms, fig.tpot_ms, self.slo_ttft_ms, self.slo_tpot_ms)
-        # chunk gaps and token-weighted chunk arrivals
-        gap_parts: list[FloatArray] = []
-        gap_t: list[IntArray] = []
-        gap_sent: list[IntArray] = []
-        chunk_t: list[IntArray] = []
-        chunk_w: list[FloatArray] = []
-        chunk_level: list[IntArray] = []
-        for r in recs:
-            c = np.frombuffer(r.chunk_ns, dtype=np.int64) if len(r.chunk_ns) else np.empty(0, np.int64)
-            if c.size:
-                chunk_t.append(c)
-                chunk_w.append(m.chunk_token_weights(c.size, r.output_tokens, r.chunk_tokens))
-                chunk_level.append(np.full(c.size, r.level_id, dtype=np.int64))
-            if c.size > 1:
-                gap_parts.append(np.diff(c).astype(np.float64) / 1e6)
-                gap_t.append(c[1:])
-                gap_sent.append(np.full(c.size - 1, r.sent_ns, dtype=np.int64))
-        gaps = np.concatenate(gap_parts) if gap_parts else np.empty(0, np.float64)
-        gt = np.concatenate(gap_t) if gap_t else np.empty(0, np.int64)
-        gs = np.concatenate(gap_sent) if gap_sent else np.empty(0, np.int64)
-        ct = np.concatenate(chunk_t) if chunk_t else np.empty(0, np.int64)
-        cw = np.concatenate(chunk_w) if chunk_w else np.empty(0, np.float64)
-        cl = np.concatenate(chunk_level) if chunk_level else np.empty(0, np.int64)
+        # Every request's chunk stamps in one array; gaps are diffs within a request (vectorised: no numpy
+        # call per request on this path, which runs for every finished request).
+        lens = nch.astype(np.int64)
+        ct = np.frombuffer(b"".join(r.chunk_ns.tobytes() for r in recs), dtype=np.int64)
+        owner = np.repeat(np.arange(n), lens)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_chunk = np.where((lens > 0) & (osl > 0), osl / lens, 1.0)
+        cw = per_chunk[owner]
+        for i, r in enumerate(recs):
+            if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
+                lo = int(lens[:i].sum())
+                cw[lo : lo + lens[i]] = np.frombuffer(r.chunk_tokens, dtype=np.int64)
+        cl = levels[owner]
+        same = owner[1:] == owner[:-1]
+        gaps = (np.diff(ct)[same]).astype(np.float64) / 1e6
+        gap_owner = owner[1:][same]
+        gt = ct[1:][same]
+        gs = sent[gap_owner]
         first_t = np.where(np.isnan(first), end, np.nan_to_num(first)).astype(np.int64)
         self.series["ttft"].add(first_t, fig.ttft_ms)
         self.series["e2e"].add(end, fig.e2e_ms)
         self.series["tpot"].add(end, fig.tpot_ms)
         self.series["itl_e2e"].add(end, fig.itl_e2e_ms)
         self.series["itl_chunk"].add(gt, gaps)
-        gap_level = np.repeat(levels, [max(len(r.chunk_ns) - 1, 0) for r in recs])
+        gap_level = levels[gap_owner]
         for level_id in np.unique(levels).tolist():
             lv = self.levels.get(level_id)
             if lv is None:
@@ -893,7 +888,7 @@ class Store:
             output_tokens=rec.output_tokens,
             token_source=rec.output_source,
             chunk_offsets_ms=offsets,
-            chunk_tokens=tuple(round(x) for x in weights.tolist()),
+            chunk_tokens=_integer_split(weights),
             itl_chunk=m.stats(m.chunk_gaps_ms(chunks)),
             tpot_ms=None if math.isnan(tpot) else tpot,
             http_status=rec.http_status,
@@ -901,3 +896,9 @@ class Store:
             error=rec.error,
             text=lane.text() if lane is not None else "",
         )
+
+
+def _integer_split(weights: FloatArray) -> tuple[int, ...]:
+    """Whole tokens per chunk summing to the (rounded) total, when only an even spread is known."""
+    cum = np.round(np.cumsum(weights))
+    return tuple(int(x) for x in np.diff(cum, prepend=0.0).tolist())

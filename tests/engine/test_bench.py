@@ -1,0 +1,189 @@
+"""`tokentop bench` end to end, as a subprocess: sweeps, results JSON, timeouts, bad targets, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tui.sim.launch import SimServer
+
+pytestmark = pytest.mark.timeout(90)
+SECRET = "sk-bench-secret-5c0ffee42"
+VLLM_KEYS = [
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+] + [
+    f"{s}_{m}_ms"
+    for m in ("ttft", "tpot", "itl", "e2el")
+    for s in ("mean", "median", "std", "p50", "p90", "p95", "p99")
+]
+
+
+def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OPENAI_API_KEY="")
+    return subprocess.run(
+        [sys.executable, "-m", "tui", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        check=False,
+    )
+
+
+def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    log = tmp_path / "requests.jsonl"
+    # tiny-cpu: 4 slots, so throughput stops growing at 4 users; time scale 20 keeps it quick.
+    r = bench(
+        "--sim-profile",
+        "tiny-cpu",
+        "--sim-time-scale",
+        "20",
+        "--concurrency",
+        "1,2,4,8",
+        "--requests",
+        "12",
+        "--isl",
+        "32",
+        "--osl",
+        "16",
+        "--output",
+        str(out),
+        "--requests-log",
+        str(log),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "knee: 4 users" in r.stdout
+    assert r.stdout.count("\n") >= 7  # header, rule, 4 rows, footnote, knee
+    res = json.loads(out.read_text())
+    assert res["tool"] == "tokentop" and res["target"]["endpoint"] == "chat"
+    assert res["target"]["model"] == "sim-gemma-3-270m"
+    assert set(res["definitions"]) >= {"ttft", "tpot", "itl", "e2el", "itl_e2e", "knee", "steady_window"}
+    assert [lv["concurrency"] for lv in res["levels"]] == [1, 2, 4, 8]
+    for lv in res["levels"]:
+        missing = [k for k in VLLM_KEYS if k not in lv]
+        assert not missing, missing
+        assert lv["completed"] >= 12 and lv["failed"] == 0 and lv["steady"]
+        assert lv["total_output_tokens"] == 16 * lv["completed"]
+        assert lv["tokens_per_chunk"] == pytest.approx(1.0)
+        assert lv["mean_itl_e2e_ms"] > lv["mean_tpot_ms"] > 0
+    assert res["saturation"]["knee"]["value"] == 4
+    tps = [lv["output_throughput"] for lv in res["levels"]]
+    assert tps[1] > 1.5 * tps[0] and tps[3] < 1.1 * tps[2]
+    assert res["client"]["workers"] == 1 and "max_cpu_share" in res["client"]
+    lines = log.read_text().splitlines()
+    assert len(lines) >= 48 and all(json.loads(x)["status"] == "ok" for x in lines)
+
+
+def test_stalled_stream_fails_by_timeout_and_key_stays_secret(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    log = tmp_path / "requests.jsonl"
+    with SimServer("flat", time_scale=4.0, faults={"stall": 0.5}, seed=3) as sim:
+        t0 = time.monotonic()
+        r = bench(
+            "--url",
+            sim.url,
+            "--api-key",
+            SECRET,
+            "--concurrency",
+            "2",
+            "--requests",
+            "6",
+            "--timeout",
+            "0.5",
+            "--osl",
+            "16",
+            "--output",
+            str(out),
+            "--requests-log",
+            str(log),
+        )
+        elapsed = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert elapsed < 30
+    res = json.loads(out.read_text())
+    errors = res["totals"]["errors"]
+    assert errors.get("stall", 0) + errors.get("timeout", 0) >= 1, errors
+    stalled = [json.loads(x) for x in log.read_text().splitlines() if json.loads(x)["status"] == "error"]
+    for rec in stalled:
+        assert rec["error_class"] in ("stall", "timeout")
+        assert 0.4 < (rec["end_ns"] - rec["sent_ns"]) / 1e9 < 2.0  # gave up after ~--timeout, not hung
+    for text in (r.stdout, r.stderr, out.read_text(), log.read_text()):
+        assert SECRET not in text
+
+
+def test_unreachable_url_is_one_line_and_exit_1() -> None:
+    r = bench("--url", "http://127.0.0.1:9", "--api-key", SECRET, "--requests", "1")
+    assert r.returncode == 1
+    assert r.stderr == "tokentop: error: cannot connect to http://127.0.0.1:9/v1: connection refused\n"
+    assert r.stdout == ""
+
+
+def test_bad_flags_exit_2() -> None:
+    r = bench("--url", "http://127.0.0.1:9", "--concurrency", "2", "--max-concurrency", "3")
+    assert r.returncode == 2 and r.stderr.startswith("tokentop: error: --max-concurrency")
+    r = bench("--url", "ftp://x")
+    assert r.returncode == 2 and "http://" in r.stderr
+
+
+def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    log = tmp_path / "requests.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tui",
+            "bench",
+            "--sim-profile",
+            "flat",
+            "--sim-time-scale",
+            "4",
+            "--concurrency",
+            "2",
+            "--duration",
+            "60",
+            "--osl",
+            "16",
+            "--output",
+            str(out),
+            "--requests-log",
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, OPENAI_API_KEY=""),
+    )
+    try:
+        deadline = time.monotonic() + 30  # bounded wait for a few finished requests
+        while time.monotonic() < deadline and proc.poll() is None:
+            if log.exists() and log.read_text().count("\n") >= 6:
+                break
+            time.sleep(0.05)
+        assert log.exists() and log.read_text().count("\n") >= 6
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "c=2" in stdout  # the table of what was measured
+    res = json.loads(out.read_text())
+    assert res["levels"][0]["concurrency"] == 2 and res["totals"]["completed"] >= 6

@@ -1,0 +1,187 @@
+"""The handle's contract: quick start, clear fatal errors, clean stop, health, details, secrets kept."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
+from tests.engine.scripted_server import Request, Responder, ScriptedServer
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.handle import EngineHandle, ProbeError, probe_server
+from tui.sim.launch import SimServer
+
+pytestmark = pytest.mark.timeout(60)
+SECRET = "sk-tokentop-test-7f3a9c1e5d"
+WORKLOAD = WorkloadConfig(isl=16, osl=24)
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()}
+
+
+def test_unreachable_server_is_one_fatal_line_and_start_does_not_block(tmp_path: Path) -> None:
+    target = TargetConfig(base_url="http://127.0.0.1:9/v1", api_key=SECRET)
+    with pytest.raises(ProbeError) as err:
+        probe_server(target)
+    assert str(err.value) == "cannot connect to http://127.0.0.1:9/v1: connection refused"
+    handle = EngineHandle(target, WORKLOAD, LoadTarget())
+    t0 = time.monotonic()
+    handle.start()
+    assert time.monotonic() - t0 < 0.2
+    try:
+        assert handle.wait_ready(15)
+        snap = handle.snapshot()
+        assert snap.fatal == "cannot connect to http://127.0.0.1:9/v1: connection refused"
+        assert SECRET not in repr(snap) and SECRET not in repr(handle.target)
+    finally:
+        handle.stop()
+    assert handle.stopped
+
+
+def test_snapshot_and_stop_before_start_are_harmless() -> None:
+    handle = EngineHandle(TargetConfig(base_url="http://127.0.0.1:9/v1"), WORKLOAD, LoadTarget(concurrency=3))
+    snap = handle.snapshot()
+    assert (snap.completed, snap.in_flight, snap.levels, snap.fatal) == (0, 0, (), None)
+    handle.set_load(LoadTarget(concurrency=5))
+    assert handle.load.concurrency == 5
+    handle.stop()
+    handle.stop()
+
+
+def test_every_request_rejected_is_fatal(tmp_path: Path) -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        if req.path.endswith("/models"):
+            await resp.json(200, b'{"object":"list","data":[{"id":"m1"}]}')
+        else:
+            await resp.json(404, b'{"error":{"message":"The model m1 does not exist."}}')
+
+    server = ScriptedServerThread(handler)
+    with server, running_handle(server.url, LoadTarget(concurrency=1), tmp_path) as handle:
+        deadline = time.monotonic() + 10
+        while handle.snapshot().fatal is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        snap = handle.snapshot()
+    assert snap.model == "m1"
+    assert snap.fatal == "every request fails: HTTP 404: The model m1 does not exist."
+
+
+def test_stop_cancels_in_flight_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    before_threads = {t.ident for t in threading.enumerate()}
+    sim = SimServer("flat", time_scale=1.0)  # 50 tok/s: requests of 24 tokens stay in flight ~0.5 s
+    with sim.start():
+        before = _children()
+        handle = EngineHandle(
+            TargetConfig(base_url=sim.url, api_key=SECRET),
+            WORKLOAD,
+            LoadTarget(concurrency=4),
+            workers=2,
+            requests_log=tmp_path / "requests.jsonl",
+        )
+        handle.start()
+        wait_for(
+            handle,
+            lambda s: s.in_flight == 4 and any(ln.state == "streaming" for ln in s.lanes),
+            15,
+            "4 streaming",
+        )
+        snap = handle.snapshot()
+        streaming = [ln for ln in snap.lanes if ln.state == "streaming"]
+        assert streaming and streaming[0].ttft_ms is not None and streaming[0].text_tail
+        t0 = time.monotonic()
+        handle.stop(drain=False, timeout_s=2.0)
+        assert time.monotonic() - t0 < 3.0
+        snap = handle.snapshot()
+        assert snap.cancelled == 4 and snap.failed == 0
+        assert _children() == before, "engine worker processes left behind"
+        # the requests log holds the cancelled ones too, flushed, and never the key
+        records = read_jsonl(tmp_path / "requests.jsonl")
+        assert sum(r["status"] == "cancelled" for r in records) == 4
+        assert SECRET not in (tmp_path / "requests.jsonl").read_text()
+        handle.stop()  # idempotent
+    leftover = {t.name for t in threading.enumerate() if t.ident not in before_threads and t.is_alive()}
+    assert not {n for n in leftover if n.startswith("tokentop")}, leftover
+
+
+def test_detail_of_a_finished_request(tmp_path: Path) -> None:
+    sim = SimServer("flat", time_scale=4.0, tokens_per_chunk=2, reasoning_tokens=4)
+    with (
+        sim,
+        running_handle(sim.start().url, LoadTarget(concurrency=1), tmp_path, workload=WORKLOAD) as handle,
+    ):
+        _, _snap, _ = wait_for(handle, lambda s: s.completed >= 2, 15, "2 requests")
+        rid = read_jsonl(tmp_path / "requests.jsonl")[0]["id"]
+        detail = handle.detail(rid)
+        assert handle.detail(10**9) is None
+    assert detail is not None and detail.state == "ok"
+    assert detail.output_tokens == 24 and detail.token_source == "usage"
+    assert len(detail.chunk_offsets_ms) == len(detail.chunk_tokens) == 13  # 1 alone, then pairs
+    assert sum(detail.chunk_tokens) == 24
+    assert list(detail.chunk_offsets_ms) == sorted(detail.chunk_offsets_ms)
+    assert detail.ttft_ms == pytest.approx(detail.chunk_offsets_ms[0])
+    assert detail.tpot_ms is not None and detail.itl_chunk.n == 12
+    assert len(detail.text.split()) > 5  # reasoning then answer text
+    assert detail.input_tokens == 16
+
+
+def test_client_health_reports_a_starved_engine(tmp_path: Path) -> None:
+    sim = SimServer("flat", time_scale=4.0)
+    options = EngineOptions(test_block_loop_ms=25.0)  # block the worker's loop 25 ms every 100 ms
+    with (
+        sim,
+        running_handle(
+            sim.start().url, LoadTarget(concurrency=2), tmp_path, workload=WORKLOAD, options=options
+        ) as handle,
+    ):
+        _, snap, _ = wait_for(handle, lambda s: s.health.saturated, 10, "saturation")
+        results = handle.results()
+    assert snap.health.loop_lag_p99_ms > 10.0
+    assert "--workers 2" in snap.health.reason
+    assert results["client"]["saturated"] is True
+    # and a healthy engine is not flagged (thresholds are parameters: a loose one never trips)
+    with (
+        sim,
+        running_handle(
+            sim.start().url,
+            LoadTarget(concurrency=2),
+            tmp_path,
+            workload=WORKLOAD,
+            options=EngineOptions(lag_threshold_ms=1000, cpu_threshold=1.0),
+        ) as handle,
+    ):
+        _, snap, _ = wait_for(handle, lambda s: s.completed >= 5, 10, "5 requests")
+        assert not snap.health.saturated
+
+
+class ScriptedServerThread:
+    """A ScriptedServer on its own event loop thread (the handle's workers are other processes)."""
+
+    def __init__(self, handler) -> None:  # type: ignore[no-untyped-def]
+        import asyncio
+
+        self._loop = asyncio.new_event_loop()
+        self._server = ScriptedServer(handler)
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    def __enter__(self) -> ScriptedServerThread:
+        import asyncio
+
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._server.start(), self._loop).result(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self._server.close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()

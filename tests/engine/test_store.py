@@ -1,0 +1,127 @@
+"""The handle's store over a long synthetic run: memory stays flat, figures stay right."""
+
+from __future__ import annotations
+
+import tracemalloc
+from array import array
+
+import numpy as np
+import pytest
+
+from tui.engine import store as store_mod
+from tui.engine.config import LoadTarget
+from tui.engine.records import RequestRecord
+from tui.engine.store import Store
+
+S = 1_000_000_000
+MS = 1_000_000
+
+
+def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> dict[str, object]:
+    """n finished requests ending at t_ns: TTFT 50 ms, 20 chunks 10 ms apart, 20 tokens (usage)."""
+    records = []
+    for k in range(n):
+        sent = t_ns - 300 * MS - k * MS
+        chunks = array("q", [sent + 50 * MS + i * 10 * MS for i in range(20)])
+        rec = RequestRecord(
+            request_id=first_id + k,
+            worker=worker,
+            seq=first_id + k,
+            level_id=level,
+            sent_ns=sent,
+            first_byte_ns=sent + 40 * MS,
+            first_content_ns=chunks[0],
+            end_ns=chunks[-1],
+            chunk_ns=chunks,
+            input_tokens=100,
+            input_source="usage",
+            output_tokens=20,
+            output_source="usage",
+        )
+        records.append(rec.to_wire())
+    # lanes: streaming text of requests that finish in this same batch (the worker sends the last text first)
+    lanes = [(first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None) for k in range(5)]
+    return {
+        "w": worker,
+        "t": t_ns,
+        "level": level,
+        "in_flight": 5,
+        "lanes": lanes,
+        "tokens": 20 * n,
+        "records": records,
+        "health": (0.5, 0.2),
+        "notices": [],
+    }
+
+
+def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_mod, "SERIES_CAP", 4096)
+    monkeypatch.setattr(store_mod, "LEVEL_REQUEST_CAP", 2000)
+    monkeypatch.setattr(store_mod, "LEVEL_GAP_CAP", 20_000)
+    st = Store(0, workers=1)
+    st.begin_level(1, LoadTarget(concurrency=50), 0)
+    step_ns = 2 * S  # 900 batches of 50 requests (1000 chunks) span 30 minutes
+
+    def run(batches: range) -> None:
+        for b in batches:
+            st.ingest(_batch(0, b * step_ns, 1 + 50 * b, 50, 1))
+        st.snapshot(
+            batches[-1] * step_ns,
+            base_url="u",
+            model="m",
+            endpoint="chat",
+            demo=False,
+            load=LoadTarget(),
+            level_id=1,
+            fatal=None,
+        )
+
+    run(range(1, 301))  # every ring and reservoir is full by now
+    tracemalloc.start()
+    try:
+        run(range(301, 451))
+        before = tracemalloc.get_traced_memory()[0]
+        run(range(451, 901))  # 22,500 more requests, 450k more chunk gaps
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 300_000, (before, after)
+    lv = st.levels[1]
+    assert lv.req.size == 2000 and lv.req.seen == 45_000 and not lv.req.exact
+    assert lv.gaps.size == 20_000
+    assert lv.timeline.n == 4096 and lv.timeline.res_ns >= 400 * MS
+    assert all(s.cap == 4096 for s in st.series.values())
+    assert len(st.recent) == store_mod.RECENT_CAP and len(st.finished) <= 256
+    assert st.lanes == {}  # every lane was finished by its record
+    snap = st.snapshot(
+        900 * step_ns,
+        base_url="u",
+        model="m",
+        endpoint="chat",
+        demo=False,
+        load=LoadTarget(),
+        level_id=1,
+        fatal=None,
+    )
+    (view,) = snap.levels
+    assert view.ttft.p50 == pytest.approx(50.0) and view.tpot.p50 == pytest.approx(10.0)
+    assert view.itl_chunk.p50 == pytest.approx(10.0) and not view.exact
+    # 50 requests x 20 tokens every 2 s of run
+    assert view.output_tps == pytest.approx(500.0, rel=0.02)
+    h = snap.itl_hist[("chunk", None)]
+    assert h.stats.n == 900 * 50 * 19 and h.stats.mean == pytest.approx(10.0)
+    h10 = snap.ttft_hist[10.0]
+    assert 250 <= h10.stats.n <= 300
+    assert snap.completed == 45_000 and snap.health.cpu_share == pytest.approx(0.2)
+
+
+def test_lanes_text_is_capped() -> None:
+    st = Store(0, workers=1)
+    st.begin_level(1, LoadTarget(), 0)
+    for i in range(200):
+        st.ingest({"w": 0, "t": i * MS, "level": 1, "lanes": [(7, 1, 0, "x" * 1000, i, 5 * MS)]})
+    lane = st.lanes[7]
+    assert lane.chars <= 2 * store_mod.TEXT_CAP and len(lane.text()) == store_mod.TEXT_CAP
+    (view,), hidden = st.lane_views(200 * MS)
+    assert hidden == 0 and len(view.text_tail) == store_mod.TEXT_TAIL and view.state == "streaming"
+    assert np.isclose(view.ttft_ms or 0, 5.0)

@@ -1,0 +1,43 @@
+"""The UI-free core stays UI-free: importing every engine and sim module loads no textual, rich or plotext."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+import tui.engine
+import tui.sim
+
+UI_PACKAGES = ("textual", "rich", "plotext")
+
+
+def _modules() -> list[str]:
+    names = []
+    for pkg in (tui.engine, tui.sim):
+        names.append(pkg.__name__)
+        names += [f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
+    return sorted(names)
+
+
+def test_engine_and_sim_import_no_ui_libraries() -> None:
+    modules = _modules()
+    assert "tui.engine.handle" in modules and "tui.engine.worker" in modules
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {UI_PACKAGES!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_bench_face_imports_no_ui_libraries() -> None:
+    code = (
+        "import json, sys, tui.bench, tui.cli\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {UI_PACKAGES!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(out.stdout) == []
