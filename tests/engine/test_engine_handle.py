@@ -185,3 +185,40 @@ class ScriptedServerThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+
+
+def test_starts_under_a_captured_stderr_like_a_running_textual_app() -> None:
+    # Textual swaps sys.stderr for an object without a file descriptor; spawn must still work (in a fresh
+    # process, so the resource tracker is not already running from earlier tests).
+    code = """
+import io, sys, time
+from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.handle import EngineHandle
+from tui.sim.launch import SimServer
+
+class Capture(io.StringIO):
+    def fileno(self):
+        return -1  # what Textual's stderr capture answers
+
+if __name__ == "__main__":
+    with SimServer("flat", time_scale=4.0) as sim:
+        real, sys.stderr = sys.stderr, Capture()
+        handle = EngineHandle(TargetConfig(base_url=sim.url), WorkloadConfig(isl=8, osl=8), LoadTarget())
+        handle.start()
+        deadline = time.monotonic() + 20
+        while handle.snapshot().completed < 2 and not handle.snapshot().fatal and time.monotonic() < deadline:
+            time.sleep(0.02)
+        snap = handle.snapshot()
+        handle.stop()
+        sys.stderr = real
+        print(snap.completed, snap.fatal)
+"""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    completed, fatal = out.stdout.split(maxsplit=1)
+    assert int(completed) >= 2 and fatal.strip() == "None"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import pickle
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection, wait
@@ -77,6 +78,31 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
     if not models:
         raise ProbeError(f"{url} lists no models; give --model")
     return str(models[0])
+
+
+def _ensure_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, on the caller's thread (~20 ms, once per process).
+
+    ``spawn`` starts it lazily and hands it ``sys.stderr.fileno()``; under a running Textual app sys.stderr
+    is a capture object without a usable descriptor, and the first spawn fails with "bad value(s) in
+    fds_to_keep". Starting it here, with the real stderr put back for the moment if needed, avoids that.
+    The swap is safe because this runs on the face's own thread, which is not writing meanwhile.
+    """
+    from multiprocessing import resource_tracker
+
+    saved = sys.stderr
+    try:
+        try:
+            usable = saved is not None and saved.fileno() >= 0
+        except (AttributeError, OSError, ValueError):
+            usable = False
+        if not usable and sys.__stderr__ is not None:
+            sys.stderr = sys.__stderr__
+        resource_tracker.ensure_running()
+    except Exception:
+        pass  # the spawn itself will report a real problem
+    finally:
+        sys.stderr = saved
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
@@ -150,6 +176,7 @@ class EngineHandle:
             if self.requests_log_path is not None:
                 self._log_file = open(self.requests_log_path, "wb")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
+        _ensure_resource_tracker()
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
         self._thread.start()
 
@@ -333,7 +360,7 @@ class EngineHandle:
                     raw = conn.recv_bytes()
                 except (EOFError, OSError):
                     pending.remove(conn)
-                    if not self._stopping:
+                    if not self._stopping and self._fatal is None:
                         i = open_conns[id(conn)]
                         code = self._procs[i].exitcode if i < len(self._procs) else None
                         self._fatal = f"engine worker {i} exited unexpectedly (exit code {code})"
@@ -342,6 +369,8 @@ class EngineHandle:
                 if isinstance(msg, tuple):
                     if msg and msg[0] == "bye":
                         pending.remove(conn)
+                    elif msg and msg[0] == "error" and not self._stopping and self._fatal is None:
+                        self._fatal = f"engine worker {open_conns[id(conn)]} failed: {msg[1]}"
                     continue
                 with self._lock:
                     records = self._store.ingest(msg)

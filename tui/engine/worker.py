@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
 import queue
 import signal
@@ -209,6 +210,9 @@ class Worker:
             with contextlib.suppress(Exception):
                 loop.remove_reader(self.cmd.fileno())
             await self.runner.stop(drain=drain, timeout_s=timeout_s)  # batches keep flowing meanwhile
+        except Exception as exc:
+            self.send(("error", _one_line(exc)))
+            raise
         finally:
             for task in (lag_task, batch_task):
                 task.cancel()
@@ -234,12 +238,28 @@ def worker_main(
     """Process entry point (multiprocessing ``spawn``)."""
     # Ctrl-C reaches the whole process group: the face decides how to stop, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The face may be a full-screen app on this terminal: nothing of ours may print there. A failure goes
+    # to the handle over the pipe instead (TOKENTOP_WORKER_STDERR=1 keeps stderr, for debugging).
+    if not os.environ.get("TOKENTOP_WORKER_STDERR"):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
 
     async def main() -> None:
         await Worker(index, workers, target, workload, model, cmd, out, options).run()
 
     try:
         asyncio.run(main())
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            out.send_bytes(pickle.dumps(("error", _one_line(exc))))
+        raise
     finally:
         with contextlib.suppress(Exception):
             out.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return (text.splitlines() or [type(exc).__name__])[0][:300]
