@@ -8,6 +8,8 @@ from array import array
 import numpy as np
 import pytest
 
+from tui.engine import levels as levels_mod
+from tui.engine import series as series_mod
 from tui.engine import store as store_mod
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
@@ -55,9 +57,9 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> dict[st
 
 
 def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_mod, "SERIES_CAP", 4096)
-    monkeypatch.setattr(store_mod, "LEVEL_REQUEST_CAP", 2000)
-    monkeypatch.setattr(store_mod, "LEVEL_GAP_CAP", 20_000)
+    monkeypatch.setattr(series_mod, "SERIES_CAP", 4096)
+    monkeypatch.setattr(levels_mod, "LEVEL_REQUEST_CAP", 2000)
+    monkeypatch.setattr(levels_mod, "LEVEL_GAP_CAP", 20_000)
     st = Store(0, workers=1)
     st.begin_level(1, LoadTarget(concurrency=50), 0)
     step_ns = 2 * S  # 900 batches of 50 requests (1000 chunks) span 30 minutes

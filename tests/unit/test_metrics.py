@@ -10,8 +10,8 @@ import pytest
 from tui.engine import metrics as m
 from tui.engine.config import LoadTarget
 from tui.engine.load import split_load
+from tui.engine.series import MetricSeries, Reservoir, Timeline
 from tui.engine.snapshot import LevelView, Stats
-from tui.engine.store import MetricSeries, Reservoir, Timeline
 
 MS = 1_000_000
 

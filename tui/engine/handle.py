@@ -16,10 +16,11 @@ import threading
 import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import httpx
 
+from tui.engine.api import Engine
 from tui.engine.client import classify_exception
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.load import split_load
@@ -386,3 +387,9 @@ class EngineHandle:
             if not self._stopping:
                 self._fatal = f"cannot write the requests log: {exc}"
             self._log = None
+
+
+if TYPE_CHECKING:
+
+    def _implements_engine(handle: EngineHandle) -> Engine:
+        return handle  # mypy checks EngineHandle against the Engine protocol here

@@ -2,12 +2,14 @@
 
 Memory stays flat however long the run (the full data goes to the requests log, not here):
 
-- rolling windows (10/30/60 s, whole run) per metric: a ring of the last `SERIES_CAP` raw samples (exact
-  stats whenever it still holds the whole window), a 64-slot ring of per-second fine histograms with
-  running moments (used once the raw ring no longer covers the window), and a whole-run fine histogram;
-- per load level: exact per-request rows and chunk gaps up to `LEVEL_REQUEST_CAP`/`LEVEL_GAP_CAP`, then a
-  uniform reservoir sample of that size (stats become estimates; counts and throughput stay exact, as they
-  come from a per-level timeline of at most 4096 buckets whose width doubles as the level grows);
+- rolling windows (10/30/60 s, whole run) per metric (`tui.engine.series.MetricSeries`): a ring of the
+  last `SERIES_CAP` raw samples (exact stats whenever it still holds the whole window), a 64-slot ring of
+  per-second fine histograms with running moments (used once the raw ring no longer covers the window),
+  and a whole-run fine histogram;
+- per load level (`tui.engine.levels.LevelAgg`): exact per-request rows and chunk gaps up to
+  `LEVEL_REQUEST_CAP`/`LEVEL_GAP_CAP`, then a uniform reservoir sample of that size (stats become
+  estimates; counts and throughput stay exact, as they come from a per-level timeline of at most 4096
+  buckets whose width doubles as the level grows);
 - the most recent `RECENT_CAP` finished records (for `detail()`), lane text capped per request.
 """
 
@@ -24,7 +26,9 @@ import numpy.typing as npt
 
 from tui.engine import metrics as m
 from tui.engine.config import LoadTarget
+from tui.engine.levels import LevelAgg, LevelContext, level_view
 from tui.engine.records import RequestRecord
+from tui.engine.series import MetricSeries, Reservoir, Timeline
 from tui.engine.snapshot import (
     WINDOWS_S,
     ClientHealth,
@@ -38,13 +42,10 @@ from tui.engine.snapshot import (
     Stats,
 )
 
-SERIES_CAP = 1 << 17
-"""Raw samples kept per rolling metric (about 2 MB each)."""
-RING_SLOTS = 64
-"""Seconds of per-second histograms: covers the longest rolling window (60 s)."""
-LEVEL_REQUEST_CAP = 20_000
-LEVEL_GAP_CAP = 200_000
+__all__ = ["Lane", "LevelAgg", "MetricSeries", "Reservoir", "Store", "Timeline"]
+
 RECENT_CAP = 2_000
+"""Finished records kept for `detail()`."""
 TEXT_CAP = 32_768
 """Characters of generated text kept per request (the tail)."""
 TEXT_TAIL = 300
@@ -55,326 +56,12 @@ LIVE_BUCKETS = 600
 LANE_LINGER_S = 1.5
 """A finished request's lane stays visible this long (so a face can flash ok/error)."""
 RECENT_ERRORS = 8
-MIN_STEADY_REQUESTS = 5
-"""A steady window is trusted once this many requests ended in it and it is at least one median E2E
-(and one second) long."""
 FATAL_AFTER = 3
 """If the first this-many finished requests all fail to connect or get a non-429 4xx, the target is
 unusable: `Snapshot.fatal` is set."""
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-
-
-# --- rolling metric series ----------------------------------------------------------------------
-
-
-class MetricSeries:
-    """One latency metric over time: exact recent samples plus bounded histograms (see module doc)."""
-
-    def __init__(self, t0_ns: int, cap: int | None = None) -> None:
-        self.t0_ns = t0_ns
-        self.cap = cap = cap or SERIES_CAP
-        self.t = np.zeros(cap, dtype=np.int64)
-        self.v = np.zeros(cap, dtype=np.float64)
-        self.count = 0
-        """Samples ever added."""
-        self.evicted_max_t = -(1 << 62)
-        """Latest timestamp among samples pushed out of the raw ring."""
-        self.slot_sec = np.full(RING_SLOTS, -1, dtype=np.int64)
-        self.slot_hist = np.zeros((RING_SLOTS, m.N_FINE), dtype=np.int64)
-        self.slot_moments = [m.Moments() for _ in range(RING_SLOTS)]
-        self.max_sec = -1
-        self.all_hist = np.zeros(m.N_FINE, dtype=np.int64)
-        self.all_moments = m.Moments()
-        self.version = 0
-
-    def add(self, t_ns: IntArray, values: FloatArray) -> None:
-        """Add samples stamped ``t_ns`` (NaNs dropped)."""
-        keep = ~np.isnan(values)
-        if not keep.all():
-            t_ns, values = t_ns[keep], values[keep]
-        k = int(values.size)
-        if k == 0:
-            return
-        self.version += 1
-        # raw ring
-        if k >= self.cap:
-            t_ns, values = t_ns[-self.cap :], values[-self.cap :]
-            k = self.cap
-        start = self.count % self.cap
-        idx = (start + np.arange(k)) % self.cap
-        if self.count + k > self.cap:
-            n_old = min(self.cap, self.count)
-            overwritten = idx[idx < n_old] if self.count < self.cap else idx
-            if overwritten.size:
-                self.evicted_max_t = max(self.evicted_max_t, int(self.t[overwritten].max()))
-        self.t[idx] = t_ns
-        self.v[idx] = values
-        self.count += k
-        # whole run
-        bins = m.fine_bins(values)
-        self.all_hist += np.bincount(bins, minlength=m.N_FINE)
-        self.all_moments.add(values)
-        # per-second ring
-        secs = (t_ns - self.t0_ns) // 1_000_000_000
-        self.max_sec = max(self.max_sec, int(secs.max()))
-        lo = self.max_sec - RING_SLOTS + 1
-        for s in np.unique(secs[secs >= lo]).tolist():
-            slot = s % RING_SLOTS
-            if self.slot_sec[slot] != s:
-                self.slot_sec[slot] = s
-                self.slot_hist[slot] = 0
-                self.slot_moments[slot] = m.Moments()
-            sel = secs == s
-            self.slot_hist[slot] += np.bincount(bins[sel], minlength=m.N_FINE)
-            self.slot_moments[slot].add(values[sel])
-
-    def histogram(self, now_ns: int, window_s: float | None) -> Histogram:
-        """Display histogram and stats of the samples stamped within the last ``window_s`` (None: all)."""
-        edges = tuple(float(e) for e in m.DISPLAY_EDGES_MS)
-        if self.count == 0:
-            return Histogram(edges, (0,) * m.N_DISPLAY, Stats())
-        since = -(1 << 62) if window_s is None else now_ns - int(window_s * 1e9)
-        n = min(self.count, self.cap)
-        if self.evicted_max_t < since or self.count <= self.cap:
-            t, v = self.t[:n], self.v[:n]
-            if window_s is not None:
-                v = v[t >= since]
-            return Histogram(edges, tuple(m.display_counts(v).tolist()), m.stats(v))
-        # The raw ring no longer holds the whole window: fall back to histograms.
-        if window_s is None:
-            fine, mom = self.all_hist, self.all_moments
-        else:
-            # whole seconds overlapping the window (so up to one second more than asked)
-            now_sec = (now_ns - self.t0_ns) // 1_000_000_000
-            first = (since - self.t0_ns) // 1_000_000_000
-            sel = (self.slot_sec >= first) & (self.slot_sec <= now_sec)
-            fine = self.slot_hist[sel].sum(axis=0)
-            mom = m.Moments()
-            for i in np.flatnonzero(sel).tolist():
-                mom.merge(self.slot_moments[i])
-        return Histogram(
-            edges, tuple(m.display_counts_from_fine(fine).tolist()), m.stats_from_fine(fine, mom)
-        )
-
-
-# --- per-level aggregation -----------------------------------------------------------------------
-
-
-class Reservoir:
-    """Columns of rows, exact up to ``cap`` rows, then a uniform random sample of ``cap`` (Algorithm R)."""
-
-    def __init__(self, cap: int, columns: dict[str, Any], seed: int = 0) -> None:
-        self.cap = cap
-        self.cols = {name: np.zeros(cap, dtype=dt) for name, dt in columns.items()}
-        self.seen = 0
-        self.rng = np.random.default_rng(seed)
-
-    @property
-    def size(self) -> int:
-        return min(self.seen, self.cap)
-
-    @property
-    def exact(self) -> bool:
-        return self.seen <= self.cap
-
-    def add(self, rows: dict[str, npt.NDArray[Any]]) -> None:
-        k = len(next(iter(rows.values())))
-        if k == 0:
-            return
-        free = max(0, self.cap - self.seen)
-        direct = min(free, k)
-        if direct:
-            for name, arr in rows.items():
-                self.cols[name][self.seen : self.seen + direct] = arr[:direct]
-        if k > direct:
-            # Row i (0-based overall) replaces a random slot with probability cap/(i+1).
-            overall = self.seen + direct + np.arange(k - direct)
-            slots = (self.rng.random(k - direct) * (overall + 1)).astype(np.int64)
-            hit = slots < self.cap
-            for name, arr in rows.items():
-                self.cols[name][slots[hit]] = arr[direct:][hit]
-        self.seen += k
-
-    def view(self) -> dict[str, npt.NDArray[Any]]:
-        n = self.size
-        return {name: col[:n] for name, col in self.cols.items()}
-
-
-class Timeline:
-    """Per-level counters by time: fixed bucket count; the bucket width doubles when the level outgrows it."""
-
-    TOK, END_OK, END_GOOD, SENT_OK, SENT_FAIL, SENT_IN, SENT_OUT = range(7)
-    CHANNELS = 7
-
-    def __init__(self, start_ns: int, res_ns: int = 100_000_000, buckets: int = 4096) -> None:
-        self.start_ns = start_ns
-        self.res_ns = res_ns
-        self.n = buckets
-        self.b = np.zeros((self.CHANNELS, buckets), dtype=np.float64)
-
-    def add(self, channel: int, t_ns: IntArray, weights: FloatArray | None = None) -> None:
-        if t_ns.size == 0:
-            return
-        idx = np.maximum((t_ns - self.start_ns) // self.res_ns, 0)
-        top = int(idx.max())
-        while top >= self.n:
-            self.b = self.b.reshape(self.CHANNELS, self.n // 2, 2).sum(axis=2)
-            self.b = np.concatenate([self.b, np.zeros_like(self.b)], axis=1)
-            self.res_ns *= 2
-            idx //= 2
-            top //= 2
-        self.b[channel] += np.bincount(idx, weights=weights, minlength=self.n)[: self.n]
-
-    def align(self, from_ns: int, to_ns: int) -> tuple[int, int]:
-        """Bucket range [b0, b1) inside [from_ns, to_ns] (rounded inward)."""
-        b0 = max(0, -((self.start_ns - from_ns) // self.res_ns))  # ceil
-        b1 = min(self.n, (to_ns - self.start_ns) // self.res_ns)
-        return int(b0), int(max(b0, b1))
-
-    def edge_ns(self, b: int) -> int:
-        return self.start_ns + b * self.res_ns
-
-    def total(self, channel: int, b0: int, b1: int | None = None) -> float:
-        return float(self.b[channel, b0:b1].sum())
-
-
-_REQ_COLUMNS: dict[str, Any] = {
-    "sent_ns": np.int64,
-    "end_ns": np.int64,
-    "ttft_ms": np.float64,
-    "e2e_ms": np.float64,
-    "tpot_ms": np.float64,
-    "itl_e2e_ms": np.float64,
-    "tpc": np.float64,
-    "decode_tps": np.float64,
-    "sched_lag_ms": np.float64,
-}
-_GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
-
-
-@dataclass
-class LevelAgg:
-    """Everything kept about one load level."""
-
-    level_id: int
-    target: LoadTarget
-    start_ns: int
-    end_ns: int | None = None
-    completed: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    last_end_ns: int | None = None
-    errors: Counter[str] = field(default_factory=Counter)
-    max_lag_ms: float = 0.0
-    max_cpu: float = 0.0
-    version: int = 0
-    req: Reservoir = field(init=False)
-    gaps: Reservoir = field(init=False)
-    timeline: Timeline = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.req = Reservoir(LEVEL_REQUEST_CAP, _REQ_COLUMNS, seed=self.level_id)
-        self.gaps = Reservoir(LEVEL_GAP_CAP, _GAP_COLUMNS, seed=self.level_id + 1)
-        self.timeline = Timeline(self.start_ns)
-
-
-@dataclass(frozen=True)
-class LevelContext:
-    """What a level's steady window depends on beyond the level's own data."""
-
-    now_ns: int
-    horizon_ns: int
-    """No unreported data before this: min over workers of their last batch time."""
-    in_flight: int
-    oldest_in_flight_ns: int | None
-    earlier_in_flight: int
-    earlier_last_end_ns: int | None
-    acked: bool
-    """Every worker has applied this level (so requests of earlier levels are all known)."""
-
-
-def level_view(
-    lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
-) -> tuple[LevelView, dict[str, Any]]:
-    """The summary of one level, plus the extra figures the results JSON wants."""
-    rows = lv.req.view()
-    ok_e2e = rows["e2e_ms"]
-    median_e2e_ns = float(np.median(ok_e2e)) * 1e6 if ok_e2e.size else None
-    steady_from = m.steady_from_ns(
-        lv.start_ns,
-        median_e2e_ns,
-        ctx.earlier_in_flight if ctx.acked else max(1, ctx.earlier_in_flight),
-        ctx.earlier_last_end_ns,
-    )
-    end = ctx.now_ns if lv.end_ns is None else lv.end_ns
-    win_end = min(end, ctx.horizon_ns)
-    if ctx.oldest_in_flight_ns is not None:
-        win_end = min(win_end, ctx.oldest_in_flight_ns)
-    win_start = steady_from if steady_from is not None and steady_from < win_end else lv.start_ns
-    tl = lv.timeline
-    b0, b1 = tl.align(win_start, win_end)
-    a_from, a_to = tl.edge_ns(b0), tl.edge_ns(b1)
-    duration_s = (a_to - a_from) / 1e9
-    in_window = steady_from is not None and steady_from < win_end
-    # population: requests sent from the (aligned) window start on
-    sel = rows["sent_ns"] >= a_from
-    gap_rows = lv.gaps.view()
-    gaps = gap_rows["gap_ms"][gap_rows["sent_ns"] >= a_from]
-    pick = {k: v[sel] for k, v in rows.items()}
-    tokens = tl.total(Timeline.TOK, b0, b1)
-    ended_ok = tl.total(Timeline.END_OK, b0, b1)
-    ended_good = tl.total(Timeline.END_GOOD, b0, b1)
-    sent_in_window_in = tl.total(Timeline.SENT_IN, b0, b1)
-    completed = round(tl.total(Timeline.SENT_OK, b0))
-    failed = round(tl.total(Timeline.SENT_FAIL, b0))
-    in_tokens = round(tl.total(Timeline.SENT_IN, b0))
-    out_tokens = round(tl.total(Timeline.SENT_OUT, b0))
-    per_s = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: float("nan"))
-    steady = bool(
-        in_window and ended_ok >= MIN_STEADY_REQUESTS and duration_s >= max(1.0, (median_e2e_ns or 0.0) / 1e9)
-    )
-    decode = pick["decode_tps"]
-    decode = decode[~np.isnan(decode)]
-    tpc = pick["tpc"]
-    tpc = tpc[~np.isnan(tpc)]
-    goodput = per_s(ended_good) if (slo_ttft_ms is not None or slo_tpot_ms is not None) else None
-    view = LevelView(
-        level_id=lv.level_id,
-        mode=lv.target.mode,
-        value=lv.target.value,
-        started_s=(lv.start_ns - t0_ns) / 1e9,
-        ended_s=None if lv.end_ns is None else (lv.end_ns - t0_ns) / 1e9,
-        steady_from_s=None if steady_from is None else (steady_from - t0_ns) / 1e9,
-        steady=steady,
-        completed=lv.completed,
-        failed=lv.failed,
-        output_tps=per_s(tokens),
-        request_per_s=per_s(ended_ok),
-        per_request_tps=float(np.median(decode)) if decode.size else float("nan"),
-        ttft=m.stats(pick["ttft_ms"]),
-        tpot=m.stats(pick["tpot_ms"]),
-        itl_chunk=m.stats(gaps),
-        itl_e2e=m.stats(pick["itl_e2e_ms"]),
-        e2el=m.stats(pick["e2e_ms"]),
-        tokens_per_chunk=float(tpc.mean()) if tpc.size else float("nan"),
-        sched_lag=m.stats(pick["sched_lag_ms"]),
-        errors=tuple(sorted(lv.errors.items())),
-        window_s=duration_s,
-        window_from_s=(a_from - t0_ns) / 1e9,
-        window_to_s=(a_to - t0_ns) / 1e9,
-        window_completed=completed,
-        window_failed=failed,
-        input_tokens=in_tokens,
-        output_tokens=out_tokens,
-        total_tps=per_s(tokens + sent_in_window_in),
-        goodput_per_s=goodput,
-        in_flight=ctx.in_flight,
-        exact=lv.req.exact and lv.gaps.exact,
-    )
-    extra = {"max_loop_lag_p99_ms": lv.max_lag_ms, "max_cpu_share": lv.max_cpu, "cancelled": lv.cancelled}
-    return view, extra
 
 
 # --- lanes --------------------------------------------------------------------------------------

@@ -1,0 +1,159 @@
+"""Per-load-level aggregation and the level's summary (`LevelView`), steady window included."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tui.engine import metrics as m
+from tui.engine.config import LoadTarget
+from tui.engine.series import Reservoir, Timeline
+from tui.engine.snapshot import LevelView
+
+LEVEL_REQUEST_CAP = 20_000
+"""Successful requests kept exactly per level; beyond it a uniform reservoir of this size."""
+LEVEL_GAP_CAP = 200_000
+"""Chunk gaps kept exactly per level; beyond it a uniform reservoir of this size."""
+MIN_STEADY_REQUESTS = 5
+"""A steady window is trusted once this many requests ended in it and it is at least one median E2E
+(and one second) long."""
+
+
+_REQ_COLUMNS: dict[str, Any] = {
+    "sent_ns": np.int64,
+    "end_ns": np.int64,
+    "ttft_ms": np.float64,
+    "e2e_ms": np.float64,
+    "tpot_ms": np.float64,
+    "itl_e2e_ms": np.float64,
+    "tpc": np.float64,
+    "decode_tps": np.float64,
+    "sched_lag_ms": np.float64,
+}
+_GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
+
+
+@dataclass
+class LevelAgg:
+    """Everything kept about one load level."""
+
+    level_id: int
+    target: LoadTarget
+    start_ns: int
+    end_ns: int | None = None
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    last_end_ns: int | None = None
+    errors: Counter[str] = field(default_factory=Counter)
+    max_lag_ms: float = 0.0
+    max_cpu: float = 0.0
+    version: int = 0
+    req: Reservoir = field(init=False)
+    gaps: Reservoir = field(init=False)
+    timeline: Timeline = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.req = Reservoir(LEVEL_REQUEST_CAP, _REQ_COLUMNS, seed=self.level_id)
+        self.gaps = Reservoir(LEVEL_GAP_CAP, _GAP_COLUMNS, seed=self.level_id + 1)
+        self.timeline = Timeline(self.start_ns)
+
+
+@dataclass(frozen=True)
+class LevelContext:
+    """What a level's steady window depends on beyond the level's own data."""
+
+    now_ns: int
+    horizon_ns: int
+    """No unreported data before this: min over workers of their last batch time."""
+    in_flight: int
+    oldest_in_flight_ns: int | None
+    earlier_in_flight: int
+    earlier_last_end_ns: int | None
+    acked: bool
+    """Every worker has applied this level (so requests of earlier levels are all known)."""
+
+
+def level_view(
+    lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
+) -> tuple[LevelView, dict[str, Any]]:
+    """The summary of one level, plus the extra figures the results JSON wants."""
+    rows = lv.req.view()
+    ok_e2e = rows["e2e_ms"]
+    median_e2e_ns = float(np.median(ok_e2e)) * 1e6 if ok_e2e.size else None
+    steady_from = m.steady_from_ns(
+        lv.start_ns,
+        median_e2e_ns,
+        ctx.earlier_in_flight if ctx.acked else max(1, ctx.earlier_in_flight),
+        ctx.earlier_last_end_ns,
+    )
+    end = ctx.now_ns if lv.end_ns is None else lv.end_ns
+    win_end = min(end, ctx.horizon_ns)
+    if ctx.oldest_in_flight_ns is not None:
+        win_end = min(win_end, ctx.oldest_in_flight_ns)
+    win_start = steady_from if steady_from is not None and steady_from < win_end else lv.start_ns
+    tl = lv.timeline
+    b0, b1 = tl.align(win_start, win_end)
+    a_from, a_to = tl.edge_ns(b0), tl.edge_ns(b1)
+    duration_s = (a_to - a_from) / 1e9
+    in_window = steady_from is not None and steady_from < win_end
+    # population: requests sent from the (aligned) window start on
+    sel = rows["sent_ns"] >= a_from
+    gap_rows = lv.gaps.view()
+    gaps = gap_rows["gap_ms"][gap_rows["sent_ns"] >= a_from]
+    pick = {k: v[sel] for k, v in rows.items()}
+    tokens = tl.total(Timeline.TOK, b0, b1)
+    ended_ok = tl.total(Timeline.END_OK, b0, b1)
+    ended_good = tl.total(Timeline.END_GOOD, b0, b1)
+    sent_in_window_in = tl.total(Timeline.SENT_IN, b0, b1)
+    completed = round(tl.total(Timeline.SENT_OK, b0))
+    failed = round(tl.total(Timeline.SENT_FAIL, b0))
+    in_tokens = round(tl.total(Timeline.SENT_IN, b0))
+    out_tokens = round(tl.total(Timeline.SENT_OUT, b0))
+    per_s = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: float("nan"))
+    steady = bool(
+        in_window and ended_ok >= MIN_STEADY_REQUESTS and duration_s >= max(1.0, (median_e2e_ns or 0.0) / 1e9)
+    )
+    decode = pick["decode_tps"]
+    decode = decode[~np.isnan(decode)]
+    tpc = pick["tpc"]
+    tpc = tpc[~np.isnan(tpc)]
+    goodput = per_s(ended_good) if (slo_ttft_ms is not None or slo_tpot_ms is not None) else None
+    view = LevelView(
+        level_id=lv.level_id,
+        mode=lv.target.mode,
+        value=lv.target.value,
+        started_s=(lv.start_ns - t0_ns) / 1e9,
+        ended_s=None if lv.end_ns is None else (lv.end_ns - t0_ns) / 1e9,
+        steady_from_s=None if steady_from is None else (steady_from - t0_ns) / 1e9,
+        steady=steady,
+        completed=lv.completed,
+        failed=lv.failed,
+        output_tps=per_s(tokens),
+        request_per_s=per_s(ended_ok),
+        per_request_tps=float(np.median(decode)) if decode.size else float("nan"),
+        ttft=m.stats(pick["ttft_ms"]),
+        tpot=m.stats(pick["tpot_ms"]),
+        itl_chunk=m.stats(gaps),
+        itl_e2e=m.stats(pick["itl_e2e_ms"]),
+        e2el=m.stats(pick["e2e_ms"]),
+        tokens_per_chunk=float(tpc.mean()) if tpc.size else float("nan"),
+        sched_lag=m.stats(pick["sched_lag_ms"]),
+        errors=tuple(sorted(lv.errors.items())),
+        window_s=duration_s,
+        window_from_s=(a_from - t0_ns) / 1e9,
+        window_to_s=(a_to - t0_ns) / 1e9,
+        window_completed=completed,
+        window_failed=failed,
+        input_tokens=in_tokens,
+        output_tokens=out_tokens,
+        total_tps=per_s(tokens + sent_in_window_in),
+        goodput_per_s=goodput,
+        in_flight=ctx.in_flight,
+        exact=lv.req.exact and lv.gaps.exact,
+    )
+    extra = {"max_loop_lag_p99_ms": lv.max_lag_ms, "max_cpu_share": lv.max_cpu, "cancelled": lv.cancelled}
+    return view, extra
