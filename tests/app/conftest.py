@@ -29,7 +29,12 @@ def make_app(engine: FakeEngine, tmp_path: Path) -> MakeApp:
     """An app whose timer never fires during a test (tests call `poll()`), with a frozen clock."""
 
     def make(theme: str = "dark", **kwargs: object) -> TokentopApp:
-        options: dict[str, object] = {"save_dir": tmp_path, "tick_s": 3600.0, "clock_ns": lambda: 0}
+        options: dict[str, object] = {
+            "save_dir": tmp_path,
+            "tick_s": 3600.0,
+            "clock_ns": lambda: 0,
+            "cpu_clock_ns": lambda: 0,
+        }
         options.update(kwargs)
         return TokentopApp(engine, themes=load_themes(), theme=theme, **options)  # type: ignore[arg-type]
 

@@ -54,7 +54,7 @@ async def test_space_pauses_and_resumes(make_app: MakeApp, engine: FakeEngine) -
         await pilot.press("space")
         assert engine.load.paused
         app.poll(force=True)
-        assert "paused" in str(app.query_one("#status").render())
+        assert "paused" in app._status.text.plain
         await pilot.press("space")
         assert not engine.load.paused
 
@@ -149,7 +149,7 @@ async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(
     async with app.run_test() as pilot:
         await pilot.press("a")
         assert engine.load.concurrency == 1 and engine.load.mode == "concurrency"
-        assert "auto ramp" in str(app.query_one("#status").render())
+        assert "auto ramp" in app._status.text.plain
         await pilot.press("+")
         assert app._ramp is None
         assert engine.load.concurrency == 2

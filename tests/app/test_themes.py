@@ -124,4 +124,10 @@ async def test_a_user_theme_applies_its_variables_to_plots(make_app: MakeApp, tm
         assert app.theme == "mine"
         assert app.theme_variables["plot-ttft"] == "#ff0000"
         ttft = app.query_one("#ttft", LatencyHistogram)
-        assert any(span.style and "#ff0000" in str(span.style) for span in ttft._body.spans)
+        colours = {
+            seg.style.color.get_truecolor().hex
+            for line in ttft._body.lines
+            for seg in line
+            if seg.style and seg.style.color
+        }
+        assert "#ff0000" in colours

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from rich.style import Style
 
 from tests.app import frozen
 from tui.app import control
@@ -14,10 +15,15 @@ from tui.app.plotting import CurveColours, HistColours, Plot, _position, format_
 from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
 from tui.app.widgets.levels import level_cells, short_ms, triple
-from tui.app.widgets.status import UiState, format_elapsed, status_content
+from tui.app.widgets.status import UiState, format_elapsed, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells
 from tui.engine.config import LoadTarget
 from tui.engine.snapshot import ClientHealth, Histogram, Knee, Snapshot, Stats
+
+
+def NO_STYLE(_part: str) -> Style:
+    return Style()
+
 
 # --- load keys ------------------------------------------------------------------------------------
 
@@ -138,7 +144,7 @@ def test_plots_do_not_share_plotext_state() -> None:
 
 def test_status_names_target_load_and_demo() -> None:
     snap = frozen.snapshot()
-    text = status_content(snap, UiState(target=snap.load)).plain
+    text = status_text(snap, UiState(target=snap.load), NO_STYLE).plain
     for part in (
         "http://127.0.0.1:8000/v1",
         "sim-llama-8b",
@@ -150,12 +156,12 @@ def test_status_names_target_load_and_demo() -> None:
         assert part in text
     assert "198.7 tok/s" in text and "1.55 req/s" in text and "00:37" in text
     assert "demo: built-in simulator" in text
-    assert "demo" not in status_content(replace(snap, demo=False), UiState(target=snap.load)).plain
+    assert "demo" not in status_text(replace(snap, demo=False), UiState(target=snap.load), NO_STYLE).plain
 
 
 def test_status_warns_when_the_client_is_saturated() -> None:
     snap = frozen.snapshot(health=ClientHealth(saturated=True, reason="event loop lag p99 40 ms"))
-    text = status_content(snap, UiState(target=LoadTarget(mode="rate", rate=2.5, paused=True))).plain
+    text = status_text(snap, UiState(target=LoadTarget(mode="rate", rate=2.5, paused=True)), NO_STYLE).plain
     assert "client saturated: event loop lag p99 40 ms" in text
     assert "rate 2.5/s" in text and "paused" in text
 
@@ -198,6 +204,9 @@ def test_errors_and_detail_text() -> None:
 def test_frame_stats() -> None:
     stats = FrameStats()
     for i in range(10):
-        stats.record(i * 100_000_000, i * 100_000_000 + 1_000_000, i * 100_000_000 + 2_000_000)
-    assert stats.last_ms == 2.0 and stats.percentile_ms(99) == 2.0
+        stats.record(i * 5_000_000, i * 5_000_000 + 1_000_000, i * 5_000_000 + 2_000_000, i * 100_000_000)
+    assert stats.percentile_ms(99) == 2.0 and stats.snapshot_percentile_ms(50) == 1.0
     assert stats.fps == pytest.approx(10.0)
+    stats.record_frame(0, 5_000_000)
+    assert stats.frame_percentile_ms(50) == 5.0
+    assert stats.summary() == "ui 2.0 ms/tick · 5.0 ms/frame · 10 fps"

@@ -56,7 +56,9 @@ def run_from_args(ns: argparse.Namespace) -> int:
 
         engine = EngineHandle(target, workload, load, workers=ns.workers, requests_log=requests_log)
         engine.start()
-        app = TokentopApp(engine, themes=themes, theme=theme.name, output=output, requests_log=requests_log)
+        app = TokentopApp(
+            engine, themes=themes, theme=theme.name, output=output, requests_log=requests_log, freeze_gc=True
+        )
         result = app.run()
         for note in app.quit_notes:
             print(f"tokentop: {note}", file=sys.stderr)

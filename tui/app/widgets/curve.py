@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from rich.text import Text
 
-from tui.app.plotting import CurveColours
+from tui.app.plotting import CurveColours, PlotLines, format_rate
 from tui.app.widgets.plot_pane import PlotPane
+from tui.app.widgets.styles import ComponentStyles
 from tui.engine.snapshot import Knee, LevelView, Snapshot
 
 
@@ -29,6 +31,7 @@ class ThroughputCurve(PlotPane):
         self._knee: Knee | None = None
         self._tps = 0.0
         self._mode = "concurrency"
+        self.component_style = ComponentStyles(self)
 
     def show(self, snap: Snapshot) -> None:
         self._mode = snap.load.mode
@@ -39,31 +42,33 @@ class ThroughputCurve(PlotPane):
             knee if knee is not None and any(lv.level_id == knee.level_id for lv in self._levels) else None
         )
         self._tps = snap.output_tps
-        self.border_title = "tok/s vs " + (
-            "users (concurrency)" if self._mode == "concurrency" else "offered req/s"
-        )
+        title = "tok/s vs " + ("users (concurrency)" if self._mode == "concurrency" else "offered req/s")
+        if self.border_title != title:
+            self.border_title = title
         self.set_data_key((self._levels, self._level_id, self._knee))
         self.refresh_header()
 
     def header_lines(self) -> Text:
-        peak = max([self._tps, *(lv.output_tps for lv in self._levels)], default=0.0)
-        value = f" {self._tps:,.1f}"
+        rates = [self._tps, *(lv.output_tps for lv in self._levels)]
+        peak = max((r for r in rates if math.isfinite(r)), default=0.0)
+        now = self._tps if math.isfinite(self._tps) else 0.0
+        value = f" {format_rate(self._tps)}"
         rest = f" tok/s  peak {peak:,.0f}"
         cells = max(8, self.content_size.width - 4 - len(value) - len(rest))
-        filled = round(cells * self._tps / peak) if peak > 0 else 0
+        filled = min(cells, round(cells * now / peak)) if peak > 0 else 0
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append("now ")
-        line.append("█" * filled, style=self.get_component_rich_style("curve--gauge"))
-        line.append("░" * (cells - filled), style=self.get_component_rich_style("curve--gauge-empty"))
+        line.append("█" * filled, style=self.component_style("curve--gauge"))
+        line.append("░" * (cells - filled), style=self.component_style("curve--gauge-empty"))
         line.append(value, style="bold")
         line.append(rest, style="dim")
         legend = Text(no_wrap=True, overflow="ellipsis")
-        legend.append("• total tok/s (left)", style=self.get_component_rich_style("curve--total"))
+        legend.append("• total tok/s (left)", style=self.component_style("curve--total"))
         legend.append("  ")
-        legend.append("· per req (right)", style=self.get_component_rich_style("curve--per-request"))
+        legend.append("· per req (right)", style=self.component_style("curve--per-request"))
         if self._knee is not None:
             unit = "users" if self._mode == "concurrency" else "req/s"
-            knee_style = self.get_component_rich_style("curve--knee")
+            knee_style = self.component_style("curve--knee")
             legend.append(f"  │ knee {self._knee.value:g} {unit}", style=knee_style)
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append_text(line)
@@ -71,7 +76,7 @@ class ThroughputCurve(PlotPane):
         out.append_text(legend)
         return out
 
-    def build_plot(self, width: int, height: int) -> Text:
+    def build_plot(self, width: int, height: int) -> PlotLines:
         colours = CurveColours(
             total=self.colour("plot-curve"),
             per_request=self.colour("plot-curve-2"),

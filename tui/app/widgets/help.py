@@ -62,7 +62,9 @@ streamed event is decoded. Latencies are in milliseconds unless marked `s`.
 - **Knee**: the level after which adding load stops buying throughput (`◆` in the table, a line on the
   curve).
 - **In flight / done / failed**: requests sent and not finished; finished with all tokens; ended in error.
-- **ui ms / fps** (status line): the app's own work per refresh tick, p50/p99, and ticks per second.
+- **ui ms/tick, ms/frame, fps** (status line): the app's own work per refresh tick (reading the snapshot,
+  updating the panes, building at most one plot), the same until Textual has drawn it (medians), and
+  ticks per second. If these grow, the UI is slow, not the server.
 """
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tui.app.plotting import HistColours, format_ms
+from tui.app.plotting import HistColours, PlotLines, format_ms
 from tui.app.widgets.plot_pane import PlotPane
 from tui.engine.snapshot import ITL_NAMES, Histogram, ItlConvention, Snapshot
 
@@ -28,7 +28,8 @@ class LatencyHistogram(PlotPane):
         else:
             hist = snap.itl_hist.get((convention, window_s))
             title = f"{ITL_NAMES[convention]} · {window_label(window_s)}"
-        self.border_title = title
+        if self.border_title != title:
+            self.border_title = title
         self._hist = hist
         self.set_data_key((title, hist))
         self.refresh_header()
@@ -44,9 +45,9 @@ class LatencyHistogram(PlotPane):
         line.append(f"mean {format_ms(stats.mean)}  n {stats.n:,}", style="dim")
         return line
 
-    def build_plot(self, width: int, height: int) -> Text:
+    def build_plot(self, width: int, height: int) -> PlotLines:
         if self._hist is None:
-            return Text("no data for this window yet", style="italic")
+            return PlotLines.message("no data for this window yet")
         bars = "plot-ttft" if self.kind == "ttft" else "plot-itl"
         colours = HistColours(
             bars=self.colour(bars), marker=self.colour("plot-marker"), axes=self.colour("plot-axes")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 from textual.widgets import DataTable
 
+from tui.app.plotting import format_rate
+from tui.app.widgets.styles import ComponentStyles
 from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -24,7 +28,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 def short_ms(value_ms: float) -> str:
     """Latency in as few characters as stay readable: 95, 1.2k -> 1.2s."""
-    if value_ms != value_ms:
+    if not math.isfinite(value_ms):
         return "-"
     if value_ms < 10:
         return f"{value_ms:.1f}"
@@ -63,9 +67,9 @@ def level_cells(
         "tpot": triple(level.tpot),
         "itl": triple(itl_stats(level, convention)),
         "e2e": triple(level.e2el),
-        "tps": f"{level.output_tps:,.1f}",
-        "rps": f"{level.request_per_s:.2f}",
-        "ureq": f"{level.per_request_tps:.1f}",
+        "tps": format_rate(level.output_tps),
+        "rps": format_rate(level.request_per_s, 2),
+        "ureq": format_rate(level.per_request_tps),
         "err": str(level.failed) if level.failed else "",
     }
 
@@ -78,16 +82,21 @@ class LevelTable(DataTable[Text]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._shown: dict[tuple[str, str], str] = {}
+        self.component_style = ComponentStyles(self)
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
             self.add_column(label, key=key)
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._shown.clear())
+        self.app.theme_changed_signal.subscribe(
+            self, lambda _theme: self._shown.clear()
+        )  # restyle every cell
 
     def show(
         self, levels: tuple[LevelView, ...], current_id: int, knee: Knee | None, convention: ItlConvention
     ) -> None:
-        self.border_title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
+        title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
+        if self.border_title != title:
+            self.border_title = title
         for level in levels:
             row = str(level.level_id)
             cells = level_cells(level, current_id, knee, convention)
@@ -103,9 +112,9 @@ class LevelTable(DataTable[Text]):
 
     def _style(self, key: str, value: str, level: LevelView, current_id: int, knee: Knee | None) -> Text:
         if key == "level" and knee is not None and knee.level_id == level.level_id:
-            return Text(value, style=self.get_component_rich_style("levels--knee"))
+            return Text(value, style=self.component_style("levels--knee"))
         if key == "level" and level.level_id == current_id:
-            return Text(value, style=self.get_component_rich_style("levels--current"))
+            return Text(value, style=self.component_style("levels--current"))
         if key == "err" and value:
-            return Text(value, style=self.get_component_rich_style("levels--error"))
+            return Text(value, style=self.component_style("levels--error"))
         return Text(value, justify="left" if key in ("level", "state") else "right")

@@ -4,25 +4,73 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from rich.console import Group, RenderableType
+from rich.segment import Segment
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.strip import Strip
 from textual.widget import Widget
 
-from tui.app.plotting import Plot
+from tui.app.plotting import Plot, PlotLines
 from tui.app.themes import theme_rgb
+from tui.app.widgets.text_lines import TextLines
+
+
+class _PlotBody(Widget):
+    """The plot itself, drawn with the line API from pre-built segments: no Text to convert and wrap."""
+
+    def __init__(self) -> None:
+        super().__init__(classes="plot--body")
+        self.plot = PlotLines([])
+        self._strips: list[Strip] | None = None
+        self._strips_key: object = None
+
+    def show(self, plot: PlotLines) -> None:
+        self.plot = plot
+        self._strips = None
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        base = self.rich_style
+        key = (width, base)
+        if self._strips is None or key != self._strips_key:
+            self._strips = [
+                Strip(
+                    [Segment(seg.text, base + seg.style if seg.style else base) for seg in line]
+                ).adjust_cell_length(width, base)
+                for line in self.plot.lines
+            ]
+            self._strips_key = key
+        if y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(width, base)
 
 
 class PlotPane(Widget):
     """Holds the latest data and the last built plot. The app's scheduler calls `redraw()` (at most one
     plot per tick, each at most ~2 Hz) when `stale` and visible; user actions redraw at once."""
 
+    DEFAULT_CSS = """
+    PlotPane { layout: vertical; }
+    PlotPane > .plot--header { height: auto; }
+    PlotPane > .plot--body { height: 1fr; }
+    """
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._plot = Plot()
         self._data_key: Hashable = None
         self._drawn_key: Hashable = ("never",)
-        self._header: Text = Text()
-        self._body: Text = Text()
+        self._header_view = TextLines(classes="plot--header")
+        self._body_view = _PlotBody()
+
+    def compose(self) -> ComposeResult:
+        yield self._header_view
+        yield self._body_view
+
+    @property
+    def _body(self) -> PlotLines:
+        return self._body_view.plot
 
     # --- for subclasses ---------------------------------------------------------------------------
 
@@ -30,7 +78,7 @@ class PlotPane(Widget):
         """Lines above the plot (gauge, stats); one Text, newline-separated."""
         return Text()
 
-    def build_plot(self, width: int, height: int) -> Text:
+    def build_plot(self, width: int, height: int) -> PlotLines:
         raise NotImplementedError
 
     def colour(self, variable: str) -> tuple[int, int, int]:
@@ -42,7 +90,7 @@ class PlotPane(Widget):
         self._data_key = key
 
     def _key(self) -> Hashable:
-        return (self._data_key, self.content_size, self.app.theme)
+        return (self._data_key, self._body_view.content_size, self.app.theme)
 
     @property
     def stale(self) -> bool:
@@ -51,29 +99,18 @@ class PlotPane(Widget):
     @property
     def resized(self) -> bool:
         drawn = self._drawn_key
-        return isinstance(drawn, tuple) and len(drawn) == 3 and drawn[1] != self.content_size
+        return isinstance(drawn, tuple) and len(drawn) == 3 and drawn[1] != self._body_view.content_size
 
     @property
     def showing(self) -> bool:
         """On the active screen and given some room (compact layouts hide whole panes)."""
-        return self.display and self.screen.is_active and self.region.area > 0
+        return self.display and self.screen.is_active and self._body_view.region.area > 0
 
     def refresh_header(self) -> None:
         """Cheap, every tick: gauges and stats lines move at the counter rate, the plot at ~2 Hz."""
-        header = self.header_lines()
-        if header != self._header:
-            self._header = header
-            self.refresh()
+        self._header_view.set_text(self.header_lines())
 
     def redraw(self) -> None:
-        self._header = self.header_lines()
-        size = self.content_size
-        header_rows = len(self._header.plain.split("\n")) if self._header.plain else 0
-        self._body = self.build_plot(size.width, max(0, size.height - header_rows))
+        size = self._body_view.content_size
+        self._body_view.show(self.build_plot(size.width, size.height))
         self._drawn_key = self._key()
-        self.refresh()
-
-    def render(self) -> RenderableType:
-        if not self._header.plain:
-            return self._body
-        return Group(self._header, self._body)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
+from rich.style import Style
+from rich.text import Text
 from textual.content import Content
 from textual.widgets import Static
 
+from tui.app.plotting import format_rate
+from tui.app.widgets.styles import ComponentStyles
+from tui.app.widgets.text_lines import TextLines
 from tui.engine.config import LoadTarget
 from tui.engine.snapshot import Snapshot
 
@@ -29,68 +36,107 @@ def format_elapsed(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
-def status_content(snap: Snapshot, ui: UiState) -> Content:
+StyleFor = Callable[[str], Style]
+"""Maps a status part ("muted", "load", "failed", ...) to its style: the `status--<part>` component."""
+
+
+def status_text(snap: Snapshot, ui: UiState, style: StyleFor) -> Text:
     """Pure: the status text for a snapshot (the widget only displays it). Three lines fit 80 columns:
     where, the load and its requests, the throughput and the app's own health."""
     gap = "   "
-    muted = "$text-muted"
-    where: list[str | tuple[str, str]] = [
-        (snap.base_url, "bold $primary"),
-        (" · ", muted),
-        (snap.model or "(model?)", "bold"),
-        (" · ", muted),
-        (snap.endpoint, muted),
-    ]
+    muted = style("muted")
+    text = Text()
+    text.append(snap.base_url, style("url"))
+    text.append(" · ", muted)
+    text.append(snap.model or "(model?)", style("model"))
+    text.append(" · ", muted)
+    text.append(snap.endpoint, muted)
     if snap.demo:
-        where += ["  ", ("demo: built-in simulator", "$text-accent on $accent-muted")]
+        text.append("  ")
+        text.append("demo: built-in simulator", style("demo"))
+    text.append("\n")
     target = ui.target
-    state = ("⏸ paused", "bold $warning") if target.paused else ("▶ running", "$success")
-    load: list[str | tuple[str, str]] = [
-        (target.label(), "bold $accent"),
-        " ",
-        state,
-        gap,
-        ("in flight ", muted),
-        str(snap.in_flight),
-        gap,
-        ("done ", muted),
-        str(snap.completed),
-        gap,
-        ("failed ", muted),
-        (str(snap.failed), "bold $error" if snap.failed else ""),
-        gap,
-        (format_elapsed(snap.elapsed_s), muted),
-    ]
-    rates: list[str | tuple[str, str]] = [
-        (f"{snap.output_tps:,.1f}", "bold"),
-        (" tok/s", muted),
-        gap,
-        (f"{snap.request_per_s:.2f}", "bold"),
-        (" req/s", muted),
-    ]
+    text.append(target.label(), style("load"))
+    text.append(" ")
+    if target.paused:
+        text.append("⏸ paused", style("paused"))
+    else:
+        text.append("▶ running", style("running"))
+    for label, value, value_style in (
+        ("in flight ", str(snap.in_flight), None),
+        ("done ", str(snap.completed), None),
+        ("failed ", str(snap.failed), style("failed") if snap.failed else None),
+    ):
+        text.append(gap)
+        text.append(label, muted)
+        text.append(value, value_style)
+    text.append(gap)
+    text.append(format_elapsed(snap.elapsed_s), muted)
+    text.append("\n")
+    text.append(format_rate(snap.output_tps), style("value"))
+    text.append(" tok/s", muted)
+    text.append(gap)
+    text.append(format_rate(snap.request_per_s, 2), style("value"))
+    text.append(" req/s", muted)
     if ui.frames:
-        rates += [gap, (ui.frames, muted)]
+        text.append(gap)
+        text.append(ui.frames, muted)
     if snap.health.saturated:
         reason = snap.health.reason or "the load generator cannot keep up"
-        rates += [gap, (f"⚠ client saturated: {reason} (try --workers)", "bold $warning")]
+        text.append(gap)
+        text.append(f"⚠ client saturated: {reason} (try --workers)", style("warning"))
     if ui.ramp:
-        rates += [gap, (f"auto ramp: {ui.ramp}", "$secondary")]
+        text.append(gap)
+        text.append(f"auto ramp: {ui.ramp}", style("ramp"))
     if ui.frozen:
-        rates += [gap, ("text frozen (p)", "$warning")]
-    return Content("\n").join([Content.assemble(*where), Content.assemble(*load), Content.assemble(*rates)])
+        text.append(gap)
+        text.append("text frozen (p)", style("frozen"))
+    return text
 
 
-class StatusBar(Static):
-    """Target, load, counters, health."""
+STATUS_PARTS = (
+    "muted",
+    "url",
+    "model",
+    "demo",
+    "load",
+    "paused",
+    "running",
+    "failed",
+    "value",
+    "warning",
+    "ramp",
+    "frozen",
+)
+
+
+class StatusBar(TextLines):
+    """Target, load, counters, health; rebuilt every tick, so drawn through the line API."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {f"status--{part}" for part in STATUS_PARTS}
+    DEFAULT_CSS = "StatusBar { height: auto; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.component_style = ComponentStyles(self, on_change=self.restyle)
 
     def show(self, snap: Snapshot, ui: UiState) -> None:
-        self.update(status_content(snap, ui))
+        self.set_text(status_text(snap, ui, lambda part: self.component_style(f"status--{part}")))
 
 
 class FatalBanner(Static):
     """The engine's fatal reason, shown across the top until the user quits."""
 
-    def show(self, reason: str | None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._reason: str | None = None
+
+    def show(self, reason: str | None, *, prefix: str = "✗ engine stopped: ") -> None:
+        if reason == self._reason:
+            return
+        self._reason = reason
         self.display = bool(reason)
         if reason:
-            self.update(Content.assemble(("✗ engine stopped: ", "bold"), reason, "   (q quits)"))
+            # The contract says one line; a multi-line reason must not eat the screen.
+            one_line = " ".join(reason.split())
+            self.update(Content.assemble((prefix, "bold"), one_line, "   (q quits)"))

@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.cells import cell_len
-from rich.text import Text
+from rich.segment import Segment
+from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 
+from tui.app.widgets.styles import ComponentStyles
 from tui.engine.snapshot import LaneView
 
 
@@ -78,6 +81,9 @@ class StreamLanes(Widget, can_focus=True):
         self._lanes: tuple[LaneView, ...] = ()
         self._hidden = 0
         self._selected: int | None = None
+        self.component_style = ComponentStyles(self, on_change=self.refresh_rows)
+        self._rows: list[Strip] | None = None
+        self._rows_key: object = None
         """Request id under the cursor; kept across updates so a lane does not jump away."""
 
     def show(self, lanes: tuple[LaneView, ...], hidden: int) -> None:
@@ -85,7 +91,7 @@ class StreamLanes(Widget, can_focus=True):
             return
         self._lanes = lanes
         self._hidden = hidden
-        self.refresh()
+        self.refresh_rows()
 
     @property
     def selected(self) -> int | None:
@@ -104,48 +110,59 @@ class StreamLanes(Widget, can_focus=True):
             lanes = lanes[:keep]
         return lanes, more
 
-    def render(self) -> Text:
+    def _build_lines(self) -> list[Strip]:
+        """One Strip per row, built straight from segments: at 10 Hz with many lanes this is several
+        times cheaper than a Text that Textual must convert, wrap and split again."""
         width = self.content_size.width
+        base = self.rich_style
         lanes, more = self._visible()
+
+        def strip(*parts: tuple[str, Style]) -> Strip:
+            segments = [Segment(text, base + style) for text, style in parts if text]
+            return Strip(segments).adjust_cell_length(width, base)
+
         if not lanes and not more:
-            return Text("no requests in flight", style=self.get_component_rich_style("lanes--waiting"))
-        meta_style = self.get_component_rich_style("lanes--meta")
-        text_style = self.get_component_rich_style("lanes--text")
-        cursor = self.get_component_rich_style("lanes--cursor")
+            return [strip(("no requests in flight", self.component_style("lanes--waiting")))]
+        meta_style = self.component_style("lanes--meta")
+        text_style = self.component_style("lanes--text")
+        cursor = self.component_style("lanes--cursor")
         selected = self.selected if self.has_focus else None
-        out = Text(no_wrap=True, overflow="crop")
-        for index, lane in enumerate(lanes):
-            if index:
-                out.append("\n")
-            line = Text(no_wrap=True, overflow="crop")
+        rows: list[Strip] = []
+        for lane in lanes:
             meta = lane_meta(lane)
-            line.append(meta, style=meta_style)
             room = max(0, width - len(meta))
             state = lane.state
+            parts: list[tuple[str, Style]] = [(meta, meta_style)]
             if state == "waiting":
-                line.append("waiting for first token…", style=self.get_component_rich_style("lanes--waiting"))
+                parts.append(("waiting for first token…", self.component_style("lanes--waiting")))
             elif state == "streaming":
-                line.append(tail_cells(_one_line(lane.text_tail), room), style=text_style)
+                parts.append((tail_cells(_one_line(lane.text_tail), room), text_style))
             elif state == "ok":
                 done = f"✓ done, {lane.output_tokens} tok  "
-                line.append(done, style=self.get_component_rich_style("lanes--ok"))
-                line.append(tail_cells(_one_line(lane.text_tail), room - len(done)), style=meta_style)
+                parts.append((done, self.component_style("lanes--ok")))
+                parts.append((tail_cells(_one_line(lane.text_tail), room - len(done)), meta_style))
             elif state == "error":
-                line.append(
-                    f"✗ {_one_line(lane.error or 'error')}",
-                    style=self.get_component_rich_style("lanes--error"),
-                )
+                parts.append((f"✗ {_one_line(lane.error or 'error')}", self.component_style("lanes--error")))
             else:
-                line.append("– cancelled", style=self.get_component_rich_style("lanes--cancelled"))
-            if lane.request_id == selected:
-                line.pad_right(max(0, width - line.cell_len))
-                line.stylize(cursor)
-            out.append_text(line)
+                parts.append(("– cancelled", self.component_style("lanes--cancelled")))
+            row = strip(*parts)
+            rows.append(row.apply_style(cursor) if lane.request_id == selected else row)
         if more:
-            if lanes:
-                out.append("\n")
-            out.append(f"+{more} more in flight", style=self.get_component_rich_style("lanes--more"))
-        return out
+            rows.append(strip((f"+{more} more in flight", self.component_style("lanes--more"))))
+        return rows
+
+    def render_line(self, y: int) -> Strip:
+        key = (self.content_size, self.has_focus, self._selected)
+        if self._rows is None or key != self._rows_key:
+            self._rows = self._build_lines()
+            self._rows_key = key
+        if y < len(self._rows):
+            return self._rows[y]
+        return Strip.blank(self.content_size.width, self.rich_style)
+
+    def refresh_rows(self) -> None:
+        self._rows = None
+        self.refresh()
 
     def action_cursor(self, delta: int) -> None:
         lanes, _ = self._visible()
