@@ -169,6 +169,10 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
                    "or the path of a theme file")
     p.add_argument("--output", metavar="results.json", help="write results here on quit")
     p.add_argument("--requests-log", metavar="requests.jsonl", help="append one JSON line per finished request")
+    p.add_argument("--slo-ttft-ms", type=_positive_float, metavar="MS",
+                   help="TTFT objective: goodput, and the auto ramp (a) stops when p99 breaks it")
+    p.add_argument("--slo-tpot-ms", type=_positive_float, metavar="MS",
+                   help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it")
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.app import frozen
 from tests.app.conftest import MakeApp, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
@@ -11,7 +12,7 @@ from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.streams import StreamLanes
-from tui.engine.snapshot import ITL_NAMES
+from tui.engine.snapshot import ITL_NAMES, LevelView
 
 
 async def test_plus_three_times_adds_three_users(make_app: MakeApp, engine: FakeEngine) -> None:
@@ -153,6 +154,35 @@ async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(
         await pilot.press("+")
         assert app._ramp is None
         assert engine.load.concurrency == 2
+
+
+async def test_the_ramp_doubles_once_a_level_is_steady_and_stops_at_the_knee(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    from dataclasses import replace
+
+    from tui.engine.config import LoadTarget
+
+    def at(users: int, level_id: int, tps: float) -> LevelView:
+        level = replace(frozen.LEVELS[0], level_id=level_id, value=float(users), output_tps=tps)
+        return replace(level, steady=True, ended_s=None, window_completed=40, window_failed=0)
+
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("a")
+        assert engine.load == LoadTarget(concurrency=1)
+        one = at(1, 5, 48.0)
+        engine.snap = replace(engine.snap, seq=50, level_id=5, levels=(one,), knee=None, elapsed_s=50.0)
+        app.poll()
+        assert engine.load.concurrency == 2 and app._ramp is not None
+        two = replace(at(2, 6, 49.0), per_request_tps=24.5)
+        engine.snap = replace(
+            engine.snap, seq=51, level_id=6, levels=(replace(one, ended_s=60.0), two), elapsed_s=70.0
+        )
+        app.poll()
+        assert app._ramp is None  # no gain from doubling: the knee is at 1 user
+        assert engine.load.concurrency == 2
+        assert "ramp" not in app._status.text.plain
 
 
 async def test_p_freezes_the_lane_text(make_app: MakeApp, engine: FakeEngine) -> None:

@@ -9,7 +9,6 @@ from rich.style import Style
 
 from tests.app import frozen
 from tui.app import control
-from tui.app.autoramp import AutoRamp
 from tui.app.frames import FrameStats
 from tui.app.plotting import CurveColours, HistColours, Plot, _position, format_ms, nice_ticks
 from tui.app.widgets.detail import chunk_timeline, detail_content
@@ -18,7 +17,7 @@ from tui.app.widgets.levels import level_cells, short_ms, triple
 from tui.app.widgets.status import UiState, format_elapsed, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells
 from tui.engine.config import LoadTarget
-from tui.engine.snapshot import ClientHealth, Histogram, Knee, Snapshot, Stats
+from tui.engine.snapshot import ClientHealth, Histogram, Stats
 
 
 def NO_STYLE(_part: str) -> Style:
@@ -63,34 +62,6 @@ def test_mode_switch_starts_rate_at_the_measured_rate_and_keeps_users() -> None:
     assert (
         control.toggle_pause(target).paused and not control.toggle_pause(control.toggle_pause(target)).paused
     )
-
-
-# --- ramp -----------------------------------------------------------------------------------------
-
-
-def _ramp_snapshot(users: int, *, steady: bool, knee: Knee | None = None, failed: int = 0) -> Snapshot:
-    level = replace(
-        frozen.LEVELS[0], level_id=users, value=float(users), steady=steady, ended_s=None, failed=failed
-    )
-    return frozen.snapshot(load=LoadTarget(concurrency=users), level_id=users, levels=(level,), knee=knee)
-
-
-def test_ramp_doubles_once_each_level_is_steady_and_stops_at_the_knee() -> None:
-    ramp = AutoRamp()
-    assert ramp.first(LoadTarget(concurrency=8, paused=True)) == LoadTarget(concurrency=1)
-    assert ramp.step(_ramp_snapshot(1, steady=False)).target is None
-    step = ramp.step(_ramp_snapshot(1, steady=True))
-    assert step.target is not None and step.target.concurrency == 2
-    # Until the engine reports the new level, nothing happens.
-    assert ramp.step(_ramp_snapshot(1, steady=True)).target is None
-    knee = Knee(level_id=1, value=1.0, output_tps=1.0, peak_tps=1.0, rule="test")
-    done = ramp.step(_ramp_snapshot(2, steady=True, knee=knee))
-    assert done.done and "knee" in done.reason
-
-
-def test_ramp_stops_on_errors() -> None:
-    step = AutoRamp().step(_ramp_snapshot(1, steady=True, failed=5))
-    assert step.done and "errors" in step.reason
 
 
 # --- plots ----------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from textual.theme import Theme
 from textual.widgets import Footer
 
 from tui.app import control
-from tui.app.autoramp import AutoRamp
 from tui.app.frames import FrameStats
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
@@ -34,6 +33,7 @@ from tui.app.widgets.status import FatalBanner, StatusBar, UiState
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
+from tui.engine.ramp import RampPolicy
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 
 VIEWS = ("live", "latency", "levels")
@@ -86,6 +86,8 @@ class TokentopApp(App[int]):
         clock_ns: Callable[[], int] = time.perf_counter_ns,
         cpu_clock_ns: Callable[[], int] = time.thread_time_ns,
         freeze_gc: bool = False,
+        slo_ttft_ms: float | None = None,
+        slo_tpot_ms: float | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -96,6 +98,8 @@ class TokentopApp(App[int]):
         self._clock_ns = clock_ns
         self._cpu_ns = cpu_clock_ns
         self._freeze_gc = freeze_gc
+        self._slo_ttft_ms = slo_ttft_ms
+        self._slo_tpot_ms = slo_tpot_ms
         for each in themes.values():
             self.register_theme(each)
         self._theme_names = list(themes)
@@ -111,7 +115,7 @@ class TokentopApp(App[int]):
         self._snap: Snapshot | None = None
         self._ticks = 0
         self._next_plot = 0
-        self._ramp: AutoRamp | None = None
+        self._ramp: RampPolicy | None = None
         self._ramp_note = ""
         # The panes, held directly: a DOM query per widget per tick costs more than the update itself.
         self._fatal = FatalBanner(id="fatal")
@@ -283,9 +287,17 @@ class TokentopApp(App[int]):
         if self._ramp is not None:
             self._stop_ramp("stopped")
             return
-        self._ramp = AutoRamp()
-        self._ramp_note = f"{self._ramp.users} users, waiting for steady"
+        # The ramp runs in the current mode: 1, 2, 4, ... users, or 1, 2, 4, ... req/s.
+        self._ramp = RampPolicy(
+            mode=self._target.mode, slo_ttft_ms=self._slo_ttft_ms, slo_tpot_ms=self._slo_tpot_ms
+        )
+        self._ramp_note = self._ramp_progress()
         self.set_target(self._ramp.first(self._target), from_ramp=True)
+
+    def _ramp_progress(self) -> str:
+        assert self._ramp is not None
+        unit = "users" if self._ramp.mode == "concurrency" else "req/s"
+        return f"{self._ramp.value:g} {unit}, holding until steady"
 
     def _ramp_tick(self, snap: Snapshot) -> None:
         assert self._ramp is not None
@@ -295,7 +307,7 @@ class TokentopApp(App[int]):
         elif decision.target is not None:
             self.set_target(decision.target, from_ramp=True)
         if self._ramp is not None:
-            self._ramp_note = f"{self._ramp.users} users, waiting for steady"
+            self._ramp_note = self._ramp_progress()
 
     def _stop_ramp(self, reason: str) -> None:
         self._ramp = None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.cli import UsageError, target_from_args, workload_from_args
-from tui.engine.config import LoadTarget
+from tui.engine.config import EngineOptions, LoadTarget
 
 DEMO_CONCURRENCY = 4
 """The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
@@ -54,10 +54,20 @@ def run_from_args(ns: argparse.Namespace) -> int:
         from tui.app.app import TokentopApp
         from tui.engine.handle import EngineHandle
 
-        engine = EngineHandle(target, workload, load, workers=ns.workers, requests_log=requests_log)
+        options = EngineOptions(slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms)
+        engine = EngineHandle(
+            target, workload, load, workers=ns.workers, requests_log=requests_log, options=options
+        )
         engine.start()
         app = TokentopApp(
-            engine, themes=themes, theme=theme.name, output=output, requests_log=requests_log, freeze_gc=True
+            engine,
+            themes=themes,
+            theme=theme.name,
+            output=output,
+            requests_log=requests_log,
+            freeze_gc=True,
+            slo_ttft_ms=ns.slo_ttft_ms,
+            slo_tpot_ms=ns.slo_tpot_ms,
         )
         result = app.run()
         for note in app.quit_notes:

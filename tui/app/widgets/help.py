@@ -12,25 +12,35 @@ from textual.widgets import Markdown
 
 from tui.engine.snapshot import ITL_NAMES
 
-KEYS_MD = """\
-| key | does |
-|---|---|
-| `+` `-` (or `up` `down`) | one user more / fewer; in rate mode one rate step (0.5/s below 5/s, else ~10%) |
-| `]` `[` | double / halve the users or the rate |
-| `m` | switch closed loop (concurrency) ⇄ open loop (rate); rate mode starts at the req/s measured now |
-| `space` | pause / resume the load (in-flight requests finish) |
-| `a` | automatic ramp 1, 2, 4, … users, each held until steady; stops at the knee, >5% failed, or 1024 |
-| `i` | next ITL convention (histogram and table) |
-| `w` | next window for the histograms: 10 s, 30 s, 60 s, whole run |
-| `v` | next view, when the terminal is too small to show every pane |
-| `p` | freeze / unfreeze the token text |
-| `tab`, `up` `down`, `enter` | pick a lane, open its request (chunk timeline, TTFT, ITL, error) |
-| `s` | save results JSON, the requests log and an SVG screenshot into the current folder |
-| `t` | next theme (files in the themes folder; `--theme` takes a name or a path) |
-| `ctrl+p` | command palette: every action by name |
-| `?` | this help |
-| `q` | quit: cancels in-flight requests, writes `--output` if given |
-"""
+KEYS: tuple[tuple[str, str], ...] = (
+    (
+        "`+` `-` (or `up` `down`)",
+        "one user more / fewer; in rate mode one rate step (0.5/s below 5/s, else ~10%)",
+    ),
+    ("`]` `[`", "double / halve the users or the rate"),
+    (
+        "`m`",
+        "switch closed loop (concurrency) ⇄ open loop (rate); rate mode starts at the req/s measured now",
+    ),
+    ("`space`", "pause / resume the load (in-flight requests finish)"),
+    (
+        "`a`",
+        "auto ramp 1, 2, 4, … users (req/s in rate mode), each held until steady; stops at the knee, "
+        "a broken "
+        "`--slo-ttft-ms` / `--slo-tpot-ms` p99, more than 5% failed, or 1024; `a` again stops it",
+    ),
+    ("`i`", "next ITL convention (histogram and table)"),
+    ("`w`", "next window for the histograms: 10 s, 30 s, 60 s, whole run"),
+    ("`v`", "next view, when the terminal is too small to show every pane"),
+    ("`p`", "freeze / unfreeze the token text"),
+    ("`tab`, `up` `down`, `enter`", "pick a lane, open its request (chunk timeline, TTFT, ITL, error)"),
+    ("`s`", "save results JSON, the requests log and an SVG screenshot into the current folder"),
+    ("`t`", "next theme (files in the themes folder; `--theme` takes a name or a path)"),
+    ("`ctrl+p`", "command palette: every action by name"),
+    ("`?`", "this help"),
+    ("`q`", "quit: cancels in-flight requests, writes `--output` if given"),
+)
+KEYS_MD = "| key | does |\n|---|---|\n" + "".join(f"| {key} | {does} |\n" for key, does in KEYS)
 
 METRICS_MD = f"""\
 ## What the numbers mean
