@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.cli import UsageError, target_from_args, workload_from_args
@@ -70,6 +74,7 @@ def run_from_args(ns: argparse.Namespace) -> int:
             slo_tpot_ms=ns.slo_tpot_ms,
         )
         result = app.run()
+        _write_frame_stats(app)
         for note in app.quit_notes:
             print(f"tokentop: {note}", file=sys.stderr)
         return result if isinstance(result, int) else (app.return_code or 0)
@@ -78,3 +83,23 @@ def run_from_args(ns: argparse.Namespace) -> int:
             engine.stop()
         if sim is not None:
             sim.stop()
+
+
+def _write_frame_stats(app: Any) -> None:
+    """With $TOKENTOP_FRAME_STATS set to a path, write the app's own cost per tick there on exit (JSON; the
+    last ~10 s of ticks). Read by tests/perf/client_targets.py; never fails the app."""
+    path = os.environ.get("TOKENTOP_FRAME_STATS")
+    if not path:
+        return
+    fs = app.frame_stats
+    data = {
+        "fps": fs.fps,
+        "ticks": len(fs.work_ns),
+        "work_p50_ms": fs.percentile_ms(50),
+        "work_p99_ms": fs.percentile_ms(99),
+        "snapshot_p50_ms": fs.snapshot_percentile_ms(50),
+        "frame_p50_ms": fs.frame_percentile_ms(50),
+        "frame_p99_ms": fs.frame_percentile_ms(99),
+    }
+    with contextlib.suppress(OSError):
+        Path(path).write_text(json.dumps(data) + "\n")
