@@ -135,3 +135,11 @@ async def test_compact_view_key_moves_between_pane_groups(make_app: MakeApp) -> 
         await settle(pilot)
         text = screen_text(app)
         assert "load levels" in text and "▶ 8 users" in text
+
+
+async def test_lanes_put_in_flight_requests_first(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        order = [lane.request_id for lane in app._lanes._lanes]
+    assert order == [301, 302, 304, 303, 298, 299]  # streaming, waiting, error, done

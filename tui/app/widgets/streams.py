@@ -35,6 +35,9 @@ def tail_cells(text: str, width: int) -> str:
     return "".join(reversed(out))
 
 
+_STATE_ORDER = {"streaming": 0, "waiting": 1, "error": 2, "ok": 3, "cancelled": 3}
+
+
 def _one_line(text: str) -> str:
     return text.replace("\r", "").replace("\n", "⏎").replace("\t", " ")
 
@@ -79,6 +82,7 @@ class StreamLanes(Widget, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._lanes: tuple[LaneView, ...] = ()
+        self._source: tuple[LaneView, ...] = ()
         self._hidden = 0
         self._selected: int | None = None
         self.component_style = ComponentStyles(self, on_change=self.refresh_rows)
@@ -87,9 +91,12 @@ class StreamLanes(Widget, can_focus=True):
         """Request id under the cursor; kept across updates so a lane does not jump away."""
 
     def show(self, lanes: tuple[LaneView, ...], hidden: int) -> None:
-        if self.frozen or (lanes == self._lanes and hidden == self._hidden):
+        if self.frozen or (lanes == self._source and hidden == self._hidden):
             return
-        self._lanes = lanes
+        self._source = lanes
+        # In-flight lanes first (oldest on top), then errors, then the recently finished: when rows run
+        # out, what is still streaming is what stays on screen.
+        self._lanes = tuple(sorted(lanes, key=lambda lane: (_STATE_ORDER[lane.state], lane.request_id)))
         self._hidden = hidden
         self.refresh_rows()
 

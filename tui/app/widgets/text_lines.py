@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
@@ -40,12 +41,26 @@ class TextLines(Widget):
             if width <= 0:
                 self._strips = []
             else:
-                console = self.app.console
-                options = console.options.update(width=width, height=None, no_wrap=False, overflow="fold")
-                lines = console.render_lines(self.text, options, style=base, pad=True)
-                self._strips = [Strip(line, width) for line in lines] if self.text.plain else []
+                self._strips = self._build(width, base) if self.text.plain else []
             self._strips_key = key
         return self._strips
+
+    def _build(self, width: int, base: Style) -> list[Strip]:
+        console = self.app.console
+        lines = self.text.split("\n")
+        if all(line.cell_len <= width for line in lines):
+            # The usual case, and twice as fast as wrapping: render each line as it is.
+            return [
+                Strip(
+                    [
+                        Segment(seg.text, base + seg.style if seg.style else base)
+                        for seg in line.render(console)
+                    ]
+                ).adjust_cell_length(width, base)
+                for line in lines
+            ]
+        options = console.options.update(width=width, height=None, no_wrap=False, overflow="fold")
+        return [Strip(line, width) for line in console.render_lines(self.text, options, style=base, pad=True)]
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._strips_for(width))
