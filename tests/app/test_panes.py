@@ -45,6 +45,7 @@ async def test_table_rows_are_keyed_by_level_and_updated_in_place(
         await settle(pilot)
         table = app.query_one(LevelTable)
         assert [key.value for key in table.rows] == ["1", "2", "3", "4"]
+        assert table.cursor_row == 3  # the cursor follows the current level
         last = replace(engine.snap.levels[3], output_tps=222.5)
         engine.snap = replace(engine.snap, seq=43, levels=(*engine.snap.levels[:3], last))
         app.poll(force=True)

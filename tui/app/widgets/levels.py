@@ -82,6 +82,7 @@ class LevelTable(DataTable[Text]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._shown: dict[tuple[str, str], str] = {}
+        self._followed = -1
         self.component_style = ComponentStyles(self)
 
     def on_mount(self) -> None:
@@ -109,6 +110,10 @@ class LevelTable(DataTable[Text]):
                 if self._shown.get((row, key)) != value:
                     self.update_cell(row, key, styled[key], update_width=True)
                     self._shown[(row, key)] = value
+        if current_id != self._followed and str(current_id) in self.rows and not self.has_focus:
+            # A new level: put the cursor (and the view) on it, unless the user is browsing the table.
+            self._followed = current_id
+            self.move_cursor(row=self.get_row_index(str(current_id)), scroll=True)
 
     def _style(self, key: str, value: str, level: LevelView, current_id: int, knee: Knee | None) -> Text:
         if key == "level" and knee is not None and knee.level_id == level.level_id:

@@ -84,7 +84,7 @@ def status_text(snap: Snapshot, ui: UiState, style: StyleFor) -> Text:
     if snap.health.saturated:
         reason = snap.health.reason or "the load generator cannot keep up"
         text.append(gap)
-        text.append(f"⚠ client saturated: {reason} (try --workers)", style("warning"))
+        text.append(f"⚠ client saturated: {reason}", style("warning"))
     if ui.ramp:
         text.append(gap)
         text.append(f"auto ramp: {ui.ramp}", style("ramp"))
