@@ -223,11 +223,17 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
 def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-rate", type=_positive_float, default=50.0, metavar="TOK/S",
                    help="tokens per second of each stream (default 50)")
-    p.add_argument("--max-streams", type=_positive_int, default=1024, metavar="N")
+    p.add_argument("--max-streams", type=_positive_int, default=1024, metavar="N",
+                   help="the most streams tried (default 1024)")
     p.add_argument("--p99-budget-ms", type=_positive_float, default=3.0, metavar="MS",
                    help="largest client-added p99 ITL error counted as accurate (default 3)")
-    p.add_argument("--step-duration", type=_positive_float, default=5.0, metavar="S")
-    p.add_argument("--workers", type=_positive_int, default=1, metavar="N")
+    p.add_argument("--step-duration", type=_positive_float, default=5.0, metavar="S",
+                   help="seconds measured per stream count, after a warm-up of about 5 s (default 5)")
+    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                   help="engine processes (default 1)")
+    p.add_argument("--lockstep", action="store_true",
+                   help="every stream emits at the same instant, like a batched server's decode step "
+                   "(default: each stream on its own phase)")
 
 
 # --- entry point --------------------------------------------------------------------------------
