@@ -66,11 +66,11 @@ def test_open_loop_rate_cap_and_scheduling_lag(tmp_path: Path) -> None:
     sim = SimServer("flat", time_scale=4.0)
     load = LoadTarget(mode="rate", rate=25.0, arrival="constant")
     with sim, running_handle(sim.start().url, load, tmp_path, workload=WORKLOAD) as handle:
-        wait_for(handle, lambda s: s.completed >= 30, 15, "30 requests")
+        wait_for(handle, lambda s: s.levels[0].steady and s.levels[0].window_completed >= 40, 15, "40 steady")
         # ~25 req/s with ~0.2 s each: about 5 in flight, none waiting
         handle.set_load(LoadTarget(mode="rate", rate=40.0, arrival="constant", max_concurrency=2))
         level_id = handle.level_id
-        wait_for(handle, lambda s: s.completed >= 50, 15, "20 capped requests")
+        wait_for(handle, lambda s: s.levels[-1].completed >= 20, 15, "20 capped requests")
         handle.stop(drain=True)
         snap = handle.snapshot()
     first, capped = snap.levels

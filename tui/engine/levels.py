@@ -52,6 +52,8 @@ class LevelAgg:
     max_lag_ms: float = 0.0
     max_cpu: float = 0.0
     version: int = 0
+    applied_ns: dict[int, int] = field(default_factory=dict)
+    """When each worker applied this level (its load really starts then: a worker may still be starting)."""
     req: Reservoir = field(init=False)
     gaps: Reservoir = field(init=False)
     timeline: Timeline = field(init=False)
@@ -84,8 +86,10 @@ def level_view(
     rows = lv.req.view()
     ok_e2e = rows["e2e_ms"]
     median_e2e_ns = float(np.median(ok_e2e)) * 1e6 if ok_e2e.size else None
+    # The transient starts when the last worker applied the level, not when the face asked for it.
+    applied = max([lv.start_ns, *lv.applied_ns.values()])
     steady_from = m.steady_from_ns(
-        lv.start_ns,
+        applied,
         median_e2e_ns,
         ctx.earlier_in_flight if ctx.acked else max(1, ctx.earlier_in_flight),
         ctx.earlier_last_end_ns,

@@ -244,9 +244,11 @@ def steady_from_ns(
 
     Rule: the window starts once (a) every request begun under an earlier level has ended (they load the
     server differently, so their tail is part of the transient) and (b) at least one median E2E latency of
-    this level has passed since the level began (by then the requests in flight were all started under
-    this level, so the server carries this level's load). It is ``max(last earlier end, start + median
-    E2E)``; None while an earlier request is still in flight or no request of this level has finished.
+    this level has passed since the level began (``level_start_ns``: when every worker had applied it); by
+    then the requests in flight were all started under this level, so the server carries this level's
+    load. It is ``max(last earlier end, start + median E2E)``; None while an earlier request is still in
+    flight or no request of this level has finished. The window ends at the next load change (or, while
+    the level runs, where its data is complete: the oldest request still in flight).
     """
     if earlier_in_flight > 0 or median_e2e_ns is None or not np.isfinite(median_e2e_ns):
         return None

@@ -201,7 +201,12 @@ class Store:
         w = batch["w"]
         t_ns = batch["t"]
         self.worker_t[w] = max(self.worker_t[w], t_ns)
-        self.worker_level[w] = batch.get("level", self.worker_level[w])
+        level_id = batch.get("level", self.worker_level[w])
+        if level_id != self.worker_level[w]:
+            self.worker_level[w] = level_id
+            acked = self.levels.get(level_id)
+            if acked is not None:
+                acked.applied_ns[w] = batch.get("level_at", t_ns)
         self.worker_in_flight[w] = batch.get("in_flight", 0)
         health = batch.get("health")
         if health is not None:

@@ -3,7 +3,7 @@
 Talks to the handle over two one-way pipes. In: commands (``("share", WorkerShare)``, ``("stop", drain,
 timeout_s)``). Out, every ``batch_interval_s``: one pickled dict of plain data::
 
-    {"w": worker, "t": now_ns, "level": applied level id, "in_flight": n,
+    {"w": worker, "t": now_ns, "level": applied level id, "level_at": when applied (ns), "in_flight": n,
      "lanes": [(request_id, level_id, sent_ns, new_text, tokens_so_far, first_content_ns), ...],
      "tokens": output tokens received since the last batch (one per chunk unless the server counted),
      "records": [RequestRecord.to_wire(), ...], "health": (loop_lag_p99_ms, cpu_share), "notices": [...]}
@@ -71,6 +71,7 @@ class Worker:
         self.tokens = 0
         self.notices: list[str] = []
         self.level_id = 0
+        self.level_at_ns = 0
         self.stop_cmd: tuple[bool, float] | None = None
         self.stop_event = asyncio.Event()
         self.runner = LoadRunner(self.issue)
@@ -137,6 +138,7 @@ class Worker:
             "w": self.index,
             "t": time.perf_counter_ns(),
             "level": self.level_id,
+            "level_at": self.level_at_ns,
             "in_flight": self.runner.in_flight,
             "lanes": lanes,
             "tokens": tokens,
@@ -176,6 +178,8 @@ class Worker:
                 msg = self.cmd.recv()
                 if msg[0] == "share":
                     share: WorkerShare = msg[1]
+                    if share.level_id != self.level_id:
+                        self.level_at_ns = time.perf_counter_ns()
                     self.level_id = share.level_id
                     self.runner.apply(share)
                 elif msg[0] == "stop":
