@@ -219,17 +219,20 @@ async def test_tab_enter_opens_the_request_detail(make_app: MakeApp) -> None:
         assert not isinstance(app.screen, RequestDetailScreen)
 
 
-async def test_the_command_palette_offers_the_actions(make_app: MakeApp) -> None:
+async def test_the_command_palette_offers_the_actions(make_app: MakeApp, engine: FakeEngine) -> None:
     app = make_app()
     async with app.run_test():
-        titles = {command.title for command in app.get_system_commands(app.screen)}
-    assert {
-        "More load",
-        "Double load",
-        "Switch mode",
-        "Auto ramp",
-        "Save",
-        "Next theme",
-        "Help",
-        "Quit",
-    } <= titles
+        commands = {command.title: command for command in app.get_system_commands(app.screen)}
+        wanted = {
+            "More load",
+            "Double load",
+            "Switch mode",
+            "Auto ramp",
+            "Save",
+            "Next theme",
+            "Help",
+            "Quit",
+        }
+        assert wanted <= set(commands)
+        await commands["Double load"].callback()
+        assert engine.load.concurrency == 16

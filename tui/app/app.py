@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import gc
 import math
-import shutil
 import time
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,6 +20,7 @@ from textual.widgets import Footer
 
 from tui.app import control
 from tui.app.frames import FrameStats
+from tui.app.saving import save_snapshot
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.detail import RequestDetailScreen
@@ -40,6 +40,23 @@ VIEWS = ("live", "latency", "levels")
 """Pane groups shown one at a time when the terminal is too small for all of them (`v` cycles)."""
 COMPACT_BELOW = (120, 36)
 """Width and height under which the app shows one view at a time."""
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("More load", "One user (or one rate step) more", "load_step(1)"),
+    ("Less load", "One user (or one rate step) fewer", "load_step(-1)"),
+    ("Double load", "Double the users or the rate", "load_scale(2.0)"),
+    ("Halve load", "Halve the users or the rate", "load_scale(0.5)"),
+    ("Switch mode", "Concurrency (closed loop) ⇄ rate (open loop)", "toggle_mode"),
+    ("Pause / resume load", "Stop issuing requests, or start again", "toggle_pause"),
+    ("Auto ramp", "1, 2, 4, … until the knee or an SLO (again to stop)", "toggle_ramp"),
+    ("ITL convention", "Chunk gap → TPOT → E2E/OSL", "cycle_itl"),
+    ("Histogram window", "10 s → 30 s → 60 s → whole run", "cycle_window"),
+    ("Freeze text", "Pause / resume the token lanes", "freeze_text"),
+    ("Save", "Results JSON, requests log and an SVG screenshot", "save"),
+    ("Next theme", "Cycle the themes folder", "next_theme"),
+    ("Help", "Keys and what every metric means", "help"),
+    ("Quit", "Cancel in-flight requests and exit", "quit"),
+)
+"""The command palette (ctrl+p): (title, help, action)."""
 
 
 class TokentopApp(App[int]):
@@ -352,24 +369,16 @@ class TokentopApp(App[int]):
     # --- files and quitting -----------------------------------------------------------------------
 
     def action_save(self) -> None:
-        """Results JSON, a copy of the requests log, and an SVG of the screen, side by side."""
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        base = self.save_dir / f"tokentop-{stamp}"
-        n = 1
-        while base.with_suffix(".json").exists():
-            n += 1
-            base = self.save_dir / f"tokentop-{stamp}-{n}"
         try:
-            self.save_dir.mkdir(parents=True, exist_ok=True)
-            saved = [self.engine.write_results(base.with_suffix(".json"))]
-            if self.requests_log is not None and self.requests_log.exists():
-                saved.append(Path(shutil.copyfile(self.requests_log, base.with_suffix(".jsonl"))))
-            saved.append(Path(self.save_screenshot(filename=base.name + ".svg", path=str(self.save_dir))))
+            saved = save_snapshot(self.engine, self.save_dir, self.requests_log, self._save_svg)
         except Exception as exc:
             self.notify(f"save failed: {exc}", severity="error", timeout=10)
             return
         names = ", ".join(path.name for path in saved)
         self.notify(f"{names}\nin {self.save_dir}", title="saved", timeout=8)
+
+    def _save_svg(self, filename: str, folder: str) -> str:
+        return self.save_screenshot(filename=filename, path=folder)
 
     async def action_quit(self) -> None:
         """Cancel in-flight requests, write --output, exit 0. The status line says so while it blocks."""
@@ -391,27 +400,5 @@ class TokentopApp(App[int]):
     # --- command palette --------------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield SystemCommand("More load", "One user (or one rate step) more", lambda: self.action_load_step(1))
-        yield SystemCommand(
-            "Less load", "One user (or one rate step) fewer", lambda: self.action_load_step(-1)
-        )
-        yield SystemCommand(
-            "Double load", "Double the users or the rate", lambda: self.action_load_scale(2.0)
-        )
-        yield SystemCommand("Halve load", "Halve the users or the rate", lambda: self.action_load_scale(0.5))
-        yield SystemCommand(
-            "Switch mode", "Concurrency (closed loop) ⇄ rate (open loop)", self.action_toggle_mode
-        )
-        yield SystemCommand(
-            "Pause / resume load", "Stop issuing requests, or start again", self.action_toggle_pause
-        )
-        yield SystemCommand(
-            "Auto ramp", "1, 2, 4, … users until the knee (again to stop)", self.action_toggle_ramp
-        )
-        yield SystemCommand("ITL convention", "Chunk gap → TPOT → E2E/OSL", self.action_cycle_itl)
-        yield SystemCommand("Histogram window", "10 s → 30 s → 60 s → whole run", self.action_cycle_window)
-        yield SystemCommand("Freeze text", "Pause / resume the token lanes", self.action_freeze_text)
-        yield SystemCommand("Save", "Results JSON, requests log and an SVG screenshot", self.action_save)
-        yield SystemCommand("Next theme", "Cycle the themes folder", self.action_next_theme)
-        yield SystemCommand("Help", "Keys and what every metric means", self.action_help)
-        yield SystemCommand("Quit", "Cancel in-flight requests and exit", self.action_quit)
+        for title, help_text, action in COMMANDS:
+            yield SystemCommand(title, help_text, partial(self.run_action, action))
