@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import math
+import subprocess
 import sys
 import tempfile
 import time
@@ -213,6 +215,30 @@ def noise_floor(seconds: float = 2.0, interval_s: float = 0.010) -> NoiseFloor:
     )
 
 
+class FloorProbe:
+    """`noise_floor` run in its own process while something else runs (``result()`` waits for it)."""
+
+    def __init__(self, seconds: float) -> None:
+        code = (
+            "import json; from tui.calibrate import noise_floor; "
+            f"print(json.dumps(noise_floor({float(seconds)!r}).__dict__))"
+        )
+        self.seconds = seconds
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+
+    def result(self) -> NoiseFloor | None:
+        """The floor, or None if the probe failed."""
+        try:
+            out, _ = self.proc.communicate(timeout=self.seconds + 30.0)
+            return NoiseFloor(**json.loads(out.strip().splitlines()[-1]))
+        except (subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+
 # --- one level ----------------------------------------------------------------------------------
 
 
@@ -233,6 +259,9 @@ class LevelResult:
     saturated: bool
     """Whether the engine flagged itself saturated during the window."""
     fatal: str | None = None
+    floor_p99_ms: float = float("nan")
+    """The engine's lag probe on a bare loop in another process during the window: the machine's own noise
+    (the engine's lag p99 cannot be lower; when this is near the budget, other load is spoiling the run)."""
 
     def accurate(self, p99_budget_ms: float) -> bool:
         e = self.errors
@@ -286,12 +315,14 @@ def measure_level(
                 )
             # Warm-up: one request duration to fill up to `streams` in flight, one more to settle.
             _sleep_watching(handle, 2 * duration_s + 0.5, None)
+            probe = FloorProbe(seconds)
             lo = time.perf_counter_ns()
             health: list[tuple[float, float, bool]] = []
             failed0 = handle.snapshot().failed
             _sleep_watching(handle, seconds, health)
             hi = time.perf_counter_ns()
             snap = handle.snapshot()
+            floor = probe.result()
         finally:
             handle.stop(timeout_s=5.0)
     joined = join_files(truth, requests, window_ns=(lo, hi))
@@ -308,6 +339,7 @@ def measure_level(
         cpu_share=cpu,
         saturated=any(h[2] for h in health),
         fatal=snap.fatal,
+        floor_p99_ms=floor.probe_p99_ms if floor is not None else float("nan"),
     )
 
 
@@ -392,14 +424,14 @@ def _row(r: LevelResult, budget_ms: float) -> str:
     per_worker = r.streams / r.workers
     return (
         f"{r.streams:>8} {per_worker:>7.0f} {r.chunks_per_s:>9,.0f} {e.p50_ms:>+8.3f} {e.p99_abs_ms:>8.2f} "
-        f"{r.loop_lag_p99_ms:>8.2f} {r.cpu_share:>5.0%} {'yes' if r.saturated else 'no':>5} {r.failed:>5}  "
-        f"{verdict}"
+        f"{r.loop_lag_p99_ms:>8.2f} {r.floor_p99_ms:>6.2f} {r.cpu_share:>5.0%} "
+        f"{'yes' if r.saturated else 'no':>5} {r.failed:>5}  {verdict}"
     )
 
 
 HEADER = (
-    f"{'streams':>8} {'/worker':>7} {'chunks/s':>9} {'err p50':>8} {'err p99':>8} {'lag p99':>8} {'CPU':>5} "
-    f"{'sat.':>5} {'fail':>5}"
+    f"{'streams':>8} {'/worker':>7} {'chunks/s':>9} {'err p50':>8} {'err p99':>8} {'lag p99':>8} "
+    f"{'floor':>6} {'CPU':>5} {'sat.':>5} {'fail':>5}"
 )
 
 
@@ -417,7 +449,10 @@ def run_from_args(ns: argparse.Namespace) -> int:
         f"{seconds:g} s per level{', lockstep' if lockstep else ''}"
     )
     print(f"noise floor: {floor.line()}")
-    print("client-added ITL error = client chunk gap - server write gap, in ms (err p99 is of |error|)")
+    print(
+        "err: client-added ITL error = client chunk gap - server write gap (ms; p99 of |error|); lag p99: "
+        "the engine's loop-lag probe; floor: the same probe on a bare loop in another process meanwhile"
+    )
     print(HEADER, flush=True)
     with tempfile.TemporaryDirectory(prefix="tokentop-calibrate-") as tmp:
 

@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from tui.calibrate import ErrorStats, NoiseFloor, join_files, noise_floor  # noqa: E402
-from tui.sim.paced import paced_server  # noqa: E402
+from tui.calibrate import ErrorStats, FloorProbe, join_files, noise_floor  # noqa: E402
+from tui.sim.paced import FIRST_TOKEN_S, paced_server  # noqa: E402
 
 SECTIONS = ("parse", "itl", "workers", "memory", "startup")
 PY = sys.executable
@@ -88,22 +88,6 @@ class Report:
 
 
 # --- helpers --------------------------------------------------------------------------------------
-
-
-class FloorProbe:
-    """The bare-loop noise floor measured in its own process while something else runs."""
-
-    def __init__(self, seconds: float) -> None:
-        code = (
-            f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from tui.calibrate import noise_floor; "
-            f"print(json.dumps(noise_floor({seconds!r}).__dict__))"
-        )
-        self.proc = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
-        self.seconds = seconds
-
-    def result(self) -> NoiseFloor:
-        out, _ = self.proc.communicate(timeout=self.seconds + 30)
-        return NoiseFloor(**json.loads(out.strip().splitlines()[-1]))
 
 
 class Tmux:
@@ -228,12 +212,22 @@ def section_itl(report: Report, ns: argparse.Namespace, out: Path) -> None:
     for p in (truth, requests, results, frames):
         p.unlink(missing_ok=True)
     warm_s, window_s = ns.itl_warmup, ns.itl_seconds
+    if ns.itl_load == "rate":
+        # Open loop at streams / request duration: about `streams` in flight, starts spread at random.
+        duration_s = FIRST_TOKEN_S + 0.5 / rate + 128 / rate
+        load = ["--rate", f"{streams / duration_s:.2f}"]
+    else:
+        # Closed loop, all users started at once: with identical requests on a perfectly steady server they
+        # start and end together for as long as the run lasts (the herd case).
+        load = ["--concurrency", str(streams)]
+    print(
+        f"  tokentop {' '.join(load)} (about {streams} streams in flight, 128 tokens each at {rate:g} tok/s)"
+    )
     with paced_server(rate, truth) as server:
         args = [
             "--url",
             server.url,
-            "--concurrency",
-            str(streams),
+            *load,
             "--osl",
             "128",
             "--isl",
@@ -257,7 +251,7 @@ def section_itl(report: Report, ns: argparse.Namespace, out: Path) -> None:
             time.sleep(window_s)
             hi, t1 = time.perf_counter_ns(), time.perf_counter()
             cpu = {p.pid: (sum(p.cpu_times()[:2]) - cpu0[p.pid]) / (t1 - t0) for p in [proc, *workers]}
-            floor = probe.result()
+            floor = probe.result() or noise_floor(0.5)
             screen = app.capture()
             app.quit(30.0)
     err = _join(truth, requests, (lo, hi))
@@ -492,6 +486,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"sections: {','.join(SECTIONS)}")
     ap.add_argument("--streams", type=int, default=200, help="streams per engine process (itl, memory)")
+    ap.add_argument(
+        "--itl-load",
+        choices=["rate", "concurrency"],
+        default="rate",
+        help="itl: open loop at streams/duration (default) or --concurrency streams started at once",
+    )
     ap.add_argument("--itl-warmup", type=float, default=20.0, metavar="S")
     ap.add_argument("--itl-seconds", type=float, default=20.0, metavar="S")
     ap.add_argument("--workers-seconds", type=float, default=5.0, metavar="S", help="per calibrate level")
