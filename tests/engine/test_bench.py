@@ -47,12 +47,13 @@ def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[st
 def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     log = tmp_path / "requests.jsonl"
-    # tiny-cpu: 4 slots, so throughput stops growing at 4 users; time scale 20 keeps it quick.
+    # tiny-cpu: 4 slots, so throughput stops growing at 4 users; time scale 10 keeps it quick (20 makes the
+    # simulator itself CPU-bound on a busy 2-core machine, which moves the knee).
     r = bench(
         "--sim-profile",
         "tiny-cpu",
         "--sim-time-scale",
-        "20",
+        "10",
         "--concurrency",
         "1,2,4,8",
         "--requests",
@@ -83,7 +84,7 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
         assert lv["mean_itl_e2e_ms"] > lv["mean_tpot_ms"] > 0
     assert res["saturation"]["knee"]["value"] == 4
     tps = [lv["output_throughput"] for lv in res["levels"]]
-    assert tps[1] > 1.5 * tps[0] and tps[3] < 1.1 * tps[2]
+    assert tps[0] < tps[1] < tps[2] and tps[3] < 1.05 * tps[2]
     assert res["client"]["workers"] == 1 and "max_cpu_share" in res["client"]
     lines = log.read_text().splitlines()
     assert len(lines) >= 48 and all(json.loads(x)["status"] == "ok" for x in lines)

@@ -131,7 +131,7 @@ def test_ignores_snapshots_of_other_targets() -> None:
 @pytest.mark.timeout(60)
 def test_real_ramp_stops_at_the_simulators_knee(tmp_path: Path) -> None:
     # tiny-cpu has 4 slots: throughput stops growing at 4 users
-    sim = SimServer("tiny-cpu", time_scale=20.0)
+    sim = SimServer("tiny-cpu", time_scale=10.0)
     policy = RampPolicy(min_requests=8)
     workload = WorkloadConfig(isl=32, osl=16)
     with (
