@@ -140,7 +140,7 @@ def test_client_health_reports_a_starved_engine(tmp_path: Path) -> None:
         _, snap, _ = wait_for(handle, lambda s: s.health.loop_lag_p99_ms > 10.0, 10, "loop lag")
         results = handle.results()
     assert snap.health.saturated
-    assert "event-loop lag p99" in snap.health.reason and "--workers 2" in snap.health.reason
+    assert "event-loop lag p99" in snap.health.reason
     assert results["client"]["saturated"] is True
     # and a healthy engine is not flagged (thresholds are parameters: a loose one never trips)
     with (

@@ -16,6 +16,7 @@ Memory stays flat however long the run (the full data goes to the requests log, 
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -439,22 +440,33 @@ class Store:
         return out
 
     def health(self) -> ClientHealth:
+        """Worst worker's loop lag and CPU share against the thresholds, with advice that fits the cause:
+        a worker using most of a core needs company (``--workers``); a lagging worker that uses little CPU
+        is waiting for a core (the machine is busy) and more workers would not help."""
         lag = max((h[0] for h in self.worker_health), default=0.0)
         cpu = max((h[1] for h in self.worker_health), default=0.0)
-        reasons = []
-        if lag > self.lag_threshold_ms:
-            reasons.append(f"event-loop lag p99 {lag:.1f} ms > {self.lag_threshold_ms:g} ms")
-        if cpu > self.cpu_threshold:
-            reasons.append(f"CPU {cpu:.0%} of a core > {self.cpu_threshold:.0%}")
+        lagging = lag > self.lag_threshold_ms
+        busy = cpu > self.cpu_threshold
         reason = ""
-        if reasons:
+        if busy:
+            cores = os.cpu_count() or 1
+            advice = (
+                f"try --workers {self.workers * 2}"
+                if self.workers * 2 <= cores
+                else f"this machine has {cores} cores for {self.workers} workers and the rest"
+            )
+            lag_note = f", event-loop lag p99 {lag:.1f} ms" if lagging else ""
             reason = (
-                "load generator saturated ("
-                + "; ".join(reasons)
-                + f"): token timings may be late; try --workers {self.workers * 2}"
+                f"load generator saturated (a worker uses {cpu:.0%} of a core{lag_note}): "
+                f"token timings may be late; {advice}"
+            )
+        elif lagging:
+            reason = (
+                f"load generator delayed (event-loop lag p99 {lag:.1f} ms at {cpu:.0%} of a core): token "
+                "timings may be late; the machine may be short of CPU (--workers helps only CPU-bound ones)"
             )
         return ClientHealth(
-            workers=self.workers, loop_lag_p99_ms=lag, cpu_share=cpu, saturated=bool(reasons), reason=reason
+            workers=self.workers, loop_lag_p99_ms=lag, cpu_share=cpu, saturated=lagging or busy, reason=reason
         )
 
     def histograms(
