@@ -146,6 +146,7 @@ class RequestSession:
         return text.replace(key, "***") if key else text
 
     def body(self, seq: int) -> bytes:
+        """The JSON body of request ``seq`` (its prompt is deterministic in seed, worker and seq)."""
         prompt = prompt_words(self.workload, self.worker, seq)
         fixed = self.fixed_osl_fields
         return build_body(self.target, self.workload, self.model, prompt, fixed_osl_fields=fixed)

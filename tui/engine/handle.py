@@ -4,6 +4,10 @@ The handle lives in the face's process (the app or the bench). `start()` returns
 checks the server (`/v1/models`, also resolving the model name), spawns the worker processes (``spawn``
 context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
 into a bounded `Store` and the requests log. `snapshot()` summarises the store with numpy on demand.
+
+Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
+worker: a script that creates an `EngineHandle` must keep its top level behind
+``if __name__ == "__main__":`` (``tokentop``, ``python -m tui`` and pytest already do).
 """
 
 from __future__ import annotations
@@ -199,10 +203,12 @@ class EngineHandle:
 
     @property
     def load(self) -> LoadTarget:
+        """The current target."""
         return self._load
 
     @property
     def level_id(self) -> int:
+        """The current load level's id (a new one for each change of target or resume)."""
         return self._level_id
 
     @property
@@ -212,9 +218,11 @@ class EngineHandle:
 
     @property
     def fatal(self) -> str | None:
+        """Why the engine cannot go on (one line), or None."""
         return self._fatal or self._store.fatal
 
     def snapshot(self) -> Snapshot:
+        """The state now, summarised from what the workers reported (cheap; never blocks on I/O)."""
         with self._lock:
             return self._store.snapshot(
                 time.perf_counter_ns(),
@@ -228,6 +236,7 @@ class EngineHandle:
             )
 
     def detail(self, request_id: int) -> RequestDetail | None:
+        """A recent or in-flight request's full record, or None if it is no longer kept."""
         with self._lock:
             return self._store.detail(request_id, time.perf_counter_ns())
 
@@ -301,6 +310,7 @@ class EngineHandle:
 
     @property
     def stopped(self) -> bool:
+        """True once `stop` has finished."""
         return self._stopped
 
     # --- background thread ------------------------------------------------------------------------

@@ -52,6 +52,7 @@ class LoopLagMonitor:
             thread.join(1.0)
 
     def p99_ms(self) -> float:
+        """The 99th percentile of the recent lags, in ms (0 before the first probe)."""
         if not self.lags_s:
             return 0.0
         lags = sorted(self.lags_s)

@@ -79,6 +79,7 @@ class Moments:
     hi: float = float("-inf")
 
     def add(self, v: FloatArray) -> None:
+        """Fold ``v`` in."""
         if v.size:
             self.n += int(v.size)
             self.total += float(v.sum())
@@ -87,6 +88,7 @@ class Moments:
             self.hi = max(self.hi, float(v.max()))
 
     def merge(self, other: Moments) -> None:
+        """Fold another set of moments in."""
         self.n += other.n
         self.total += other.total
         self.total_sq += other.total_sq
@@ -101,14 +103,17 @@ def fine_bins(values: FloatArray) -> IntArray:
 
 
 def fine_histogram(values: FloatArray) -> IntArray:
+    """Counts of ``values`` over the fine edges."""
     return np.bincount(fine_bins(values), minlength=N_FINE).astype(np.int64)
 
 
 def display_counts_from_fine(fine: IntArray) -> IntArray:
+    """Display-bin counts as sums of fine-bin counts (exact: display edges are fine edges)."""
     return np.bincount(_FINE_TO_DISPLAY, weights=fine, minlength=N_DISPLAY).astype(np.int64)
 
 
 def display_counts(values: FloatArray) -> IntArray:
+    """Counts of ``values`` over the display edges (out-of-range values in the end bins)."""
     idx = np.searchsorted(DISPLAY_EDGES_MS, values, side="right") - 1
     return np.bincount(np.clip(idx, 0, N_DISPLAY - 1), minlength=N_DISPLAY).astype(np.int64)
 

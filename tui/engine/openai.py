@@ -95,6 +95,7 @@ def build_body(
 
 
 def endpoint_url(target: TargetConfig) -> str:
+    """The streaming endpoint for the target's API flavour."""
     return target.base_url + ("/chat/completions" if target.endpoint == "chat" else "/completions")
 
 

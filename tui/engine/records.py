@@ -87,14 +87,17 @@ class RequestRecord:
 
     @property
     def ok(self) -> bool:
+        """The request succeeded."""
         return self.status == "ok"
 
     @property
     def ttft_ns(self) -> int | None:
+        """First content chunk minus sent, or None without content."""
         return None if self.first_content_ns is None else self.first_content_ns - self.sent_ns
 
     @property
     def e2e_ns(self) -> int:
+        """End minus sent."""
         return self.end_ns - self.sent_ns
 
     # --- wire form (worker -> handle) ------------------------------------------------------------
@@ -129,6 +132,7 @@ class RequestRecord:
 
     @classmethod
     def from_wire(cls, t: tuple[Any, ...]) -> RequestRecord:
+        """Inverse of `to_wire`."""
         return cls(*t)
 
     # --- requests log ----------------------------------------------------------------------------
@@ -172,8 +176,10 @@ class RequestsLog:
         self._stream = stream
 
     def write(self, record: RequestRecord) -> None:
+        """Append ``record`` as one line and flush."""
         self._stream.write(orjson.dumps(record.to_json(), option=orjson.OPT_APPEND_NEWLINE))
         self._stream.flush()
 
     def close(self) -> None:
+        """Close the file."""
         self._stream.close()

@@ -212,4 +212,5 @@ def build_results(
 
 
 def dump_results(results: dict[str, Any]) -> bytes:
+    """The results as indented JSON bytes (NaN becomes null)."""
     return orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"

@@ -123,13 +123,16 @@ class Reservoir:
 
     @property
     def size(self) -> int:
+        """Rows held."""
         return min(self.seen, self.cap)
 
     @property
     def exact(self) -> bool:
+        """True while every row ever added is held."""
         return self.seen <= self.cap
 
     def add(self, rows: dict[str, npt.NDArray[Any]]) -> None:
+        """Add rows (a dict of equal-length column arrays)."""
         k = len(next(iter(rows.values())))
         if k == 0:
             return
@@ -148,6 +151,7 @@ class Reservoir:
         self.seen += k
 
     def view(self) -> dict[str, npt.NDArray[Any]]:
+        """The held rows, column by column (views, not copies)."""
         n = self.size
         return {name: col[:n] for name, col in self.cols.items()}
 
@@ -165,6 +169,7 @@ class Timeline:
         self.b = np.zeros((self.CHANNELS, buckets), dtype=np.float64)
 
     def add(self, channel: int, t_ns: IntArray, weights: FloatArray | None = None) -> None:
+        """Add ``weights`` (default 1 each) at times ``t_ns``, widening the buckets if needed."""
         if t_ns.size == 0:
             return
         idx = np.maximum((t_ns - self.start_ns) // self.res_ns, 0)
@@ -184,7 +189,9 @@ class Timeline:
         return int(b0), int(max(b0, b1))
 
     def edge_ns(self, b: int) -> int:
+        """Start time of bucket ``b``."""
         return self.start_ns + b * self.res_ns
 
     def total(self, channel: int, b0: int, b1: int | None = None) -> float:
+        """Sum of ``channel`` over buckets [b0, b1)."""
         return float(self.b[channel, b0:b1].sum())

@@ -84,6 +84,7 @@ class Lane:
     error: str | None = None
 
     def append(self, text: str) -> None:
+        """Add streamed text, trimming to the last `TEXT_CAP` characters now and then."""
         if not text:
             return
         self.parts.append(text)
@@ -94,9 +95,11 @@ class Lane:
             self.chars = len(joined)
 
     def text(self) -> str:
+        """The kept text (its last `TEXT_CAP` characters)."""
         return "".join(self.parts)[-TEXT_CAP:]
 
     def tail(self, n: int = TEXT_TAIL) -> str:
+        """The last ``n`` characters."""
         out: list[str] = []
         got = 0
         for part in reversed(self.parts):
@@ -185,6 +188,7 @@ class Store:
         self._views_at = -math.inf
 
     def end_level(self, t_ns: int) -> None:
+        """The current level ends at ``t_ns`` (pause, stop or a new level)."""
         for lv in self.levels.values():
             if lv.end_ns is None:
                 lv.end_ns = t_ns
@@ -193,6 +197,7 @@ class Store:
 
     @property
     def current_level(self) -> LevelAgg | None:
+        """The latest level, or None before the first."""
         return next(reversed(self.levels.values()), None) if self.levels else None
 
     # --- ingest -------------------------------------------------------------------------------
@@ -388,6 +393,7 @@ class Store:
     # --- queries ------------------------------------------------------------------------------
 
     def in_flight(self) -> int:
+        """Requests in flight, as the workers last reported."""
         return sum(self.worker_in_flight)
 
     def live_rates(self, now_ns: int) -> tuple[float, float]:
@@ -472,6 +478,7 @@ class Store:
     def histograms(
         self, now_ns: int
     ) -> tuple[dict[float | None, Histogram], dict[tuple[ItlConvention, float | None], Histogram]]:
+        """TTFT and ITL histograms per window (recomputed at most every `heavy_interval_s`)."""
         if now_ns - self._heavy_at < self.heavy_interval_s * 1e9 and self._heavy[0]:
             return self._heavy
         self._heavy_at = now_ns
@@ -484,6 +491,7 @@ class Store:
         return self._heavy
 
     def lane_views(self, now_ns: int) -> tuple[tuple[LaneView, ...], int]:
+        """Lanes to show (in flight first, then recently finished) and how many in-flight ones did not fit."""
         live = sorted(self.lanes.values(), key=lambda lane: lane.request_id)
         shown = live[: self.max_lanes]
         hidden = len(live) - len(shown)
@@ -544,6 +552,7 @@ class Store:
         )
 
     def detail(self, request_id: int, now_ns: int) -> RequestDetail | None:
+        """A finished request from the recent ring, or an in-flight one from its lane, or None."""
         rec = self.recent.get(request_id)
         lane = self.lanes.get(request_id) or self.finished.get(request_id)
         if rec is None:

@@ -83,6 +83,7 @@ class Worker:
     # --- requests -----------------------------------------------------------------------------
 
     async def issue(self, level_id: int, scheduled_ns: int | None) -> None:
+        """Run one request under ``level_id`` and queue its record (also when cancelled)."""
         assert self.session is not None
         seq = self.seq
         self.seq += 1
@@ -125,6 +126,7 @@ class Worker:
     # --- batches ------------------------------------------------------------------------------
 
     def batch(self) -> dict[str, Any]:
+        """Everything measured since the last batch, as plain data."""
         lanes = self.finished_lanes
         self.finished_lanes = []
         for lane in list(self.lanes.values()):
@@ -148,6 +150,7 @@ class Worker:
         }
 
     def send(self, msg: Any) -> None:
+        """Queue a message for the sender thread."""
         self.outbox.put(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _sender(self) -> None:
@@ -195,6 +198,7 @@ class Worker:
     # --- main ---------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Serve commands and generate load until told to stop; then flush and say goodbye."""
         loop = asyncio.get_running_loop()
         sender = threading.Thread(target=self._sender, name="tokentop-sender", daemon=True)
         sender.start()
