@@ -241,8 +241,11 @@ def _run_level(
         if ns.duration:
             if time.monotonic() - started >= ns.duration:
                 break
-        elif (lv.steady and lv.window_completed + lv.window_failed >= goal_requests) or (
-            lv.completed == 0 and lv.failed >= goal_requests
+        elif (
+            (lv.steady and lv.window_completed + lv.window_failed >= goal_requests)
+            or (lv.completed == 0 and lv.failed >= goal_requests)
+            # a level that cannot settle (e.g. the server started failing midway) still ends
+            or lv.completed + lv.failed >= 4 * goal_requests + 20
         ):
             break
     progress.show(_progress_text(i, n, load, _level(handle.snapshot(), level_id), handle.snapshot(), goal),

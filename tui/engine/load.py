@@ -70,8 +70,14 @@ def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -
     return shares
 
 
-IssueFn = Callable[[int, "int | None"], Awaitable[None]]
-"""Runs one request to completion: (level id, scheduled ns or None). Must not raise except on cancel."""
+IssueFn = Callable[[int, "int | None"], Awaitable["str | None"]]
+"""Runs one request to completion: (level id, scheduled ns or None) -> its error class (None if it succeeded).
+Must not raise except on cancel."""
+
+CONNECT_BACKOFF_S = (0.05, 1.0)
+"""A closed-loop user whose request could not even connect waits before the next one, doubling from the first
+figure up to the second: a dead server must not turn N users into a hot loop of refused connections. Any
+answer from the server (errors included) resets it: load against a live server is never held back."""
 
 
 class LoadRunner:
@@ -145,14 +151,20 @@ class LoadRunner:
         )
 
     async def _user(self, idx: int) -> None:
+        backoff_s = 0.0
         while self._wants_user(idx):
             assert self.share is not None
-            await self._run(self.share.level_id, None)
+            error = await self._run(self.share.level_id, None)
+            if error == "connect":
+                backoff_s = min(max(backoff_s * 2, CONNECT_BACKOFF_S[0]), CONNECT_BACKOFF_S[1])
+                await asyncio.sleep(backoff_s)
+            else:
+                backoff_s = 0.0
 
-    async def _run(self, level_id: int, scheduled_ns: int | None) -> None:
+    async def _run(self, level_id: int, scheduled_ns: int | None) -> str | None:
         self.in_flight += 1
         try:
-            await self._issue(level_id, scheduled_ns)
+            return await self._issue(level_id, scheduled_ns)
         finally:
             self.in_flight -= 1
             self._slot_freed.set()
@@ -178,9 +190,12 @@ class LoadRunner:
             while cap is not None and self._open_in_flight() >= cap:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
-            task = asyncio.ensure_future(self._run(share.level_id, next_ns))
+            task = asyncio.ensure_future(self._run_open(share.level_id, next_ns))
             self._open.add(task)
             task.add_done_callback(self._open.discard)
+
+    async def _run_open(self, level_id: int, scheduled_ns: int) -> None:
+        await self._run(level_id, scheduled_ns)
 
     def _open_in_flight(self) -> int:
         return sum(1 for t in self._open if not t.done())

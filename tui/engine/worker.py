@@ -82,7 +82,7 @@ class Worker:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def issue(self, level_id: int, scheduled_ns: int | None) -> None:
+    async def issue(self, level_id: int, scheduled_ns: int | None) -> str | None:
         """Run one request under ``level_id`` and queue its record (also when cancelled)."""
         assert self.session is not None
         seq = self.seq
@@ -107,6 +107,7 @@ class Worker:
             if delta is not None:
                 self.finished_lanes.append(delta)
             self.finished.append(record.to_wire())
+        return record.error_class
 
     def _lane_delta(self, lane: _Lane) -> tuple[Any, ...] | None:
         acc = lane.acc
