@@ -87,8 +87,9 @@ class TokentopApp(App[int]):
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
-    PLOT_EVERY_TICKS = 5
-    """A plot is rebuilt from new data at most every 5 ticks (2 Hz at 10 Hz), one plot per tick."""
+    TABLE_EVERY_TICKS = 5
+    """The levels table takes new numbers at most every 5 ticks (2 Hz at 10 Hz); plots have their own
+    cadence (`PlotPane.every_ticks`), and a tick builds at most one of them, never on a table tick."""
 
     def __init__(
         self,
@@ -223,24 +224,26 @@ class TokentopApp(App[int]):
         self._itl.show(snap, self.window_s, self.convention)
 
     def _show_slow(self, snap: Snapshot, *, force: bool) -> None:
-        """Plots and the table: only when visible and changed, a plot at most every PLOT_EVERY_TICKS."""
+        """Plots and the table: only when visible and changed, spread over ticks so that no tick pays for
+        two of them (a plot build is a few ms, the table's repaint about as much)."""
         table = self._table
         if (
-            (force or self._ticks % self.PLOT_EVERY_TICKS == 0)
+            (force or self._ticks % self.TABLE_EVERY_TICKS == 0)
             and table.region.area
             and self.screen.is_active
         ):
-            table.show(snap.levels, snap.level_id, snap.knee, self.convention)
+            changed = table.show(snap.levels, snap.level_id, snap.knee, self.convention)
+            if changed and not force:
+                return
         panes = self._plots
         for offset in range(len(panes)):
             index = (self._next_plot + offset) % len(panes)
             pane = panes[index]
             if not (pane.showing and pane.stale):
                 continue
-            due = getattr(pane, "drawn_tick", -self.PLOT_EVERY_TICKS) + self.PLOT_EVERY_TICKS <= self._ticks
-            if force or pane.resized or due:
+            if force or pane.resized or pane.drawn_tick + pane.every_ticks <= self._ticks:
                 pane.redraw()
-                pane.drawn_tick = self._ticks  # type: ignore[attr-defined]
+                pane.drawn_tick = self._ticks
                 if not force:
                     self._next_plot = index + 1
                     break

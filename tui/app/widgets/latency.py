@@ -16,6 +16,9 @@ def window_label(window_s: float | None) -> str:
 class LatencyHistogram(PlotPane):
     """TTFT (`kind="ttft"`) or ITL (`kind="itl"`, in the chosen convention) over the chosen window."""
 
+    every_ticks = 10
+    """1 Hz: a histogram over 10 s or more changes little in half a second, and bars cost the most."""
+
     def __init__(self, kind: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.kind = kind

@@ -94,26 +94,34 @@ class LevelTable(DataTable[Text]):
 
     def show(
         self, levels: tuple[LevelView, ...], current_id: int, knee: Knee | None, convention: ItlConvention
-    ) -> None:
+    ) -> bool:
+        """Update rows in place; True if anything on screen changed."""
+        changed = False
         title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
         if self.border_title != title:
             self.border_title = title
         for level in levels:
             row = str(level.level_id)
             cells = level_cells(level, current_id, knee, convention)
-            styled = {key: self._style(key, value, level, current_id, knee) for key, value in cells.items()}
             if row not in self.rows:
-                self.add_row(*(styled[key] for key, _ in COLUMNS), key=row)
+                self.add_row(
+                    *(self._style(key, cells[key], level, current_id, knee) for key, _ in COLUMNS), key=row
+                )
                 self._shown.update({(row, key): value for key, value in cells.items()})
+                changed = True
                 continue
             for key, value in cells.items():
                 if self._shown.get((row, key)) != value:
-                    self.update_cell(row, key, styled[key], update_width=True)
+                    self.update_cell(
+                        row, key, self._style(key, value, level, current_id, knee), update_width=True
+                    )
                     self._shown[(row, key)] = value
+                    changed = True
         if current_id != self._followed and str(current_id) in self.rows and not self.has_focus:
             # A new level: put the cursor (and the view) on it, unless the user is browsing the table.
             self._followed = current_id
             self.move_cursor(row=self.get_row_index(str(current_id)), scroll=True)
+        return changed
 
     def _style(self, key: str, value: str, level: LevelView, current_id: int, knee: Knee | None) -> Text:
         if key == "level" and knee is not None and knee.level_id == level.level_id:

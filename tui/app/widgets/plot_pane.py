@@ -56,8 +56,13 @@ class PlotPane(Widget):
     PlotPane > .plot--body { height: 1fr; }
     """
 
+    every_ticks = 5
+    """Rebuild from new data at most every this many app ticks (5 = 2 Hz at the 10 Hz tick)."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.drawn_tick = -(10**9)
+        """The app tick of the last build (kept by the app's scheduler)."""
         self._plot = Plot()
         self._data_key: Hashable = None
         self._drawn_key: Hashable = ("never",)
