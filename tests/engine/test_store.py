@@ -94,6 +94,7 @@ def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> N
     assert lv.timeline.n == 4096 and lv.timeline.res_ns >= 400 * MS
     assert all(s.cap == 4096 for s in st.series.values())
     assert len(st.recent) == store_mod.RECENT_CAP and len(st.finished) <= 256
+    assert st.recent_chunks == 20 * store_mod.RECENT_CAP
     assert st.lanes == {}  # every lane was finished by its record
     snap = st.snapshot(
         900 * step_ns,
@@ -127,3 +128,18 @@ def test_lanes_text_is_capped() -> None:
     (view,), hidden = st.lane_views(200 * MS)
     assert hidden == 0 and len(view.text_tail) == store_mod.TEXT_TAIL and view.state == "streaming"
     assert np.isclose(view.ttft_ms or 0, 5.0)
+
+
+def test_recent_records_are_bounded_by_chunks_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_mod, "RECENT_CHUNKS", 1000)
+    st = Store(0, workers=1)
+    st.begin_level(1, LoadTarget(), 0)
+    for b in range(1, 21):
+        st.ingest(_batch(0, b * S, 1 + 50 * b, 50, 1))  # 20 chunks per request
+    assert len(st.recent) == 50 and st.recent_chunks == 1000
+    newest = max(st.recent)
+    kept = st.detail(newest, 21 * S)
+    assert kept is not None and len(kept.chunk_offsets_ms) == 20
+    evicted = st.detail(min(st.recent) - 1, 21 * S)  # only its lane (text, TTFT) is left
+    assert evicted is not None and evicted.chunk_offsets_ms == () and evicted.e2e_ms == pytest.approx(240.0)
+    assert st.detail(1, 21 * S) is None  # long gone

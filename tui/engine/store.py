@@ -10,7 +10,8 @@ Memory stays flat however long the run (the full data goes to the requests log, 
   `LEVEL_REQUEST_CAP`/`LEVEL_GAP_CAP`, then a uniform reservoir sample of that size (stats become
   estimates; counts and throughput stay exact, as they come from a per-level timeline of at most 4096
   buckets whose width doubles as the level grows);
-- the most recent `RECENT_CAP` finished records (for `detail()`), lane text capped per request.
+- the most recent finished records (for `detail()`: at most `RECENT_CAP` of them and `RECENT_CHUNKS` chunk
+  stamps in all, so long outputs cannot blow it up), lane text capped per request.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from tui.engine.snapshot import (
 __all__ = ["Lane", "LevelAgg", "MetricSeries", "Reservoir", "Store", "Timeline"]
 
 RECENT_CAP = 2_000
+RECENT_CHUNKS = 500_000
+"""Chunk stamps kept across the recent records (4 MB)."""
 """Finished records kept for `detail()`."""
 TEXT_CAP = 32_768
 """Characters of generated text kept per request (the tail)."""
@@ -146,6 +149,7 @@ class Store:
         self.lanes: dict[int, Lane] = {}
         self.finished: OrderedDict[int, Lane] = OrderedDict()
         self.recent: OrderedDict[int, RequestRecord] = OrderedDict()
+        self.recent_chunks = 0
         self.completed = 0
         self.failed = 0
         self.cancelled = 0
@@ -269,8 +273,12 @@ class Store:
             if len(self.finished) > 256:
                 self.finished.popitem(last=False)
             self.recent[rec.request_id] = rec
-            if len(self.recent) > RECENT_CAP:
-                self.recent.popitem(last=False)
+            self.recent_chunks += len(rec.chunk_ns)
+            while len(self.recent) > 1 and (
+                len(self.recent) > RECENT_CAP or self.recent_chunks > RECENT_CHUNKS
+            ):
+                _, old = self.recent.popitem(last=False)
+                self.recent_chunks -= len(old.chunk_ns)
             lv = self.levels.get(rec.level_id)
             if lv is not None:
                 lv.version += 1
@@ -565,7 +573,7 @@ class Store:
                 state=lane.state,
                 sent_s=(lane.sent_ns - self.t0_ns) / 1e9,
                 ttft_ms=ttft,
-                e2e_ms=None,
+                e2e_ms=None if lane.end_ns is None else (lane.end_ns - lane.sent_ns) / 1e6,
                 input_tokens=None,
                 output_tokens=lane.tokens,
                 token_source="chunks",
@@ -575,7 +583,7 @@ class Store:
                 tpot_ms=None,
                 http_status=None,
                 error_class=None,
-                error=None,
+                error=lane.error,
                 text=lane.text(),
             )
         chunks = np.frombuffer(rec.chunk_ns, dtype=np.int64) if len(rec.chunk_ns) else np.empty(0, np.int64)
