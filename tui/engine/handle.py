@@ -179,7 +179,7 @@ class EngineHandle:
             if self._load.paused:
                 self._store.end_level(t0)
             if self.requests_log_path is not None:
-                self._log_file = open(self.requests_log_path, "wb")  # noqa: SIM115 - closed in stop()
+                self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
         _ensure_resource_tracker()
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
