@@ -2,7 +2,9 @@
 
 - `model`: profiles (`small-gpu`, `large-model`, `tiny-cpu`, `flat`), the step-time roofline and the pure
   scheduler (slots, KV budget, chunked prefill, preemption). No I/O; unit-tested on its own.
-- `server`: the asyncio HTTP/1.1 server, one engine loop, the truth log; `run_from_args` for `tokentop sim`.
+- `server`: `serve` and `run_from_args` for `tokentop sim`, wiring `config`, `http` (HTTP/1.1 on asyncio),
+  `openai_api` (validation, errors), `generation` (one request's output), `engine_loop`, `simulator` (routing,
+  admission, counters) and `truth` (the ground-truth log).
 - `launch`: `SimServer`, which runs `python -m tui sim --port 0 ...` in a subprocess (demo and tests).
 - `faults`, `text`: fault injection and the seeded generated words.
 

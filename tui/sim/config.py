@@ -1,0 +1,53 @@
+"""`tokentop sim` flags validated into one frozen `SimConfig`."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tui.sim.faults import FaultConfig, parse_fault_specs
+from tui.sim.model import Profile, get_profile
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything the simulator needs; built from `tokentop sim` flags by `config_from_args`."""
+
+    profile: Profile
+    host: str = "127.0.0.1"
+    port: int = 8000
+    time_scale: float = 1.0
+    """All modelled durations are divided by this (>1 runs faster, for tests)."""
+    seed: int = 0
+    tokens_per_chunk: int = 1
+    reasoning_tokens: int = 0
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    truth_log: Path | None = None
+
+
+def config_from_args(ns: argparse.Namespace) -> SimConfig:
+    """Validate `tokentop sim` flags into a SimConfig; ValueError with a one-line reason."""
+    profile = get_profile(ns.profile)
+    max_seqs = getattr(ns, "max_seqs", None)
+    kv_tokens = getattr(ns, "kv_tokens", None)
+    prefill_chunk = getattr(ns, "prefill_chunk", None)
+    if max_seqs is not None or kv_tokens is not None or prefill_chunk is not None:
+        profile = profile.with_overrides(
+            max_num_seqs=max_seqs, kv_cache_tokens=kv_tokens, prefill_chunk_tokens=prefill_chunk
+        )
+    if ns.reasoning_tokens < 0:
+        raise ValueError(f"--reasoning-tokens must be 0 or more, got {ns.reasoning_tokens}")
+    if not 0 <= ns.port <= 65535:
+        raise ValueError(f"--port must be 0..65535, got {ns.port}")
+    return SimConfig(
+        profile=profile,
+        host=ns.host,
+        port=ns.port,
+        time_scale=ns.time_scale,
+        seed=ns.seed,
+        tokens_per_chunk=ns.tokens_per_chunk,
+        reasoning_tokens=ns.reasoning_tokens,
+        faults=parse_fault_specs(ns.fault),
+        truth_log=Path(ns.truth_log) if ns.truth_log else None,
+    )

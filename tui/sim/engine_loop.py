@@ -1,0 +1,54 @@
+"""The engine loop: one asyncio task stepping the scheduler on the modelled clock, writing each step's tokens.
+
+It asks the scheduler (`tui.sim.model.Scheduler`) for a step, sleeps for the step's modelled duration (divided
+by `time_scale`), then hands each token that step produced to its request. Step ends are kept on an absolute
+timeline, so neither the event loop's timer granularity (about 1 ms) nor the time spent writing accumulates
+into drift; when the process falls behind by more than `_MAX_LAG_S` it restarts the timeline rather than
+bursting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tui.sim.generation import GenRequest
+from tui.sim.model import Scheduler
+
+_MAX_LAG_S = 0.005
+"""How far behind its timeline the engine loop may fall and still catch up (absorbs timer granularity)."""
+
+
+async def engine_loop(
+    scheduler: Scheduler[GenRequest], wake: asyncio.Event, time_scale: float, counters: dict[str, int]
+) -> None:
+    """Step `scheduler` forever; wait on `wake` while it is idle; count generated tokens in `counters`."""
+    loop = asyncio.get_running_loop()
+    prev_end = loop.time()
+    while True:
+        step = scheduler.step()
+        if step is None:
+            wake.clear()
+            await wake.wait()
+            prev_end = loop.time()
+            continue
+        if step.admitted:
+            now_ns = time.perf_counter_ns()
+            for req in step.admitted:
+                if not req.admitted_ns:
+                    req.admitted_ns = now_ns
+        # The next step runs (on the modelled GPU) while this process writes the last step's tokens, so
+        # its end is reckoned from the last end, not from now. Only when writing fell more than
+        # _MAX_LAG_S behind that timeline is it restarted from now: the process is the bottleneck then,
+        # and catching up would burst.
+        end = prev_end + step.duration_s / time_scale
+        now = loop.time()
+        if now - end > _MAX_LAG_S:
+            end = now
+        delay = end - now
+        # Always yield, so arrivals and disconnects are seen even when the process is behind.
+        await asyncio.sleep(delay if delay > 0 else 0)
+        prev_end = end
+        counters["generation_tokens"] += len(step.emitted)
+        for req in step.emitted:
+            req.on_token()

@@ -1,0 +1,178 @@
+"""The OpenAI API surface: requests validated into `GenParams`, OpenAI-shaped errors, chunk templates.
+
+Prompt tokens are counted by `tui.sim.model.count_prompt_tokens` (one per word of at most 8 characters), so a
+client can predict its ISL. An answer stops at `max_completion_tokens`/`max_tokens` (default: what fits in
+`max_model_len`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tui.sim.model import Profile, count_prompt_tokens
+
+PLACEHOLDER = "@@tokentop-sim@@"
+_PLACEHOLDER_JSON = orjson.dumps(PLACEHOLDER)
+
+
+class HttpError(Exception):
+    """An error answered in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.code = code
+        self.param = param
+        self.headers = headers
+
+    def body(self) -> bytes:
+        error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        return orjson.dumps({"error": error})
+
+
+def split_template(obj: dict[str, Any]) -> tuple[bytes, bytes]:
+    """orjson-dump `obj` (which holds PLACEHOLDER once) and split it around the placeholder."""
+    before, _, after = orjson.dumps(obj).partition(_PLACEHOLDER_JSON)
+    return b"data: " + before, after + b"\n\n"
+
+
+def _content_text(content: object, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif not isinstance(part, dict):
+                raise HttpError(400, f"{where} content parts must be objects", param="messages")
+        return " ".join(parts)
+    raise HttpError(400, f"{where} content must be a string, a list of parts or null", param="messages")
+
+
+def _int_field(obj: dict[str, Any], name: str, *, minimum: int) -> int | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HttpError(400, f"{name} must be an integer", param=name)
+    if value < minimum:
+        raise HttpError(400, f"{name} must be at least {minimum}, got {value}", param=name)
+    return value
+
+
+def _bool_field(obj: dict[str, Any], name: str) -> bool:
+    value = obj.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise HttpError(400, f"{name} must be a boolean", param=name)
+    return value
+
+
+@dataclass
+class GenParams:
+    """A validated generation request."""
+
+    chat: bool
+    prompt_tokens: int
+    max_tokens: int
+    """The cap on completion tokens (asked for, or what fits in max_model_len)."""
+    stream: bool
+    include_usage: bool
+    ignore_eos: bool
+    min_tokens: int
+    seed: int | None
+
+
+def parse_generation(chat: bool, body: bytes, profile: Profile) -> GenParams:
+    """Validate a chat or completions body; HttpError (400/404) with OpenAI's message style otherwise."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise HttpError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise HttpError(400, "request body must be a JSON object")
+    model = obj.get("model")
+    if model is not None and model != profile.model:
+        raise HttpError(404, f"The model `{model}` does not exist.", code="model_not_found", param="model")
+    if chat:
+        messages = obj.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise HttpError(400, "messages is required and must be a non-empty list", param="messages")
+        text_tokens = 0
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+                raise HttpError(400, f"messages[{i}] must be an object with a role", param="messages")
+            text_tokens += count_prompt_tokens(_content_text(message.get("content"), f"messages[{i}]"))
+    else:
+        prompt = obj.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            text_tokens = count_prompt_tokens(prompt)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            text_tokens = len(prompt)  # token ids
+        else:
+            raise HttpError(400, "prompt is required: a string, or one list of token ids", param="prompt")
+    prompt_tokens = max(1, text_tokens)
+    if obj.get("n", 1) not in (1, None):
+        raise HttpError(400, "only n=1 is supported", param="n")
+    max_tokens = _int_field(obj, "max_completion_tokens", minimum=1)
+    if max_tokens is None:
+        max_tokens = _int_field(obj, "max_tokens", minimum=1)
+    limit = profile.max_model_len - prompt_tokens
+    if max_tokens is None:
+        max_tokens = limit
+    if limit < 1 or max_tokens > limit:
+        raise HttpError(
+            400,
+            f"This model's maximum context length is {profile.max_model_len} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} in the "
+            "completion). Please reduce the length of the prompt or completion.",
+            code="context_length_exceeded",
+            param="max_tokens",
+        )
+    stream = _bool_field(obj, "stream")
+    options = obj.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not isinstance(options, dict):
+            raise HttpError(400, "stream_options must be an object", param="stream_options")
+        if not stream:
+            raise HttpError(400, "stream_options is only allowed when stream is true", param="stream_options")
+        include_usage = _bool_field(options, "include_usage")
+    min_tokens = _int_field(obj, "min_tokens", minimum=0) or 0
+    if min_tokens > max_tokens:
+        raise HttpError(
+            400, f"min_tokens ({min_tokens}) exceeds max_tokens ({max_tokens})", param="min_tokens"
+        )
+    seed = obj.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise HttpError(400, "seed must be an integer", param="seed")
+    return GenParams(
+        chat=chat,
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        stream=stream,
+        include_usage=include_usage,
+        ignore_eos=_bool_field(obj, "ignore_eos"),
+        min_tokens=min_tokens,
+        seed=seed,
+    )

@@ -1,0 +1,285 @@
+"""The simulator: routes requests, admits generations (EOS length, faults, rejections) and keeps the counters.
+
+Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, plus `GET /health` and a
+vLLM-style `GET /metrics` (running/waiting requests, KV usage). Without `ignore_eos` an answer stops at a
+seeded EOS length, never before `min_tokens`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+
+import orjson
+
+from tui.sim.config import SimConfig
+from tui.sim.engine_loop import engine_loop
+from tui.sim.faults import MID_STREAM_KINDS
+from tui.sim.generation import GenRequest
+from tui.sim.http import HttpProtocol, response, stream_head
+from tui.sim.model import Scheduler
+from tui.sim.openai_api import GenParams, HttpError, parse_generation
+from tui.sim.text import TABLE_SIZE, WordTable
+from tui.sim.truth import TruthLog, rejected_record
+
+
+class Simulator:
+    """Request handling, the engine task and the counters; one per server."""
+
+    def __init__(self, config: SimConfig, truth_log: TruthLog | None = None) -> None:
+        self.config = config
+        self.profile = config.profile
+        self.scheduler: Scheduler[GenRequest] = Scheduler(config.profile)
+        self.words = WordTable(config.seed)
+        self.truth_log = truth_log
+        self.connections: set[HttpProtocol] = set()
+        self._fault_rng = random.Random(f"{config.seed}:faults")
+        self._request_rng = random.Random(f"{config.seed}:requests")
+        self._next_seq = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.counters = {
+            "prompt_tokens": 0,
+            "generation_tokens": 0,
+            "requests_ok": 0,
+            "requests_error": 0,
+            "requests_disconnected": 0,
+        }
+        models = {
+            "object": "list",
+            "data": [
+                {
+                    "id": config.profile.model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "tokentop-sim",
+                    "max_model_len": config.profile.max_model_len,
+                }
+            ],
+        }
+        self._models_body = orjson.dumps(models)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            engine_loop(self.scheduler, self._wake, self.config.time_scale, self.counters),
+            name="tokentop-sim-engine",
+        )
+
+    async def close(self) -> None:
+        """Stop the engine, drop every connection (in-flight requests are logged as disconnected)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for proto in list(self.connections):
+            proto.abort()
+        for _ in range(2):
+            await asyncio.sleep(0)  # transports call connection_lost soon, which logs what was in flight
+        for proto in list(self.connections):
+            proto.connection_lost(None)
+        if self.truth_log is not None:
+            self.truth_log.close()
+            self.truth_log = None
+
+    # -- the engine loop --
+
+    def error_body(self, status: int, message: str) -> bytes:
+        """An error the connection answers itself, in OpenAI's shape like every other."""
+        return HttpError(status, message).body()
+
+    # -- HTTP dispatch --
+
+    def handle(
+        self,
+        proto: HttpProtocol,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes,
+        keep_alive: bool,
+    ) -> None:
+        """Answer one parsed request; ends by calling `proto.response_done` (now or when the stream ends)."""
+        path = target.partition("?")[0]
+        try:
+            if path in ("/v1/chat/completions", "/v1/completions"):
+                if method != "POST":
+                    raise HttpError(
+                        405,
+                        f"Method {method} not allowed on {path}",
+                        code="method_not_allowed",
+                        headers=(("allow", "POST"),),
+                    )
+                self._generate(proto, path == "/v1/chat/completions", headers, body, keep_alive)
+                return
+            if path in ("/v1/models", "/health", "/metrics"):
+                if method != "GET":
+                    raise HttpError(
+                        405,
+                        f"Method {method} not allowed on {path}",
+                        code="method_not_allowed",
+                        headers=(("allow", "GET"),),
+                    )
+                if path == "/v1/models":
+                    proto.send(response(200, self._models_body, keep_alive=keep_alive), keep_alive)
+                elif path == "/health":
+                    proto.send(response(200, b"", keep_alive=keep_alive), keep_alive)
+                else:
+                    proto.send(
+                        response(
+                            200,
+                            self._metrics(),
+                            keep_alive=keep_alive,
+                            content_type="text/plain; version=0.0.4",
+                        ),
+                        keep_alive,
+                    )
+                return
+            raise HttpError(404, f"Invalid URL ({method} {path})", code="not_found")
+        except HttpError as err:
+            proto.send(
+                response(err.status, err.body(), keep_alive=keep_alive, headers=err.headers), keep_alive
+            )
+
+    def _generate(
+        self, proto: HttpProtocol, chat: bool, headers: dict[str, str], body: bytes, keep_alive: bool
+    ) -> None:
+        arrival_ns = proto.request_ns
+        client_request_id = headers.get("x-tokentop-request-id")
+        self._next_seq += 1
+        seq_id = self._next_seq
+        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{self._request_rng.getrandbits(64):016x}{seq_id:x}"
+        try:
+            params = parse_generation(chat, body, self.profile)
+        except HttpError as err:
+            self._log_rejected(request_id, client_request_id, arrival_ns, err.status, None, 0, chat)
+            raise
+        faults = self.config.faults
+        fault = faults.draw(self._fault_rng)
+        rng = random.Random(params.seed) if params.seed is not None else self._request_rng
+        text_start = rng.randrange(TABLE_SIZE)
+        target = params.max_tokens
+        if not params.ignore_eos:
+            eos = (
+                1
+                + int(rng.expovariate(1.0 / self.profile.eos_mean_tokens))
+                + self.config.reasoning_tokens * chat
+            )
+            target = min(target, max(params.min_tokens, eos))
+        fault_at = self._fault_rng.randint(1, max(1, target - 1)) if fault in MID_STREAM_KINDS else 0
+        if fault == "error500":
+            self._reject(
+                request_id,
+                client_request_id,
+                arrival_ns,
+                params,
+                fault,
+                HttpError(
+                    500, "simulated internal server error", type_="server_error", code="internal_error"
+                ),
+            )
+        if fault == "error429":
+            self._reject(
+                request_id,
+                client_request_id,
+                arrival_ns,
+                params,
+                fault,
+                HttpError(
+                    429,
+                    "simulated rate limit: retry after 1 s",
+                    type_="rate_limit_error",
+                    code="rate_limit_exceeded",
+                    headers=(("retry-after", "1"),),
+                ),
+            )
+        if faults.queue503 is not None and self.scheduler.would_wait(params.prompt_tokens) > faults.queue503:
+            self._reject(
+                request_id,
+                client_request_id,
+                arrival_ns,
+                params,
+                "queue503",
+                HttpError(
+                    503,
+                    f"simulated overload: more than {faults.queue503} requests waiting",
+                    type_="server_error",
+                    code="overloaded",
+                    headers=(("retry-after", "1"),),
+                ),
+            )
+        req = GenRequest(
+            self,
+            proto,
+            seq_id=seq_id,
+            params=params,
+            target_tokens=target,
+            request_id=request_id,
+            text_start=text_start,
+            fault=fault,
+            fault_at=fault_at,
+            client_request_id=client_request_id,
+            arrival_ns=arrival_ns,
+            keep_alive=keep_alive,
+        )
+        self.counters["prompt_tokens"] += params.prompt_tokens
+        proto.current = req
+        if params.stream:
+            proto.transport.write(stream_head(request_id, keep_alive=keep_alive))
+        self.scheduler.add(req)
+        self._wake.set()
+
+    def _reject(
+        self,
+        request_id: str,
+        client_request_id: str | None,
+        arrival_ns: int,
+        params: GenParams,
+        fault: str,
+        err: HttpError,
+    ) -> None:
+        self._log_rejected(
+            request_id, client_request_id, arrival_ns, err.status, fault, params.prompt_tokens, params.chat
+        )
+        raise err
+
+    def _log_rejected(
+        self,
+        request_id: str,
+        client_request_id: str | None,
+        arrival_ns: int,
+        http_status: int,
+        fault: str | None,
+        prompt_tokens: int,
+        chat: bool,
+    ) -> None:
+        self.counters["requests_error"] += 1
+        if self.truth_log is None:
+            return
+        self.truth_log.write(
+            rejected_record(
+                request_id, client_request_id, arrival_ns, http_status, fault, prompt_tokens, chat
+            )
+        )
+
+    def finished(self, req: GenRequest, status: str, http_status: int) -> None:
+        """A generation request ended: log it and let its connection serve the next request."""
+        self.counters[f"requests_{status}"] += 1
+        if self.truth_log is not None:
+            self.truth_log.write(req.truth(status, http_status))
+        if status == "ok" and req.proto.current is req:
+            req.proto.response_done(req.keep_alive)
+
+    def _metrics(self) -> bytes:
+        name = f'{{model_name="{self.profile.model}"}}'
+        sched = self.scheduler
+        rows = [
+            ("gauge", "vllm:num_requests_running", len(sched.running)),
+            ("gauge", "vllm:num_requests_waiting", sched.num_waiting),
+            ("gauge", "vllm:kv_cache_usage_perc", round(sched.kv_usage, 6)),
+            ("counter", "vllm:num_preemptions_total", sched.preemptions),
+            ("counter", "vllm:prompt_tokens_total", self.counters["prompt_tokens"]),
+            ("counter", "vllm:generation_tokens_total", self.counters["generation_tokens"]),
+        ]
+        lines = [f"# TYPE {metric} {kind}\n{metric}{name} {value}\n" for kind, metric, value in rows]
+        return "".join(lines).encode()

@@ -1,0 +1,58 @@
+"""The ground-truth log: one JSON line per generation request, flushed per line.
+
+Times are `time.perf_counter_ns()` (CLOCK_MONOTONIC, comparable across processes on Linux): see
+`GenRequest.truth`. `chunk_ns` is stamped immediately before the `transport.write` of each chunk carrying
+generated text; `first_token_ns` is `chunk_ns[0]` for streams and the moment the first token was produced
+otherwise (a non-streamed body is logged as one chunk of all its tokens).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+
+class TruthLog:
+    """Appends one JSON line per request and flushes it, so a reader sees each request as it ends."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: IO[bytes] = path.open("ab")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(orjson.dumps(record) + b"\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def rejected_record(
+    request_id: str,
+    client_request_id: str | None,
+    arrival_ns: int,
+    http_status: int,
+    fault: str | None,
+    prompt_tokens: int,
+    chat: bool,
+) -> dict[str, Any]:
+    """The record of a request answered with an error before it reached the scheduler."""
+    return {
+        "client_request_id": client_request_id,
+        "id": request_id,
+        "endpoint": "chat" if chat else "completions",
+        "stream": None,
+        "arrival_ns": arrival_ns,
+        "admitted_ns": None,
+        "first_token_ns": None,
+        "chunk_ns": [],
+        "chunk_tokens": [],
+        "end_ns": time.perf_counter_ns(),
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 0,
+        "status": "error",
+        "http_status": http_status,
+        "fault": fault,
+    }
