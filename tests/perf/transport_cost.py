@@ -8,6 +8,8 @@ the chunks it received. Variants:
 - ``httpx``: stock httpx (httpcore + h11), ``aiter_raw``, our SSE decoder, ``json.loads``
 - ``httpx+orjson``: the same with ``orjson.loads``
 - ``aiohttp-tx``: httpx over httpx-aiohttp's ``AiohttpTransport``, our decoder, orjson
+- ``aiohttp-tx-noread``: the same without a read timeout (aiohttp re-arms its ``sock_read`` timer on every
+  chunk; without it the silence limit would have to be enforced another way)
 - ``aiohttp``: aiohttp directly (``content.iter_any``), our decoder, orjson (the floor)
 - ``engine``: the engine's real path (`tui.engine.client.run_request`: transport as configured, decoder,
   orjson, `apply_chunk` into the accumulator, socket stamps)
@@ -36,7 +38,7 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = ("protocol", "httpx", "httpx+orjson", "aiohttp-tx", "aiohttp", "engine")
+VARIANTS = ("protocol", "httpx", "httpx+orjson", "aiohttp-tx", "aiohttp-tx-noread", "aiohttp", "engine")
 
 
 def _body(tokens: int) -> bytes:
@@ -193,13 +195,15 @@ async def _client(
         loads = json.loads if variant == "httpx" else orjson.loads
         users = [_user_httpx(client, url, body, count, loads, stop) for _ in range(streams)]
         closer = client.aclose
-    elif variant == "aiohttp-tx":
+    elif variant in ("aiohttp-tx", "aiohttp-tx-noread"):
         import aiohttp
         from httpx_aiohttp import AiohttpTransport
 
         def session() -> aiohttp.ClientSession:
             return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, limit_per_host=0))
 
+        if variant == "aiohttp-tx-noread":
+            timeout = httpx.Timeout(60.0, read=None)
         client = httpx.AsyncClient(
             transport=AiohttpTransport(client=session), timeout=timeout, trust_env=False
         )
@@ -247,9 +251,29 @@ async def _client(
     }
 
 
+def parser_cost() -> dict[str, float]:
+    """Microseconds per ``loads`` of one vLLM-style chat chunk, json vs orjson (best of 5)."""
+    import timeit
+
+    chunk = orjson.dumps({
+        "id": "chatcmpl-5b1a6c0f0c8a4b6d9c2e7f1a3d4b5c6e", "object": "chat.completion.chunk",
+        "created": 1735689600, "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "choices": [{"index": 0, "delta": {"content": " tok42"}, "logprobs": None, "finish_reason": None}],
+    }).decode()  # fmt: skip
+    n = 100_000
+    return {
+        name: min(timeit.repeat(lambda f=f: f(chunk), number=n, repeat=5)) / n * 1e6  # type: ignore[misc]
+        for name, f in (("json", json.loads), ("orjson", orjson.loads))
+    }
+
+
 def _child(ns: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
     coro = _client(ns.child, ns.url, ns.streams, ns.tokens, ns.warm, ns.seconds)
+    if ns.uvloop:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     if ns.profile:
         import cProfile
         import pstats
@@ -272,6 +296,7 @@ def main() -> int:
     ap.add_argument("--warm", type=float, default=2.0)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--lockstep", action="store_true", help="all streams emit together (a batched server)")
+    ap.add_argument("--uvloop", action="store_true", help="run the clients on uvloop (must be importable)")
     ap.add_argument("--profile", action="store_true", help="cProfile the client (slower; top 25 to stderr)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -295,7 +320,12 @@ def main() -> int:
         f"{offered:,.0f} chunks/s offered, {ns.tokens} tokens per request; {os.cpu_count()} CPUs, "
         f"python {sys.version.split()[0]}"
     )
-    print(f"{'variant':<14}{'chunks/s':>10}{'client CPU':>12}{'us/chunk':>10}{'errors':>8}")
+    costs = parser_cost()
+    print(
+        f"parser: json.loads {costs['json']:.2f} us/chunk, orjson.loads {costs['orjson']:.2f} us/chunk "
+        f"(saves {costs['json'] - costs['orjson']:.2f} us)"
+    )
+    print(f"{'variant':<18}{'chunks/s':>10}{'client CPU':>12}{'us/chunk':>10}{'errors':>8}")
     with paced_server(ns.token_rate, lockstep=ns.lockstep) as server:
         for variant in variants:
             cmd = [
@@ -316,6 +346,8 @@ def main() -> int:
             ]
             if ns.profile:
                 cmd.append("--profile")
+            if ns.uvloop:
+                cmd.append("--uvloop")
             out = subprocess.run(
                 cmd,
                 capture_output=not ns.profile,
@@ -326,11 +358,11 @@ def main() -> int:
             lines = [line for line in (out.stdout or "").splitlines() if line.startswith("{")]
             if out.returncode != 0 or not lines:
                 err = (out.stderr or "").strip().splitlines()
-                print(f"{variant:<14} failed: {err[-1] if err else out.returncode}")
+                print(f"{variant:<18} failed: {err[-1] if err else out.returncode}")
                 continue
             r = json.loads(lines[-1])
             print(
-                f"{variant:<14}{r['chunks_per_s']:>10,.0f}{r['cpu_share']:>12.0%}{r['us_per_chunk']:>10.1f}"
+                f"{variant:<18}{r['chunks_per_s']:>10,.0f}{r['cpu_share']:>12.0%}{r['us_per_chunk']:>10.1f}"
                 f"{r['errors']:>8}",
                 flush=True,
             )
