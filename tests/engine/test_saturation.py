@@ -36,17 +36,17 @@ def test_an_overloaded_engine_flags_itself(tmp_path: Path) -> None:
             workload=WorkloadConfig(isl=16, osl=200),
         ) as handle,
     ):
-        _, snap, _ = wait_for(handle, lambda s: s.health.saturated, 30, "the saturation flag")
+        # CPU, not just the lag of 200 requests starting at once: the steady overload
+        _, snap, _ = wait_for(
+            handle, lambda s: s.health.saturated and s.health.cpu_share > 0.6, 30, "saturated by CPU"
+        )
         results = _results(handle, tmp_path / "results.json")
     health = snap.health
-    assert health.cpu_share > 0.6 or health.loop_lag_p99_ms > 2.0
     assert health.reason.startswith("load generator saturated (")
-    assert "try --workers 2" in health.reason
+    assert "a worker uses" in health.reason  # the CPU-bound advice (more workers, when there are cores)
     client = results["client"]
     assert client["saturated"] is True
-    assert client["max_cpu_share"] > client["cpu_threshold"] or (
-        client["max_loop_lag_p99_ms"] > client["lag_threshold_ms"]
-    )
+    assert client["max_cpu_share"] > client["cpu_threshold"]
 
 
 def test_a_starved_engine_is_flagged_in_the_results_file_and_its_level(tmp_path: Path) -> None:
@@ -104,5 +104,5 @@ def test_a_light_run_is_not_flagged(tmp_path: Path) -> None:
     assert snap.failed == 0 and waited > 2.0
     assert health.cpu_share < 0.3, health
     assert client["max_cpu_share"] < 0.3, client
-    assert "CPU" not in health.reason
+    assert "a worker uses" not in health.reason
     assert sum(flags) <= 0.1 * len(flags), (sum(flags), len(flags), health)
