@@ -44,6 +44,8 @@ P50_LIMIT_MS = 0.1
 FIRST_LEVEL = 25
 MAX_LEVELS = 12
 REQUEST_S = 2.5
+MAX_TOKEN_RATE = 2000.0
+"""Tokens/s per stream the paced server is asked for at most (real servers stream well below this)."""
 """Each request lasts about this long (its output length is set from the token rate)."""
 
 
@@ -443,6 +445,15 @@ def run_from_args(ns: argparse.Namespace) -> int:
     max_streams: int = ns.max_streams
     seconds: float = ns.step_duration
     lockstep: bool = getattr(ns, "lockstep", False)
+    if rate > MAX_TOKEN_RATE:
+        print(
+            f"tokentop: error: --token-rate above {MAX_TOKEN_RATE:g} tok/s per stream is not supported",
+            file=sys.stderr,
+        )
+        return 2
+    if seconds > 600:
+        print("tokentop: error: --step-duration above 600 s is not supported", file=sys.stderr)
+        return 2
     floor = noise_floor(1.0)
     print(
         f"tokentop calibrate: {rate:g} tok/s per stream, {workers} worker(s), p99 budget {budget:g} ms, "
