@@ -153,6 +153,8 @@ class Tmux:
 
     def kill(self) -> None:
         self._tmux("kill-server", check=False)
+        socket = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}" / self.socket
+        socket.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
