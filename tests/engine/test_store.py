@@ -143,3 +143,38 @@ def test_recent_records_are_bounded_by_chunks_too(monkeypatch: pytest.MonkeyPatc
     evicted = st.detail(min(st.recent) - 1, 21 * S)  # only its lane (text, TTFT) is left
     assert evicted is not None and evicted.chunk_offsets_ms == () and evicted.e2e_ms == pytest.approx(240.0)
     assert st.detail(1, 21 * S) is None  # long gone
+
+
+def _health_batch(worker: int, t_ns: int, window: tuple[float, float] | None) -> dict[str, object]:
+    """No requests: a rolling health reading and, when given, one closed health window's."""
+    batch: dict[str, object] = {"w": worker, "t": t_ns, "level": 1, "health": window or (0.5, 0.05)}
+    if window is not None:
+        batch["health_window"] = window
+    return batch
+
+
+def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
+    """One noisy window (lag or CPU) does not flag; two in a row do; a clean window clears the live flag,
+    while the run keeps the record that it happened (and the raw maxima, a moment's peak included)."""
+    st = Store(0, workers=2, lag_threshold_ms=2.0, cpu_threshold=0.6)
+    st.begin_level(1, LoadTarget(concurrency=4), 0)
+    quiet, laggy, busy = (0.6, 0.07), (200.0, 0.3), (1.0, 0.9)
+
+    def feed(worker: int, window: tuple[float, float] | None) -> bool:
+        st.ingest(_health_batch(worker, st.worker_t[worker] + S, window))
+        return st.health().saturated
+
+    assert not feed(0, laggy)  # the start-up stall: one window
+    assert not feed(0, None)  # rolling readings between windows do not count as windows
+    assert not feed(0, quiet)
+    assert not feed(0, busy)  # a CPU blip, one window
+    assert not feed(1, busy)  # another worker's window does not continue this one's streak
+    assert not st.saturated_ever
+    assert st.max_lag_ms == 200.0 and st.max_cpu == 0.9  # raw maxima kept as measured
+    assert feed(0, laggy)  # busy then laggy: over in two consecutive windows
+    health = st.health()
+    assert health.reason.startswith("load generator delayed (event-loop lag p99 200.0 ms")
+    assert feed(0, busy) and st.health().reason.startswith("load generator saturated (a worker uses 90%")
+    assert not feed(0, quiet)  # recovery clears it
+    assert st.health().reason == ""
+    assert st.saturated_ever

@@ -303,14 +303,15 @@ def section_itl(report: Report, ns: argparse.Namespace, out: Path) -> None:
     else:
         report.add("app frames/s and work per frame", "no frame stats written", False)
     if client:
-        expect = client.get("max_cpu_share", 0) > client.get("cpu_threshold", 0.6) or client.get(
+        over = client.get("max_cpu_share", 0) > client.get("cpu_threshold", 0.6) or client.get(
             "max_loop_lag_p99_ms", 0
         ) > client.get("lag_threshold_ms", 2.0)
+        # saturated means sustained: it needs raw maxima over a threshold, but a momentary peak alone won't do
         report.add(
             "results.json client.saturated consistent",
             f"saturated={client.get('saturated')} (max lag p99 "
             f"{client.get('max_loop_lag_p99_ms', 0):.1f} ms, max CPU {client.get('max_cpu_share', 0):.0%})",
-            client.get("saturated") == expect,
+            over or not client.get("saturated"),
         )
     if "saturated" in screen:
         print("  the app's status line showed the saturation warning at the end of the window")

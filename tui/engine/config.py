@@ -90,7 +90,10 @@ class EngineOptions:
     lag_threshold_ms: float = 2.0
     """`ClientHealth.saturated` when a worker's event-loop lag p99 exceeds this ..."""
     cpu_threshold: float = 0.6
-    """... or its CPU share exceeds this fraction of one core."""
+    """... or its CPU share exceeds this fraction of one core, sustained: in two consecutive health windows
+    (`tui.engine.health.Sustain`)."""
+    health_window_s: float = 2.0
+    """Length of the disjoint windows a worker judges its health over (lag p99 and CPU share of each)."""
     slo_ttft_ms: float | None = None
     """Goodput counts requests meeting every SLO given."""
     slo_tpot_ms: float | None = None

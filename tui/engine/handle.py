@@ -252,6 +252,7 @@ class EngineHandle:
             run = {
                 "max_loop_lag_p99_ms": store.max_lag_ms,
                 "max_cpu_share": store.max_cpu,
+                "saturated": store.saturated_ever,
                 "notices": store.notices,
             }
             return build_results(self, snap, views, run)

@@ -3,6 +3,12 @@
 A busy event loop stamps tokens late (a chunk that arrived during a 20 ms stall is stamped up to 20 ms late),
 so the worker watches two things: how long a wake-up takes to be served by its event loop (event-loop lag)
 and how much of a core the process uses. The handle turns these into `ClientHealth` with thresholds it owns.
+
+Two kinds of reading leave the worker: the rolling ones (lag p99 over the last 3 s, CPU over the last 2 s)
+in every batch, for display and the run's maxima; and one per disjoint health window (``health_window_s``,
+lag p99 and CPU share over that window alone), which `Sustain` turns into the saturated flag. Disjoint,
+because a rolling window keeps one noisy moment in view for its whole length: "two consecutive rolling
+readings" would still be one moment.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import asyncio
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 
 
 class LoopLagMonitor:
@@ -26,6 +33,8 @@ class LoopLagMonitor:
     def __init__(self, interval_s: float = 0.010, window_s: float = 3.0) -> None:
         self.interval_s = interval_s
         self.lags_s: deque[float] = deque(maxlen=max(10, int(window_s / interval_s)))
+        self.window_lags_s: list[float] = []
+        """Lags served since the last `take_window_p99_ms` (the current health window)."""
 
     async def run(self) -> None:
         """Run until cancelled."""
@@ -34,7 +43,9 @@ class LoopLagMonitor:
         lags = self.lags_s
 
         def served(posted: float) -> None:
-            lags.append(time.perf_counter() - posted)
+            lag = time.perf_counter() - posted
+            lags.append(lag)
+            self.window_lags_s.append(lag)
 
         def probe() -> None:
             while not stop.wait(self.interval_s):
@@ -55,8 +66,19 @@ class LoopLagMonitor:
         """The 99th percentile of the recent lags, in ms (0 before the first probe)."""
         if not self.lags_s:
             return 0.0
-        lags = sorted(self.lags_s)
-        return lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1e3
+        return _p99_ms(self.lags_s)
+
+    def take_window_p99_ms(self) -> float:
+        """The 99th percentile of the lags served since the last call, in ms; starts the next window."""
+        lags, self.window_lags_s = self.window_lags_s, []
+        return _p99_ms(lags)
+
+
+def _p99_ms(lags_s: Iterable[float]) -> float:
+    lags = sorted(lags_s)
+    if not lags:
+        return 0.0
+    return lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1e3
 
 
 class CpuMeter:
@@ -65,6 +87,7 @@ class CpuMeter:
     def __init__(self, window_s: float = 2.0) -> None:
         self.window_s = window_s
         self.samples: deque[tuple[float, float]] = deque([(time.perf_counter(), time.process_time())])
+        self.window_start = self.samples[0]
 
     def share(self) -> float:
         """Sample now; the share since the oldest sample within the window."""
@@ -74,3 +97,44 @@ class CpuMeter:
             self.samples.popleft()
         wall0, cpu0 = self.samples[0]
         return (cpu - cpu0) / (wall - wall0) if wall > wall0 else 0.0
+
+    def take_window_share(self) -> float:
+        """The share since the last call (or since created): one health window's; starts the next window."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        wall0, cpu0 = self.window_start
+        self.window_start = (wall, cpu)
+        return (cpu - cpu0) / (wall - wall0) if wall > wall0 else 0.0
+
+
+SUSTAIN_WINDOWS = 2
+"""Consecutive over-threshold health windows that make a worker saturated."""
+
+
+class Sustain:
+    """One worker's saturated flag, from its disjoint health windows: a window is *over* when its lag p99
+    exceeds the lag threshold or its CPU share exceeds the CPU threshold; the worker is saturated while its
+    last ``windows`` (default 2) windows were all over, and clears at the first window that is not.
+
+    So one noisy window (a neighbour's burst, the stall of N users starting at once) never flags; load the
+    engine cannot keep up with does, one window later.
+    """
+
+    def __init__(self, lag_threshold_ms: float, cpu_threshold: float, windows: int = SUSTAIN_WINDOWS) -> None:
+        self.lag_threshold_ms = lag_threshold_ms
+        self.cpu_threshold = cpu_threshold
+        self.windows = windows
+        self.streak = 0
+        """Consecutive over windows up to now."""
+        self.last: tuple[float, float] = (0.0, 0.0)
+        """The latest window's (lag p99 ms, CPU share)."""
+
+    def update(self, lag_ms: float, cpu: float) -> bool:
+        """Fold in one window's reading; return whether the worker is now saturated."""
+        self.last = (lag_ms, cpu)
+        over = lag_ms > self.lag_threshold_ms or cpu > self.cpu_threshold
+        self.streak = self.streak + 1 if over else 0
+        return self.saturated
+
+    @property
+    def saturated(self) -> bool:
+        return self.streak >= self.windows

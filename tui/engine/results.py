@@ -47,6 +47,9 @@ DEFINITIONS: dict[str, str] = {
     "input tokens": "server usage.prompt_tokens when reported, else the requested input length",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
+    "client_saturated": "a worker's event-loop lag p99 over lag_threshold_ms or CPU share over cpu_threshold "
+    "in two consecutive disjoint health windows (health_window_s each), at any time in the run; "
+    "max_loop_lag_p99_ms and max_cpu_share are the raw rolling maxima, a momentary stall included",
 }
 
 _METRICS = (
@@ -143,7 +146,8 @@ def build_results(
     run: dict[str, Any],
 ) -> dict[str, Any]:
     """The whole results document for what was measured so far. ``run``: whole-run client maxima
-    (``max_loop_lag_p99_ms``, ``max_cpu_share``) and ``notices``."""
+    (``max_loop_lag_p99_ms``, ``max_cpu_share``: raw, a momentary stall included), ``saturated`` (sustained
+    saturation at some point, `tui.engine.health.Sustain`) and ``notices``."""
     target, workload, options, load = handle.target, handle.workload, handle.options, handle.load
     knee = snap.knee
     levels = []
@@ -192,8 +196,8 @@ def build_results(
             "max_cpu_share": run["max_cpu_share"],
             "lag_threshold_ms": options.lag_threshold_ms,
             "cpu_threshold": options.cpu_threshold,
-            "saturated": run["max_loop_lag_p99_ms"] > options.lag_threshold_ms
-            or run["max_cpu_share"] > options.cpu_threshold,
+            "health_window_s": options.health_window_s,
+            "saturated": run["saturated"],
             "last": {
                 "loop_lag_p99_ms": store_health.loop_lag_p99_ms,
                 "cpu_share": store_health.cpu_share,

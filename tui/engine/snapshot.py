@@ -164,9 +164,12 @@ class ClientHealth:
 
     workers: int = 1
     loop_lag_p99_ms: float = 0.0
+    """Highest event-loop lag p99 among engine processes over the last few seconds."""
     cpu_share: float = 0.0
     """Highest CPU share (0..1 of one core) among engine processes over the last few seconds."""
     saturated: bool = False
+    """Sustained: some engine process's lag p99 or CPU share was over its threshold in two consecutive
+    health windows (`tui.engine.health.Sustain`); a momentary high reading above does not set it."""
     reason: str = ""
 
 

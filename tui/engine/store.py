@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from tui.engine import metrics as m
 from tui.engine.config import LoadTarget
+from tui.engine.health import Sustain
 from tui.engine.levels import LevelAgg, LevelContext, level_view
 from tui.engine.records import RequestRecord
 from tui.engine.series import MetricSeries, Reservoir, Timeline
@@ -166,6 +167,10 @@ class Store:
         self.worker_health: list[tuple[float, float]] = [(0.0, 0.0)] * workers
         self.max_lag_ms = 0.0
         self.max_cpu = 0.0
+        """Raw maxima of the rolling readings over the run (a momentary stall counts: for transparency)."""
+        self.sustain = [Sustain(lag_threshold_ms, cpu_threshold) for _ in range(workers)]
+        self.saturated_ever = False
+        """Some worker was saturated (sustained, see `Sustain`) at some point of the run."""
         self.live_tokens = np.zeros(LIVE_BUCKETS, dtype=np.float64)
         self.live_ends = np.zeros(LIVE_BUCKETS, dtype=np.float64)
         self.live_slot_id = np.full(LIVE_BUCKETS, -1, dtype=np.int64)
@@ -228,6 +233,9 @@ class Store:
             if cur is not None:
                 cur.max_lag_ms = max(cur.max_lag_ms, lag)
                 cur.max_cpu = max(cur.max_cpu, cpu)
+        window = batch.get("health_window")
+        if window is not None and self.sustain[w].update(*window):
+            self.saturated_ever = True
         for notice in batch.get("notices", ()):
             if notice not in self.notices:
                 self.notices.append(notice)
@@ -454,13 +462,19 @@ class Store:
         return out
 
     def health(self) -> ClientHealth:
-        """Worst worker's loop lag and CPU share against the thresholds, with advice that fits the cause:
-        a worker using most of a core needs company (``--workers``); a lagging worker that uses little CPU
-        is waiting for a core (the machine is busy) and more workers would not help."""
-        lag = max((h[0] for h in self.worker_health), default=0.0)
-        cpu = max((h[1] for h in self.worker_health), default=0.0)
-        lagging = lag > self.lag_threshold_ms
-        busy = cpu > self.cpu_threshold
+        """Worst worker's rolling loop lag and CPU share; saturated when some worker's condition (lag p99
+        over the lag threshold or CPU share over the CPU threshold) held in two consecutive health windows
+        (`Sustain`), so one noisy moment never flags. The advice fits the cause, from the saturated workers'
+        latest window: a worker using most of a core needs company (``--workers``); a lagging worker that
+        uses little CPU is waiting for a core (the machine is busy) and more workers would not help."""
+        raw_lag = lag = max((h[0] for h in self.worker_health), default=0.0)
+        raw_cpu = cpu = max((h[1] for h in self.worker_health), default=0.0)
+        hot = [s.last for s in self.sustain if s.saturated]  # each one's latest window is over a threshold
+        if hot:  # the figures in the message: the saturated workers' latest windows, not a rolling moment
+            lag = max(h[0] for h in hot)
+            cpu = max(h[1] for h in hot)
+        busy = bool(hot) and cpu > self.cpu_threshold
+        lagging = bool(hot) and lag > self.lag_threshold_ms
         reason = ""
         if busy:
             cores = os.cpu_count() or 1
@@ -480,7 +494,11 @@ class Store:
                 "timings may be late; the machine may be short of CPU (--workers helps only CPU-bound ones)"
             )
         return ClientHealth(
-            workers=self.workers, loop_lag_p99_ms=lag, cpu_share=cpu, saturated=lagging or busy, reason=reason
+            workers=self.workers,
+            loop_lag_p99_ms=raw_lag,
+            cpu_share=raw_cpu,
+            saturated=bool(hot),
+            reason=reason,
         )
 
     def histograms(

@@ -7,6 +7,7 @@ timeout_s)``). Out, every ``batch_interval_s``: one pickled dict of plain data::
      "lanes": [(request_id, level_id, sent_ns, new_text, tokens_so_far, first_content_ns), ...],
      "tokens": output tokens received since the last batch (one per chunk unless the server counted),
      "records": [RequestRecord.to_wire(), ...], "health": (loop_lag_p99_ms, cpu_share), "notices": [...]}
+    plus, once every ``health_window_s``, "health_window": (loop_lag_p99_ms, cpu_share) over that window alone
 
 and finally ``("bye",)``. Writes to the pipe happen on a small sender thread, so a slow reader never stalls
 this loop (and with it the timestamps).
@@ -80,6 +81,7 @@ class Worker:
         self.runner = LoadRunner(self.issue)
         self.lag = LoopLagMonitor()
         self.cpu = CpuMeter()
+        self.health_window_at = time.perf_counter()
         self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.session: RequestSession | None = None
 
@@ -140,7 +142,7 @@ class Worker:
         records, self.finished = self.finished, []
         notices, self.notices = self.notices, []
         tokens, self.tokens = self.tokens, 0
-        return {
+        out: dict[str, Any] = {
             "w": self.index,
             "t": time.perf_counter_ns(),
             "level": self.level_id,
@@ -152,6 +154,11 @@ class Worker:
             "health": (self.lag.p99_ms(), self.cpu.share()),
             "notices": notices,
         }
+        now = time.perf_counter()
+        if now - self.health_window_at >= self.options.health_window_s:
+            self.health_window_at = now
+            out["health_window"] = (self.lag.take_window_p99_ms(), self.cpu.take_window_share())
+        return out
 
     def send(self, msg: Any) -> None:
         """Queue a message for the sender thread."""
@@ -212,6 +219,7 @@ class Worker:
             notice=self.notices.append,
         )  # fmt: skip
         self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
+        self.health_window_at = time.perf_counter()
         # Everything alive now (modules, the client) lives for the whole run: move it out of the collector's
         # sight, so the cyclic GC's pauses (each one stamps the chunks arriving meanwhile late) stay short.
         gc.collect()
