@@ -26,7 +26,8 @@ def engine() -> FakeEngine:
 
 @pytest.fixture
 def make_app(engine: FakeEngine, tmp_path: Path) -> MakeApp:
-    """An app whose timer never fires during a test (tests call `poll()`), with a frozen clock."""
+    """An app whose timer never fires during a test (tests call `poll()`), with a frozen clock and plots
+    built inline (`plot_thread=True` to test the background build)."""
 
     def make(theme: str = "dark", **kwargs: object) -> TokentopApp:
         options: dict[str, object] = {
@@ -34,6 +35,7 @@ def make_app(engine: FakeEngine, tmp_path: Path) -> MakeApp:
             "tick_s": 3600.0,
             "clock_ns": lambda: 0,
             "cpu_clock_ns": lambda: 0,
+            "plot_thread": False,  # plots built inline: the screen is complete when poll() returns
         }
         options.update(kwargs)
         return TokentopApp(engine, themes=load_themes(), theme=theme, **options)  # type: ignore[arg-type]

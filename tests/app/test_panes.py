@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
+from tui.app.plotting import PlotLines
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
@@ -144,3 +145,40 @@ async def test_lanes_put_in_flight_requests_first(make_app: MakeApp) -> None:
         await settle(pilot)
         order = [lane.request_id for lane in app._lanes._lanes]
     assert order == [301, 302, 304, 303, 298, 299]  # streaming, waiting, error, done
+
+
+async def test_background_builds_never_queue_up_the_latest_wins(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    app = make_app(plot_thread=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        await app.workers.wait_for_complete()
+        ttft = app.query_one("#ttft", PlotPane)
+        built: list[int] = []
+        original = ttft.plot_job
+
+        def counted(width: int, height: int) -> Callable[[], PlotLines]:
+            job = original(width, height)
+            seq = engine.snap.seq
+
+            def run() -> PlotLines:
+                built.append(seq)
+                return job()
+
+            return run
+
+        ttft.plot_job = counted  # type: ignore[method-assign]
+        # Five requests before the loop runs the build: only the last one is built, and shown.
+        for seq in range(43, 48):
+            hist = {
+                w: replace(h, counts=(seq * 1000, *h.counts[1:])) for w, h in engine.snap.ttft_hist.items()
+            }
+            engine.snap = replace(engine.snap, seq=seq, ttft_hist=hist)
+            app.poll()
+            ttft.redraw()
+        assert built == []  # nothing built on the UI thread
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        assert built == [47]
+        assert not ttft.stale and ttft._drawn_key == ttft._key()  # what is shown is the latest data

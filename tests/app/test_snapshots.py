@@ -59,3 +59,14 @@ async def test_main_screen(make_app: MakeApp, theme: str, size: tuple[int, int])
     pytest.fail(
         f"{name} differs from its snapshot (see {FAILED}):\n{plain_diff or 'same text, colours differ'}"
     )
+
+
+async def test_plots_built_off_the_ui_thread_draw_the_same_screen(make_app: MakeApp) -> None:
+    app = make_app(plot_thread=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        app.poll(force=True)
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        actual = screen_text(app, styles=True)
+    assert actual == (SNAPSHOTS / "main-dark-160x50.ansi").read_text(encoding="utf-8")

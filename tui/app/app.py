@@ -6,6 +6,7 @@ import gc
 import math
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -106,6 +107,7 @@ class TokentopApp(App[int]):
         freeze_gc: bool = False,
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
+        plot_thread: bool = True,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -145,6 +147,14 @@ class TokentopApp(App[int]):
         self._table = LevelTable(id="levels")
         self._errors = ErrorsPane(id="errors")
         self._plots: list[PlotPane] = [self._curve, self._ttft, self._itl]
+        # plotext builds (~5 ms each) made the UI's p99 tick; one background thread builds them in turn,
+        # so the UI thread only reads the theme and data in and shows the result. Without it (tests)
+        # plots are built inline and a screen is complete as soon as `poll()` returns.
+        self._plot_executor = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokentop-plots") if plot_thread else None
+        )
+        for pane in self._plots:
+            pane.executor = self._plot_executor
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLE_DEFAULTS)
@@ -178,6 +188,10 @@ class TokentopApp(App[int]):
             # sight: a full collection over it took ~40 ms, a visible stutter, and none of it is garbage.
             self.call_after_refresh(gc.freeze)
         self.set_interval(self.tick_s, self.poll)  # Textual timers skip ticks that came late
+
+    def on_unmount(self) -> None:
+        if self._plot_executor is not None:
+            self._plot_executor.shutdown(wait=False, cancel_futures=True)
 
     def on_resize(self) -> None:
         self._apply_layout()
@@ -225,7 +239,8 @@ class TokentopApp(App[int]):
 
     def _show_slow(self, snap: Snapshot, *, force: bool) -> None:
         """Plots and the table: only when visible and changed, spread over ticks so that no tick pays for
-        two of them (a plot build is a few ms, the table's repaint about as much)."""
+        two of them (the table's repaint is a few ms; a plot build as much, on the plot thread, where
+        spacing them out still keeps it from holding the GIL for long stretches)."""
         table = self._table
         if (
             (force or self._ticks % self.TABLE_EVERY_TICKS == 0)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
 
-from tui.app.plotting import CurveColours, PlotLines, format_rate
-from tui.app.widgets.plot_pane import PlotPane
+from tui.app.plotting import CurveColours, format_rate
+from tui.app.widgets.plot_pane import PlotJob, PlotPane
 from tui.app.widgets.styles import ComponentStyles
 from tui.engine.snapshot import Knee, LevelView, Snapshot
 
@@ -76,7 +77,7 @@ class ThroughputCurve(PlotPane):
         out.append_text(legend)
         return out
 
-    def build_plot(self, width: int, height: int) -> PlotLines:
+    def plot_job(self, width: int, height: int) -> PlotJob:
         colours = CurveColours(
             total=self.colour("plot-curve"),
             per_request=self.colour("plot-curve-2"),
@@ -85,4 +86,4 @@ class ThroughputCurve(PlotPane):
             axes=self.colour("plot-axes"),
         )
         knee = self._knee.value if self._knee is not None else None
-        return self._plot.curve(self._levels, self._level_id, knee, width, height, colours)
+        return partial(self._plot.curve, self._levels, self._level_id, knee, width, height, colours)

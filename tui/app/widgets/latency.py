@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from rich.text import Text
 
 from tui.app.plotting import HistColours, PlotLines, format_ms
-from tui.app.widgets.plot_pane import PlotPane
+from tui.app.widgets.plot_pane import PlotJob, PlotPane
 from tui.engine.snapshot import ITL_NAMES, Histogram, ItlConvention, Snapshot
 
 
@@ -48,11 +50,11 @@ class LatencyHistogram(PlotPane):
         line.append(f"mean {format_ms(stats.mean)}  n {stats.n:,}", style="dim")
         return line
 
-    def build_plot(self, width: int, height: int) -> PlotLines:
+    def plot_job(self, width: int, height: int) -> PlotJob:
         if self._hist is None:
-            return PlotLines.message("no data for this window yet")
+            return partial(PlotLines.message, "no data for this window yet")
         bars = "plot-ttft" if self.kind == "ttft" else "plot-itl"
         colours = HistColours(
             bars=self.colour(bars), marker=self.colour("plot-marker"), axes=self.colour("plot-axes")
         )
-        return self._plot.histogram(self._hist, width, height, colours)
+        return partial(self._plot.histogram, self._hist, width, height, colours)

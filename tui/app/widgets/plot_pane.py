@@ -1,8 +1,15 @@
-"""Base for panes whose body is a plotext plot: data in cheaply, plot rebuilt only when asked."""
+"""Base for panes whose body is a plotext plot: data in cheaply, plot rebuilt only when asked.
+
+A build (plotext, ~5 ms) runs on a background executor when the app gives one: the UI thread only reads
+the theme and the data into a job, then later shows the finished `PlotLines`. Builds of one pane never
+overlap or queue up: while one runs, newer requests replace each other and only the latest runs next.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import asyncio
+from collections.abc import Callable, Hashable
+from concurrent.futures import Executor
 
 from rich.segment import Segment
 from rich.text import Text
@@ -64,8 +71,13 @@ class PlotPane(Widget):
         self.drawn_tick = -(10**9)
         """The app tick of the last build (kept by the app's scheduler)."""
         self._plot = Plot()
+        self.executor: Executor | None = None
+        """Where plots are built; None builds inline on the UI thread (deterministic, for tests)."""
         self._data_key: Hashable = None
+        self._requested_key: Hashable = ("never",)
         self._drawn_key: Hashable = ("never",)
+        self._pending: tuple[PlotJob, Hashable] | None = None
+        self._building = False
         self._header_view = TextLines(classes="plot--header")
         self._body_view = _PlotBody()
 
@@ -83,7 +95,9 @@ class PlotPane(Widget):
         """Lines above the plot (gauge, stats); one Text, newline-separated."""
         return Text()
 
-    def build_plot(self, width: int, height: int) -> PlotLines:
+    def plot_job(self, width: int, height: int) -> PlotJob:
+        """Read everything the build needs here, on the UI thread (theme colours as RGB, immutable
+        snapshot data), and return a call that only touches those values and this pane's own figure."""
         raise NotImplementedError
 
     def colour(self, variable: str) -> tuple[int, int, int]:
@@ -99,12 +113,13 @@ class PlotPane(Widget):
 
     @property
     def stale(self) -> bool:
-        return self._key() != self._drawn_key
+        """The data, size or theme differ from the last build asked for (in flight or shown)."""
+        return self._key() != self._requested_key
 
     @property
     def resized(self) -> bool:
-        drawn = self._drawn_key
-        return isinstance(drawn, tuple) and len(drawn) == 3 and drawn[1] != self._body_view.content_size
+        asked = self._requested_key
+        return isinstance(asked, tuple) and len(asked) == 3 and asked[1] != self._body_view.content_size
 
     @property
     def showing(self) -> bool:
@@ -116,6 +131,34 @@ class PlotPane(Widget):
         self._header_view.set_text(self.header_lines())
 
     def redraw(self) -> None:
+        """Ask for a build from the current data; shown at once without an executor, else when done."""
         size = self._body_view.content_size
-        self._body_view.show(self.build_plot(size.width, size.height))
-        self._drawn_key = self._key()
+        key = self._key()
+        job = self.plot_job(size.width, size.height)
+        self._requested_key = key
+        if self.executor is None:
+            self._show_built(job(), key)
+            return
+        self._pending = (job, key)  # latest wins: replaces a request not yet started
+        if not self._building:
+            self._building = True
+            self.run_worker(self._build_pending(self.executor), group=f"plot-{self.id}")
+
+    async def _build_pending(self, executor: Executor) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending is not None:
+                job, key = self._pending
+                self._pending = None
+                built = await loop.run_in_executor(executor, job)
+                self._show_built(built, key)
+        finally:
+            self._building = False
+
+    def _show_built(self, built: PlotLines, key: Hashable) -> None:
+        self._body_view.show(built)
+        self._drawn_key = key
+
+
+PlotJob = Callable[[], PlotLines]
+"""A plot build with its inputs bound: safe to run off the UI thread."""
