@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from tui import __version__
-from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig, normalise_base_url
+from tui.engine.config import TargetConfig, WorkloadConfig, normalise_base_url
 
 DEMO_PROFILE = "small-gpu"
 
@@ -78,7 +78,8 @@ def _level_list(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]
         try:
             values = [kind(part) for part in text.split(",") if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of numbers: {text!r}") from None
+            message = f"expected a comma-separated list of numbers: {text!r}"
+            raise argparse.ArgumentTypeError(message) from None
         if not values or any(v <= 0 for v in values):
             raise argparse.ArgumentTypeError(f"levels must be positive: {text!r}")
         return values
@@ -168,7 +169,8 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
                    help="theme name (dark, light, high-contrast, or any file in the themes folder) "
                    "or the path of a theme file")
     p.add_argument("--output", metavar="results.json", help="write results here on quit")
-    p.add_argument("--requests-log", metavar="requests.jsonl", help="append one JSON line per finished request")
+    p.add_argument("--requests-log", metavar="requests.jsonl",
+                   help="append one JSON line per finished request")
     p.add_argument("--slo-ttft-ms", type=_positive_float, metavar="MS",
                    help="TTFT objective: goodput, and the auto ramp (a) stops when p99 breaks it")
     p.add_argument("--slo-tpot-ms", type=_positive_float, metavar="MS",
@@ -200,7 +202,8 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
 def _add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed)")
-    p.add_argument("--profile", default=DEMO_PROFILE, metavar="NAME", help="performance profile (--list-profiles)")
+    p.add_argument("--profile", default=DEMO_PROFILE, metavar="NAME",
+                   help="performance profile (--list-profiles)")
     p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
     p.add_argument("--time-scale", type=_positive_float, default=1.0, metavar="X",
                    help="run X times faster than the profile (for tests)")
@@ -212,7 +215,8 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fault", action="append", default=[], metavar="KIND=RATE",
                    help="inject faults: error500, error429, disconnect, stall, malformed (rate 0..1); "
                    "queue503=N rejects when more than N wait")
-    p.add_argument("--truth-log", metavar="PATH", help="write one JSON line per request with server-side times")
+    p.add_argument("--truth-log", metavar="PATH",
+                   help="write one JSON line per request with server-side times")
     cap = p.add_argument_group("capacity overrides (default: the profile's)")
     cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
     cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")

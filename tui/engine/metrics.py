@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -303,9 +302,3 @@ def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) ->
                 rule=KNEE_RULE.format(tol=tolerance),
             )
     return None
-
-
-def summarise(values: FloatArray) -> dict[str, Any]:
-    """A Stats as a dict (for tests and debugging)."""
-    s = stats(values)
-    return {k: getattr(s, k) for k in ("n", "mean", "std", "min", "max", "p50", "p90", "p95", "p99")}
