@@ -178,3 +178,22 @@ def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
     assert not feed(0, quiet)  # recovery clears it
     assert st.health().reason == ""
     assert st.saturated_ever
+
+
+def test_snapshot_reuses_refreshed_parts_up_to_the_age_it_is_given() -> None:
+    """A face whose background thread calls `refresh` passes a longer age: its snapshot reuses the costly
+    parts (no recomputation on the UI thread), and recomputes them only once they are older than that."""
+    meta = dict(base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None)
+    st = Store(0, workers=1, heavy_interval_s=0.5)
+    st.begin_level(1, LoadTarget(concurrency=5), 0)
+    st.ingest(_batch(0, 1 * S, 1, 5, 1))
+    st.refresh(1 * S)
+    st.ingest(_batch(0, 1 * S + 100 * MS, 6, 5, 1))
+    later = 1 * S + 600 * MS  # past heavy_interval_s, within the longer age
+    reused = st.snapshot(later, heavy_max_age_s=2.0, **meta)
+    assert reused.ttft_hist[None].stats.n == 5 and reused.levels[0].completed == 5
+    fresh = st.snapshot(later, **meta)
+    assert fresh.ttft_hist[None].stats.n == 10 and fresh.levels[0].completed == 10
+    st.ingest(_batch(0, 2 * S, 11, 5, 1))
+    stale = st.snapshot(3 * S + 700 * MS, heavy_max_age_s=2.0, **meta)  # the refresher stopped: recompute
+    assert stale.ttft_hist[None].stats.n == 15

@@ -34,6 +34,13 @@ from tui.engine.snapshot import RequestDetail, Snapshot
 from tui.engine.store import Store
 
 
+REFRESH_POLL_S = 0.1
+"""The reader thread wakes at least this often, to refresh the store's costly parts when due."""
+REFRESHED_MAX_AGE_S = 2.0
+"""While the reader thread refreshes, a snapshot recomputes those parts itself only if they are older
+than this (the thread is stuck or gone)."""
+
+
 class ProbeError(Exception):
     """The target cannot be used; the message is one line, fit to print."""
 
@@ -145,6 +152,8 @@ class EngineHandle:
         self._log: RequestsLog | None = None
         self._log_file: IO[bytes] | None = None
         self._ready = threading.Event()
+        self._refreshing = False
+        """The reader thread keeps the store's costly parts fresh (`Store.refresh`)."""
         self._started = False
         self._stopping = False
         self._stopped = False
@@ -222,10 +231,14 @@ class EngineHandle:
         return self._fatal or self._store.fatal
 
     def snapshot(self) -> Snapshot:
-        """The state now, summarised from what the workers reported (cheap; never blocks on I/O)."""
+        """The state now, summarised from what the workers reported (cheap; never blocks on I/O).
+
+        While the reader thread runs, it recomputes the costly parts (`Store.refresh`), so a face calling
+        this on its UI thread pays only for assembling them (about 1 ms rather than up to ~20 ms)."""
         with self._lock:
             return self._store.snapshot(
                 time.perf_counter_ns(),
+                heavy_max_age_s=REFRESHED_MAX_AGE_S if self._refreshing else None,
                 base_url=self.target.base_url,
                 model=self._model,
                 endpoint=self.target.endpoint,
@@ -363,10 +376,19 @@ class EngineHandle:
                 conn.send(("share", share))
 
     def _read_loop(self) -> None:
+        self._refreshing = True
+        try:
+            self._drain()
+        finally:
+            self._refreshing = False
+
+    def _drain(self) -> None:
         open_conns = {id(c): i for i, c in enumerate(self._data)}
         pending = list(self._data)
         while pending:
-            for conn in wait(pending, timeout=0.25):
+            with self._lock:
+                self._store.refresh(time.perf_counter_ns())
+            for conn in wait(pending, timeout=REFRESH_POLL_S):
                 assert isinstance(conn, Connection)
                 try:
                     raw = conn.recv_bytes()

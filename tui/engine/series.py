@@ -30,6 +30,8 @@ class MetricSeries:
         self.cap = cap = cap or SERIES_CAP
         self.t = np.zeros(cap, dtype=np.int64)
         self.v = np.zeros(cap, dtype=np.float64)
+        self.bins = np.zeros(cap, dtype=np.int16)
+        """Each raw sample's fine bin (computed once on add: a window's histogram is then one bincount)."""
         self.count = 0
         """Samples ever added."""
         self.evicted_max_t = -(1 << 62)
@@ -62,11 +64,12 @@ class MetricSeries:
             overwritten = idx[idx < n_old] if self.count < self.cap else idx
             if overwritten.size:
                 self.evicted_max_t = max(self.evicted_max_t, int(self.t[overwritten].max()))
+        bins = m.fine_bins(values)
         self.t[idx] = t_ns
         self.v[idx] = values
+        self.bins[idx] = bins
         self.count += k
         # whole run
-        bins = m.fine_bins(values)
         self.all_hist += np.bincount(bins, minlength=m.N_FINE)
         self.all_moments.add(values)
         # per-second ring
@@ -91,10 +94,12 @@ class MetricSeries:
         since = -(1 << 62) if window_s is None else now_ns - int(window_s * 1e9)
         n = min(self.count, self.cap)
         if self.evicted_max_t < since or self.count <= self.cap:
-            t, v = self.t[:n], self.v[:n]
+            t, v, bins = self.t[:n], self.v[:n], self.bins[:n]
             if window_s is not None:
-                v = v[t >= since]
-            return Histogram(edges, tuple(m.display_counts(v).tolist()), m.stats(v))
+                inside = t >= since
+                v, bins = v[inside], bins[inside]
+            counts = m.display_counts_from_fine(np.bincount(bins, minlength=m.N_FINE))
+            return Histogram(edges, tuple(counts.tolist()), m.stats(v))
         # The raw ring no longer holds the whole window: fall back to histograms.
         if window_s is None:
             fine, mom = self.all_hist, self.all_moments

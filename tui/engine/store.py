@@ -424,9 +424,13 @@ class Store:
             float(self.live_ends[sel].sum()) / span_s,
         )
 
-    def level_views(self, now_ns: int, *, force: bool = False) -> list[tuple[LevelView, dict[str, Any]]]:
-        """Views of every level (recomputed at most every `heavy_interval_s`, and only when changed)."""
-        if not force and now_ns - self._views_at < self.heavy_interval_s * 1e9 and self._views:
+    def level_views(
+        self, now_ns: int, *, force: bool = False, max_age_s: float | None = None
+    ) -> list[tuple[LevelView, dict[str, Any]]]:
+        """Views of every level: recomputed when older than ``max_age_s`` (default `heavy_interval_s`) and
+        then only the levels that changed."""
+        max_age_ns = (self.heavy_interval_s if max_age_s is None else max_age_s) * 1e9
+        if not force and now_ns - self._views_at < max_age_ns and self._views:
             return [self._views[i] for i in self.levels if i in self._views]
         self._views_at = now_ns
         in_flight: dict[int, list[int]] = {}
@@ -502,10 +506,12 @@ class Store:
         )
 
     def histograms(
-        self, now_ns: int
+        self, now_ns: int, *, max_age_s: float | None = None
     ) -> tuple[dict[float | None, Histogram], dict[tuple[ItlConvention, float | None], Histogram]]:
-        """TTFT and ITL histograms per window (recomputed at most every `heavy_interval_s`)."""
-        if now_ns - self._heavy_at < self.heavy_interval_s * 1e9 and self._heavy[0]:
+        """TTFT and ITL histograms per window: recomputed when older than ``max_age_s`` (default
+        `heavy_interval_s`)."""
+        max_age_ns = (self.heavy_interval_s if max_age_s is None else max_age_s) * 1e9
+        if now_ns - self._heavy_at < max_age_ns and self._heavy[0]:
             return self._heavy
         self._heavy_at = now_ns
         ttft = {w: self.series["ttft"].histogram(now_ns, w) for w in WINDOWS_S}
@@ -546,12 +552,22 @@ class Store:
             error=lane.error,
         )
 
-    def snapshot(self, now_ns: int, **meta: Any) -> Snapshot:
-        """The state now. ``meta``: base_url, model, endpoint, demo, load, level_id, fatal."""
+    def refresh(self, now_ns: int) -> None:
+        """Recompute the costly parts (level views, histograms) if due. A face's background thread calls
+        this so that `snapshot` itself, called from the UI thread, stays cheap (see ``heavy_max_age_s``)."""
+        self.level_views(now_ns)
+        self.histograms(now_ns)
+
+    def snapshot(self, now_ns: int, *, heavy_max_age_s: float | None = None, **meta: Any) -> Snapshot:
+        """The state now. ``meta``: base_url, model, endpoint, demo, load, level_id, fatal.
+
+        Level views and histograms are reused while younger than ``heavy_max_age_s`` (default
+        `heavy_interval_s`); a caller whose `refresh` runs elsewhere passes a longer age, so that the
+        snapshot recomputes them only if that refresher has stopped."""
         self.seq += 1
-        views = self.level_views(now_ns)
+        views = self.level_views(now_ns, max_age_s=heavy_max_age_s)
         level_list = tuple(v for v, _ in views)
-        ttft_hist, itl_hist = self.histograms(now_ns)
+        ttft_hist, itl_hist = self.histograms(now_ns, max_age_s=heavy_max_age_s)
         lanes, hidden = self.lane_views(now_ns)
         tps, rps = self.live_rates(now_ns)
         fatal = meta.pop("fatal", None) or self.fatal
