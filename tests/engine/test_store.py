@@ -183,7 +183,9 @@ def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
 def test_snapshot_reuses_refreshed_parts_up_to_the_age_it_is_given() -> None:
     """A face whose background thread calls `refresh` passes a longer age: its snapshot reuses the costly
     parts (no recomputation on the UI thread), and recomputes them only once they are older than that."""
-    meta = dict(base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None)
+    meta = dict(
+        base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None
+    )
     st = Store(0, workers=1, heavy_interval_s=0.5)
     st.begin_level(1, LoadTarget(concurrency=5), 0)
     st.ingest(_batch(0, 1 * S, 1, 5, 1))

@@ -33,7 +33,6 @@ from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.snapshot import RequestDetail, Snapshot
 from tui.engine.store import Store
 
-
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly parts when due."""
 REFRESHED_MAX_AGE_S = 2.0
