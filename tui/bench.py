@@ -183,7 +183,9 @@ def run_from_args(ns: argparse.Namespace) -> int:
             print(f"tokentop: error: {exc}", file=err)
             return 1
         target = replace(target, model=model)
-        options = EngineOptions(slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms)
+        options = EngineOptions(
+            slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms, user_stagger_s=ns.user_stagger_ms / 1e3
+        )
         handle = EngineHandle(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
                               options=options)  # fmt: skip
         handle.start()

@@ -51,6 +51,9 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
                    help=f"simulator profile when no --url is given (default {DEMO_PROFILE})")
     p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
                    help="engine processes sharing the load (more streams than one core can time)")
+    p.add_argument("--user-stagger-ms", type=_non_negative_float, default=5.0, metavar="MS",
+                   help="closed loop: new users start this far apart, a whole step within 1 s "
+                        "(0: all at once)")
 
 
 def _positive_int(text: str) -> int:
@@ -60,6 +63,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
     return value
 
 

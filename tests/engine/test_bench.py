@@ -188,3 +188,18 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path: Path) -> None:
     assert "c=2" in stdout  # the table of what was measured
     res = json.loads(out.read_text())
     assert res["levels"][0]["concurrency"] == 2 and res["totals"]["completed"] >= 6
+
+
+@pytest.mark.parametrize(("stagger_ms", "spread"), [("25", (0.4, 1.0)), ("0", (0.0, 0.1))])
+def test_user_stagger_spreads_the_first_requests(
+    tmp_path: Path, stagger_ms: str, spread: tuple[float, float]
+) -> None:
+    """20 users whose requests outlast the stagger: the first requests start 25 ms apart (19 steps: 0.475 s),
+    or all at once with 0."""
+    log = tmp_path / "requests.jsonl"
+    r = bench("--concurrency", "20", "--requests", "20", "--osl", "128", "--user-stagger-ms", stagger_ms,
+              "--requests-log", str(log), "--quiet")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    sent = sorted(json.loads(line)["sent_ns"] for line in log.read_text().splitlines())[:20]
+    lo, hi = spread
+    assert lo <= (sent[-1] - sent[0]) / 1e9 < hi

@@ -119,3 +119,41 @@ async def test_open_loop_caps_in_flight_and_stamps_the_schedule() -> None:
     gaps = [b - a for a, b in itertools.pairwise(sched)]  # type: ignore[operator]
     assert all(g == 5_000_000 for g in gaps)  # 1/200 s, on the absolute timeline
     await runner.stop(drain=False, timeout_s=1.0)
+
+
+async def test_new_users_start_staggered_within_the_cap_and_interleaved_across_workers() -> None:
+    """Two runners stand for two workers sharing one stagger grid; each start is stamped."""
+    fake = FakeRequests()
+    starts: list[tuple[float, int]] = []
+
+    def issue_for(worker: int):  # type: ignore[no-untyped-def]
+        async def issue(level_id: int, scheduled_ns: int | None) -> str | None:
+            starts.append((time.perf_counter(), worker))
+            return await fake(level_id, scheduled_ns)
+
+        return issue
+
+    runners = [
+        LoadRunner(issue_for(i), stagger_step_s=0.02, stagger_max_s=1.0, worker=i, workers=2) for i in (0, 1)
+    ]
+    t0 = time.perf_counter()
+    ramps = [r.apply(WorkerShare(level_id=1, concurrency=5)) for r in runners]
+    assert ramps == pytest.approx([0.16, 0.18])  # user k of worker i at (2k + i) x 20 ms
+    await fake.until(lambda: fake.running == 10, timeout_s=3.0)
+    assert [w for _, w in sorted(starts)] == [0, 1] * 5  # one grid: the workers take turns
+    assert starts[0][0] - t0 < 0.015 and 0.17 <= max(t for t, _ in starts) - t0 < 0.5
+    # a bigger step is squeezed into the cap: 100 new users within 0.25 s
+    squeezed = LoadRunner(fake, stagger_step_s=0.02, stagger_max_s=0.25)
+    assert squeezed.apply(WorkerShare(level_id=1, concurrency=100)) == pytest.approx(0.2475)
+    # raising an existing level staggers only the users it adds
+    assert runners[0].apply(WorkerShare(level_id=2, concurrency=6)) == pytest.approx(0.0)
+    for r in [*runners, squeezed]:
+        await r.stop(drain=False, timeout_s=1.0)
+
+
+async def test_no_stagger_starts_every_new_user_at_once() -> None:
+    fake = FakeRequests()
+    runner = LoadRunner(fake, stagger_step_s=0.0)
+    assert runner.apply(WorkerShare(level_id=1, concurrency=50)) == 0.0
+    await fake.until(lambda: fake.running == 50, timeout_s=1.0)
+    await runner.stop(drain=False, timeout_s=1.0)

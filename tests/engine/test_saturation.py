@@ -71,6 +71,9 @@ def test_a_starved_engine_is_flagged_in_the_results_file_and_its_level(tmp_path:
     assert snap.health.cpu_share < 0.6  # the lag alone tripped it
     assert results["client"]["saturated"] is True
     assert results["client"]["max_loop_lag_p99_ms"] > 10
+    # when: flagged once the second over window ended (~4 s in: two 2 s windows), still going at the end
+    ((flagged_s, until_s),) = results["client"]["saturated_spans_s"]
+    assert 3.0 <= flagged_s <= snap.elapsed_s + 0.5 and until_s is None
     level = results["levels"][0]["client"]
     assert level["max_loop_lag_p99_ms"] > 10
 

@@ -199,3 +199,24 @@ def test_snapshot_reuses_refreshed_parts_up_to_the_age_it_is_given() -> None:
     st.ingest(_batch(0, 2 * S, 11, 5, 1))
     stale = st.snapshot(3 * S + 700 * MS, heavy_max_age_s=2.0, **meta)  # the refresher stopped: recompute
     assert stale.ttft_hist[None].stats.n == 15
+
+
+def test_saturated_spans_open_when_a_worker_is_flagged_and_close_when_none_is() -> None:
+    st = Store(0, workers=2, lag_threshold_ms=2.0, cpu_threshold=0.6)
+    st.begin_level(1, LoadTarget(concurrency=2), 0)
+
+    def window(w: int, t_s: float, lag_ms: float) -> None:
+        st.ingest({"w": w, "t": int(t_s * S), "level": 1, "health_window": (lag_ms, 0.1)})
+
+    window(0, 2, 5.0)  # one over window: not yet
+    window(1, 2, 5.0)
+    assert st.saturated_spans == []
+    window(0, 4, 5.0)  # worker 0: two in a row
+    window(1, 4, 5.0)  # worker 1 too: still one span
+    window(0, 6, 0.5)  # worker 0 clears, worker 1 still saturated
+    assert st.saturated_spans == [[4.0, None]]
+    window(1, 6, 0.5)
+    assert st.saturated_spans == [[4.0, 6.0]] and st.saturated_ever
+    window(1, 8, 9.0)
+    window(1, 10, 9.0)
+    assert st.saturated_spans == [[4.0, 6.0], [10.0, None]]

@@ -310,7 +310,8 @@ def section_itl(report: Report, ns: argparse.Namespace, out: Path) -> None:
         report.add(
             "results.json client.saturated consistent",
             f"saturated={client.get('saturated')} (max lag p99 "
-            f"{client.get('max_loop_lag_p99_ms', 0):.1f} ms, max CPU {client.get('max_cpu_share', 0):.0%})",
+            f"{client.get('max_loop_lag_p99_ms', 0):.1f} ms, max CPU {client.get('max_cpu_share', 0):.0%}; "
+            f"flagged over {client.get('saturated_spans_s', [])} s of the run)",
             over or not client.get("saturated"),
         )
     if "saturated" in screen:

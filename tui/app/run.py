@@ -58,7 +58,9 @@ def run_from_args(ns: argparse.Namespace) -> int:
         from tui.app.app import TokentopApp
         from tui.engine.handle import EngineHandle
 
-        options = EngineOptions(slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms)
+        options = EngineOptions(
+            slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms, user_stagger_s=ns.user_stagger_ms / 1e3
+        )
         engine = EngineHandle(
             target, workload, load, workers=ns.workers, requests_log=requests_log, options=options
         )

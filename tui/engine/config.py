@@ -85,6 +85,10 @@ class EngineOptions:
 
     transport: str | None = None
     """HTTP transport under httpx: "aiohttp" (default) or "httpx"; None reads $TOKENTOP_TRANSPORT."""
+    user_stagger_s: float = 0.005
+    """Closed loop: new users start this far apart (0: all at once, as LLMPerf does) ..."""
+    user_stagger_max_s: float = 1.0
+    """... and one change of concurrency starts all its new users within this long (the step shrinks)."""
     batch_interval_s: float = 0.1
     """How often each worker sends what it measured."""
     lag_threshold_ms: float = 2.0

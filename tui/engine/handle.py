@@ -265,6 +265,7 @@ class EngineHandle:
                 "max_loop_lag_p99_ms": store.max_lag_ms,
                 "max_cpu_share": store.max_cpu,
                 "saturated": store.saturated_ever,
+                "saturated_spans_s": [list(span) for span in store.saturated_spans],
                 "notices": store.notices,
             }
             return build_results(self, snap, views, run)

@@ -3,8 +3,11 @@
 The handle splits the user's `LoadTarget` over the workers (`split_load`); each worker's `LoadRunner`
 reconciles toward its `WorkerShare`:
 
-- closed loop: N users, each sending its next request as soon as its last one ends. Raising N starts users at
-  once; lowering it lets the surplus users finish their request in flight and stop (nothing is cancelled).
+- closed loop: N users, each sending its next request as soon as its last one ends. Raising N starts the new
+  users a few ms apart (``stagger_step_s`` each, the whole step spread over at most ``stagger_max_s``, users
+  of W workers interleaved): a jump to 200 users is then not a 200-connection storm, and identical requests
+  do not keep starting and ending in the same instant for the rest of the run. Lowering N lets the surplus
+  users finish their request in flight and stop (nothing is cancelled).
 - open loop: arrivals at rate R (Poisson or constant), scheduled on an absolute timeline (each send time is
   the previous *scheduled* time plus an interval, so a late wake-up does not slow the rate down), optionally
   capped at ``max_concurrency`` in flight (arrivals beyond it wait; their scheduling lag is recorded).
@@ -81,10 +84,25 @@ answer from the server (errors included) resets it: load against a live server i
 
 
 class LoadRunner:
-    """Reconciles one worker's in-flight requests toward its `WorkerShare`."""
+    """Reconciles one worker's in-flight requests toward its `WorkerShare`.
 
-    def __init__(self, issue: IssueFn) -> None:
+    ``worker``/``workers`` place this worker's new users on the shared stagger grid: user k of worker i
+    starts at (k x workers + i) steps, so W workers together start one user per step."""
+
+    def __init__(
+        self,
+        issue: IssueFn,
+        *,
+        stagger_step_s: float = 0.0,
+        stagger_max_s: float = 1.0,
+        worker: int = 0,
+        workers: int = 1,
+    ) -> None:
         self._issue = issue
+        self.stagger_step_s = stagger_step_s
+        self.stagger_max_s = stagger_max_s
+        self.worker = worker
+        self.workers = max(1, workers)
         self.share: WorkerShare | None = None
         self._users: dict[int, asyncio.Task[None]] = {}
         self._open: set[asyncio.Task[None]] = set()
@@ -95,17 +113,21 @@ class LoadRunner:
 
     # --- control ------------------------------------------------------------------------------
 
-    def apply(self, share: WorkerShare) -> None:
-        """Reconcile toward ``share`` (call from the worker's loop)."""
+    def apply(self, share: WorkerShare) -> float:
+        """Reconcile toward ``share`` (call from the worker's loop). Returns how long, in seconds, the new
+        closed-loop users take to have all started (0 when none is added or there is no stagger)."""
         if self._stopping:
-            return
+            return 0.0
         old, self.share = self.share, share
         active = not share.paused
+        ramp_s = 0.0
         if share.mode == "concurrency" and active:
-            for idx in range(share.concurrency):
-                task = self._users.get(idx)
-                if task is None or task.done():
-                    self._users[idx] = asyncio.ensure_future(self._user(idx))
+            new = [i for i in range(share.concurrency) if (t := self._users.get(i)) is None or t.done()]
+            step_s = self._stagger_step(len(new))
+            for rank, idx in enumerate(new):
+                delay_s = (rank * self.workers + self.worker) * step_s
+                ramp_s = max(ramp_s, delay_s)
+                self._users[idx] = asyncio.ensure_future(self._user(idx, delay_s))
         # users above the target (or all, in open loop / paused) see it on their next turn and stop
         arrivals_changed = old is None or (
             old.level_id,
@@ -122,6 +144,15 @@ class LoadRunner:
             if share.mode == "rate" and active and share.rate > 0:
                 self._arrivals = asyncio.ensure_future(self._arrive(share))
         self._slot_freed.set()
+        return ramp_s
+
+    def _stagger_step(self, new_here: int) -> float:
+        """Seconds between consecutive new users over all workers: the configured step, shrunk so that the
+        whole step (about ``new_here x workers`` users) starts within ``stagger_max_s``."""
+        if self.stagger_step_s <= 0 or new_here == 0:
+            return 0.0
+        users = new_here * self.workers
+        return min(self.stagger_step_s, self.stagger_max_s / users)
 
     async def stop(self, *, drain: bool, timeout_s: float) -> None:
         """Stop issuing; let in-flight requests finish (drain, up to ``timeout_s``) or cancel them."""
@@ -150,7 +181,9 @@ class LoadRunner:
             and idx < s.concurrency
         )
 
-    async def _user(self, idx: int) -> None:
+    async def _user(self, idx: int, delay_s: float = 0.0) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
         backoff_s = 0.0
         while self._wants_user(idx):
             assert self.share is not None

@@ -49,7 +49,9 @@ DEFINITIONS: dict[str, str] = {
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
     "client_saturated": "a worker's event-loop lag p99 over lag_threshold_ms or CPU share over cpu_threshold "
     "in two consecutive disjoint health windows (health_window_s each), at any time in the run; "
-    "max_loop_lag_p99_ms and max_cpu_share are the raw rolling maxima, a momentary stall included",
+    "max_loop_lag_p99_ms and max_cpu_share are the raw rolling maxima, a momentary stall included; "
+    "saturated_spans_s: [from, to] seconds of run time while flagged (to null: until the end), the condition "
+    "having begun one health window before from",
 }
 
 _METRICS = (
@@ -198,6 +200,7 @@ def build_results(
             "cpu_threshold": options.cpu_threshold,
             "health_window_s": options.health_window_s,
             "saturated": run["saturated"],
+            "saturated_spans_s": run.get("saturated_spans_s", []),
             "last": {
                 "loop_lag_p99_ms": store_health.loop_lag_p99_ms,
                 "cpu_share": store_health.cpu_share,

@@ -61,6 +61,7 @@ LIVE_BUCKETS = 600
 LANE_LINGER_S = 1.5
 """A finished request's lane stays visible this long (so a face can flash ok/error)."""
 RECENT_ERRORS = 8
+SATURATED_SPANS = 100
 FATAL_AFTER = 3
 """If the first this-many finished requests all fail to connect or get a non-429 4xx, the target is
 unusable: `Snapshot.fatal` is set."""
@@ -171,6 +172,9 @@ class Store:
         self.sustain = [Sustain(lag_threshold_ms, cpu_threshold) for _ in range(workers)]
         self.saturated_ever = False
         """Some worker was saturated (sustained, see `Sustain`) at some point of the run."""
+        self.saturated_spans: list[list[float | None]] = []
+        """When some worker was flagged saturated: [from_s, to_s] of run time (to_s None while it lasts; at
+        most `SATURATED_SPANS` kept, the latest). The condition began one health window before from_s."""
         self.live_tokens = np.zeros(LIVE_BUCKETS, dtype=np.float64)
         self.live_ends = np.zeros(LIVE_BUCKETS, dtype=np.float64)
         self.live_slot_id = np.full(LIVE_BUCKETS, -1, dtype=np.int64)
@@ -234,8 +238,11 @@ class Store:
                 cur.max_lag_ms = max(cur.max_lag_ms, lag)
                 cur.max_cpu = max(cur.max_cpu, cpu)
         window = batch.get("health_window")
-        if window is not None and self.sustain[w].update(*window):
-            self.saturated_ever = True
+        if window is not None:
+            was = any(s.saturated for s in self.sustain)
+            if self.sustain[w].update(*window):
+                self.saturated_ever = True
+            self._track_saturation(was, any(s.saturated for s in self.sustain), t_ns)
         for notice in batch.get("notices", ()):
             if notice not in self.notices:
                 self.notices.append(notice)
@@ -258,6 +265,14 @@ class Store:
         if records:
             self._finish(records)
         return records
+
+    def _track_saturation(self, was: bool, now: bool, t_ns: int) -> None:
+        t_s = round((t_ns - self.t0_ns) / 1e9, 3)
+        if now and not was:
+            self.saturated_spans.append([t_s, None])
+            del self.saturated_spans[:-SATURATED_SPANS]
+        elif was and not now and self.saturated_spans:
+            self.saturated_spans[-1][1] = t_s
 
     def _live_add(self, ring: FloatArray, t_ns: int, value: float) -> None:
         b = (t_ns - self.t0_ns) // LIVE_BUCKET_NS

@@ -3,7 +3,8 @@
 Talks to the handle over two one-way pipes. In: commands (``("share", WorkerShare)``, ``("stop", drain,
 timeout_s)``). Out, every ``batch_interval_s``: one pickled dict of plain data::
 
-    {"w": worker, "t": now_ns, "level": applied level id, "level_at": when applied (ns), "in_flight": n,
+    {"w": worker, "t": now_ns, "level": applied level id, "in_flight": n,
+     "level_at": when the level is fully applied (ns; its staggered new users have all started),
      "lanes": [(request_id, level_id, sent_ns, new_text, tokens_so_far, first_content_ns), ...],
      "tokens": output tokens received since the last batch (one per chunk unless the server counted),
      "records": [RequestRecord.to_wire(), ...], "health": (loop_lag_p99_ms, cpu_share), "notices": [...]}
@@ -78,7 +79,13 @@ class Worker:
         self.level_at_ns = 0
         self.stop_cmd: tuple[bool, float] | None = None
         self.stop_event = asyncio.Event()
-        self.runner = LoadRunner(self.issue)
+        self.runner = LoadRunner(
+            self.issue,
+            stagger_step_s=options.user_stagger_s,
+            stagger_max_s=options.user_stagger_max_s,
+            worker=index,
+            workers=workers,
+        )
         self.lag = LoopLagMonitor()
         self.cpu = CpuMeter()
         self.health_window_at = time.perf_counter()
@@ -192,10 +199,12 @@ class Worker:
                 msg = self.cmd.recv()
                 if msg[0] == "share":
                     share: WorkerShare = msg[1]
+                    now_ns = time.perf_counter_ns()
+                    ramp_s = self.runner.apply(share)
                     if share.level_id != self.level_id:
-                        self.level_at_ns = time.perf_counter_ns()
+                        # the level's load is all there once its last staggered user has started
+                        self.level_at_ns = now_ns + int(ramp_s * 1e9)
                     self.level_id = share.level_id
-                    self.runner.apply(share)
                 elif msg[0] == "stop":
                     self.stop_cmd = (bool(msg[1]), float(msg[2]))
                     self.stop_event.set()
