@@ -186,8 +186,9 @@ def run_from_args(ns: argparse.Namespace) -> int:
         options = EngineOptions(
             slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms, user_stagger_s=ns.user_stagger_ms / 1e3
         )
+        # probed above (so an unusable target fails before any file is created): not again
         handle = EngineHandle(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
-                              options=options)  # fmt: skip
+                              options=options, probe=False)  # fmt: skip
         handle.start()
         handle.wait_ready(30.0)
         for i, load in enumerate(targets, 1):
@@ -250,8 +251,8 @@ def _run_level(
             or lv.completed + lv.failed >= 4 * goal_requests + 20
         ):
             break
-    progress.show(_progress_text(i, n, load, _level(handle.snapshot(), level_id), handle.snapshot(), goal),
-                  force=True)  # fmt: skip
+    snap = handle.snapshot()
+    progress.show(_progress_text(i, n, load, _level(snap, level_id), snap, goal), force=True)
     return None
 
 

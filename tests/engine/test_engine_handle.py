@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
-from tests.engine.scripted_server import Request, Responder, ScriptedServer
+from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.handle import EngineHandle, ProbeError, probe_server
 from tui.sim.launch import SimServer
@@ -68,6 +68,36 @@ def test_every_request_rejected_is_fatal(tmp_path: Path) -> None:
         snap = handle.snapshot()
     assert snap.model == "m1"
     assert snap.fatal == "every request fails: HTTP 404: The model m1 does not exist."
+
+
+@pytest.mark.parametrize("probe", [True, False])
+def test_probe_false_trusts_the_faces_own_check(tmp_path: Path, probe: bool) -> None:
+    """`tokentop bench` checks the server itself before it creates any file; its handle must not ask
+    /v1/models a second time (one round-trip less at start-up), yet still run the load."""
+
+    async def handler(req: Request, resp: Responder) -> None:
+        if req.path.endswith("/models"):
+            await resp.json(200, b'{"object":"list","data":[{"id":"m1"}]}')
+            return
+        await resp.head()
+        for event in normal_stream(["a", "b", "c"]):
+            await resp.send(event)
+        await resp.end()
+
+    with ScriptedServerThread(handler) as server:
+        target = TargetConfig(base_url=server.url, model="m1")
+        handle = EngineHandle(target, WORKLOAD, LoadTarget(concurrency=1), probe=probe)
+        handle.start()
+        try:
+            assert handle.wait_ready(30.0)
+            _, snap, _ = wait_for(handle, lambda s: s.completed >= 3, 20, "three requests")
+        finally:
+            handle.stop()
+        paths = [r.path for r in server.requests]
+    assert snap.failed == 0 and snap.model == "m1"
+    assert sum(p.endswith("/models") for p in paths) == (1 if probe else 0)
+    with pytest.raises(ValueError, match=r"needs target\.model"):
+        EngineHandle(TargetConfig(base_url=server.url), WORKLOAD, LoadTarget(), probe=False)
 
 
 def test_stop_cancels_in_flight_and_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -172,6 +202,11 @@ class ScriptedServerThread:
     @property
     def url(self) -> str:
         return self._server.url
+
+    @property
+    def requests(self) -> list[Request]:
+        """What the clients sent so far."""
+        return list(self._server.requests)
 
     def __enter__(self) -> ScriptedServerThread:
         import asyncio

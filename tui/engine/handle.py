@@ -132,8 +132,14 @@ class EngineHandle:
         workers: int = 1,
         requests_log: Path | None = None,
         options: EngineOptions | None = None,
+        probe: bool = True,
     ) -> None:
+        """``probe=False``: the face has checked the server itself (`probe_server`) and put the model in
+        ``target``; the handle then starts the workers without asking ``/v1/models`` again."""
+        if not probe and not target.model:
+            raise ValueError("probe=False needs target.model (from probe_server)")
         self.target = target
+        self._probe = probe
         self.workload = workload
         self.workers = max(1, workers)
         self.requests_log_path = requests_log
@@ -332,7 +338,7 @@ class EngineHandle:
     def _run(self) -> None:
         try:
             try:
-                model = probe_server(self.target)
+                model = probe_server(self.target) if self._probe else self.target.model
             except ProbeError as exc:
                 self._fatal = str(exc)
                 return
