@@ -42,7 +42,9 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> dict[st
         )
         records.append(rec.to_wire())
     # lanes: streaming text of requests that finish in this same batch (the worker sends the last text first)
-    lanes = [(first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None) for k in range(5)]
+    lanes = [
+        (first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None, b"", None) for k in range(5)
+    ]
     return {
         "w": worker,
         "t": t_ns,
@@ -122,7 +124,7 @@ def test_lanes_text_is_capped() -> None:
     st = Store(0, workers=1)
     st.begin_level(1, LoadTarget(), 0)
     for i in range(200):
-        st.ingest({"w": 0, "t": i * MS, "level": 1, "lanes": [(7, 1, 0, "x" * 1000, i, 5 * MS)]})
+        st.ingest({"w": 0, "t": i * MS, "level": 1, "lanes": [(7, 1, 0, "x" * 1000, i, 5 * MS, b"", None)]})
     lane = st.lanes[7]
     assert lane.chars <= 2 * store_mod.TEXT_CAP and len(lane.text()) == store_mod.TEXT_CAP
     (view,), hidden = st.lane_views(200 * MS)
@@ -220,3 +222,75 @@ def test_saturated_spans_open_when_a_worker_is_flagged_and_close_when_none_is() 
     window(1, 8, 9.0)
     window(1, 10, 9.0)
     assert st.saturated_spans == [[4.0, 6.0], [10.0, None]]
+
+
+def _stream_deltas(
+    rid: int, sent_ns: int, n_chunks: int, per_batch: int, *, counts: bool
+) -> list[tuple[object, ...]]:
+    """Worker lane deltas of one stream: a chunk every 10 ms from sent + 50 ms, ``per_batch`` per delta,
+    two tokens each when the server counts them."""
+    stamps = array("q", [sent_ns + 50 * MS + i * 10 * MS for i in range(n_chunks)])
+    out: list[tuple[object, ...]] = []
+    for lo in range(0, n_chunks, per_batch):
+        hi = min(lo + per_batch, n_chunks)
+        new_counts = array("q", [2] * (hi - lo)).tobytes() if counts else None
+        tokens = 2 * hi if counts else hi
+        out.append(
+            (rid, 1, sent_ns, "ab" * (hi - lo), tokens, stamps[0], stamps[lo:hi].tobytes(), new_counts)
+        )
+    return out
+
+
+def test_in_flight_detail_has_the_timeline_so_far() -> None:
+    st = Store(0, workers=1)
+    st.begin_level(1, LoadTarget(), 0)
+    deltas = _stream_deltas(9, 1 * S, 30, 7, counts=True)
+    for k, delta in enumerate(deltas[:3]):  # 21 chunks in so far
+        st.ingest({"w": 0, "t": 2 * S + k * MS, "level": 1, "lanes": [delta]})
+    d = st.detail(9, 3 * S)
+    assert d is not None and d.state == "streaming" and d.e2e_ms is None and d.chunks_dropped == 0
+    assert d.chunk_offsets_ms == pytest.approx([50.0 + 10.0 * i for i in range(21)])
+    assert d.chunk_tokens == (2,) * 21 and d.output_tokens == 42 and d.token_source == "usage"
+    assert d.itl_chunk.n == 20 and d.itl_chunk.p50 == pytest.approx(10.0)
+    assert d.ttft_ms == pytest.approx(50.0)
+    assert d.tpot_ms == pytest.approx(200.0 / 41)  # 200 ms between first and latest chunk, 41 tokens after it
+    # the server stops counting per chunk: one token per chunk from then on
+    rid, lvl, sent, text, _tokens, first, stamps, _counts = deltas[3]
+    st.ingest(
+        {"w": 0, "t": 2 * S + 3 * MS, "level": 1, "lanes": [(rid, lvl, sent, text, 49, first, stamps, None)]}
+    )
+    d = st.detail(9, 3 * S)
+    assert d is not None and len(d.chunk_offsets_ms) == 28
+    assert d.chunk_tokens == (1,) * 28 and d.token_source == "chunks"
+
+
+def test_in_flight_chunk_stamps_are_capped_per_lane() -> None:
+    cap = store_mod.LANE_CHUNKS
+    st = Store(0, workers=1)
+    st.begin_level(1, LoadTarget(), 0)
+    n_lanes, n_chunks = 200, 3 * cap + 123
+    streams = [_stream_deltas(rid, rid * MS, n_chunks, 250, counts=True) for rid in range(1, n_lanes + 1)]
+    for b, batch_deltas in enumerate(zip(*streams, strict=True)):
+        st.ingest({"w": 0, "t": 100 * S + b * 100 * MS, "level": 1, "lanes": list(batch_deltas)})
+        # bounded all along: the latest LANE_CHUNKS plus at most a quarter more between trims
+        assert max(len(ln.chunk_ns) for ln in st.lanes.values()) <= cap + cap // 4
+    kept = sum(len(ln.chunk_ns) + len(ln.chunk_tokens or ()) for ln in st.lanes.values()) * 8
+    assert kept <= n_lanes * 2 * 8 * (cap + cap // 4)  # about 16 MB at most for 200 long outputs
+    d = st.detail(7, 200 * S)
+    assert d is not None and len(d.chunk_offsets_ms) == len(d.chunk_tokens) == cap
+    assert d.chunks_dropped == n_chunks - cap
+    first_kept = n_chunks - cap  # the latest chunks are the ones kept
+    assert d.chunk_offsets_ms[0] == pytest.approx(50.0 + 10.0 * first_kept)
+    assert d.chunk_offsets_ms[-1] == pytest.approx(50.0 + 10.0 * (n_chunks - 1))
+    assert d.itl_chunk.n == cap - 1 and d.output_tokens == 2 * n_chunks
+    assert d.ttft_ms == pytest.approx(50.0)  # from the first chunk ever, not the first kept
+    # the finished record replaces the lane's stamps; its detail is the record's, whole
+    chunks = array("q", [7 * MS + 50 * MS + i * 10 * MS for i in range(n_chunks)])
+    rec = RequestRecord(
+        request_id=7, worker=0, seq=7, level_id=1, sent_ns=7 * MS, first_content_ns=chunks[0],
+        end_ns=chunks[-1] + MS, chunk_ns=chunks, output_tokens=2 * n_chunks, output_source="usage",
+    )  # fmt: skip
+    st.ingest({"w": 0, "t": 300 * S, "level": 1, "records": [rec.to_wire()]})
+    assert 7 not in st.lanes and len(st.finished[7].chunk_ns) == 0
+    d = st.detail(7, 300 * S)
+    assert d is not None and d.state == "ok" and len(d.chunk_offsets_ms) == n_chunks and d.chunks_dropped == 0

@@ -74,7 +74,8 @@ class LaneView:
 
 @dataclass(frozen=True)
 class RequestDetail:
-    """A finished or in-flight request opened for inspection."""
+    """A finished or in-flight request opened for inspection (in flight: the figures so far; the TPOT with
+    the latest chunk standing in for the end, and no E2E)."""
 
     request_id: int
     level_id: int
@@ -95,6 +96,9 @@ class RequestDetail:
     error_class: str | None
     error: str | None
     text: str
+    chunks_dropped: int = 0
+    """Earlier chunks left out of the timeline: an in-flight request keeps only its latest chunk stamps
+    (`tui.engine.store.LANE_CHUNKS`), so ``chunk_offsets_ms[0]`` is chunk number ``chunks_dropped``."""
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,16 @@ Memory stays flat however long the run (the full data goes to the requests log, 
   estimates; counts and throughput stay exact, as they come from a per-level timeline of at most 4096
   buckets whose width doubles as the level grows);
 - the most recent finished records (for `detail()`: at most `RECENT_CAP` of them and `RECENT_CHUNKS` chunk
-  stamps in all, so long outputs cannot blow it up), lane text capped per request.
+  stamps in all, so long outputs cannot blow it up), lane text capped per request;
+- per in-flight request, the latest `LANE_CHUNKS` chunk stamps (for a live `detail()`), dropped at its end
+  (its record carries them all).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from array import array
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,7 +45,6 @@ from tui.engine.snapshot import (
     LevelView,
     RequestDetail,
     Snapshot,
-    Stats,
 )
 
 __all__ = ["Lane", "LevelAgg", "MetricSeries", "Reservoir", "Store", "Timeline"]
@@ -54,6 +56,9 @@ RECENT_CHUNKS = 500_000
 TEXT_CAP = 32_768
 """Characters of generated text kept per request (the tail)."""
 TEXT_TAIL = 300
+LANE_CHUNKS = 4096
+"""Chunk stamps an in-flight request's detail shows (the latest; `RequestDetail.chunks_dropped` counts the
+earlier ones). A lane holds at most a quarter more between trims: 200 long outputs stay under 20 MB."""
 LIVE_WINDOW_S = 5.0
 """The live gauges (output tokens/s, requests/s) average over this many seconds."""
 LIVE_BUCKET_NS = 100_000_000
@@ -87,6 +92,35 @@ class Lane:
     state: LaneState = "waiting"
     end_ns: int | None = None
     error: str | None = None
+    chunk_ns: array[int] = field(default_factory=lambda: array("q"))
+    """Arrival of the latest content chunks (see `LANE_CHUNKS`); emptied when the request finishes."""
+    chunk_tokens: array[int] | None = field(default_factory=lambda: array("q"))
+    """Tokens in each of those chunks while the server counts them per chunk; else None."""
+    chunks_dropped: int = 0
+    """Chunks trimmed off the front of `chunk_ns`."""
+
+    def add_chunks(self, stamps: bytes, counts: bytes | None) -> None:
+        """Append a worker delta's new chunk stamps (and per-chunk token counts, None once unknown), trimming
+        to the latest `LANE_CHUNKS` once a quarter more has piled up (so the memmove is rare)."""
+        if counts is None:
+            self.chunk_tokens = None
+        if not stamps:
+            return
+        self.chunk_ns.frombytes(stamps)
+        if self.chunk_tokens is not None and counts:
+            self.chunk_tokens.frombytes(counts)
+        excess = len(self.chunk_ns) - LANE_CHUNKS
+        if excess > LANE_CHUNKS // 4:
+            del self.chunk_ns[:excess]
+            if self.chunk_tokens is not None:
+                del self.chunk_tokens[:excess]
+            self.chunks_dropped += excess
+
+    def drop_chunks(self) -> None:
+        """Forget the stamps (the finished record has them all)."""
+        self.chunk_ns = array("q")
+        self.chunk_tokens = None
+        self.chunks_dropped = 0
 
     def append(self, text: str) -> None:
         """Add streamed text, trimming to the last `TEXT_CAP` characters now and then."""
@@ -247,17 +281,20 @@ class Store:
             if notice not in self.notices:
                 self.notices.append(notice)
                 self.recent_errors.append(notice)
-        for rid, level_id, sent_ns, text, tokens, first_ns in batch.get("lanes", ()):
+        for rid, level_id, sent_ns, text, tokens, first_ns, stamps, counts in batch.get("lanes", ()):
             lane = self.lanes.get(rid)
             if lane is None:
                 if rid in self.finished:
                     continue
                 lane = self.lanes[rid] = Lane(rid, level_id, sent_ns)
+            lane.sent_ns = sent_ns  # a retry restamps the send: offsets count from the latest
             lane.append(text)
             lane.tokens = tokens
             if first_ns is not None:
                 lane.first_content_ns = first_ns
                 lane.state = "streaming"
+            if stamps or counts is None:
+                lane.add_chunks(stamps, counts)
         tokens = batch.get("tokens", 0)
         if tokens:
             self._live_add(self.live_tokens, t_ns, tokens)
@@ -292,6 +329,7 @@ class Store:
             lane.error = rec.error
             lane.tokens = rec.output_tokens or lane.tokens
             lane.first_content_ns = rec.first_content_ns
+            lane.drop_chunks()
             self.finished[rec.request_id] = lane
             if len(self.finished) > 256:
                 self.finished.popitem(last=False)
@@ -609,32 +647,12 @@ class Store:
         )
 
     def detail(self, request_id: int, now_ns: int) -> RequestDetail | None:
-        """A finished request from the recent ring, or an in-flight one from its lane, or None."""
+        """A finished request from the recent ring, or one from its lane: in flight, its chunk timeline so
+        far (the latest `LANE_CHUNKS` chunks); finished but no longer in the ring, text and TTFT only."""
         rec = self.recent.get(request_id)
         lane = self.lanes.get(request_id) or self.finished.get(request_id)
         if rec is None:
-            if lane is None:
-                return None
-            ttft = None if lane.first_content_ns is None else (lane.first_content_ns - lane.sent_ns) / 1e6
-            return RequestDetail(
-                request_id=request_id,
-                level_id=lane.level_id,
-                state=lane.state,
-                sent_s=(lane.sent_ns - self.t0_ns) / 1e9,
-                ttft_ms=ttft,
-                e2e_ms=None if lane.end_ns is None else (lane.end_ns - lane.sent_ns) / 1e6,
-                input_tokens=None,
-                output_tokens=lane.tokens,
-                token_source="chunks",
-                chunk_offsets_ms=(),
-                chunk_tokens=(),
-                itl_chunk=Stats(),
-                tpot_ms=None,
-                http_status=None,
-                error_class=None,
-                error=lane.error,
-                text=lane.text(),
-            )
+            return None if lane is None else self._lane_detail(lane)
         chunks = np.frombuffer(rec.chunk_ns, dtype=np.int64) if len(rec.chunk_ns) else np.empty(0, np.int64)
         offsets = tuple(((chunks - rec.sent_ns) / 1e6).tolist())
         weights = m.chunk_token_weights(chunks.size, rec.output_tokens, rec.chunk_tokens)
@@ -665,6 +683,49 @@ class Store:
             error_class=rec.error_class,
             error=rec.error,
             text=lane.text() if lane is not None else "",
+        )
+
+    def _lane_detail(self, lane: Lane) -> RequestDetail:
+        kept = lane.chunk_ns[-LANE_CHUNKS:]  # a copy: numpy must not hold the lane's growing buffer
+        chunks = np.frombuffer(kept, dtype=np.int64) if len(kept) else np.empty(0, np.int64)
+        dropped = lane.chunks_dropped + len(lane.chunk_ns) - len(kept)
+        counts = lane.chunk_tokens
+        if counts is not None and 0 < len(counts) == len(lane.chunk_ns):
+            source, per_chunk = "usage", tuple(counts[-LANE_CHUNKS:])
+        else:  # the worker counts one per chunk when the server does not say
+            source, per_chunk = "chunks", (1,) * chunks.size
+        tpot: float | None = None
+        if lane.first_content_ns is not None and chunks.size:
+            # TPOT as for a finished request, with the latest chunk standing in for the end
+            fig = m.request_figures(
+                [lane.sent_ns],
+                [lane.first_content_ns],
+                [int(chunks[-1])],
+                [lane.tokens],
+                [chunks.size + dropped],
+            )
+            value = float(fig.tpot_ms[0])
+            tpot = None if math.isnan(value) else value
+        ttft = None if lane.first_content_ns is None else (lane.first_content_ns - lane.sent_ns) / 1e6
+        return RequestDetail(
+            request_id=lane.request_id,
+            level_id=lane.level_id,
+            state=lane.state,
+            sent_s=(lane.sent_ns - self.t0_ns) / 1e9,
+            ttft_ms=ttft,
+            e2e_ms=None if lane.end_ns is None else (lane.end_ns - lane.sent_ns) / 1e6,
+            input_tokens=None,
+            output_tokens=lane.tokens,
+            token_source=source,
+            chunk_offsets_ms=tuple(((chunks - lane.sent_ns) / 1e6).tolist()),
+            chunk_tokens=per_chunk,
+            itl_chunk=m.stats(m.chunk_gaps_ms(chunks)),
+            tpot_ms=tpot,
+            http_status=None,
+            error_class=None,
+            error=lane.error,
+            text=lane.text(),
+            chunks_dropped=dropped,
         )
 
 

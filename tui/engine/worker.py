@@ -5,10 +5,17 @@ timeout_s)``). Out, every ``batch_interval_s``: one pickled dict of plain data::
 
     {"w": worker, "t": now_ns, "level": applied level id, "in_flight": n,
      "level_at": when the level is fully applied (ns; its staggered new users have all started),
-     "lanes": [(request_id, level_id, sent_ns, new_text, tokens_so_far, first_content_ns), ...],
+     "lanes": [(request_id, level_id, sent_ns, new_text, tokens_so_far, first_content_ns,
+                new_chunk_ns, new_chunk_tokens), ...],
      "tokens": output tokens received since the last batch (one per chunk unless the server counted),
      "records": [RequestRecord.to_wire(), ...], "health": (loop_lag_p99_ms, cpu_share), "notices": [...]}
     plus, once every ``health_window_s``, "health_window": (loop_lag_p99_ms, cpu_share) over that window alone
+
+A lane's ``new_chunk_ns`` is the raw bytes of an ``array("q")``: the stamps of the content chunks that
+arrived since its last delta (never resent; ``b""`` in a finished request's last delta, whose record carries
+them all); ``new_chunk_tokens`` the same for the server's per-chunk token counts, or None from the first chunk
+that came without one (continuous usage off). A face thus sees a live request's chunk timeline, and no Python
+object per chunk crosses the pipe.
 
 and finally ``("bye",)``. Writes to the pipe happen on a small sender thread, so a slow reader never stalls
 this loop (and with it the timestamps).
@@ -45,6 +52,7 @@ class _Lane:
     acc: StreamAccumulator
     announced: bool = False
     reported_tokens: int = 0
+    reported_chunks: int = 0
 
 
 class Worker:
@@ -115,13 +123,13 @@ class Worker:
         finally:
             # run_request has filled the record even when cancelled
             del self.lanes[rid]
-            delta = self._lane_delta(lane)
+            delta = self._lane_delta(lane, final=True)
             if delta is not None:
                 self.finished_lanes.append(delta)
             self.finished.append(record.to_wire())
         return record.error_class
 
-    def _lane_delta(self, lane: _Lane) -> tuple[Any, ...] | None:
+    def _lane_delta(self, lane: _Lane, *, final: bool = False) -> tuple[Any, ...] | None:
         acc = lane.acc
         text = "".join(acc.pending_text) if acc.pending_text else ""
         if acc.pending_text:
@@ -133,8 +141,20 @@ class Worker:
         lane.announced = True
         lane.reported_tokens = tokens
         rec = lane.record
-        first = acc.chunk_ns[0] if acc.chunk_ns else None
-        return (rec.request_id, rec.level_id, rec.sent_ns, text, tokens, first)
+        n = len(acc.chunk_ns)
+        first = acc.chunk_ns[0] if n else None
+        stamps = b""
+        counts: bytes | None = None
+        done = lane.reported_chunks
+        if n > done and not final:
+            # only the new stamps, as raw bytes (slicing the array beats a memoryview at these sizes)
+            stamps = acc.chunk_ns[done:n].tobytes()
+            if acc.tokens_known:
+                counts = acc.chunk_tokens[done:n].tobytes()
+        elif acc.tokens_known:
+            counts = b""
+        lane.reported_chunks = n
+        return (rec.request_id, rec.level_id, rec.sent_ns, text, tokens, first, stamps, counts)
 
     # --- batches ------------------------------------------------------------------------------
 
