@@ -46,6 +46,7 @@ def test_detail_of_a_streaming_request_grows_and_matches_its_record(tmp_path: Pa
             15,
             "a streaming lane",
         )
+        assert lane is not None
         rid = lane.request_id
 
         def streaming_with(n: int) -> Callable[[RequestDetail], bool]:

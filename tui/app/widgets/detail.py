@@ -1,4 +1,4 @@
-"""A request opened from its lane: timings, chunk timeline, error and text."""
+"""A request opened from its lane: timings, chunk timeline, error and text (live while it streams)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,16 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Static
 
 from tui.app.plotting import format_ms
 from tui.engine.snapshot import RequestDetail
 
 SPARK = "▁▂▃▄▅▆▇█"
+LIVE_STATES = ("waiting", "streaming")
+REFRESH_S = 0.5
+"""How often an open in-flight request is re-read (its detail costs about a millisecond to build)."""
 
 
 def chunk_timeline(detail: RequestDetail, width: int) -> str:
@@ -46,6 +50,10 @@ def detail_content(detail: RequestDetail | None, request_id: int) -> Content:
     itl = (
         f"{format_ms(detail.itl_chunk.p50)}/{format_ms(detail.itl_chunk.p99)}" if detail.itl_chunk.n else "-"
     )
+    kept = len(detail.chunk_offsets_ms)
+    chunks = str(kept + detail.chunks_dropped)
+    if detail.chunks_dropped:
+        chunks += f" (timeline: latest {kept})"
     rows: list[str | tuple[str, str]] = [
         ("state ", "$text-muted"), (detail.state, state_style),
         ("   level ", "$text-muted"), str(detail.level_id),
@@ -55,11 +63,11 @@ def detail_content(detail: RequestDetail | None, request_id: int) -> Content:
         ("   E2E ", "$text-muted"), (ms(detail.e2e_ms), "bold"),
         ("   TPOT ", "$text-muted"), (ms(detail.tpot_ms), "bold"),
         ("   ITL chunk p50/p99 ", "$text-muted"),
-        itl, "\n",
+        itl, ("   so far" if detail.state in LIVE_STATES else "", "$text-muted"), "\n",
         ("tokens in ", "$text-muted"), str(detail.input_tokens if detail.input_tokens is not None else "-"),
         ("   out ", "$text-muted"), str(detail.output_tokens if detail.output_tokens is not None else "-"),
         ("   counted from ", "$text-muted"), detail.token_source,
-        ("   chunks ", "$text-muted"), str(len(detail.chunk_offsets_ms)),
+        ("   chunks ", "$text-muted"), chunks,
     ]  # fmt: skip
     if detail.error or detail.error_class:
         rows += ["\n", (f"✗ {detail.error_class or 'error'}: {detail.error or ''}", "bold $error")]
@@ -67,15 +75,19 @@ def detail_content(detail: RequestDetail | None, request_id: int) -> Content:
 
 
 class RequestDetailScreen(ModalScreen[None]):
-    """Re-reads the request once a second while it is still in flight."""
+    """Re-reads the request every ``refresh_s`` while it is in flight (its timeline grows), then stops."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "dismiss", "close")]
 
-    def __init__(self, request_id: int, fetch: Callable[[int], RequestDetail | None]) -> None:
+    def __init__(
+        self, request_id: int, fetch: Callable[[int], RequestDetail | None], refresh_s: float = REFRESH_S
+    ) -> None:
         super().__init__()
         self.request_id = request_id
         self._fetch = fetch
+        self._refresh_s = refresh_s
         self._detail: RequestDetail | None = None
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="detail-box"):
@@ -87,11 +99,19 @@ class RequestDetailScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.query_one("#detail-box").border_title = f"request {self.request_id}  (escape closes)"
         self.reload()
-        self.set_interval(1.0, self._poll)
+        if self.live:
+            self._timer = self.set_interval(self._refresh_s, self._poll)
+
+    @property
+    def live(self) -> bool:
+        """The request was still in flight at the last read."""
+        return self._detail is not None and self._detail.state in LIVE_STATES
 
     def _poll(self) -> None:
-        if self._detail is not None and self._detail.state in ("waiting", "streaming"):
-            self.reload()
+        self.reload()
+        if not self.live and self._timer is not None:
+            self._timer.stop()  # finished (this read shows its record) or no longer kept
+            self._timer = None
 
     def reload(self) -> None:
         self._detail = detail = self._fetch(self.request_id)
