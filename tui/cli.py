@@ -230,6 +230,9 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
                    "queue503=N rejects when more than N wait")
     p.add_argument("--truth-log", metavar="PATH",
                    help="write one JSON line per request with server-side times")
+    p.add_argument("--keep-alive", type=_non_negative_float, default=5.0, metavar="S",
+                   help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
+                   "(default 5; 0 never closes)")
     cap = p.add_argument_group("capacity overrides (default: the profile's)")
     cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
     cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")

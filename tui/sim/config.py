@@ -24,6 +24,8 @@ class SimConfig:
     reasoning_tokens: int = 0
     faults: FaultConfig = field(default_factory=FaultConfig)
     truth_log: Path | None = None
+    keep_alive_s: float = 5.0
+    """Close a connection idle this long (uvicorn's default, as under vLLM and SGLang); 0: never."""
 
 
 def config_from_args(ns: argparse.Namespace) -> SimConfig:
@@ -40,6 +42,9 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         raise ValueError(f"--reasoning-tokens must be 0 or more, got {ns.reasoning_tokens}")
     if not 0 <= ns.port <= 65535:
         raise ValueError(f"--port must be 0..65535, got {ns.port}")
+    keep_alive_s = getattr(ns, "keep_alive", 5.0)
+    if not 0 <= keep_alive_s < float("inf"):  # also refuses NaN
+        raise ValueError(f"--keep-alive must be 0 (never close) or more seconds, got {keep_alive_s:g}")
     return SimConfig(
         profile=profile,
         host=ns.host,
@@ -50,4 +55,5 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         reasoning_tokens=ns.reasoning_tokens,
         faults=parse_fault_specs(ns.fault),
         truth_log=Path(ns.truth_log) if ns.truth_log else None,
+        keep_alive_s=keep_alive_s,
     )

@@ -3,6 +3,10 @@
 Knows nothing of OpenAI: a connection hands each parsed request to its `RequestHandler` and serves the next
 only when the handler calls `response_done`. Requests on one connection are served in order; keep-alive is the
 HTTP/1.1 default and `Connection: close` is honoured. Request bodies need Content-Length (no chunked uploads).
+
+Like uvicorn (`timeout_keep_alive`, 5 s by default, under vLLM and SGLang), a connection left idle for
+`keep_alive_s` (no response in progress, no byte of a next request) is closed, so clients meet stale pooled
+connections here as they do on real servers. It costs one `call_later` per idle spell, nothing per chunk.
 """
 
 from __future__ import annotations
@@ -96,8 +100,11 @@ def frame(event_json: bytes) -> bytes:
 class HttpProtocol(asyncio.Protocol):
     """One client connection: parses requests (request line, headers, Content-Length body) one at a time."""
 
-    def __init__(self, handler: RequestHandler) -> None:
+    def __init__(self, handler: RequestHandler, keep_alive_s: float = 0.0) -> None:
         self.handler = handler
+        self.keep_alive_s = keep_alive_s
+        """Close the connection after this long idle; 0: never."""
+        self._idle_timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set in connection_made
         self.buffer = bytearray()
         self.busy = False
@@ -110,9 +117,11 @@ class HttpProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.handler.connections.add(self)
+        self._arm_idle_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._cancel_idle_timer()
         self.handler.connections.discard(self)
         current, self.current = self.current, None
         if current is not None:
@@ -121,6 +130,9 @@ class HttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        if self._idle_timer is not None:  # bytes of a request: no longer idle
+            self._idle_timer.cancel()
+            self._idle_timer = None
         if not self.buffer:
             self.request_ns = time.perf_counter_ns()
         self.buffer += data
@@ -134,6 +146,7 @@ class HttpProtocol(asyncio.Protocol):
         """Close after what was written is flushed."""
         self.current = None
         self.closed = True
+        self._cancel_idle_timer()
         self.transport.close()
 
     def abort(self) -> None:
@@ -152,6 +165,27 @@ class HttpProtocol(asyncio.Protocol):
             self.close()
         elif self.buffer:
             asyncio.get_running_loop().call_soon(self._process)
+        else:
+            self._arm_idle_timer()
+
+    def _arm_idle_timer(self) -> None:
+        """Start the idle clock: called when the connection opens and when a response ends with nothing
+        of the next request read yet."""
+        if self.keep_alive_s > 0 and self._idle_timer is None and not self.closed:
+            loop = asyncio.get_running_loop()
+            self._idle_timer = loop.call_later(self.keep_alive_s, self._idle_timeout)
+
+    def _cancel_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _idle_timeout(self) -> None:
+        self._idle_timer = None
+        # The timer is cancelled whenever request bytes arrive and armed only between responses, so these
+        # hold; checked anyway so that a stream in progress can never be cut by it.
+        if not self.busy and not self.buffer and not self.closed:
+            self.close()
 
     def _error(self, status: int, message: str) -> None:
         self.busy = True
@@ -165,6 +199,9 @@ class HttpProtocol(asyncio.Protocol):
         buf = self.buffer
         while buf[:2] == b"\r\n":  # tolerate stray CRLF between requests (RFC 9112 2.2)
             del buf[:2]
+        if not buf:  # only stray CRLFs: still idle
+            self._arm_idle_timer()
+            return
         head_end = buf.find(b"\r\n\r\n")
         if head_end < 0:
             if len(buf) > _MAX_HEAD_BYTES:

@@ -42,6 +42,7 @@ class SimServer:
         reasoning_tokens: int = 0,
         faults: dict[str, float] | None = None,
         truth_log: Path | None = None,
+        keep_alive_s: float | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
         self.profile = profile
@@ -55,6 +56,8 @@ class SimServer:
         args += fault_args(faults or {})
         if truth_log is not None:
             args += ["--truth-log", str(truth_log)]
+        if keep_alive_s is not None:  # None: the sim's default (5 s)
+            args += ["--keep-alive", repr(float(keep_alive_s))]
         self.args: list[str] = [sys.executable, "-m", "tui", "sim", *args, *extra_args]
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None

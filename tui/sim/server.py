@@ -40,8 +40,11 @@ async def serve(
     """Serve until `stop` is set. `on_ready` gets the base URL (`http://host:port/v1`) once listening."""
     loop = asyncio.get_running_loop()
     sim = Simulator(config, truth_log)
+    keep_alive_s = config.keep_alive_s
     try:
-        server = await loop.create_server(lambda: HttpProtocol(sim), config.host, config.port, backlog=4096)
+        server = await loop.create_server(
+            lambda: HttpProtocol(sim, keep_alive_s), config.host, config.port, backlog=4096
+        )
     except OSError as exc:
         if truth_log is not None:
             truth_log.close()
