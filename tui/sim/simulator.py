@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from typing import NamedTuple
 
 import orjson
 
@@ -22,6 +23,33 @@ from tui.sim.model import Scheduler
 from tui.sim.openai_api import GenParams, HttpError, parse_generation
 from tui.sim.text import TABLE_SIZE, WordTable
 from tui.sim.truth import TruthLog, rejected_record
+
+
+class _Rejection(NamedTuple):
+    """How a fault that rejects a request at once is answered."""
+
+    status: int
+    message: str
+    type_: str
+    code: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def error(self) -> HttpError:
+        """A fresh exception each time (re-raising one instance would grow its traceback)."""
+        return HttpError(self.status, self.message, type_=self.type_, code=self.code, headers=self.headers)
+
+
+_REJECTIONS = {
+    "error500": _Rejection(500, "simulated internal server error", "server_error", "internal_error"),
+    "error429": _Rejection(
+        429,
+        "simulated rate limit: retry after 1 s",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        (("retry-after", "1"),),
+    ),
+}
+"""The rate faults answered with an HTTP error before any generation (see tui.sim.faults)."""
 
 
 class Simulator:
@@ -167,32 +195,9 @@ class Simulator:
             )
             target = min(target, max(params.min_tokens, eos))
         fault_at = self._fault_rng.randint(1, max(1, target - 1)) if fault in MID_STREAM_KINDS else 0
-        if fault == "error500":
-            self._reject(
-                request_id,
-                client_request_id,
-                arrival_ns,
-                params,
-                fault,
-                HttpError(
-                    500, "simulated internal server error", type_="server_error", code="internal_error"
-                ),
-            )
-        if fault == "error429":
-            self._reject(
-                request_id,
-                client_request_id,
-                arrival_ns,
-                params,
-                fault,
-                HttpError(
-                    429,
-                    "simulated rate limit: retry after 1 s",
-                    type_="rate_limit_error",
-                    code="rate_limit_exceeded",
-                    headers=(("retry-after", "1"),),
-                ),
-            )
+        if fault in _REJECTIONS:
+            rejection = _REJECTIONS[fault]
+            self._reject(request_id, client_request_id, arrival_ns, params, fault, rejection.error())
         if faults.queue503 is not None and self.scheduler.would_wait(params.prompt_tokens) > faults.queue503:
             self._reject(
                 request_id,
