@@ -338,7 +338,7 @@ class EngineHandle:
     def _run(self) -> None:
         try:
             try:
-                model = probe_server(self.target) if self._probe else self.target.model
+                model = probe_server(self.target) if self._probe else self.target.model or ""
             except ProbeError as exc:
                 self._fatal = str(exc)
                 return
