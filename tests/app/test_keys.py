@@ -55,7 +55,7 @@ async def test_space_pauses_and_resumes(make_app: MakeApp, engine: FakeEngine) -
         await pilot.press("space")
         assert engine.load.paused
         app.poll(force=True)
-        assert "paused" in app._status.text.plain
+        assert "paused" in app._status.plain
         await pilot.press("space")
         assert not engine.load.paused
 
@@ -150,7 +150,7 @@ async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(
     async with app.run_test() as pilot:
         await pilot.press("a")
         assert engine.load.concurrency == 1 and engine.load.mode == "concurrency"
-        assert "auto ramp" in app._status.text.plain
+        assert "auto ramp" in app._status.plain
         await pilot.press("+")
         assert app._ramp is None
         assert engine.load.concurrency == 2
@@ -182,7 +182,7 @@ async def test_the_ramp_doubles_once_a_level_is_steady_and_stops_at_the_knee(
         app.poll()
         assert app._ramp is None  # no gain from doubling: the knee is at 1 user
         assert engine.load.concurrency == 2
-        assert "ramp" not in app._status.text.plain
+        assert "ramp" not in app._status.plain
 
 
 async def test_p_freezes_the_lane_text(make_app: MakeApp, engine: FakeEngine) -> None:

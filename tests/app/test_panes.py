@@ -12,6 +12,7 @@ from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.status import FatalBanner
+from tui.engine.snapshot import ClientHealth
 
 
 async def test_wide_screen_shows_every_pane(make_app: MakeApp) -> None:
@@ -182,3 +183,31 @@ async def test_background_builds_never_queue_up_the_latest_wins(
         await settle(pilot)
         assert built == [47]
         assert not ttft.stale and ttft._drawn_key == ttft._key()  # what is shown is the latest data
+
+
+async def test_a_status_line_too_long_for_the_width_wraps_and_grows_the_bar(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    """The status bar draws its spans straight into strips while every line fits; a long saturation warning
+    on a narrow screen takes the wrapping path, and the bar grows by the lines it needs."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        status = app._status
+        rows = status.size.height
+        reason = (
+            "load generator delayed (event-loop lag p99 4.2 ms at 35% of a core): token timings may be late"
+        )
+        health = ClientHealth(saturated=True, reason=reason)
+        engine.snap = replace(engine.snap, seq=43, health=health)
+        app.poll(force=True)
+        await settle(pilot)
+        assert status.size.height > rows
+        assert f"client saturated: {reason}" in status.plain
+        top = screen_text(app).splitlines()[: status.size.height]
+        shown = " ".join(" ".join(line.split()) for line in top)
+        assert "token timings may be late" in shown
+        engine.snap = replace(engine.snap, seq=44, health=ClientHealth())
+        app.poll(force=True)
+        await settle(pilot)
+        assert status.size.height == rows

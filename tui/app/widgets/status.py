@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from tui.app.plotting import format_rate
 from tui.app.widgets.styles import ComponentStyles
-from tui.app.widgets.text_lines import TextLines
+from tui.app.widgets.text_lines import Span, SpanLines, TextLines, spans_to_text
 from tui.engine.config import LoadTarget
 from tui.engine.snapshot import Snapshot
 
@@ -40,58 +40,52 @@ StyleFor = Callable[[str], Style]
 """Maps a status part ("muted", "load", "failed", ...) to its style: the `status--<part>` component."""
 
 
-def status_text(snap: Snapshot, ui: UiState, style: StyleFor) -> Text:
-    """Pure: the status text for a snapshot (the widget only displays it). Three lines fit 80 columns:
+def status_lines(snap: Snapshot, ui: UiState, style: StyleFor) -> SpanLines:
+    """Pure: the status lines for a snapshot (the widget only displays them). Three lines fit 80 columns:
     where, the load and its requests, the throughput and the app's own health."""
-    gap = "   "
+    gap = ("   ", None)
     muted = style("muted")
-    text = Text()
-    text.append(snap.base_url, style("url"))
-    text.append(" · ", muted)
-    text.append(snap.model or "(model?)", style("model"))
-    text.append(" · ", muted)
-    text.append(snap.endpoint, muted)
+    where: list[Span] = [
+        (snap.base_url, style("url")),
+        (" · ", muted),
+        (snap.model or "(model?)", style("model")),
+        (" · ", muted),
+        (snap.endpoint, muted),
+    ]
     if snap.demo:
-        text.append("  ")
-        text.append("demo: built-in simulator", style("demo"))
-    text.append("\n")
+        where += [("  ", None), ("demo: built-in simulator", style("demo"))]
     target = ui.target
-    text.append(target.label(), style("load"))
-    text.append(" ")
-    if target.paused:
-        text.append("⏸ paused", style("paused"))
-    else:
-        text.append("▶ running", style("running"))
+    load: list[Span] = [(target.label(), style("load")), (" ", None)]
+    load.append(("⏸ paused", style("paused")) if target.paused else ("▶ running", style("running")))
     for label, value, value_style in (
         ("in flight ", str(snap.in_flight), None),
         ("done ", str(snap.completed), None),
         ("failed ", str(snap.failed), style("failed") if snap.failed else None),
     ):
-        text.append(gap)
-        text.append(label, muted)
-        text.append(value, value_style)
-    text.append(gap)
-    text.append(format_elapsed(snap.elapsed_s), muted)
-    text.append("\n")
-    text.append(format_rate(snap.output_tps), style("value"))
-    text.append(" tok/s", muted)
-    text.append(gap)
-    text.append(format_rate(snap.request_per_s, 2), style("value"))
-    text.append(" req/s", muted)
+        load += [gap, (label, muted), (value, value_style)]
+    load += [gap, (format_elapsed(snap.elapsed_s), muted)]
+    rates: list[Span] = [
+        (format_rate(snap.output_tps), style("value")),
+        (" tok/s", muted),
+        gap,
+        (format_rate(snap.request_per_s, 2), style("value")),
+        (" req/s", muted),
+    ]
     if ui.frames:
-        text.append(gap)
-        text.append(ui.frames, muted)
+        rates += [gap, (ui.frames, muted)]
     if snap.health.saturated:
         reason = snap.health.reason or "the load generator cannot keep up"
-        text.append(gap)
-        text.append(f"⚠ client saturated: {reason}", style("warning"))
+        rates += [gap, (f"⚠ client saturated: {reason}", style("warning"))]
     if ui.ramp:
-        text.append(gap)
-        text.append(f"auto ramp: {ui.ramp}", style("ramp"))
+        rates += [gap, (f"auto ramp: {ui.ramp}", style("ramp"))]
     if ui.frozen:
-        text.append(gap)
-        text.append("text frozen (p)", style("frozen"))
-    return text
+        rates += [gap, ("text frozen (p)", style("frozen"))]
+    return [where, load, rates]
+
+
+def status_text(snap: Snapshot, ui: UiState, style: StyleFor) -> Text:
+    """`status_lines` as one Rich Text."""
+    return spans_to_text(status_lines(snap, ui, style))
 
 
 STATUS_PARTS = (
@@ -121,7 +115,7 @@ class StatusBar(TextLines):
         self.component_style = ComponentStyles(self, on_change=self.restyle)
 
     def show(self, snap: Snapshot, ui: UiState) -> None:
-        self.set_text(status_text(snap, ui, lambda part: self.component_style(f"status--{part}")))
+        self.set_lines(status_lines(snap, ui, lambda part: self.component_style(f"status--{part}")))
 
 
 class FatalBanner(Static):
