@@ -218,14 +218,19 @@ def noise_floor(seconds: float = 2.0, interval_s: float = 0.010) -> NoiseFloor:
 
 
 class FloorProbe:
-    """`noise_floor` run in its own process while something else runs (``result()`` waits for it)."""
+    """`noise_floor` run in its own process while something else runs (``result()`` waits for it).
 
-    def __init__(self, seconds: float) -> None:
+    Starting Python and importing numpy takes a few hundred ms of CPU, which on a small machine is itself
+    noise: give ``start_at`` (a `time.perf_counter()` reading; the clock is shared by all processes) a few
+    seconds ahead, and the probe is started then, measuring from that instant, its start-up long done."""
+
+    def __init__(self, seconds: float, *, start_at: float | None = None) -> None:
         code = (
-            "import json; from tui.calibrate import noise_floor; "
+            "import json, time; from tui.calibrate import noise_floor; "
+            f"time.sleep(max(0.0, {float(start_at or 0.0)!r} - time.perf_counter())); "
             f"print(json.dumps(noise_floor({float(seconds)!r}).__dict__))"
         )
-        self.seconds = seconds
+        self.seconds = seconds + max(0.0, (start_at or 0.0) - time.perf_counter())
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
@@ -316,8 +321,9 @@ def measure_level(
                     streams, workers, ErrorStats.of(np.zeros(0)), 0.0, 0, 0.0, 0.0, False, fatal
                 )
             # Warm-up: one request duration to fill up to `streams` in flight, one more to settle.
-            _sleep_watching(handle, 2 * duration_s + 0.5, None)
-            probe = FloorProbe(seconds)
+            warm_s = 2 * duration_s + 0.5
+            probe = FloorProbe(seconds, start_at=time.perf_counter() + warm_s)
+            _sleep_watching(handle, warm_s, None)
             lo = time.perf_counter_ns()
             health: list[tuple[float, float, bool]] = []
             failed0 = handle.snapshot().failed

@@ -243,8 +243,9 @@ def section_itl(report: Report, ns: argparse.Namespace, out: Path) -> None:
             if app.wait_for("quit", 15.0) is None:
                 report.add("ITL error with the app in tmux", "the app did not start", False)
                 return
+            # the probe process starts now, so its own start-up is not in the window it measures
+            probe = FloorProbe(window_s, start_at=time.perf_counter() + warm_s)
             time.sleep(warm_s)  # the run itself: streams start, settle, and spread out
-            probe = FloorProbe(window_s)
             pid = app.pid()
             proc = psutil.Process(pid)
             workers = [c for c in proc.children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
