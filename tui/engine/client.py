@@ -287,6 +287,20 @@ async def _attempt(session: RequestSession, record: RequestRecord, acc: StreamAc
         await _read_stream(response, acc, record)
     finally:
         await response.aclose()
+        _unlink(response)
+
+
+_CLOSED_STREAM = httpx.ByteStream(b"")
+
+
+def _unlink(response: httpx.Response) -> None:
+    """Break the reference cycle between an httpx streamed response and its bound stream.
+
+    Each streamed `httpx.Response` and its `BoundAsyncStream` refer to each other, so the pair and the
+    aiohttp objects behind it (~23 containers per request) outlive the request as cyclic garbage until the
+    collector's next full pass: in the worker at 77 req/s, a 35 ms pause every ~10 s, during which every
+    chunk that arrives is stamped late. Without the back-reference, reference counting frees it at once."""
+    response.stream = _CLOSED_STREAM
 
 
 async def _http_error(session: RequestSession, response: httpx.Response) -> None:
