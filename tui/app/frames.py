@@ -18,9 +18,9 @@ def _percentile_ms(values: deque[int], q: float) -> float:
 
 
 class FrameStats:
-    """Rolling record of the last ticks (ten seconds at 10 Hz)."""
+    """Rolling record of the last ticks (a minute at 10 Hz: a p99 over 100 ticks would be their maximum)."""
 
-    def __init__(self, keep: int = 100) -> None:
+    def __init__(self, keep: int = 600) -> None:
         self.work_ns: deque[int] = deque(maxlen=keep)
         """CPU per tick in our code: engine.snapshot() plus widget updates plus any plot build."""
         self.snapshot_ns: deque[int] = deque(maxlen=keep)

@@ -89,7 +89,8 @@ def run_from_args(ns: argparse.Namespace) -> int:
 
 def _write_frame_stats(app: Any) -> None:
     """With $TOKENTOP_FRAME_STATS set to a path, write the app's own cost per tick there on exit (JSON; the
-    last ~10 s of ticks). Read by tests/perf/client_targets.py; never fails the app."""
+    last minute of ticks, summarised, plus each tick's end (``perf_counter_ns``) and work (ns), so a reader
+    can take the ticks of its own window). Read by tests/perf/client_targets.py; never fails the app."""
     path = os.environ.get("TOKENTOP_FRAME_STATS")
     if not path:
         return
@@ -102,6 +103,8 @@ def _write_frame_stats(app: Any) -> None:
         "snapshot_p50_ms": fs.snapshot_percentile_ms(50),
         "frame_p50_ms": fs.frame_percentile_ms(50),
         "frame_p99_ms": fs.frame_percentile_ms(99),
+        "tick_end_ns": list(fs.ends_ns),
+        "tick_work_ns": list(fs.work_ns),
     }
     with contextlib.suppress(OSError):
         Path(path).write_text(json.dumps(data) + "\n")
