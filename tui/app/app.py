@@ -41,6 +41,8 @@ VIEWS = ("live", "latency", "levels")
 """Pane groups shown one at a time when the terminal is too small for all of them (`v` cycles)."""
 COMPACT_BELOW = (120, 36)
 """Width and height under which the app shows one view at a time."""
+GC_MIDDLE_EVERY = 3
+"""The app collects its middle generation every this many young collections (Python's default: 10)."""
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("More load", "One user (or one rate step) more", "load_step(1)"),
     ("Less load", "One user (or one rate step) fewer", "load_step(-1)"),
@@ -187,6 +189,10 @@ class TokentopApp(App[int]):
             # Everything alive after start-up (Textual, numpy, the DOM) is moved out of the collector's
             # sight: a full collection over it took ~40 ms, a visible stutter, and none of it is garbage.
             self.call_after_refresh(gc.freeze)
+            # Textual's strips cache themselves (a cycle per painted strip, ~3,000 per 10 s), so the app
+            # makes real garbage; middle-generation passes every 3 young ones instead of 10 are half as long
+            # (~1.1 vs ~2.1 ms) and kept the UI's p99 tick 0.4-0.6 ms lower in four alternating tmux runs.
+            gc.set_threshold(700, GC_MIDDLE_EVERY, 10)
         self.set_interval(self.tick_s, self.poll)  # Textual timers skip ticks that came late
 
     def on_unmount(self) -> None:
