@@ -482,8 +482,7 @@ class Store:
     ) -> list[tuple[LevelView, dict[str, Any]]]:
         """Views of every level: recomputed when older than ``max_age_s`` (default `heavy_interval_s`) and
         then only the levels that changed."""
-        max_age_ns = (self.heavy_interval_s if max_age_s is None else max_age_s) * 1e9
-        if not force and now_ns - self._views_at < max_age_ns and self._views:
+        if not force and self._fresh(self._views_at, now_ns, max_age_s) and self._views:
             return [self._views[i] for i in self.levels if i in self._views]
         self._views_at = now_ns
         in_flight: dict[int, list[int]] = {}
@@ -563,8 +562,7 @@ class Store:
     ) -> tuple[dict[float | None, Histogram], dict[tuple[ItlConvention, float | None], Histogram]]:
         """TTFT and ITL histograms per window: recomputed when older than ``max_age_s`` (default
         `heavy_interval_s`)."""
-        max_age_ns = (self.heavy_interval_s if max_age_s is None else max_age_s) * 1e9
-        if now_ns - self._heavy_at < max_age_ns and self._heavy[0]:
+        if self._fresh(self._heavy_at, now_ns, max_age_s) and self._heavy[0]:
             return self._heavy
         self._heavy_at = now_ns
         ttft = {w: self.series["ttft"].histogram(now_ns, w) for w in WINDOWS_S}
@@ -604,6 +602,12 @@ class Store:
             tokens_per_s=tps,
             error=lane.error,
         )
+
+    def _fresh(self, computed_ns: float, now_ns: int, max_age_s: float | None) -> bool:
+        """Whether parts computed at ``computed_ns`` are younger than ``max_age_s`` (default
+        `heavy_interval_s`)."""
+        max_age_s = self.heavy_interval_s if max_age_s is None else max_age_s
+        return now_ns - computed_ns < max_age_s * 1e9
 
     def refresh(self, now_ns: int) -> None:
         """Recompute the costly parts (level views, histograms) if due. A face's background thread calls
