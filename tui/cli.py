@@ -39,21 +39,43 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never printed or saved")
     g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra HTTP header")
     g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
-    g.add_argument("--timeout", type=_positive_float, default=300.0, metavar="S",
-                   help="per request, also the longest silence allowed between chunks (default 300)")
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=300.0,
+        metavar="S",
+        help="per request, also the longest silence allowed between chunks (default 300)",
+    )
     w = p.add_argument_group("workload")
     w.add_argument("--isl", type=_positive_int, default=128, metavar="N", help="input tokens per request")
     w.add_argument("--osl", type=_positive_int, default=128, metavar="N", help="output tokens per request")
-    w.add_argument("--no-fixed-osl", dest="fixed_osl", action="store_false",
-                   help="do not send ignore_eos/min_tokens (let the model stop at EOS)")
+    w.add_argument(
+        "--no-fixed-osl",
+        dest="fixed_osl",
+        action="store_false",
+        help="do not send ignore_eos/min_tokens (let the model stop at EOS)",
+    )
     w.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sim-profile", default=DEMO_PROFILE, metavar="NAME",
-                   help=f"simulator profile when no --url is given (default {DEMO_PROFILE})")
-    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                   help="engine processes sharing the load (more streams than one core can time)")
-    p.add_argument("--user-stagger-ms", type=_non_negative_float, default=5.0, metavar="MS",
-                   help="closed loop: new users start this far apart, a whole step within 1 s "
-                        "(0: all at once)")
+    p.add_argument(
+        "--sim-profile",
+        default=DEMO_PROFILE,
+        metavar="NAME",
+        help=f"simulator profile when no --url is given (default {DEMO_PROFILE})",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="engine processes sharing the load (more streams than one core can time)",
+    )
+    p.add_argument(
+        "--user-stagger-ms",
+        type=_non_negative_float,
+        default=5.0,
+        metavar="MS",
+        help="closed loop: new users start this far apart, a whole step within 1 s (0: all at once)",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -175,86 +197,173 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_live_args(p: argparse.ArgumentParser) -> None:
     _add_target_args(p)
     load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=_positive_int, default=None, metavar="N",
-                      help="start closed-loop with N users (default 1; 4 in the demo)")
-    load.add_argument("--rate", type=_positive_float, default=None, metavar="R",
-                      help="start open-loop at R requests/s")
-    p.add_argument("--theme", default=None, metavar="NAME|PATH",
-                   help="theme name (dark, light, high-contrast, or any file in the themes folder) "
-                   "or the path of a theme file")
+    load.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="start closed-loop with N users (default 1; 4 in the demo)",
+    )
+    load.add_argument(
+        "--rate", type=_positive_float, default=None, metavar="R", help="start open-loop at R requests/s"
+    )
+    p.add_argument(
+        "--theme",
+        default=None,
+        metavar="NAME|PATH",
+        help="theme name (dark, light, high-contrast, or any file in the themes folder) "
+        "or the path of a theme file",
+    )
     p.add_argument("--output", metavar="results.json", help="write results here on quit")
-    p.add_argument("--requests-log", metavar="requests.jsonl",
-                   help="append one JSON line per finished request")
-    p.add_argument("--slo-ttft-ms", type=_positive_float, metavar="MS",
-                   help="TTFT objective: goodput, and the auto ramp (a) stops when p99 breaks it")
-    p.add_argument("--slo-tpot-ms", type=_positive_float, metavar="MS",
-                   help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it")
+    p.add_argument(
+        "--requests-log", metavar="requests.jsonl", help="append one JSON line per finished request"
+    )
+    p.add_argument(
+        "--slo-ttft-ms",
+        type=_positive_float,
+        metavar="MS",
+        help="TTFT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
+    )
+    p.add_argument(
+        "--slo-tpot-ms",
+        type=_positive_float,
+        metavar="MS",
+        help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
+    )
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
     _add_target_args(p)
     load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=_level_list(int), metavar="N,N,...",
-                      help="closed-loop levels, e.g. 1,2,4,8 (default 1)")
+    load.add_argument(
+        "--concurrency",
+        type=_level_list(int),
+        metavar="N,N,...",
+        help="closed-loop levels, e.g. 1,2,4,8 (default 1)",
+    )
     load.add_argument("--rate", type=_level_list(float), metavar="R,R,...", help="open-loop levels in req/s")
     p.add_argument("--arrival", choices=["poisson", "constant"], default="poisson")
     p.add_argument("--max-concurrency", type=_positive_int, metavar="N", help="open loop: cap on in-flight")
     stop = p.add_mutually_exclusive_group()
-    stop.add_argument("--requests", type=_positive_int, metavar="N",
-                      help="finished requests per level, counted in its steady window "
-                      "(default max(20, 4 x users); at a rate, 5 s of arrivals)")
+    stop.add_argument(
+        "--requests",
+        type=_positive_int,
+        metavar="N",
+        help="finished requests per level, counted in its steady window "
+        "(default max(20, 4 x users); at a rate, 5 s of arrivals)",
+    )
     stop.add_argument("--duration", type=_positive_float, metavar="S", help="seconds per level")
     p.add_argument("--output", metavar="results.json", help="write results JSON here")
     p.add_argument("--requests-log", metavar="requests.jsonl", help="one JSON line per request as it ends")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--slo-ttft-ms", type=_positive_float, metavar="MS", help="goodput: TTFT objective")
     p.add_argument("--slo-tpot-ms", type=_positive_float, metavar="MS", help="goodput: TPOT objective")
-    p.add_argument("--sim-time-scale", type=_positive_float, default=1.0, metavar="X",
-                   help="with no --url: run the simulator X times faster (tests, quick demos)")
+    p.add_argument(
+        "--sim-time-scale",
+        type=_positive_float,
+        default=1.0,
+        metavar="X",
+        help="with no --url: run the simulator X times faster (tests, quick demos)",
+    )
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed)")
-    p.add_argument("--profile", default=DEMO_PROFILE, metavar="NAME",
-                   help="performance profile (--list-profiles)")
+    p.add_argument(
+        "--profile", default=DEMO_PROFILE, metavar="NAME", help="performance profile (--list-profiles)"
+    )
     p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
-    p.add_argument("--time-scale", type=_positive_float, default=1.0, metavar="X",
-                   help="run X times faster than the profile (for tests)")
+    p.add_argument(
+        "--time-scale",
+        type=_positive_float,
+        default=1.0,
+        metavar="X",
+        help="run X times faster than the profile (for tests)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tokens-per-chunk", type=_positive_int, default=1, metavar="N",
-                   help="tokens per SSE chunk (stream interval / speculative decoding)")
-    p.add_argument("--reasoning-tokens", type=int, default=0, metavar="N",
-                   help="emit N reasoning_content tokens before the answer")
-    p.add_argument("--fault", action="append", default=[], metavar="KIND=RATE",
-                   help="inject faults: error500, error429, disconnect, stall, malformed (rate 0..1); "
-                   "queue503=N rejects when more than N wait")
-    p.add_argument("--truth-log", metavar="PATH",
-                   help="write one JSON line per request with server-side times")
-    p.add_argument("--keep-alive", type=_non_negative_float, default=5.0, metavar="S",
-                   help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
-                   "(default 5; 0 never closes)")
+    p.add_argument(
+        "--tokens-per-chunk",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="tokens per SSE chunk (stream interval / speculative decoding)",
+    )
+    p.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="emit N reasoning_content tokens before the answer",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND=RATE",
+        help="inject faults: error500, error429, disconnect, stall, malformed (rate 0..1); "
+        "queue503=N rejects when more than N wait",
+    )
+    p.add_argument(
+        "--truth-log", metavar="PATH", help="write one JSON line per request with server-side times"
+    )
+    p.add_argument(
+        "--keep-alive",
+        type=_non_negative_float,
+        default=5.0,
+        metavar="S",
+        help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
+        "(default 5; 0 never closes)",
+    )
     cap = p.add_argument_group("capacity overrides (default: the profile's)")
     cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
     cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")
-    cap.add_argument("--prefill-chunk", type=int, metavar="N",
-                     help="prefill token budget per step; 0 turns chunked prefill off")
+    cap.add_argument(
+        "--prefill-chunk",
+        type=int,
+        metavar="N",
+        help="prefill token budget per step; 0 turns chunked prefill off",
+    )
 
 
 def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--token-rate", type=_positive_float, default=50.0, metavar="TOK/S",
-                   help="tokens per second of each stream (default 50)")
-    p.add_argument("--max-streams", type=_positive_int, default=1024, metavar="N",
-                   help="the most streams tried (default 1024)")
-    p.add_argument("--p99-budget-ms", type=_positive_float, default=3.0, metavar="MS",
-                   help="largest client-added p99 ITL error counted as accurate (default 3)")
-    p.add_argument("--step-duration", type=_positive_float, default=5.0, metavar="S",
-                   help="seconds measured per stream count, after a warm-up of about 5 s (default 5)")
-    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                   help="engine processes (default 1)")
-    p.add_argument("--lockstep", action="store_true",
-                   help="every stream emits at the same instant, like a batched server's decode step "
-                   "(default: each stream on its own phase)")
+    p.add_argument(
+        "--token-rate",
+        type=_positive_float,
+        default=50.0,
+        metavar="TOK/S",
+        help="tokens per second of each stream (default 50)",
+    )
+    p.add_argument(
+        "--max-streams",
+        type=_positive_int,
+        default=1024,
+        metavar="N",
+        help="the most streams tried (default 1024)",
+    )
+    p.add_argument(
+        "--p99-budget-ms",
+        type=_positive_float,
+        default=3.0,
+        metavar="MS",
+        help="largest client-added p99 ITL error counted as accurate (default 3)",
+    )
+    p.add_argument(
+        "--step-duration",
+        type=_positive_float,
+        default=5.0,
+        metavar="S",
+        help="seconds measured per stream count, after a warm-up of about 5 s (default 5)",
+    )
+    p.add_argument(
+        "--workers", type=_positive_int, default=1, metavar="N", help="engine processes (default 1)"
+    )
+    p.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="every stream emits at the same instant, like a batched server's decode step "
+        "(default: each stream on its own phase)",
+    )
 
 
 # --- entry point --------------------------------------------------------------------------------
