@@ -21,7 +21,7 @@ from typing import TextIO
 
 from tui.cli import UsageError, target_from_args, workload_from_args
 from tui.engine.config import EngineOptions, LoadTarget
-from tui.engine.handle import EngineHandle, ProbeError, probe_server
+from tui.engine.host.handle import EngineHandle, ProbeError, probe_server
 from tui.engine.snapshot import LevelView, Snapshot
 
 POLL_S = 0.25

@@ -383,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_bench(ns)
         if command == "calibrate":
-            from tui.calibrate import run_from_args as run_calibrate
+            from tui.calibrate.command import run_from_args as run_calibrate
 
             return run_calibrate(ns)
         from tui.app.run import run_from_args as run_live

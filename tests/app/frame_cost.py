@@ -14,7 +14,7 @@ import sys
 from tui.app.app import TokentopApp
 from tui.app.themes import load_themes
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.handle import EngineHandle
+from tui.engine.host.handle import EngineHandle
 from tui.sim.launch import SimServer
 
 

@@ -14,10 +14,10 @@ from textual.pilot import Pilot
 from tests.app.conftest import MakeApp, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
+from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
 from tui.engine.snapshot import RequestDetail
-from tui.engine.store import Store
 
 pytestmark = pytest.mark.timeout(30)
 MS = 1_000_000

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.handle import EngineHandle
+from tui.engine.host.handle import EngineHandle
 from tui.engine.snapshot import Snapshot
 
 T = TypeVar("T")

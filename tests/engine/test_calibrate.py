@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import tui.calibrate as cal
-from tui.calibrate import ErrorStats, LevelResult, join_errors, search, stream_levels
+import tui.calibrate.command as command
+import tui.calibrate.levels as levels
+from tui.calibrate.accuracy import ErrorStats, join_errors
+from tui.calibrate.levels import LevelResult, search, stream_levels
 
 MS = 1_000_000
 
@@ -105,20 +107,20 @@ def test_a_short_calibrate_run_prints_a_sane_answer(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Real paced server, real engine: 8 streams at 50 tok/s for 1.5 s (requests of 0.6 s)."""
-    monkeypatch.setattr(cal, "REQUEST_S", 0.6)
+    monkeypatch.setattr(levels, "REQUEST_S", 0.6)
     measured: list[LevelResult] = []
-    real = cal.measure_level
+    real = levels.measure_level
 
     def measure_level(streams: int, **kw: Any) -> LevelResult:
         result = real(streams, **kw)
         measured.append(result)
         return result
 
-    monkeypatch.setattr(cal, "measure_level", measure_level)
+    monkeypatch.setattr(command, "measure_level", measure_level)
     ns = argparse.Namespace(
         token_rate=50.0, max_streams=8, p99_budget_ms=3.0, step_duration=1.5, workers=1, lockstep=False
     )
-    assert cal.run_from_args(ns) == 0
+    assert command.run_from_args(ns) == 0
     out = capsys.readouterr().out
     assert "noise floor: bare-loop wake-up lag" in out
     assert "err p99" in out

@@ -17,10 +17,10 @@ from tests.engine.scripted_server import (
     sse,
     usage_chunk,
 )
-from tui.engine.client import RequestSession, make_client, run_request
 from tui.engine.config import TargetConfig, WorkloadConfig
-from tui.engine.openai import StreamAccumulator
 from tui.engine.records import RequestRecord
+from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.openai import StreamAccumulator
 
 pytestmark = pytest.mark.timeout(20)
 TRANSPORTS = ["aiohttp", "httpx"]

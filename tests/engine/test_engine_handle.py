@@ -12,7 +12,7 @@ import pytest
 from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.handle import EngineHandle, ProbeError, probe_server
+from tui.engine.host.handle import EngineHandle, ProbeError, probe_server
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -230,7 +230,7 @@ def test_starts_under_a_captured_stderr_like_a_running_textual_app() -> None:
     code = """
 import io, sys, time
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.handle import EngineHandle
+from tui.engine.host.handle import EngineHandle
 from tui.sim.launch import SimServer
 
 class Capture(io.StringIO):

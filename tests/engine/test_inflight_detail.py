@@ -11,7 +11,7 @@ import pytest
 
 from tests.engine.engine_helpers import running_handle, wait_for
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.handle import EngineHandle
+from tui.engine.host.handle import EngineHandle
 from tui.engine.snapshot import RequestDetail
 from tui.sim.paced import paced_server
 

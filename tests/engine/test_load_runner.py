@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tui.engine.load import LoadRunner, WorkerShare
+from tui.engine.load.runner import LoadRunner, WorkerShare
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -18,10 +18,10 @@ import pytest
 from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tests.engine.sim_client import Conn, chat_body
 from tui.cli import build_parser
-from tui.engine.client import RequestSession, make_client, run_request
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.openai import StreamAccumulator
 from tui.engine.records import RequestRecord
+from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.openai import StreamAccumulator
 from tui.sim.config import config_from_args
 from tui.sim.launch import SimServer
 from tui.sim.model import PROFILES

@@ -8,12 +8,12 @@ from array import array
 import numpy as np
 import pytest
 
-from tui.engine import levels as levels_mod
-from tui.engine import series as series_mod
-from tui.engine import store as store_mod
+from tui.engine.aggregate import levels as levels_mod
+from tui.engine.aggregate import series as series_mod
+from tui.engine.aggregate import store as store_mod
+from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
-from tui.engine.store import Store
 
 S = 1_000_000_000
 MS = 1_000_000

@@ -48,7 +48,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from tui.calibrate import ErrorStats, FloorProbe, join_files, noise_floor  # noqa: E402
+from tui.calibrate.accuracy import ErrorStats, join_files  # noqa: E402
+from tui.calibrate.floor import FloorProbe, noise_floor  # noqa: E402
 from tui.sim.paced import FIRST_TOKEN_S, paced_server  # noqa: E402
 
 SECTIONS = ("parse", "itl", "workers", "memory", "startup")
@@ -330,7 +331,8 @@ def section_itl(report: Report, ns: argparse.Namespace, out: Path) -> None:
 
 
 def section_workers(report: Report, ns: argparse.Namespace, out: Path) -> None:
-    from tui.calibrate import HEADER, LevelResult, _row, measure_level, search
+    from tui.calibrate.command import HEADER, _row
+    from tui.calibrate.levels import LevelResult, measure_level, search
 
     budget = 3.0
     found: dict[int, int] = {}

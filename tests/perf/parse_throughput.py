@@ -16,8 +16,8 @@ import time
 
 import orjson
 
-from tui.engine.openai import StreamAccumulator, apply_chunk
-from tui.engine.sse import SSEDecoder
+from tui.engine.stream.openai import StreamAccumulator, apply_chunk
+from tui.engine.stream.sse import SSEDecoder
 
 
 def make_reads(n_chunks: int, per_read: int) -> list[bytes]:

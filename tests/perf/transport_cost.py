@@ -62,7 +62,7 @@ class _Count:
 async def _user_httpx(
     client: Any, url: str, body: bytes, count: _Count, loads: Callable[[Any], Any], stop: asyncio.Event
 ) -> None:
-    from tui.engine.sse import SSEDecoder
+    from tui.engine.stream.sse import SSEDecoder
 
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     while not stop.is_set():
@@ -83,7 +83,7 @@ async def _user_httpx(
 
 
 async def _user_aiohttp(session: Any, url: str, body: bytes, count: _Count, stop: asyncio.Event) -> None:
-    from tui.engine.sse import SSEDecoder
+    from tui.engine.stream.sse import SSEDecoder
 
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     loads = orjson.loads
@@ -148,9 +148,9 @@ async def _user_protocol(base_url: str, body: bytes, count: _Count, stop: asynci
 
 
 async def _user_engine(session: Any, count: _Count, stop: asyncio.Event, live: list[Any]) -> None:
-    from tui.engine.client import run_request
-    from tui.engine.openai import StreamAccumulator
     from tui.engine.records import RequestRecord
+    from tui.engine.stream.client import run_request
+    from tui.engine.stream.openai import StreamAccumulator
 
     seq = 0
     while not stop.is_set():
@@ -216,8 +216,8 @@ async def _client(
         users = [_user_aiohttp(sess, url, body, count, stop) for _ in range(streams)]
         closer = sess.close
     else:
-        from tui.engine.client import RequestSession, make_client
         from tui.engine.config import TargetConfig, WorkloadConfig
+        from tui.engine.stream.client import RequestSession, make_client
 
         target = TargetConfig(base_url=base_url, model="sim-paced", timeout_s=60.0)
         client = make_client(target)

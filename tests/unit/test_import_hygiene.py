@@ -17,13 +17,13 @@ def _modules() -> list[str]:
     names = []
     for pkg in (tui.engine, tui.sim):
         names.append(pkg.__name__)
-        names += [f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
+        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}.")]
     return sorted(names)
 
 
 def test_engine_and_sim_import_no_ui_libraries() -> None:
     modules = _modules()
-    assert "tui.engine.handle" in modules and "tui.engine.worker" in modules
+    assert "tui.engine.host.handle" in modules and "tui.engine.load.worker" in modules
     code = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}:\n"

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from tui.engine import metrics as m
+from tui.engine.aggregate import metrics as m
+from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.config import LoadTarget
-from tui.engine.load import split_load
-from tui.engine.series import MetricSeries, Reservoir, Timeline
+from tui.engine.load.runner import split_load
 from tui.engine.snapshot import LevelView, Stats
 
 MS = 1_000_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.engine.sse import SSEDecoder, SSEEvent
+from tui.engine.stream.sse import SSEDecoder, SSEEvent
 
 
 def decode(*reads: bytes, flush: bool = True) -> list[SSEEvent]:

@@ -34,7 +34,7 @@ from tui.app.widgets.status import FatalBanner, StatusBar, UiState
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
-from tui.engine.ramp import RampPolicy
+from tui.engine.host.ramp import RampPolicy
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 
 VIEWS = ("live", "latency", "levels")

@@ -56,7 +56,7 @@ def run_from_args(ns: argparse.Namespace) -> int:
         workload = workload_from_args(ns)
 
         from tui.app.app import TokentopApp
-        from tui.engine.handle import EngineHandle
+        from tui.engine.host.handle import EngineHandle
 
         options = EngineOptions(
             slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms, user_stagger_s=ns.user_stagger_ms / 1e3

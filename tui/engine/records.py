@@ -2,7 +2,7 @@
 
 Every time is a `time.perf_counter_ns()` stamp (CLOCK_MONOTONIC on Linux, so stamps taken in the engine
 worker processes, the face's process and the simulator compare directly). Metrics are derived later, from
-these raw stamps, by `tui.engine.metrics`.
+these raw stamps, by `tui.engine.aggregate.metrics`.
 """
 
 from __future__ import annotations

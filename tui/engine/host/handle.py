@@ -24,14 +24,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 import httpx
 
+from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
-from tui.engine.client import classify_exception
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.load import split_load
-from tui.engine.openai import error_message
+from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.snapshot import RequestDetail, Snapshot
-from tui.engine.store import Store
+from tui.engine.stream.client import classify_exception
+from tui.engine.stream.openai import error_message
 
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly parts when due."""
@@ -259,8 +259,8 @@ class EngineHandle:
             return self._store.detail(request_id, time.perf_counter_ns())
 
     def results(self) -> dict[str, Any]:
-        """The results JSON as a dict (see `tui.engine.results`)."""
-        from tui.engine.results import build_results
+        """The results JSON as a dict (see `tui.engine.host.results`)."""
+        from tui.engine.host.results import build_results
 
         with self._lock:
             now = time.perf_counter_ns()
@@ -278,7 +278,7 @@ class EngineHandle:
 
     def write_results(self, path: Path) -> Path:
         """Write the results JSON (atomically: a crash never leaves half a file)."""
-        from tui.engine.results import dump_results
+        from tui.engine.host.results import dump_results
 
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
@@ -356,7 +356,7 @@ class EngineHandle:
         self._read_loop()
 
     def _spawn(self, model: str) -> None:
-        from tui.engine.worker import worker_main
+        from tui.engine.load.worker import worker_main
 
         ctx = multiprocessing.get_context("spawn")
         for i in range(self.workers):

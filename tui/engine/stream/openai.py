@@ -1,6 +1,6 @@
 """The OpenAI-compatible wire format: request bodies, prompts, and what each streamed chunk means.
 
-Kept free of I/O so it can be tested (and timed) alone; `tui.engine.client` does the sending.
+Kept free of I/O so it can be tested (and timed) alone; `tui.engine.stream.client` does the sending.
 """
 
 from __future__ import annotations

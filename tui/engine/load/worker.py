@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tui.engine.client import RequestSession, make_client, run_request
 from tui.engine.config import EngineOptions, TargetConfig, WorkloadConfig
-from tui.engine.health import CpuMeter, LoopLagMonitor
-from tui.engine.load import LoadRunner, WorkerShare
-from tui.engine.openai import StreamAccumulator
+from tui.engine.load.health import CpuMeter, LoopLagMonitor
+from tui.engine.load.runner import LoadRunner, WorkerShare
 from tui.engine.records import RequestRecord
+from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.openai import StreamAccumulator
 
 GC_YOUNG_THRESHOLD = 10_000
 """Net allocations between two young collections in a worker (Python's default is 700; see `Worker.run`)."""

@@ -23,7 +23,8 @@ import orjson
 
 from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
-from tui.engine.openai import (
+from tui.engine.records import RequestRecord
+from tui.engine.stream.openai import (
     StreamAccumulator,
     apply_chunk,
     build_body,
@@ -34,8 +35,7 @@ from tui.engine.openai import (
     prompt_words,
     rejects_fixed_osl_fields,
 )
-from tui.engine.records import RequestRecord
-from tui.engine.sse import SSEDecoder
+from tui.engine.stream.sse import SSEDecoder
 
 TransportName = Literal["aiohttp", "httpx"]
 REQUEST_ID_HEADER = "x-tokentop-request-id"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
-from tui.engine.metrics import find_knee
 from tui.engine.snapshot import LevelView, Snapshot
 
 

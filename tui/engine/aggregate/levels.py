@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tui.engine import metrics as m
+from tui.engine.aggregate import metrics as m
+from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
-from tui.engine.series import Reservoir, Timeline
 from tui.engine.snapshot import LevelView
 
 LEVEL_REQUEST_CAP = 20_000

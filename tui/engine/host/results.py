@@ -18,11 +18,11 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from tui import __version__
-from tui.engine.metrics import KNEE_RULE, KNEE_TOLERANCE
+from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 
 if TYPE_CHECKING:
-    from tui.engine.handle import EngineHandle
+    from tui.engine.host.handle import EngineHandle
 
 DEFINITIONS: dict[str, str] = {
     "ttft": "time to first token: first chunk with generated text (content or reasoning) minus request sent",

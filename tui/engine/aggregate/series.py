@@ -1,6 +1,7 @@
 """Bounded aggregates the store is built from: rolling metric series, reservoirs, per-level timelines.
 
-Each keeps a fixed amount of memory however long the run (see `tui.engine.store` for how they combine).
+Each keeps a fixed amount of memory however long the run (see `tui.engine.aggregate.store` for how they
+combine).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tui.engine import metrics as m
+from tui.engine.aggregate import metrics as m
 from tui.engine.snapshot import Histogram, Stats
 
 SERIES_CAP = 1 << 17

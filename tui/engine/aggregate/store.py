@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tui.engine import metrics as m
+from tui.engine.aggregate import metrics as m
+from tui.engine.aggregate.levels import LevelAgg, LevelContext, level_view
+from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.config import LoadTarget
-from tui.engine.health import Sustain
-from tui.engine.levels import LevelAgg, LevelContext, level_view
+from tui.engine.load.health import Sustain
 from tui.engine.records import RequestRecord
-from tui.engine.series import MetricSeries, Reservoir, Timeline
 from tui.engine.snapshot import (
     WINDOWS_S,
     ClientHealth,
