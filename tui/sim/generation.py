@@ -14,16 +14,30 @@ orjson-dumped text and a prebuilt suffix, framed inline.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
+from tui.sim.config import SimConfig
 from tui.sim.http import HttpProtocol, frame, response
-from tui.sim.model import Seq
+from tui.sim.model import Profile, Scheduler, Seq
 from tui.sim.openai_api import PLACEHOLDER, GenParams, split_template
+from tui.sim.text import WordTable
 
-if TYPE_CHECKING:
-    from tui.sim.simulator import Simulator
+
+class GenHost(Protocol):
+    """What a generating request needs of the server that admitted it (`tui.sim.simulator.Simulator`).
+
+    A protocol rather than an import, so the simulator may import this module and not the reverse."""
+
+    config: SimConfig
+    profile: Profile
+    words: WordTable
+    scheduler: Scheduler[GenRequest]
+
+    def finished(self, req: GenRequest, status: str, http_status: int) -> None:
+        """Record the request's end (counters, truth log)."""
+
 
 _DONE_FRAME = b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
 """`data: [DONE]` as one HTTP chunk, then the last-chunk marker that ends the chunked body."""
@@ -62,7 +76,7 @@ class GenRequest(Seq):
 
     def __init__(
         self,
-        sim: Simulator,
+        sim: GenHost,
         proto: HttpProtocol,
         *,
         seq_id: int,
