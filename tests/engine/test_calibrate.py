@@ -102,6 +102,7 @@ def test_accuracy_needs_a_small_median_and_no_failures() -> None:
     assert not failed.accurate(3.0)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(90)
 def test_a_short_calibrate_run_prints_a_sane_answer(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path

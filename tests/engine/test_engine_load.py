@@ -10,6 +10,7 @@ import pytest
 
 from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tui.engine.config import LoadTarget, WorkloadConfig
+from tui.engine.snapshot import Snapshot
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,7 +43,11 @@ def test_concurrency_changes_take_effect_within_a_request_and_lose_nothing(
         # Over the next requests the in-flight count stays at 1.
         done = snap.completed
         for _ in range(2):
-            _, snap, _ = wait_for(handle, lambda s, d=done: s.completed > d, 5, "progress at 1")
+
+            def progressed(s: Snapshot, d: int = done) -> bool:
+                return s.completed > d
+
+            _, snap, _ = wait_for(handle, progressed, 5, "progress at 1")
             assert snap.in_flight <= 1
             done = snap.completed
         handle.stop(drain=True, timeout_s=5.0)

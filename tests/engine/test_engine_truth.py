@@ -33,7 +33,11 @@ def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk
         t0_ns = handle.t0_ns
     pairs = joined(tmp_path / "requests.jsonl", truth_log)
     assert len(pairs) >= 10
-    ttft_err, e2e_err, gap_err, tpot_err, deliver = [], [], [], [], []
+    ttft_err: list[float] = []
+    e2e_err: list[float] = []
+    gap_err: list[float] = []
+    tpot_err: list[float] = []
+    deliver: list[float] = []
     for rec, tr in pairs:
         assert rec["status"] == "ok" and tr["status"] == "ok"
         # token counts: exact, from usage
@@ -72,6 +76,7 @@ def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk
     # the level's throughput against the truth: tokens whose server write falls in the same window
     (lv,) = snap.levels
     assert lv.steady and lv.window_s > 0.5
+    assert lv.window_from_s is not None and lv.window_to_s is not None
     lo = t0_ns + lv.window_from_s * 1e9
     hi = t0_ns + lv.window_to_s * 1e9
     tokens = 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def snap(levels: list[LevelView], users: int, elapsed: float = 10.0, fatal: str 
     )
 
 
-def run_curve(policy: RampPolicy, curve: dict[int, float], **kw: float) -> tuple[list[int], RampStep]:
+def run_curve(policy: RampPolicy, curve: Mapping[int, float], **kw: float) -> tuple[list[int], RampStep]:
     """Feed the policy a server whose steady throughput at N users is curve[N]; return the users tried."""
     target = policy.first(LoadTarget())
     levels: list[LevelView] = []

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.engine.engine_helpers import running_handle, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
+from tui.engine.host.handle import EngineHandle
+from tui.engine.snapshot import Snapshot
 from tui.sim.paced import paced_server
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.heavy]
 
 
-def _results(handle, path: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _results(handle: EngineHandle, path: Path) -> dict[str, Any]:
     """The results JSON as a face writes it (the file, not the dict)."""
     handle.write_results(path)
-    return json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
 def test_an_overloaded_engine_flags_itself(tmp_path: Path) -> None:
@@ -36,17 +40,21 @@ def test_an_overloaded_engine_flags_itself(tmp_path: Path) -> None:
             workload=WorkloadConfig(isl=16, osl=200),
         ) as handle,
     ):
-        # CPU, not just the lag of 200 requests starting at once: the steady overload
-        _, snap, _ = wait_for(
-            handle, lambda s: s.health.saturated and s.health.cpu_share > 0.6, 30, "saturated by CPU"
-        )
+        # The steady overload, not just the lag of 200 requests starting at once. On a quiet machine the
+        # worker takes a whole core and is flagged CPU-bound; when another job holds a core meanwhile it
+        # gets less than the CPU threshold and is flagged by its lag instead, with the advice for that.
+        _, snap, _ = wait_for(handle, lambda s: s.health.saturated and s.elapsed_s > 6, 40, "saturated")
         results = _results(handle, tmp_path / "results.json")
     health = snap.health
-    assert health.reason.startswith("load generator saturated (")
-    assert "a worker uses" in health.reason  # the CPU-bound advice (more workers, when there are cores)
     client = results["client"]
     assert client["saturated"] is True
-    assert client["max_cpu_share"] > client["cpu_threshold"]
+    assert health.loop_lag_p99_ms > client["lag_threshold_ms"] or health.cpu_share > client["cpu_threshold"]
+    if "a worker uses" in health.reason:  # the CPU-bound advice (more workers, when there are cores)
+        assert health.reason.startswith("load generator saturated (")
+        assert client["max_cpu_share"] > client["cpu_threshold"]
+    else:  # starved of CPU by the machine: lagging, and told so
+        assert health.reason.startswith("load generator delayed (event-loop lag p99"), health.reason
+        assert "short of CPU" in health.reason
 
 
 def test_a_starved_engine_is_flagged_in_the_results_file_and_its_level(tmp_path: Path) -> None:
@@ -89,7 +97,7 @@ def test_a_light_run_is_not_flagged(tmp_path: Path) -> None:
     flags: list[bool] = []
     reasons: set[str] = set()
 
-    def sample(snap) -> bool:  # type: ignore[no-untyped-def]
+    def sample(snap: Snapshot) -> bool:
         flags.append(snap.health.saturated)
         reasons.add(snap.health.reason)
         return snap.completed >= 8
@@ -109,6 +117,8 @@ def test_a_light_run_is_not_flagged(tmp_path: Path) -> None:
     health, client = snap.health, results["client"]
     assert snap.failed == 0 and waited > 2.0
     assert health.cpu_share < 0.3, health
-    assert client["max_cpu_share"] < 0.3, client
+    # The raw maximum includes the first 0.1 s reading (the first connections opening), which read up to 0.34
+    # on a busy machine: it must stay under the threshold, the rolling share above is the light-run figure.
+    assert client["max_cpu_share"] < client["cpu_threshold"], client
     assert not any("a worker uses" in reason for reason in reasons), reasons  # never CPU-bound
     assert sum(flags) <= 0.5 * len(flags), (sum(flags), len(flags), reasons)

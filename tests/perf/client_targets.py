@@ -405,16 +405,16 @@ def section_memory(report: Report, ns: argparse.Namespace, out: Path) -> None:
             elapsed = time.perf_counter() - t0
             app.quit(60.0)
     chunks, lines = _count_chunks(requests)
-    t = np.array([s[0] for s in samples])
+    at_s = np.array([s[0] for s in samples])
     total = np.array([s[1] + s[2] for s in samples])
-    after = t >= warm_s
+    after = at_s >= warm_s
     if after.sum() < 2:
         report.add("memory soak", "too few samples", False)
         return
     base = float(total[after][0])
     final = float(total[after][-1])
     peak = float(total[after].max())
-    slope = float(np.polyfit(t[after], total[after], 1)[0]) * 600  # MB per 10 min
+    slope = float(np.polyfit(at_s[after], total[after], 1)[0]) * 600  # MB per 10 min
     growth = max(final, peak) - base
     report.data["memory"] = {
         "minutes": minutes,

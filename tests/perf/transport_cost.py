@@ -139,7 +139,7 @@ async def _user_protocol(base_url: str, body: bytes, count: _Count, stop: asynci
     ).encode() + body
     loop = asyncio.get_running_loop()
     transport, _proto = await loop.create_connection(
-        lambda: _Proto(count, request, stop), parts.hostname, parts.port
+        lambda: _Proto(count, request, stop), parts.hostname or "127.0.0.1", parts.port or 80
     )
     try:
         await stop.wait()

@@ -9,7 +9,7 @@ import pytest
 
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
-from tui.engine.config import LoadTarget
+from tui.engine.config import LoadMode, LoadTarget
 from tui.engine.load.runner import split_load
 from tui.engine.snapshot import LevelView, Stats
 
@@ -132,7 +132,9 @@ def test_steady_from(
 # --- knee ---------------------------------------------------------------------------------------------
 
 
-def _lv(level_id: int, value: float, tps: float, steady: bool = True, mode: str = "concurrency") -> LevelView:
+def _lv(
+    level_id: int, value: float, tps: float, steady: bool = True, mode: LoadMode = "concurrency"
+) -> LevelView:
     s = Stats()
     return LevelView(
         level_id,
@@ -146,7 +148,7 @@ def _lv(level_id: int, value: float, tps: float, steady: bool = True, mode: str 
         0,
         tps,
         1.0,
-        1.0,  # type: ignore[arg-type]
+        1.0,
         s,
         s,
         s,
