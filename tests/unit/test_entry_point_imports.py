@@ -36,11 +36,9 @@ def _imported_modules(tree: ast.AST, module: str) -> set[str]:
 
 
 def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT.parent).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1] + ["__init__"]
-    return ".".join(parts)
+    """``tui/app/run.py`` -> ``tui.app.run``; a package's ``__init__`` keeps its name, so relative imports
+    in it resolve against the package itself."""
+    return ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
 
 
 def test_no_module_under_tui_imports_tui_cli() -> None:
