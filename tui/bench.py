@@ -1,6 +1,7 @@
 """The headless face: one load level per --concurrency/--rate value, a progress line, a table, results JSON.
 
-Drives the same `EngineHandle` as the live app. Each level runs until ``--requests`` requests sent in its
+Drives the same `EngineHandle` as the live app (through the `Engine` protocol, so a test can hand it
+another engine). Each level runs until ``--requests`` requests sent in its
 steady-state window have finished (default ``max(20, 4 x users)``, or 5 s of arrivals at a rate), or for
 ``--duration`` seconds; between levels the load is paused until nothing is in flight, so each level starts
 from an idle server (as separate ``vllm bench serve`` runs would).
@@ -15,14 +16,24 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from tui.cli import UsageError, target_from_args, workload_from_args
-from tui.engine.config import EngineOptions, LoadTarget
+from tui.demo import DemoError, running_demo
+from tui.engine.api import Engine, EngineFactory
+from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.host.handle import EngineHandle, ProbeError, probe_server
 from tui.engine.snapshot import LevelView, Snapshot
+from tui.options import (
+    UsageError,
+    demo_from_args,
+    engine_options_from_args,
+    level_targets_from_args,
+    target_from_args,
+    workload_from_args,
+)
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
@@ -139,20 +150,15 @@ def _summary(snap: Snapshot) -> str:
     return "\n".join(lines)
 
 
-def _targets(ns: argparse.Namespace) -> list[LoadTarget]:
-    if ns.rate:
-        return [
-            LoadTarget(mode="rate", rate=float(r), arrival=ns.arrival, max_concurrency=ns.max_concurrency)
-            for r in ns.rate
-        ]
-    if ns.max_concurrency is not None:
-        raise UsageError("--max-concurrency applies to open-loop --rate levels")
-    return [LoadTarget(mode="concurrency", concurrency=int(c)) for c in (ns.concurrency or [1])]
-
-
-def run_from_args(ns: argparse.Namespace) -> int:
-    """`tokentop bench`. See the module docstring for exit codes."""
-    targets = _targets(ns)
+def run_from_args(
+    ns: argparse.Namespace,
+    *,
+    engine_factory: EngineFactory = EngineHandle,
+    probe: Callable[[TargetConfig], str] = probe_server,
+) -> int:
+    """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
+    checks the server and returns the model) are the real engine's unless a test gives others."""
+    targets = level_targets_from_args(ns)
     err = sys.stderr
     progress = Progress(err, ns.quiet)
     output = Path(ns.output) if ns.output else None
@@ -160,35 +166,51 @@ def run_from_args(ns: argparse.Namespace) -> int:
     for p in (output, log_path):
         if p is not None and not p.parent.exists():
             raise UsageError(f"directory does not exist: {p.parent}")
-    sim = None
-    handle: EngineHandle | None = None
+    demo = demo_from_args(ns, time_scale=ns.sim_time_scale)
+    if demo is not None:
+        progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
+    try:
+        with running_demo(demo) as demo_url:
+            status = _run(ns, demo_url, targets, output, log_path, progress, engine_factory, probe)
+    except DemoError as exc:
+        progress.done()
+        print(f"tokentop: error: {exc}", file=err)
+        return 1
+    except KeyboardInterrupt:  # while the simulator started or stopped: nothing measured yet
+        progress.done()
+        status = 130
+    if status == 130:
+        print("tokentop: interrupted", file=err)
+    return status
+
+
+def _run(
+    ns: argparse.Namespace,
+    demo_url: str | None,
+    targets: list[LoadTarget],
+    output: Path | None,
+    log_path: Path | None,
+    progress: Progress,
+    engine_factory: EngineFactory,
+    probe: Callable[[TargetConfig], str],
+) -> int:
+    """Probe, run every level, print the table and write the results; the exit status."""
+    err = sys.stderr
+    handle: Engine | None = None
     status = 0
     try:
-        if ns.url is None:
-            from tui.sim.launch import SimServer
-
-            progress.show(f"starting the built-in simulator ({ns.sim_profile})", force=True)
-            try:
-                sim = SimServer(ns.sim_profile, seed=ns.seed, time_scale=ns.sim_time_scale).start()
-            except RuntimeError as exc:
-                progress.done()
-                print(f"tokentop: error: {str(exc).splitlines()[0]}", file=err)
-                return 1
-        target = target_from_args(ns, demo_url=sim.url if sim else None)
+        target = target_from_args(ns, demo_url=demo_url)
         workload = workload_from_args(ns)
         try:
-            model = probe_server(target)
+            model = probe(target)
         except ProbeError as exc:
             progress.done()
             print(f"tokentop: error: {exc}", file=err)
             return 1
         target = replace(target, model=model)
-        options = EngineOptions(
-            slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms, user_stagger_s=ns.user_stagger_ms / 1e3
-        )
         # probed above (so an unusable target fails before any file is created): not again
-        handle = EngineHandle(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
-                              options=options, probe=False)  # fmt: skip
+        handle = engine_factory(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
+                                options=engine_options_from_args(ns), probe=False)  # fmt: skip
         handle.start()
         handle.wait_ready(30.0)
         for i, load in enumerate(targets, 1):
@@ -215,15 +237,11 @@ def run_from_args(ns: argparse.Namespace) -> int:
                 handle.write_results(output)
                 if not ns.quiet:
                     print(f"results written to {output}", file=err)
-        if sim is not None:
-            sim.stop()
-    if status == 130:
-        print("tokentop: interrupted", file=err)
     return status
 
 
 def _run_level(
-    handle: EngineHandle, ns: argparse.Namespace, i: int, n: int, load: LoadTarget, progress: Progress
+    handle: Engine, ns: argparse.Namespace, i: int, n: int, load: LoadTarget, progress: Progress
 ) -> str | None:
     """Hold ``load`` until the level is done; return a fatal reason or None."""
     level_id = handle.level_id
@@ -256,7 +274,7 @@ def _run_level(
     return None
 
 
-def _drain(handle: EngineHandle, load: LoadTarget, timeout_s: float) -> str | None:
+def _drain(handle: Engine, load: LoadTarget, timeout_s: float) -> str | None:
     """Pause and wait (bounded) until nothing is in flight."""
     handle.set_load(replace(load, paused=True))
     deadline = time.monotonic() + timeout_s

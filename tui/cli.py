@@ -1,20 +1,20 @@
-"""Command line: parse flags into frozen configs and hand them to a face.
+"""Command line: the flags of every subcommand, and `main`, which hands the parsed flags to a face.
 
+Nothing under ``tui/`` imports this module (a test keeps it so): the faces turn flags into configs with
+`tui.options`, so the entry point can import the faces without a circle. The number parsers below stay
+here because they are argparse types (they raise `argparse.ArgumentTypeError` for argparse to report).
 Kept import-light: `tokentop --help` must answer fast, so each subcommand imports its face lazily.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Sequence
 
 from tui import __version__
-from tui.engine.config import TargetConfig, WorkloadConfig, normalise_base_url
-
-DEMO_PROFILE = "small-gpu"
+from tui.demo import DEMO_PROFILE
+from tui.options import UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,10 +22,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-class UsageError(Exception):
-    """A flag value that parsed but cannot be used; reported in one line, exit status 2."""
 
 
 # --- shared flags -------------------------------------------------------------------------------
@@ -121,47 +117,6 @@ def _level_list(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]
         return values
 
     return parse
-
-
-def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
-    """Build the target; `demo_url` is the simulator's URL when tokentop started it itself."""
-    url = ns.url or demo_url
-    if url is None:
-        raise UsageError("no --url given")
-    try:
-        base_url = normalise_base_url(url)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    headers: list[tuple[str, str]] = []
-    for item in ns.header:
-        name, sep, value = item.partition(":")
-        if not sep or not name.strip():
-            raise UsageError(f"--header wants NAME:VALUE, got {item!r}")
-        headers.append((name.strip(), value.strip()))
-    extra: tuple[tuple[str, object], ...] = ()
-    if ns.extra_body:
-        try:
-            body = json.loads(ns.extra_body)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--extra-body is not valid JSON: {exc.msg} at column {exc.colno}") from None
-        if not isinstance(body, dict):
-            raise UsageError("--extra-body must be a JSON object")
-        extra = tuple(body.items())
-    api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
-    return TargetConfig(
-        base_url=base_url,
-        model=ns.model,
-        endpoint=ns.endpoint,
-        api_key=api_key,
-        headers=tuple(headers),
-        extra_body=extra,
-        timeout_s=ns.timeout,
-        demo=ns.url is None,
-    )
-
-
-def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
-    return WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed)
 
 
 # --- parser -------------------------------------------------------------------------------------

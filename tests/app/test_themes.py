@@ -97,7 +97,8 @@ def test_run_refuses_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None
     import io
 
     from tui.app.run import run_from_args
-    from tui.cli import UsageError, build_parser
+    from tui.cli import build_parser
+    from tui.options import UsageError
 
     monkeypatch.setattr("sys.stdin", io.StringIO())
 

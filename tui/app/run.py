@@ -10,20 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from textual.theme import Theme
+
 from tui.app.themes import ThemeError, load_themes, resolve_theme
-from tui.cli import UsageError, target_from_args, workload_from_args
-from tui.engine.config import EngineOptions, LoadTarget
-
-DEMO_CONCURRENCY = 4
-"""The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
-
-
-def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:
-    if ns.rate is not None:
-        return LoadTarget(mode="rate", rate=ns.rate)
-    if ns.concurrency is not None:
-        return LoadTarget(mode="concurrency", concurrency=ns.concurrency)
-    return LoadTarget(mode="concurrency", concurrency=DEMO_CONCURRENCY if demo else 1)
+from tui.demo import DemoError, running_demo
+from tui.engine.config import LoadTarget
+from tui.options import (
+    UsageError,
+    demo_from_args,
+    engine_options_from_args,
+    initial_load,
+    target_from_args,
+    workload_from_args,
+)
 
 
 def run_from_args(ns: argparse.Namespace) -> int:
@@ -35,40 +34,48 @@ def run_from_args(ns: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the live app needs a terminal; for a headless run use `tokentop bench`")
-    demo = ns.url is None
-    load = initial_load(ns, demo=demo)
+    demo = demo_from_args(ns)
+    load = initial_load(ns, demo=demo is not None)
     requests_log = Path(ns.requests_log) if ns.requests_log else None
     output = Path(ns.output) if ns.output else None
-    sim = engine = None
     try:
-        demo_url = None
-        if demo:
-            from tui.sim.launch import SimServer
+        with running_demo(demo) as demo_url:
+            return _run_app(ns, demo_url, load, themes, theme.name, output, requests_log)
+    except DemoError as exc:
+        print(f"tokentop: error: could not start the built-in simulator: {exc}", file=sys.stderr)
+        return 1
 
-            sim = SimServer(ns.sim_profile, seed=ns.seed)
-            try:
-                sim.start(timeout_s=10.0)
-            except Exception as exc:
-                print(f"tokentop: error: could not start the built-in simulator: {exc}", file=sys.stderr)
-                return 1
-            demo_url = sim.url
-        target = target_from_args(ns, demo_url=demo_url)
-        workload = workload_from_args(ns)
 
-        from tui.app.app import TokentopApp
-        from tui.engine.host.handle import EngineHandle
+def _run_app(
+    ns: argparse.Namespace,
+    demo_url: str | None,
+    load: LoadTarget,
+    themes: dict[str, Theme],
+    theme: str,
+    output: Path | None,
+    requests_log: Path | None,
+) -> int:
+    """The engine and the app, against ``demo_url`` or ``--url``; the engine is stopped however it ends."""
+    target = target_from_args(ns, demo_url=demo_url)
+    workload = workload_from_args(ns)
 
-        options = EngineOptions(
-            slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms, user_stagger_s=ns.user_stagger_ms / 1e3
-        )
-        engine = EngineHandle(
-            target, workload, load, workers=ns.workers, requests_log=requests_log, options=options
-        )
+    from tui.app.app import TokentopApp
+    from tui.engine.host.handle import EngineHandle
+
+    engine = EngineHandle(
+        target,
+        workload,
+        load,
+        workers=ns.workers,
+        requests_log=requests_log,
+        options=engine_options_from_args(ns),
+    )
+    try:
         engine.start()
         app = TokentopApp(
             engine,
             themes=themes,
-            theme=theme.name,
+            theme=theme,
             output=output,
             requests_log=requests_log,
             freeze_gc=True,
@@ -81,10 +88,7 @@ def run_from_args(ns: argparse.Namespace) -> int:
             print(f"tokentop: {note}", file=sys.stderr)
         return result if isinstance(result, int) else (app.return_code or 0)
     finally:
-        if engine is not None:
-            engine.stop()
-        if sim is not None:
-            sim.stop()
+        engine.stop()
 
 
 def _write_frame_stats(app: Any) -> None:

@@ -7,9 +7,13 @@ import math
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.calibrate.floor import noise_floor
 from tui.calibrate.levels import LevelResult, measure_level, search
+
+if TYPE_CHECKING:
+    from tui.engine.api import EngineFactory
 
 MAX_TOKEN_RATE = 2000.0
 """Tokens/s per stream the paced server is asked for at most (real servers stream well below this)."""
@@ -37,8 +41,9 @@ HEADER = (
 )
 
 
-def run_from_args(ns: argparse.Namespace) -> int:
-    """`tokentop calibrate`: exit 0 with an answer, 1 if nothing could be measured."""
+def run_from_args(ns: argparse.Namespace, *, engine_factory: EngineFactory | None = None) -> int:
+    """`tokentop calibrate`: exit 0 with an answer, 1 if nothing could be measured. ``engine_factory``:
+    the engine measured (default `EngineHandle`, the real one; a test may give a fake)."""
     rate: float = ns.token_rate
     budget: float = ns.p99_budget_ms
     workers: int = ns.workers
@@ -69,7 +74,13 @@ def run_from_args(ns: argparse.Namespace) -> int:
 
         def measure(n: int) -> LevelResult:
             return measure_level(
-                n, token_rate=rate, seconds=seconds, workers=workers, lockstep=lockstep, workdir=Path(tmp)
+                n,
+                token_rate=rate,
+                seconds=seconds,
+                workers=workers,
+                lockstep=lockstep,
+                workdir=Path(tmp),
+                engine_factory=engine_factory,
             )
 
         try:

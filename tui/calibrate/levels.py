@@ -6,12 +6,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tui.calibrate.accuracy import ErrorStats, join_files
 from tui.calibrate.floor import FloorProbe
+
+if TYPE_CHECKING:
+    from tui.engine.api import Engine, EngineFactory
 
 P50_LIMIT_MS = 0.1
 """A level's median client-added error must be within this (the bias the client adds to ITL)."""
@@ -70,11 +73,17 @@ def measure_level(
     workers: int = 1,
     lockstep: bool = False,
     workdir: Path,
+    engine_factory: EngineFactory | None = None,
 ) -> LevelResult:
-    """Run ``streams`` paced streams through the real engine for a warm-up plus ``seconds`` and measure."""
+    """Run ``streams`` paced streams through the real engine (or ``engine_factory``'s: tests) for a warm-up
+    plus ``seconds`` and measure."""
     from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-    from tui.engine.host.handle import EngineHandle
     from tui.sim.paced import FIRST_TOKEN_S, paced_server
+
+    if engine_factory is None:
+        from tui.engine.host.handle import EngineHandle
+
+        engine_factory = EngineHandle
 
     workdir.mkdir(parents=True, exist_ok=True)
     truth = workdir / f"truth-{streams}x{workers}.jsonl"
@@ -87,7 +96,7 @@ def measure_level(
     with paced_server(token_rate, truth, lockstep=lockstep) as server:
         target = TargetConfig(base_url=server.url, model="sim-paced", timeout_s=60.0)
         workload = WorkloadConfig(isl=16, osl=osl)
-        handle = EngineHandle(target, workload, load, workers=workers, requests_log=requests)
+        handle = engine_factory(target, workload, load, workers=workers, requests_log=requests)
         handle.start()
         try:
             if not handle.wait_ready(30.0) or handle.fatal:
@@ -126,7 +135,7 @@ def measure_level(
     )
 
 
-def _sleep_watching(handle: Any, seconds: float, health: list[tuple[float, float, bool]] | None) -> None:
+def _sleep_watching(handle: Engine, seconds: float, health: list[tuple[float, float, bool]] | None) -> None:
     """Wait ``seconds``, reading a snapshot every 0.25 s like a face (recording client health if asked)."""
     end = time.monotonic() + seconds
     while True:

@@ -259,32 +259,42 @@ class EngineHandle:
             return self._store.detail(request_id, time.perf_counter_ns())
 
     def results(self) -> dict[str, Any]:
-        """The results JSON as a dict (see `tui.engine.host.results`)."""
-        from tui.engine.host.results import build_results
+        """The results JSON as a dict, built from plain data (see `tui.engine.host.results`)."""
+        from tui.engine.host.results import ClientSummary, build_results
 
         with self._lock:
             now = time.perf_counter_ns()
             store = self._store
             views = store.level_views(now, force=True)
             snap = self.snapshot()
-            run = {
-                "max_loop_lag_p99_ms": store.max_lag_ms,
-                "max_cpu_share": store.max_cpu,
-                "saturated": store.saturated_ever,
-                "saturated_spans_s": [list(span) for span in store.saturated_spans],
-                "notices": store.notices,
-            }
-            return build_results(self, snap, views, run)
+            client = ClientSummary(
+                max_loop_lag_p99_ms=store.max_lag_ms,
+                max_cpu_share=store.max_cpu,
+                saturated=store.saturated_ever,
+                saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
+                notices=tuple(store.notices),
+            )
+            return build_results(self.run_info(), snap, views, client)
+
+    def run_info(self) -> RunInfo:
+        """The run described as plain data for results (no secrets: see `RunInfo.of`)."""
+        from tui.engine.host.results import RunInfo
+
+        return RunInfo.of(
+            self.target,
+            self.workload,
+            self._load,
+            options=self.options,
+            workers=self.workers,
+            model=self._model,
+            started_at_s=self.started_at or time.time(),
+        )
 
     def write_results(self, path: Path) -> Path:
         """Write the results JSON (atomically: a crash never leaves half a file)."""
-        from tui.engine.host.results import dump_results
+        from tui.engine.host.results import write_results
 
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(dump_results(self.results()))
-        tmp.replace(path)
-        return path
+        return write_results(self.results(), Path(path))
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
@@ -429,6 +439,7 @@ class EngineHandle:
 
 
 if TYPE_CHECKING:
+    from tui.engine.host.results import RunInfo
 
     def _implements_engine(handle: EngineHandle) -> Engine:
         return handle  # mypy checks EngineHandle against the Engine protocol here

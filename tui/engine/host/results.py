@@ -6,23 +6,28 @@ Per level (over its steady-state window; see `tui.engine.metrics.steady_from_ns`
 ``mean_/median_/std_/p50_/p90_/p95_/p99_`` x ``ttft/tpot/itl/e2el`` + ``_ms``. tokentop's own: the LLMPerf
 ITL (``*_itl_e2e_ms``), ``tokens_per_chunk``, ``errors`` by class, scheduling lag, the window itself.
 Never contains the API key or header values.
+
+Built from plain data only (a `RunInfo`, a `Snapshot`, the level views and a `ClientSummary`), never from
+the live engine, so results can be rebuilt from a file or a replay; `tui.engine.host.results_file` reads
+them back.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
 from tui import __version__
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.snapshot import LevelView, Snapshot, Stats
-
-if TYPE_CHECKING:
-    from tui.engine.host.handle import EngineHandle
 
 DEFINITIONS: dict[str, str] = {
     "ttft": "time to first token: first chunk with generated text (content or reasoning) minus request sent",
@@ -81,7 +86,7 @@ def _stats_keys(prefix: str, s: Stats) -> dict[str, Any]:
     }
 
 
-def level_result(lv: LevelView, extra: dict[str, Any], load_info: dict[str, Any]) -> dict[str, Any]:
+def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, Any]) -> dict[str, Any]:
     """One level in vLLM's vocabulary (plus tokentop's keys)."""
     out: dict[str, Any] = {"level_id": lv.level_id, "mode": lv.mode}
     if lv.mode == "concurrency":
@@ -141,40 +146,106 @@ def _safe_url(url: str) -> str:
     return url
 
 
+@dataclass(frozen=True)
+class RunInfo:
+    """What the results say about the run itself, as plain data: no engine object and no secret (the URL
+    has no credentials, the headers only their names, the API key is not here at all)."""
+
+    url: str
+    """Server base URL, without any user:password part."""
+    model: str
+    endpoint: str
+    workload: WorkloadConfig
+    options: EngineOptions
+    workers: int
+    load: LoadTarget
+    """The target when the results were taken (a rate level's arrival process and cap come from it)."""
+    started_at_s: float
+    """Wall-clock start of the run (``time.time()``)."""
+    timeout_s: float
+    header_names: tuple[str, ...] = ()
+    extra_body: tuple[tuple[str, object], ...] = ()
+    demo: bool = False
+    tool: str = "tokentop"
+    version: str = __version__
+
+    @classmethod
+    def of(
+        cls,
+        target: TargetConfig,
+        workload: WorkloadConfig,
+        load: LoadTarget,
+        *,
+        options: EngineOptions,
+        workers: int,
+        model: str,
+        started_at_s: float,
+    ) -> RunInfo:
+        """From the configs a face ran with: the secrets in ``target`` are left behind here."""
+        return cls(
+            url=_safe_url(target.base_url),
+            model=model,
+            endpoint=target.endpoint,
+            workload=workload,
+            options=options,
+            workers=workers,
+            load=load,
+            started_at_s=started_at_s,
+            timeout_s=target.timeout_s,
+            header_names=tuple(name for name, _ in target.headers),
+            extra_body=target.extra_body,
+            demo=target.demo,
+        )
+
+
+@dataclass(frozen=True)
+class ClientSummary:
+    """The load generator's own health over the whole run."""
+
+    max_loop_lag_p99_ms: float
+    """Highest event-loop lag p99 any worker reported: raw, a momentary stall included."""
+    max_cpu_share: float
+    """Highest CPU share (of one core) any worker reported: raw."""
+    saturated: bool
+    """Sustained saturation at some point (`tui.engine.load.health.Sustain`)."""
+    saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
+    """[from, to] run seconds while flagged (to None: until the end)."""
+    notices: tuple[str, ...] = ()
+
+
 def build_results(
-    handle: EngineHandle,
+    info: RunInfo,
     snap: Snapshot,
-    views: list[tuple[LevelView, dict[str, Any]]],
-    run: dict[str, Any],
+    views: Sequence[tuple[LevelView, Mapping[str, Any]]],
+    client: ClientSummary,
 ) -> dict[str, Any]:
-    """The whole results document for what was measured so far. ``run``: whole-run client maxima
-    (``max_loop_lag_p99_ms``, ``max_cpu_share``: raw, a momentary stall included), ``saturated`` (sustained
-    saturation at some point, `tui.engine.health.Sustain`) and ``notices``."""
-    target, workload, options, load = handle.target, handle.workload, handle.options, handle.load
+    """The whole results document for what was measured so far, from plain data. ``views``: each level's
+    view with its extras (``cancelled``, ``max_loop_lag_p99_ms``, ``max_cpu_share``)."""
+    workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = []
     for lv, extra in views:
-        info: dict[str, Any] = {}
+        load_info: dict[str, Any] = {}
         if lv.mode == "rate":
-            info = {"arrival": load.arrival, "max_concurrency": load.max_concurrency}
-        levels.append(level_result(lv, extra, info))
+            load_info = {"arrival": load.arrival, "max_concurrency": load.max_concurrency}
+        levels.append(level_result(lv, extra, load_info))
     peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
     store_health = snap.health
     return {
-        "tool": "tokentop",
-        "version": __version__,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(handle.started_at or time.time())),
-        "target": {"url": _safe_url(target.base_url), "model": snap.model, "endpoint": target.endpoint},
+        "tool": info.tool,
+        "version": info.version,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(info.started_at_s)),
+        "target": {"url": _safe_url(info.url), "model": info.model, "endpoint": info.endpoint},
         "config": {
             "isl": workload.isl,
             "osl": workload.osl,
             "fixed_osl": workload.fixed_osl,
             "seed": workload.seed,
-            "timeout_s": target.timeout_s,
-            "workers": handle.workers,
-            "header_names": [name for name, _ in target.headers],
-            "extra_body": dict(target.extra_body),
-            "demo": target.demo,
+            "timeout_s": info.timeout_s,
+            "workers": info.workers,
+            "header_names": list(info.header_names),
+            "extra_body": dict(info.extra_body),
+            "demo": info.demo,
             "slo_ttft_ms": options.slo_ttft_ms,
             "slo_tpot_ms": options.slo_tpot_ms,
         },
@@ -193,14 +264,14 @@ def build_results(
             "rule": KNEE_RULE.format(tol=KNEE_TOLERANCE),
         },
         "client": {
-            "workers": handle.workers,
-            "max_loop_lag_p99_ms": run["max_loop_lag_p99_ms"],
-            "max_cpu_share": run["max_cpu_share"],
+            "workers": info.workers,
+            "max_loop_lag_p99_ms": client.max_loop_lag_p99_ms,
+            "max_cpu_share": client.max_cpu_share,
             "lag_threshold_ms": options.lag_threshold_ms,
             "cpu_threshold": options.cpu_threshold,
             "health_window_s": options.health_window_s,
-            "saturated": run["saturated"],
-            "saturated_spans_s": run.get("saturated_spans_s", []),
+            "saturated": client.saturated,
+            "saturated_spans_s": [list(span) for span in client.saturated_spans_s],
             "last": {
                 "loop_lag_p99_ms": store_health.loop_lag_p99_ms,
                 "cpu_share": store_health.cpu_share,
@@ -214,10 +285,19 @@ def build_results(
             "errors": dict(snap.errors),
         },
         "fatal": snap.fatal,
-        "notices": list(run["notices"]),
+        "notices": list(client.notices),
     }
 
 
 def dump_results(results: dict[str, Any]) -> bytes:
     """The results as indented JSON bytes (NaN becomes null)."""
     return orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+def write_results(results: dict[str, Any], path: Path) -> Path:
+    """Write ``results`` to ``path`` atomically (a temporary file, then a rename): a crash never leaves
+    half a file, and any engine, real or fake, writes the same bytes."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(dump_results(results))
+    tmp.replace(path)
+    return path
