@@ -12,6 +12,7 @@ import pytest
 import tui.bench as bench
 from tests.engine.scripted_engine import ScriptedEngine
 from tui.calibrate import command as calibrate
+from tui.calibrate import floor
 from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig
@@ -99,7 +100,7 @@ def test_calibrate_reports_an_engine_that_cannot_start(
 ) -> None:
     """The engine's fatal reason reaches calibrate's one error line; the search tries no more than it must."""
     monkeypatch.setattr(calibrate_levels, "REQUEST_S", 0.2)
-    monkeypatch.setattr(calibrate, "noise_floor", partial(calibrate.noise_floor, 0.05))
+    monkeypatch.setattr(calibrate, "noise_floor", partial(floor.noise_floor, 0.05))
     factory = Factory(fatal_on_start="cannot connect to the scripted server")
     ns = argparse.Namespace(
         token_rate=50.0, max_streams=4, p99_budget_ms=3.0, step_duration=0.1, workers=1, lockstep=False

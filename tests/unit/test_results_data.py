@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -32,7 +33,7 @@ def _info(url: str = "http://127.0.0.1:8000/v1") -> RunInfo:
     )
 
 
-def _document(url: str = "http://127.0.0.1:8000/v1") -> dict[str, object]:
+def _document(url: str = "http://127.0.0.1:8000/v1") -> dict[str, Any]:
     snap = frozen.snapshot()
     views = [(lv, {"cancelled": 1, "max_cpu_share": 0.4}) for lv in snap.levels]
     client = ClientSummary(1.5, 0.4, saturated=True, saturated_spans_s=((3.0, None),), notices=("note",))
@@ -74,7 +75,7 @@ def test_results_hold_no_secret_and_no_url_password(tmp_path: Path) -> None:
     text = orjson.dumps(doc).decode()
     assert SECRET not in text and "hunter2" not in text and "user:" not in text
     assert doc["target"] == {"url": "http://127.0.0.1:8000/v1", "model": "sim-llama-8b", "endpoint": "chat"}
-    assert doc["config"]["header_names"] == ["x-auth"]  # type: ignore[index]
+    assert doc["config"]["header_names"] == ["x-auth"]
     assert "hunter2" not in repr(_info("http://user:hunter2@h:1/v1"))
 
 
@@ -98,11 +99,11 @@ def test_read_results_errors_name_the_file_in_one_line(tmp_path: Path) -> None:
         assert str(info.value).startswith(f"{bad}: not a tokentop results file:")
         assert "\n" not in str(info.value)
     doc = _document()
-    doc["levels"][1]["p99_ttft_ms"] = "fast"  # type: ignore[index]
+    doc["levels"][1]["p99_ttft_ms"] = "fast"
     bad.write_bytes(orjson.dumps(doc))
     with pytest.raises(ResultsFileError, match=r"expected a number at levels\[1\]\.p99_ttft_ms, got 'fast'"):
         read_results(bad)
-    del doc["levels"][0]["duration"]  # type: ignore[attr-defined]
+    del doc["levels"][0]["duration"]
     bad.write_bytes(orjson.dumps(doc))
     with pytest.raises(ResultsFileError, match=r"no 'duration' at levels\[0\]"):
         read_results(bad)
