@@ -11,10 +11,11 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Horizontal
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.theme import Theme
 from textual.widgets import Footer
@@ -131,6 +132,8 @@ class TokentopApp(App[int]):
         self.window_s: float | None = WINDOWS_S[0]
         self.convention: ItlConvention = ITL_CONVENTIONS[0]
         self.view = VIEWS[0]
+        self._compact = False
+        """Whether the small layout is in force (set from the latest size, see `_apply_layout`)."""
         self.quit_notes: list[str] = []
         """Lines for the terminal after the app closes (where results went)."""
         self._target = LoadTarget()
@@ -181,7 +184,7 @@ class TokentopApp(App[int]):
         self.theme_changed_signal.subscribe(self, lambda _theme: self.call_after_refresh(self._redraw_plots))
         self._target = self.engine.load
         self._lanes.border_title = "token streams"
-        self._apply_layout()
+        self._apply_layout(self.size)
         self.poll()
         # Plots and the table need their sizes, known after the first layout.
         self.call_after_refresh(self.poll, force=True)
@@ -199,8 +202,9 @@ class TokentopApp(App[int]):
         if self._plot_executor is not None:
             self._plot_executor.shutdown(wait=False, cancel_futures=True)
 
-    def on_resize(self) -> None:
-        self._apply_layout()
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size, not `self.size`: this handler runs before App's own, which stores the new size.
+        self._apply_layout(event.size)
 
     # --- the tick ---------------------------------------------------------------------------------
 
@@ -281,15 +285,18 @@ class TokentopApp(App[int]):
 
     @property
     def compact(self) -> bool:
-        width, height = self.size
-        return width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        """True while the small layout (one pane group at a time, `v` cycles) is in force."""
+        return self._compact
 
     def _main_screen(self) -> Screen[object]:
         return self.screen_stack[0]
 
-    def _apply_layout(self) -> None:
+    def _apply_layout(self, size: Size | None = None) -> None:
+        """Choose the layout for ``size`` (the current one if None) on every resize, both ways."""
+        width, height = size if size is not None else self.size
+        self._compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
         screen = self._main_screen()
-        screen.set_class(self.compact, "-compact")
+        screen.set_class(self._compact, "-compact")
         for name in VIEWS:
             screen.set_class(self.view == name, f"-view-{name}")
         self.refresh_bindings()
