@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.plotting import PlotLines
@@ -27,7 +28,7 @@ async def test_wide_screen_shows_every_pane(make_app: MakeApp) -> None:
         "#301",  # a lane
         "waiting for first token",
         "✗ HTTP 500: simulated internal error",
-        "+2 more in flight",
+        "+4 more in flight",  # in flight 8 = 4 lanes in flight + 4
         "knee 4 users",  # the curve's legend
         "TTFT · last 10 s",
         "p99 880ms",
@@ -146,6 +147,23 @@ async def test_lanes_put_in_flight_requests_first(make_app: MakeApp) -> None:
         await settle(pilot)
         order = [lane.request_id for lane in app._lanes._lanes]
     assert order == [301, 302, 304, 303, 298, 299]  # streaming, waiting, error, done
+
+
+async def test_four_in_flight_never_read_as_more_in_flight(make_app: MakeApp, engine: FakeEngine) -> None:
+    streaming = [replace(frozen.LANES[0], request_id=400 + i) for i in range(4)]
+    finished = [replace(frozen.LANES[3], request_id=300 + i) for i in range(7)]
+    engine.snap = replace(engine.snap, in_flight=4, lanes=(*streaming, *finished), lanes_hidden=0)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "more in flight" not in text  # 4 in flight, all 4 shown; finished lanes just run out
+        assert all(f"#{400 + i}" in text for i in range(4))
+        engine.snap = replace(engine.snap, seq=43, in_flight=9)
+        app.poll()
+        await settle(pilot)
+        text = screen_text(app)
+        assert "+5 more in flight" in text
 
 
 async def test_background_builds_never_queue_up_the_latest_wins(

@@ -15,9 +15,9 @@ from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
 from tui.app.widgets.levels import level_cells, short_ms, triple
 from tui.app.widgets.status import UiState, format_elapsed, status_text
-from tui.app.widgets.streams import lane_meta, tail_cells
+from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
-from tui.engine.snapshot import ClientHealth, Histogram, Stats
+from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Stats
 
 
 def NO_STYLE(_part: str) -> Style:
@@ -158,6 +158,33 @@ def test_level_cells_mark_current_and_knee() -> None:
     assert cells["itl"] == cells["tpot"] == triple(snap.levels[0].tpot)
     assert short_ms(float("nan")) == "-" and short_ms(2.5) == "2.5" and short_ms(2500) == "2.5s"
     assert triple(Stats()) == "-"
+
+
+def _lanes(streaming: int, done: int) -> list[LaneView]:
+    live = [replace(frozen.LANES[0], request_id=i) for i in range(streaming)]
+    return live + [replace(frozen.LANES[3], request_id=100 + i) for i in range(done)]
+
+
+@pytest.mark.parametrize(
+    ("streaming", "done", "in_flight", "rows", "shown", "more"),
+    [
+        (4, 7, 4, 6, 6, 0),  # the report: 4 in flight, finished lanes cut off are not "more in flight"
+        (4, 7, 4, 3, 2, 2),  # too few rows: the last one says how many in flight are not shown
+        (4, 0, 8, 10, 4, 4),  # in flight the snapshot carries no lane for
+        (4, 0, 8, 4, 3, 5),
+        (4, 2, 2, 10, 6, 0),  # worker counts lag the lanes: never a negative count
+        (0, 0, 0, 5, 0, 0),
+        (3, 0, 3, 0, 0, 3),
+    ],
+)
+def test_lane_counts_add_up_to_in_flight(
+    streaming: int, done: int, in_flight: int, rows: int, shown: int, more: int
+) -> None:
+    lanes, hidden = visible_lanes(_lanes(streaming, done), in_flight, rows)
+    assert (len(lanes), hidden) == (shown, more)
+    assert len(lanes) + (1 if hidden else 0) <= max(rows, 1)
+    live = sum(lane.state == "streaming" for lane in lanes)
+    assert hidden == max(0, in_flight - live)
 
 
 def test_errors_and_detail_text() -> None:

@@ -241,7 +241,7 @@ class TokentopApp(App[int]):
         """Counters and text, every tick (10 Hz)."""
         self._fatal.show(snap.fatal)
         self._status.show(snap, self._ui_state())
-        self._lanes.show(snap.lanes, snap.lanes_hidden)
+        self._lanes.show(snap.lanes, snap.in_flight)
         self._errors.show(snap)
         self._curve.show(snap)
         self._ttft.show(snap, self.window_s, self.convention)
