@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.app import frozen
-from tests.app.conftest import MakeApp, settle
+from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
-from tui.app.widgets.help import HelpScreen
+from tui.app.widgets.help import HelpBody, HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.streams import StreamLanes
@@ -127,6 +127,34 @@ async def test_question_mark_opens_help_with_metric_definitions(make_app: MakeAp
             assert key in KEYS_MD
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_help_scrolls_at_once_with_the_usual_keys(make_app: MakeApp, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await settle(pilot)
+        body = app.screen.query_one(HelpBody)
+        assert app.focused is body  # no tab needed
+        assert "metric definitions" in screen_text(app)  # the top says where they are
+        await pilot.press("down", "down")
+        assert body.scroll_y == 2
+        await pilot.press("up")
+        assert body.scroll_y == 1
+        await pilot.press("space")
+        await pilot.press("pagedown")
+        paged = body.scroll_y
+        assert paged > 2 * (body.scrollable_content_region.height - 2)
+        await pilot.press("pageup")
+        assert 0 < body.scroll_y < paged
+        await pilot.press("end")
+        assert body.scroll_y == body.max_scroll_y > 0
+        await pilot.press("home")
+        assert body.scroll_y == 0
+        await pilot.press("d")
+        await settle(pilot)
+        assert "What the numbers mean" in screen_text(app).split("\n", 3)[3]
+        assert engine.loads == []  # up/down scrolled the help, not the load
 
 
 async def test_q_stops_the_engine_writes_output_and_exits_zero(

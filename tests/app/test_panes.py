@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from textual.widgets import Markdown
+
 from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.plotting import PlotLines
 from tui.app.widgets.curve import ThroughputCurve
+from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
-from tui.app.widgets.status import FatalBanner
+from tui.app.widgets.status import SATURATED_BADGE, FatalBanner
 from tui.engine.snapshot import ClientHealth
 
 
@@ -203,11 +206,12 @@ async def test_background_builds_never_queue_up_the_latest_wins(
         assert not ttft.stale and ttft._drawn_key == ttft._key()  # what is shown is the latest data
 
 
-async def test_a_status_line_too_long_for_the_width_wraps_and_grows_the_bar(
+async def test_saturation_is_a_one_row_badge_and_a_long_line_still_wraps(
     make_app: MakeApp, engine: FakeEngine
 ) -> None:
-    """The status bar draws its spans straight into strips while every line fits; a long saturation warning
-    on a narrow screen takes the wrapping path, and the bar grows by the lines it needs."""
+    """A long saturation reason used to wrap the status bar over 2-4 rows: now a badge keeps the bar's
+    height, and the reason is in the help. A first line too long for the width (a long URL) still takes
+    the wrapping path, and the bar grows by the lines it needs."""
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -216,16 +220,21 @@ async def test_a_status_line_too_long_for_the_width_wraps_and_grows_the_bar(
         reason = (
             "load generator delayed (event-loop lag p99 4.2 ms at 35% of a core): token timings may be late"
         )
-        health = ClientHealth(saturated=True, reason=reason)
-        engine.snap = replace(engine.snap, seq=43, health=health)
-        app.poll(force=True)
-        await settle(pilot)
-        assert status.size.height > rows
-        assert f"client saturated: {reason}" in status.plain
-        top = screen_text(app).splitlines()[: status.size.height]
-        shown = " ".join(" ".join(line.split()) for line in top)
-        assert "token timings may be late" in shown
-        engine.snap = replace(engine.snap, seq=44, health=ClientHealth())
+        engine.snap = replace(engine.snap, seq=43, health=ClientHealth(saturated=True, reason=reason))
         app.poll(force=True)
         await settle(pilot)
         assert status.size.height == rows
+        top = screen_text(app).splitlines()[:rows]
+        assert SATURATED_BADGE in top[2] and "token timings" not in " ".join(top)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert reason in str(app.screen.query_one("#help-health", Markdown).source)
+        await pilot.press("escape")
+        await settle(pilot)
+        long_url = "http://inference.example.internal:8000/some/very/long/prefix/v1"
+        engine.snap = replace(engine.snap, seq=44, health=ClientHealth(), base_url=long_url)
+        app.poll(force=True)
+        await settle(pilot)
+        assert status.size.height > rows
+        assert long_url in " ".join(screen_text(app).splitlines()[: status.size.height]).replace(" ", "")

@@ -13,8 +13,9 @@ from tui.app.frames import FrameStats
 from tui.app.plotting import CurveColours, HistColours, Plot, _position, format_ms, nice_ticks
 from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
+from tui.app.widgets.help import health_md
 from tui.app.widgets.levels import level_cells, short_ms, triple
-from tui.app.widgets.status import UiState, format_elapsed, status_text
+from tui.app.widgets.status import SATURATED_BADGE, UiState, format_elapsed, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
 from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Stats
@@ -130,11 +131,28 @@ def test_status_names_target_load_and_demo() -> None:
     assert "demo" not in status_text(replace(snap, demo=False), UiState(target=snap.load), NO_STYLE).plain
 
 
-def test_status_warns_when_the_client_is_saturated() -> None:
+def test_status_badges_a_saturated_client_in_one_row() -> None:
     snap = frozen.snapshot(health=ClientHealth(saturated=True, reason="event loop lag p99 40 ms"))
-    text = status_text(snap, UiState(target=LoadTarget(mode="rate", rate=2.5, paused=True)), NO_STYLE).plain
-    assert "client saturated: event loop lag p99 40 ms" in text
+    ui = UiState(target=LoadTarget(mode="rate", rate=2.5, paused=True), frames="ui 1.0 ms/tick")
+    text = status_text(snap, ui, NO_STYLE).plain
+    assert SATURATED_BADGE in text and "event loop lag" not in text  # the reason is in the help
     assert "rate 2.5/s" in text and "paused" in text
+    lines = status_lines(snap, ui, NO_STYLE, width=60)
+    third = "".join(chunk for chunk, _ in lines[2])
+    assert SATURATED_BADGE in third and "ms/tick" not in third  # frame costs give way first
+    assert len(third) <= 60
+    narrow = "".join(chunk for chunk, _ in status_lines(snap, ui, NO_STYLE, width=30)[2])
+    assert len(narrow) == 30 and narrow.endswith("…")
+    wide = "".join(chunk for chunk, _ in status_lines(snap, ui, NO_STYLE, width=120)[2])
+    assert SATURATED_BADGE in wide and "ui 1.0 ms/tick" in wide
+
+
+def test_help_client_health_names_the_current_reason() -> None:
+    assert "No measurement yet" in health_md(None)
+    ok = health_md(ClientHealth(workers=2, loop_lag_p99_ms=1.5, cpu_share=0.4))
+    assert "OK" in ok and "2 workers" in ok and "1.5 ms" in ok and "40%" in ok
+    hot = health_md(ClientHealth(saturated=True, reason="a worker uses 97% of a core"))
+    assert "saturated" in hot and "a worker uses 97% of a core" in hot
 
 
 def test_elapsed_format() -> None:

@@ -345,7 +345,7 @@ class TokentopApp(App[int]):
     def _ramp_progress(self) -> str:
         assert self._ramp is not None
         unit = "users" if self._ramp.mode == "concurrency" else "req/s"
-        return f"{self._ramp.value:g} {unit}, holding until steady"
+        return f"auto ramp: {self._ramp.value:g} {unit}, holding until steady"
 
     def _ramp_tick(self, snap: Snapshot) -> None:
         assert self._ramp is not None
@@ -391,7 +391,7 @@ class TokentopApp(App[int]):
             self.notify(f"theme: {self.theme}", timeout=2)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(lambda: self._snap.health if self._snap is not None else None))
 
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
