@@ -18,7 +18,6 @@ from textual.containers import Container, Horizontal
 from textual.geometry import Size
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Footer
 
 from tui.app import control
 from tui.app.frames import FrameStats
@@ -27,6 +26,7 @@ from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.detail import RequestDetailScreen
 from tui.app.widgets.errors import ErrorsPane
+from tui.app.widgets.footer import KeyFooter
 from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable
@@ -71,7 +71,7 @@ class TokentopApp(App[int]):
     AUTO_FOCUS = None  # up/down belong to the load until the user tabs into the lanes
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        # The footer shows one entry per key pair so every visible key fits in 80 columns.
+        # The footer shows one entry per key pair; `KeyFooter` shows as many as fit, by `FOOTER_RANK`.
         Binding("plus,equals_sign,up", "load_step(1)", "load", key_display="+/-"),
         Binding("minus,down", "load_step(-1)", "less", show=False),
         Binding("right_square_bracket", "load_scale(2.0)", "×2 ÷2", key_display="]/["),
@@ -82,14 +82,31 @@ class TokentopApp(App[int]):
         Binding("i", "cycle_itl", "ITL"),
         Binding("w", "cycle_window", "window"),
         Binding("v", "next_view", "view"),
-        # Shown in the help screen and the palette; the footer keeps the load keys within 80 columns.
-        Binding("p", "freeze_text", "freeze", show=False),
-        Binding("s", "save", "save", show=False),
-        Binding("t", "next_theme", "theme", show=False),
+        Binding("p", "freeze_text", "freeze"),
+        Binding("s", "save", "save"),
+        Binding("t", "next_theme", "theme"),
+        Binding("ctrl+p", "command_palette", "palette", priority=True, tooltip="Open the command palette"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
+    FOOTER_RANK: ClassVar[tuple[str, ...]] = (
+        "load_step(1)",
+        "load_scale(2.0)",
+        "toggle_pause",
+        "toggle_ramp",
+        "next_view",  # only while the small layout hides panes: then the way to them
+        "help",
+        "quit",
+        "toggle_mode",
+        "cycle_itl",
+        "cycle_window",
+        "save",
+        "freeze_text",
+        "next_theme",
+        "command_palette",
+    )
+    """The footer's keys, most useful first: at 80 columns the last ones give way (all are in `?`)."""
 
     TABLE_EVERY_TICKS = 5
     """The levels table takes new numbers at most every 5 ticks (2 Hz at 10 Hz); plots have their own
@@ -177,7 +194,7 @@ class TokentopApp(App[int]):
             with Horizontal(id="bottom"):
                 yield self._table
                 yield self._errors
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter(self.FOOTER_RANK)
 
     def on_mount(self) -> None:
         self.theme = self._initial_theme
