@@ -11,6 +11,7 @@ from tests.app import frozen
 from tui.app import control
 from tui.app.frames import FrameStats
 from tui.app.plotting import CurveColours, HistColours, Plot, _position, format_ms, nice_ticks
+from tui.app.ramp_result import level_target, load_label, ramp_result, snapshot_knee_target
 from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
 from tui.app.widgets.help import health_md
@@ -18,7 +19,8 @@ from tui.app.widgets.levels import level_cells, short_ms, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, format_elapsed, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
-from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Stats
+from tui.engine.host.ramp import RampPolicy
+from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Snapshot, Stats
 
 
 def NO_STYLE(_part: str) -> Style:
@@ -176,6 +178,39 @@ def test_level_cells_mark_current_and_knee() -> None:
     assert cells["itl"] == cells["tpot"] == triple(snap.levels[0].tpot)
     assert short_ms(float("nan")) == "-" and short_ms(2.5) == "2.5" and short_ms(2500) == "2.5s"
     assert triple(Stats()) == "-"
+
+
+def _ramped(*tps: float, failed_last: bool = False) -> tuple[RampPolicy, Snapshot]:
+    """A ramp that ran 1, 2, 4, ... users at these steady tok/s, its last level current."""
+    policy = RampPolicy()
+    levels = tuple(
+        replace(frozen.LEVELS[0], level_id=10 + i, value=float(2**i), output_tps=rate, steady=True)
+        for i, rate in enumerate(tps)
+    )
+    policy.level_ids = [lv.level_id for lv in levels]
+    return policy, frozen.snapshot(levels=levels, level_id=levels[-1].level_id, knee=None)
+
+
+def test_ramp_result_names_the_knee_and_where_k_goes() -> None:
+    current = LoadTarget(concurrency=8, max_concurrency=64)
+    policy, snap = _ramped(48.0, 93.0, 176.0, 180.0)
+    result = ramp_result(policy, "knee at 4 users: 176 of a 180 tok/s peak", snap, current)
+    assert result.knee == replace(current, concurrency=4)  # the rest of the target is kept
+    assert result.status() == "auto ramp stopped: knee at 4 users · k → 4 users"
+    assert result.subtitle().endswith("176 of a 180 tok/s peak · k: back to 4 users")
+    # A broken SLO at 8 users: k goes to the level before, the last that kept it.
+    policy, snap = _ramped(48.0, 93.0, 176.0, 300.0)
+    broken = ramp_result(policy, "SLO broken at 8 users: TTFT p99 900 ms > 500 ms", snap, current)
+    assert broken.knee == replace(current, concurrency=4)
+    assert broken.status() == "auto ramp stopped: SLO broken at 8 users · k → 4 users"
+    # At the ramp's limit while still climbing there is no knee and nothing failed: k has nowhere to go.
+    limit = ramp_result(policy, "reached the ramp's limit of 8 users", snap, current)
+    assert limit.knee is None and "k" not in limit.status().split(": ", 1)[1]
+    assert snapshot_knee_target(frozen.snapshot(), current) == replace(current, concurrency=4)
+    assert snapshot_knee_target(frozen.snapshot(knee=None), current) is None
+    rate = replace(frozen.LEVELS[0], mode="rate", value=2.5)
+    assert level_target(current, rate) == replace(current, mode="rate", rate=2.5)
+    assert load_label(replace(current, mode="rate", rate=2.5)) == "2.5 req/s"
 
 
 def _lanes(streaming: int, done: int) -> list[LaneView]:

@@ -21,6 +21,7 @@ from textual.theme import Theme
 
 from tui.app import control
 from tui.app.frames import FrameStats
+from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
 from tui.app.saving import save_snapshot
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
@@ -52,6 +53,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Switch mode", "Concurrency (closed loop) ⇄ rate (open loop)", "toggle_mode"),
     ("Pause / resume load", "Stop issuing requests, or start again", "toggle_pause"),
     ("Auto ramp", "1, 2, 4, … until the knee or an SLO (again to stop)", "toggle_ramp"),
+    ("Back to the knee", "Set the load to the knee's level (the auto ramp's result)", "knee"),
     ("ITL convention", "Chunk gap → TPOT → E2E/OSL", "cycle_itl"),
     ("Histogram window", "10 s → 30 s → 60 s → whole run", "cycle_window"),
     ("Freeze text", "Pause / resume the token lanes", "freeze_text"),
@@ -79,6 +81,7 @@ class TokentopApp(App[int]):
         Binding("m", "toggle_mode", "mode"),
         Binding("space", "toggle_pause", "pause"),
         Binding("a", "toggle_ramp", "ramp"),
+        Binding("k", "knee", "knee"),
         Binding("i", "cycle_itl", "ITL"),
         Binding("w", "cycle_window", "window"),
         Binding("v", "next_view", "view"),
@@ -95,6 +98,7 @@ class TokentopApp(App[int]):
         "load_scale(2.0)",
         "toggle_pause",
         "toggle_ramp",
+        "knee",
         "next_view",  # only while the small layout hides panes: then the way to them
         "help",
         "quit",
@@ -159,6 +163,10 @@ class TokentopApp(App[int]):
         self._next_plot = 0
         self._ramp: RampPolicy | None = None
         self._ramp_note = ""
+        self._ramp_result: RampResult | None = None
+        """Why the last ramp stopped and where `k` goes; on screen until the next load change."""
+        self._knee_ready = False
+        """Whether `k` has a load to go to (the footer shows it then)."""
         # The panes, held directly: a DOM query per widget per tick costs more than the update itself.
         self._fatal = FatalBanner(id="fatal")
         self._status = StatusBar(id="status")
@@ -249,13 +257,17 @@ class TokentopApp(App[int]):
     def _ui_state(self) -> UiState:
         return UiState(
             target=self._target,
-            ramp=self._ramp_note,
+            ramp=self._ramp_note or (self._ramp_result.status() if self._ramp_result is not None else ""),
             frozen=self._lanes.frozen,
             frames=self.frame_stats.summary(),
         )
 
     def _show_fast(self, snap: Snapshot) -> None:
         """Counters and text, every tick (10 Hz)."""
+        knee_ready = self._knee_goal() is not None
+        if knee_ready != self._knee_ready:
+            self._knee_ready = knee_ready
+            self.refresh_bindings()  # `k` joins or leaves the footer
         self._fatal.show(snap.fatal)
         self._status.show(snap, self._ui_state())
         self._lanes.show(snap.lanes, snap.in_flight)
@@ -321,14 +333,18 @@ class TokentopApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "next_view":
             return self.compact
+        if action == "knee":
+            return self._knee_goal() is not None
         return True
 
     # --- load keys --------------------------------------------------------------------------------
 
     def set_target(self, target: LoadTarget, *, from_ramp: bool = False) -> None:
         """The one place a load target is sent to the engine."""
-        if not from_ramp and self._ramp is not None:
-            self._stop_ramp("stopped by a load key")
+        if not from_ramp:
+            if self._ramp is not None:
+                self._stop_ramp("stopped by a load key")
+            self._show_ramp_result(None)
         self._target = target
         self.engine.set_load(target)
         if self._snap is not None:
@@ -368,16 +384,40 @@ class TokentopApp(App[int]):
         assert self._ramp is not None
         decision = self._ramp.step(snap)
         if decision.done:
-            self._stop_ramp(decision.reason)
+            self._stop_ramp(decision.reason, snap)
         elif decision.target is not None:
             self.set_target(decision.target, from_ramp=True)
         if self._ramp is not None:
             self._ramp_note = self._ramp_progress()
 
-    def _stop_ramp(self, reason: str) -> None:
-        self._ramp = None
+    def _stop_ramp(self, reason: str, snap: Snapshot | None = None) -> None:
+        """End the ramp; when it stopped by itself (``snap`` given) its result stays on screen."""
+        policy, self._ramp = self._ramp, None
         self._ramp_note = ""
+        if policy is not None and snap is not None:
+            self._show_ramp_result(ramp_result(policy, reason, snap, self._target))
         self.notify(f"auto ramp: {reason}", title="ramp")
+
+    def _show_ramp_result(self, result: RampResult | None) -> None:
+        if result is None and self._ramp_result is None:
+            return
+        self._ramp_result = result
+        self._curve.set_note(result.subtitle() if result is not None else "")
+        self.refresh_bindings()
+
+    def _knee_goal(self) -> LoadTarget | None:
+        """Where `k` sets the load: the ramp's result while on screen, else the measured knee."""
+        if self._ramp_result is not None and self._ramp_result.knee is not None:
+            return self._ramp_result.knee
+        return snapshot_knee_target(self._snap, self._target)
+
+    def action_knee(self) -> None:
+        goal = self._knee_goal()
+        if goal is None:
+            self.notify("no knee measured yet", title="knee", timeout=3)
+            return
+        self.set_target(goal)
+        self.notify(f"load back to the knee: {load_label(goal)}", title="knee", timeout=3)
 
     # --- view keys --------------------------------------------------------------------------------
 

@@ -28,7 +28,13 @@ KEYS: tuple[tuple[str, str], ...] = (
         "`a`",
         "auto ramp 1, 2, 4, … users (req/s in rate mode), each held until steady; stops at the knee, "
         "a broken "
-        "`--slo-ttft-ms` / `--slo-tpot-ms` p99, more than 5% failed, or 1024; `a` again stops it",
+        "`--slo-ttft-ms` / `--slo-tpot-ms` p99, more than 5% failed, or 1024; `a` again stops it. Why it "
+        "stopped stays in the status bar and under the curve until the next load change",
+    ),
+    (
+        "`k`",
+        "set the load back to the knee: the auto ramp's (after a broken SLO or errors, its last level that "
+        "passed), else the knee measured so far",
     ),
     ("`i`", "next ITL convention (histogram and table)"),
     ("`w`", "next window for the histograms: 10 s, 30 s, 60 s, whole run"),
