@@ -238,3 +238,23 @@ async def test_saturation_is_a_one_row_badge_and_a_long_line_still_wraps(
         await settle(pilot)
         assert status.size.height > rows
         assert long_url in " ".join(screen_text(app).splitlines()[: status.size.height]).replace(" ", "")
+
+
+async def test_status_says_probing_until_the_engine_started(make_app: MakeApp, engine: FakeEngine) -> None:
+    """A slow /v1/models used to show "▶ running" with no word of the probe."""
+    engine.ready = False
+    engine.snap = replace(engine.snap, model="", in_flight=0, completed=0, failed=0, lanes=(), levels=())
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.poll(force=True)
+        assert "probing http://127.0.0.1:8000/v1/models…" in app._status.plain
+        assert "running" not in app._status.plain
+        engine.ready = True
+        engine.snap = replace(engine.snap, seq=43, model="sim-llama-8b")
+        app.poll()
+        assert "▶ running" in app._status.plain and "probing" not in app._status.plain
+        engine.ready = False  # once started, the app does not ask again
+        engine.snap = replace(engine.snap, seq=44)
+        app.poll()
+        assert "▶ running" in app._status.plain

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol, runtime_checkable
 
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
@@ -63,6 +63,15 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Quit", "Cancel in-flight requests and exit", "quit"),
 )
 """The command palette (ctrl+p): (title, help, action)."""
+
+
+@runtime_checkable
+class StartsInBackground(Protocol):
+    """An engine that checks the server and starts its workers after `start` returns (`EngineHandle`)."""
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        """True once the workers are started or the start failed; ``timeout_s=0`` only looks."""
+        ...
 
 
 class TokentopApp(App[int]):
@@ -166,6 +175,8 @@ class TokentopApp(App[int]):
         self._ramp_result: RampResult | None = None
         """Why the last ramp stopped and where `k` goes; on screen until the next load change."""
         self._knee_ready = False
+        self._started = not isinstance(engine, StartsInBackground)
+        """False while the engine is still asking the server for /models (the status line says so)."""
         """Whether `k` has a load to go to (the footer shows it then)."""
         # The panes, held directly: a DOM query per widget per tick costs more than the update itself.
         self._fatal = FatalBanner(id="fatal")
@@ -243,6 +254,8 @@ class TokentopApp(App[int]):
             return
         fetched = self._cpu_ns()
         self._ticks += 1
+        if not self._started and isinstance(self.engine, StartsInBackground):
+            self._started = self.engine.wait_ready(0.0)
         fresh = force or self._snap is None or snap.seq != self._snap.seq
         self._snap = snap
         if self._ramp is not None:
@@ -260,6 +273,7 @@ class TokentopApp(App[int]):
             ramp=self._ramp_note or (self._ramp_result.status() if self._ramp_result is not None else ""),
             frozen=self._lanes.frozen,
             frames=self.frame_stats.summary(),
+            probing=not self._started,
         )
 
     def _show_fast(self, snap: Snapshot) -> None:
