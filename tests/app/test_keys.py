@@ -227,7 +227,7 @@ async def test_the_ramp_doubles_once_a_level_is_steady_and_stops_at_the_knee(
         # The result stays on screen, not only in a toast: why it stopped, and the key back to the knee.
         assert "auto ramp stopped: knee at 1 users · k → 1 users" in app._status.plain
         assert "knee at 1 users: 48 of a 49 tok/s peak" in str(app._curve.border_subtitle)
-        assert "k: back to 1 users" in str(app._curve.border_subtitle)
+        assert "k → 1 users" in str(app._curve.border_subtitle)
         await pilot.pause()
         assert "k knee" in screen_text(app).splitlines()[-1]
         app.poll()  # the next ticks keep it

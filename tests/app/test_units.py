@@ -197,7 +197,7 @@ def test_ramp_result_names_the_knee_and_where_k_goes() -> None:
     result = ramp_result(policy, "knee at 4 users: 176 of a 180 tok/s peak", snap, current)
     assert result.knee == replace(current, concurrency=4)  # the rest of the target is kept
     assert result.status() == "auto ramp stopped: knee at 4 users · k → 4 users"
-    assert result.subtitle().endswith("176 of a 180 tok/s peak · k: back to 4 users")
+    assert result.subtitle() == "ramp: knee at 4 users: 176 of a 180 tok/s peak · k → 4 users"
     # A broken SLO at 8 users: k goes to the level before, the last that kept it.
     policy, snap = _ramped(48.0, 93.0, 176.0, 300.0)
     broken = ramp_result(policy, "SLO broken at 8 users: TTFT p99 900 ms > 500 ms", snap, current)

@@ -31,9 +31,9 @@ class RampResult:
         return text + (f" · k → {load_label(self.knee)}" if self.knee is not None else "")
 
     def subtitle(self) -> str:
-        """Whole, for the curve pane's bottom border."""
-        text = f"auto ramp stopped: {self.reason}"
-        return text + (f" · k: back to {load_label(self.knee)}" if self.knee is not None else "")
+        """Whole, for the curve pane's bottom border (kept short: a narrow pane cuts the end off)."""
+        text = f"ramp: {self.reason}"
+        return text + (f" · k → {load_label(self.knee)}" if self.knee is not None else "")
 
 
 def load_label(target: LoadTarget) -> str:
