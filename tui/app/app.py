@@ -13,13 +13,13 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Container, Horizontal
 from textual.geometry import Size
 from textual.screen import Screen
 from textual.theme import Theme
 
-from tui.app import control
+from tui.app import control, keys
 from tui.app.frames import FrameStats
 from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
 from tui.app.saving import save_snapshot
@@ -45,24 +45,6 @@ COMPACT_BELOW = (120, 36)
 """Width and height under which the app shows one view at a time."""
 GC_MIDDLE_EVERY = 3
 """The app collects its middle generation every this many young collections (Python's default: 10)."""
-COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("More load", "One user (or one rate step) more", "load_step(1)"),
-    ("Less load", "One user (or one rate step) fewer", "load_step(-1)"),
-    ("Double load", "Double the users or the rate", "load_scale(2.0)"),
-    ("Halve load", "Halve the users or the rate", "load_scale(0.5)"),
-    ("Switch mode", "Concurrency (closed loop) ⇄ rate (open loop)", "toggle_mode"),
-    ("Pause / resume load", "Stop issuing requests, or start again", "toggle_pause"),
-    ("Auto ramp", "1, 2, 4, … until the knee or an SLO (again to stop)", "toggle_ramp"),
-    ("Back to the knee", "Set the load to the knee's level (the auto ramp's result)", "knee"),
-    ("ITL convention", "Chunk gap → TPOT → E2E/OSL", "cycle_itl"),
-    ("Histogram window", "10 s → 30 s → 60 s → whole run", "cycle_window"),
-    ("Freeze text", "Pause / resume the token lanes", "freeze_text"),
-    ("Save", "Results JSON, requests log and an SVG screenshot", "save"),
-    ("Next theme", "Cycle the themes folder", "next_theme"),
-    ("Help", "Keys and what every metric means", "help"),
-    ("Quit", "Cancel in-flight requests and exit", "quit"),
-)
-"""The command palette (ctrl+p): (title, help, action)."""
 
 
 @runtime_checkable
@@ -81,45 +63,8 @@ class TokentopApp(App[int]):
     TITLE = "tokentop"
     AUTO_FOCUS = None  # up/down belong to the load until the user tabs into the lanes
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        # The footer shows one entry per key pair; `KeyFooter` shows as many as fit, by `FOOTER_RANK`.
-        Binding("plus,equals_sign,up", "load_step(1)", "load", key_display="+/-"),
-        Binding("minus,down", "load_step(-1)", "less", show=False),
-        Binding("right_square_bracket", "load_scale(2.0)", "×2 ÷2", key_display="]/["),
-        Binding("left_square_bracket", "load_scale(0.5)", "÷2", show=False),
-        Binding("m", "toggle_mode", "mode"),
-        Binding("space", "toggle_pause", "pause"),
-        Binding("a", "toggle_ramp", "ramp"),
-        Binding("k", "knee", "knee"),
-        Binding("i", "cycle_itl", "ITL"),
-        Binding("w", "cycle_window", "window"),
-        Binding("v", "next_view", "view"),
-        Binding("p", "freeze_text", "freeze"),
-        Binding("s", "save", "save"),
-        Binding("t", "next_theme", "theme"),
-        Binding("ctrl+p", "command_palette", "palette", priority=True, tooltip="Open the command palette"),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
-    ]
-    FOOTER_RANK: ClassVar[tuple[str, ...]] = (
-        "load_step(1)",
-        "load_scale(2.0)",
-        "toggle_pause",
-        "toggle_ramp",
-        "knee",
-        "next_view",  # only while the small layout hides panes: then the way to them
-        "help",
-        "quit",
-        "toggle_mode",
-        "cycle_itl",
-        "cycle_window",
-        "save",
-        "freeze_text",
-        "next_theme",
-        "command_palette",
-    )
-    """The footer's keys, most useful first: at 80 columns the last ones give way (all are in `?`)."""
+    BINDINGS: ClassVar[list[BindingType]] = keys.BINDINGS
+    FOOTER_RANK: ClassVar[tuple[str, ...]] = keys.FOOTER_RANK
 
     TABLE_EVERY_TICKS = 5
     """The levels table takes new numbers at most every 5 ticks (2 Hz at 10 Hz); plots have their own
@@ -502,5 +447,5 @@ class TokentopApp(App[int]):
     # --- command palette --------------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        for title, help_text, action in COMMANDS:
+        for title, help_text, action in keys.COMMANDS:
             yield SystemCommand(title, help_text, partial(self.run_action, action))
