@@ -23,9 +23,14 @@ class FakeEngine:
         self.stopped = 0
         self.snapshots = 0
         self.results: list[Path] = []
+        self.ready = True
+        """What `wait_ready` answers: False plays an engine still probing the server."""
 
     def start(self) -> None:
         self.started = True
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        return self.ready
 
     def set_load(self, target: LoadTarget) -> None:
         self.loads.append(target)

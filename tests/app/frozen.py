@@ -191,7 +191,7 @@ def snapshot(**changes: object) -> Snapshot:
         output_tps=198.7,
         request_per_s=1.55,
         lanes=LANES,
-        lanes_hidden=2,
+        lanes_hidden=4,  # in flight 8: four lanes shown, four not
         ttft_hist=ttft,
         itl_hist=itl,
         levels=LEVELS,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.app import frozen
-from tests.app.conftest import MakeApp, settle
+from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
-from tui.app.widgets.help import HelpScreen
+from tui.app.widgets.help import HelpBody, HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.streams import StreamLanes
@@ -123,10 +123,52 @@ async def test_question_mark_opens_help_with_metric_definitions(make_app: MakeAp
             "`e2e`",
         ):
             assert word in METRICS_MD
-        for key in ("`+`", "`]`", "`m`", "`space`", "`a`", "`i`", "`w`", "`t`", "`s`", "`p`", "`?`", "`q`"):
+        for key in (
+            "`+`",
+            "`]`",
+            "`m`",
+            "`space`",
+            "`a`",
+            "`k`",
+            "`i`",
+            "`w`",
+            "`t`",
+            "`s`",
+            "`p`",
+            "`?`",
+            "`q`",
+        ):
             assert key in KEYS_MD
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_help_scrolls_at_once_with_the_usual_keys(make_app: MakeApp, engine: FakeEngine) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await settle(pilot)
+        body = app.screen.query_one(HelpBody)
+        assert app.focused is body  # no tab needed
+        assert "metric definitions" in screen_text(app)  # the top says where they are
+        await pilot.press("down", "down")
+        assert body.scroll_y == 2
+        await pilot.press("up")
+        assert body.scroll_y == 1
+        await pilot.press("space")
+        await pilot.press("pagedown")
+        paged = body.scroll_y
+        assert paged > 2 * (body.scrollable_content_region.height - 2)
+        await pilot.press("pageup")
+        assert 0 < body.scroll_y < paged
+        await pilot.press("end")
+        assert body.scroll_y == body.max_scroll_y > 0
+        await pilot.press("home")
+        assert body.scroll_y == 0
+        await pilot.press("d")
+        await settle(pilot)
+        assert "What the numbers mean" in screen_text(app).split("\n", 3)[3]
+        assert engine.loads == []  # up/down scrolled the help, not the load
 
 
 async def test_q_stops_the_engine_writes_output_and_exits_zero(
@@ -182,7 +224,38 @@ async def test_the_ramp_doubles_once_a_level_is_steady_and_stops_at_the_knee(
         app.poll()
         assert app._ramp is None  # no gain from doubling: the knee is at 1 user
         assert engine.load.concurrency == 2
-        assert "ramp" not in app._status.plain
+        # The result stays on screen, not only in a toast: why it stopped, and the key back to the knee.
+        assert "auto ramp stopped: knee at 1 users · k → 1 users" in app._status.plain
+        assert "knee at 1 users: 48 of a 49 tok/s peak" in str(app._curve.border_subtitle)
+        assert "k → 1 users" in str(app._curve.border_subtitle)
+        await pilot.pause()
+        assert "k knee" in screen_text(app).splitlines()[-1]
+        app.poll()  # the next ticks keep it
+        assert "auto ramp stopped" in app._status.plain
+        await pilot.press("k")
+        assert engine.load == LoadTarget(concurrency=1)
+        assert "ramp" not in app._status.plain  # a load change ends the result
+        assert not app._curve.border_subtitle
+
+
+async def test_k_sets_the_measured_knee_and_is_offered_only_with_one(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    from dataclasses import replace
+
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        assert "k knee" in screen_text(app).splitlines()[-1]
+        await pilot.press("k")
+        assert engine.load.concurrency == 4  # the frozen snapshot's knee
+        engine.snap = replace(engine.snap, seq=43, knee=None)
+        app.poll()
+        await settle(pilot)
+        assert app.check_action("knee", ()) is False
+        assert "k knee" not in screen_text(app).splitlines()[-1]
+        await pilot.press("k")
+        assert engine.loads[-1].concurrency == 4  # nothing to go back to: no change
 
 
 async def test_p_freezes_the_lane_text(make_app: MakeApp, engine: FakeEngine) -> None:

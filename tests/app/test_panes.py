@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from textual.widgets import Markdown
+
+from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.plotting import PlotLines
 from tui.app.widgets.curve import ThroughputCurve
+from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
-from tui.app.widgets.status import FatalBanner
+from tui.app.widgets.status import SATURATED_BADGE, FatalBanner
 from tui.engine.snapshot import ClientHealth
 
 
@@ -27,7 +31,7 @@ async def test_wide_screen_shows_every_pane(make_app: MakeApp) -> None:
         "#301",  # a lane
         "waiting for first token",
         "✗ HTTP 500: simulated internal error",
-        "+2 more in flight",
+        "+4 more in flight",  # in flight 8 = 4 lanes in flight + 4
         "knee 4 users",  # the curve's legend
         "TTFT · last 10 s",
         "p99 880ms",
@@ -148,6 +152,23 @@ async def test_lanes_put_in_flight_requests_first(make_app: MakeApp) -> None:
     assert order == [301, 302, 304, 303, 298, 299]  # streaming, waiting, error, done
 
 
+async def test_four_in_flight_never_read_as_more_in_flight(make_app: MakeApp, engine: FakeEngine) -> None:
+    streaming = [replace(frozen.LANES[0], request_id=400 + i) for i in range(4)]
+    finished = [replace(frozen.LANES[3], request_id=300 + i) for i in range(7)]
+    engine.snap = replace(engine.snap, in_flight=4, lanes=(*streaming, *finished), lanes_hidden=0)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "more in flight" not in text  # 4 in flight, all 4 shown; finished lanes just run out
+        assert all(f"#{400 + i}" in text for i in range(4))
+        engine.snap = replace(engine.snap, seq=43, in_flight=9)
+        app.poll()
+        await settle(pilot)
+        text = screen_text(app)
+        assert "+5 more in flight" in text
+
+
 async def test_background_builds_never_queue_up_the_latest_wins(
     make_app: MakeApp, engine: FakeEngine
 ) -> None:
@@ -185,11 +206,12 @@ async def test_background_builds_never_queue_up_the_latest_wins(
         assert not ttft.stale and ttft._drawn_key == ttft._key()  # what is shown is the latest data
 
 
-async def test_a_status_line_too_long_for_the_width_wraps_and_grows_the_bar(
+async def test_saturation_is_a_one_row_badge_and_a_long_line_still_wraps(
     make_app: MakeApp, engine: FakeEngine
 ) -> None:
-    """The status bar draws its spans straight into strips while every line fits; a long saturation warning
-    on a narrow screen takes the wrapping path, and the bar grows by the lines it needs."""
+    """A long saturation reason used to wrap the status bar over 2-4 rows: now a badge keeps the bar's
+    height, and the reason is in the help. A first line too long for the width (a long URL) still takes
+    the wrapping path, and the bar grows by the lines it needs."""
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -198,16 +220,41 @@ async def test_a_status_line_too_long_for_the_width_wraps_and_grows_the_bar(
         reason = (
             "load generator delayed (event-loop lag p99 4.2 ms at 35% of a core): token timings may be late"
         )
-        health = ClientHealth(saturated=True, reason=reason)
-        engine.snap = replace(engine.snap, seq=43, health=health)
-        app.poll(force=True)
-        await settle(pilot)
-        assert status.size.height > rows
-        assert f"client saturated: {reason}" in status.plain
-        top = screen_text(app).splitlines()[: status.size.height]
-        shown = " ".join(" ".join(line.split()) for line in top)
-        assert "token timings may be late" in shown
-        engine.snap = replace(engine.snap, seq=44, health=ClientHealth())
+        engine.snap = replace(engine.snap, seq=43, health=ClientHealth(saturated=True, reason=reason))
         app.poll(force=True)
         await settle(pilot)
         assert status.size.height == rows
+        top = screen_text(app).splitlines()[:rows]
+        assert SATURATED_BADGE in top[2] and "token timings" not in " ".join(top)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert reason in str(app.screen.query_one("#help-health", Markdown).source)
+        await pilot.press("escape")
+        await settle(pilot)
+        long_url = "http://inference.example.internal:8000/some/very/long/prefix/v1"
+        engine.snap = replace(engine.snap, seq=44, health=ClientHealth(), base_url=long_url)
+        app.poll(force=True)
+        await settle(pilot)
+        assert status.size.height > rows
+        assert long_url in " ".join(screen_text(app).splitlines()[: status.size.height]).replace(" ", "")
+
+
+async def test_status_says_probing_until_the_engine_started(make_app: MakeApp, engine: FakeEngine) -> None:
+    """A slow /v1/models used to show "▶ running" with no word of the probe."""
+    engine.ready = False
+    engine.snap = replace(engine.snap, model="", in_flight=0, completed=0, failed=0, lanes=(), levels=())
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.poll(force=True)
+        assert "probing http://127.0.0.1:8000/v1/models…" in app._status.plain
+        assert "running" not in app._status.plain
+        engine.ready = True
+        engine.snap = replace(engine.snap, seq=43, model="sim-llama-8b")
+        app.poll()
+        assert "▶ running" in app._status.plain and "probing" not in app._status.plain
+        engine.ready = False  # once started, the app does not ask again
+        engine.snap = replace(engine.snap, seq=44)
+        app.poll()
+        assert "▶ running" in app._status.plain

@@ -11,13 +11,16 @@ from tests.app import frozen
 from tui.app import control
 from tui.app.frames import FrameStats
 from tui.app.plotting import CurveColours, HistColours, Plot, _position, format_ms, nice_ticks
+from tui.app.ramp_result import level_target, load_label, ramp_result, snapshot_knee_target
 from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
+from tui.app.widgets.help import health_md
 from tui.app.widgets.levels import level_cells, short_ms, triple
-from tui.app.widgets.status import UiState, format_elapsed, status_text
-from tui.app.widgets.streams import lane_meta, tail_cells
+from tui.app.widgets.status import SATURATED_BADGE, UiState, format_elapsed, status_lines, status_text
+from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
-from tui.engine.snapshot import ClientHealth, Histogram, Stats
+from tui.engine.host.ramp import RampPolicy
+from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Snapshot, Stats
 
 
 def NO_STYLE(_part: str) -> Style:
@@ -130,11 +133,28 @@ def test_status_names_target_load_and_demo() -> None:
     assert "demo" not in status_text(replace(snap, demo=False), UiState(target=snap.load), NO_STYLE).plain
 
 
-def test_status_warns_when_the_client_is_saturated() -> None:
+def test_status_badges_a_saturated_client_in_one_row() -> None:
     snap = frozen.snapshot(health=ClientHealth(saturated=True, reason="event loop lag p99 40 ms"))
-    text = status_text(snap, UiState(target=LoadTarget(mode="rate", rate=2.5, paused=True)), NO_STYLE).plain
-    assert "client saturated: event loop lag p99 40 ms" in text
+    ui = UiState(target=LoadTarget(mode="rate", rate=2.5, paused=True), frames="ui 1.0 ms/tick")
+    text = status_text(snap, ui, NO_STYLE).plain
+    assert SATURATED_BADGE in text and "event loop lag" not in text  # the reason is in the help
     assert "rate 2.5/s" in text and "paused" in text
+    lines = status_lines(snap, ui, NO_STYLE, width=60)
+    third = "".join(chunk for chunk, _ in lines[2])
+    assert SATURATED_BADGE in third and "ms/tick" not in third  # frame costs give way first
+    assert len(third) <= 60
+    narrow = "".join(chunk for chunk, _ in status_lines(snap, ui, NO_STYLE, width=30)[2])
+    assert len(narrow) == 30 and narrow.endswith("…")
+    wide = "".join(chunk for chunk, _ in status_lines(snap, ui, NO_STYLE, width=120)[2])
+    assert SATURATED_BADGE in wide and "ui 1.0 ms/tick" in wide
+
+
+def test_help_client_health_names_the_current_reason() -> None:
+    assert "No measurement yet" in health_md(None)
+    ok = health_md(ClientHealth(workers=2, loop_lag_p99_ms=1.5, cpu_share=0.4))
+    assert "OK" in ok and "2 workers" in ok and "1.5 ms" in ok and "40%" in ok
+    hot = health_md(ClientHealth(saturated=True, reason="a worker uses 97% of a core"))
+    assert "saturated" in hot and "a worker uses 97% of a core" in hot
 
 
 def test_elapsed_format() -> None:
@@ -158,6 +178,66 @@ def test_level_cells_mark_current_and_knee() -> None:
     assert cells["itl"] == cells["tpot"] == triple(snap.levels[0].tpot)
     assert short_ms(float("nan")) == "-" and short_ms(2.5) == "2.5" and short_ms(2500) == "2.5s"
     assert triple(Stats()) == "-"
+
+
+def _ramped(*tps: float, failed_last: bool = False) -> tuple[RampPolicy, Snapshot]:
+    """A ramp that ran 1, 2, 4, ... users at these steady tok/s, its last level current."""
+    policy = RampPolicy()
+    levels = tuple(
+        replace(frozen.LEVELS[0], level_id=10 + i, value=float(2**i), output_tps=rate, steady=True)
+        for i, rate in enumerate(tps)
+    )
+    policy.level_ids = [lv.level_id for lv in levels]
+    return policy, frozen.snapshot(levels=levels, level_id=levels[-1].level_id, knee=None)
+
+
+def test_ramp_result_names_the_knee_and_where_k_goes() -> None:
+    current = LoadTarget(concurrency=8, max_concurrency=64)
+    policy, snap = _ramped(48.0, 93.0, 176.0, 180.0)
+    result = ramp_result(policy, "knee at 4 users: 176 of a 180 tok/s peak", snap, current)
+    assert result.knee == replace(current, concurrency=4)  # the rest of the target is kept
+    assert result.status() == "auto ramp stopped: knee at 4 users · k → 4 users"
+    assert result.subtitle() == "ramp: knee at 4 users: 176 of a 180 tok/s peak · k → 4 users"
+    # A broken SLO at 8 users: k goes to the level before, the last that kept it.
+    policy, snap = _ramped(48.0, 93.0, 176.0, 300.0)
+    broken = ramp_result(policy, "SLO broken at 8 users: TTFT p99 900 ms > 500 ms", snap, current)
+    assert broken.knee == replace(current, concurrency=4)
+    assert broken.status() == "auto ramp stopped: SLO broken at 8 users · k → 4 users"
+    # At the ramp's limit while still climbing there is no knee and nothing failed: k has nowhere to go.
+    limit = ramp_result(policy, "reached the ramp's limit of 8 users", snap, current)
+    assert limit.knee is None and "k" not in limit.status().split(": ", 1)[1]
+    assert snapshot_knee_target(frozen.snapshot(), current) == replace(current, concurrency=4)
+    assert snapshot_knee_target(frozen.snapshot(knee=None), current) is None
+    rate = replace(frozen.LEVELS[0], mode="rate", value=2.5)
+    assert level_target(current, rate) == replace(current, mode="rate", rate=2.5)
+    assert load_label(replace(current, mode="rate", rate=2.5)) == "2.5 req/s"
+
+
+def _lanes(streaming: int, done: int) -> list[LaneView]:
+    live = [replace(frozen.LANES[0], request_id=i) for i in range(streaming)]
+    return live + [replace(frozen.LANES[3], request_id=100 + i) for i in range(done)]
+
+
+@pytest.mark.parametrize(
+    ("streaming", "done", "in_flight", "rows", "shown", "more"),
+    [
+        (4, 7, 4, 6, 6, 0),  # the report: 4 in flight, finished lanes cut off are not "more in flight"
+        (4, 7, 4, 3, 2, 2),  # too few rows: the last one says how many in flight are not shown
+        (4, 0, 8, 10, 4, 4),  # in flight the snapshot carries no lane for
+        (4, 0, 8, 4, 3, 5),
+        (4, 2, 2, 10, 6, 0),  # worker counts lag the lanes: never a negative count
+        (0, 0, 0, 5, 0, 0),
+        (3, 0, 3, 0, 0, 3),
+    ],
+)
+def test_lane_counts_add_up_to_in_flight(
+    streaming: int, done: int, in_flight: int, rows: int, shown: int, more: int
+) -> None:
+    lanes, hidden = visible_lanes(_lanes(streaming, done), in_flight, rows)
+    assert (len(lanes), hidden) == (shown, more)
+    assert len(lanes) + (1 if hidden else 0) <= max(rows, 1)
+    live = sum(lane.state == "streaming" for lane in lanes)
+    assert hidden == max(0, in_flight - live)
 
 
 def test_errors_and_detail_text() -> None:

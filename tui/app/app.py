@@ -9,23 +9,25 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol, runtime_checkable
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Container, Horizontal
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Footer
 
-from tui.app import control
+from tui.app import control, keys
 from tui.app.frames import FrameStats
+from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
 from tui.app.saving import save_snapshot
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.detail import RequestDetailScreen
 from tui.app.widgets.errors import ErrorsPane
+from tui.app.widgets.footer import KeyFooter
 from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable
@@ -43,23 +45,15 @@ COMPACT_BELOW = (120, 36)
 """Width and height under which the app shows one view at a time."""
 GC_MIDDLE_EVERY = 3
 """The app collects its middle generation every this many young collections (Python's default: 10)."""
-COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("More load", "One user (or one rate step) more", "load_step(1)"),
-    ("Less load", "One user (or one rate step) fewer", "load_step(-1)"),
-    ("Double load", "Double the users or the rate", "load_scale(2.0)"),
-    ("Halve load", "Halve the users or the rate", "load_scale(0.5)"),
-    ("Switch mode", "Concurrency (closed loop) ⇄ rate (open loop)", "toggle_mode"),
-    ("Pause / resume load", "Stop issuing requests, or start again", "toggle_pause"),
-    ("Auto ramp", "1, 2, 4, … until the knee or an SLO (again to stop)", "toggle_ramp"),
-    ("ITL convention", "Chunk gap → TPOT → E2E/OSL", "cycle_itl"),
-    ("Histogram window", "10 s → 30 s → 60 s → whole run", "cycle_window"),
-    ("Freeze text", "Pause / resume the token lanes", "freeze_text"),
-    ("Save", "Results JSON, requests log and an SVG screenshot", "save"),
-    ("Next theme", "Cycle the themes folder", "next_theme"),
-    ("Help", "Keys and what every metric means", "help"),
-    ("Quit", "Cancel in-flight requests and exit", "quit"),
-)
-"""The command palette (ctrl+p): (title, help, action)."""
+
+
+@runtime_checkable
+class StartsInBackground(Protocol):
+    """An engine that checks the server and starts its workers after `start` returns (`EngineHandle`)."""
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        """True once the workers are started or the start failed; ``timeout_s=0`` only looks."""
+        ...
 
 
 class TokentopApp(App[int]):
@@ -69,26 +63,8 @@ class TokentopApp(App[int]):
     TITLE = "tokentop"
     AUTO_FOCUS = None  # up/down belong to the load until the user tabs into the lanes
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        # The footer shows one entry per key pair so every visible key fits in 80 columns.
-        Binding("plus,equals_sign,up", "load_step(1)", "load", key_display="+/-"),
-        Binding("minus,down", "load_step(-1)", "less", show=False),
-        Binding("right_square_bracket", "load_scale(2.0)", "×2 ÷2", key_display="]/["),
-        Binding("left_square_bracket", "load_scale(0.5)", "÷2", show=False),
-        Binding("m", "toggle_mode", "mode"),
-        Binding("space", "toggle_pause", "pause"),
-        Binding("a", "toggle_ramp", "ramp"),
-        Binding("i", "cycle_itl", "ITL"),
-        Binding("w", "cycle_window", "window"),
-        Binding("v", "next_view", "view"),
-        # Shown in the help screen and the palette; the footer keeps the load keys within 80 columns.
-        Binding("p", "freeze_text", "freeze", show=False),
-        Binding("s", "save", "save", show=False),
-        Binding("t", "next_theme", "theme", show=False),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = keys.BINDINGS
+    FOOTER_RANK: ClassVar[tuple[str, ...]] = keys.FOOTER_RANK
 
     TABLE_EVERY_TICKS = 5
     """The levels table takes new numbers at most every 5 ticks (2 Hz at 10 Hz); plots have their own
@@ -131,6 +107,8 @@ class TokentopApp(App[int]):
         self.window_s: float | None = WINDOWS_S[0]
         self.convention: ItlConvention = ITL_CONVENTIONS[0]
         self.view = VIEWS[0]
+        self._compact = False
+        """Whether the small layout is in force (set from the latest size, see `_apply_layout`)."""
         self.quit_notes: list[str] = []
         """Lines for the terminal after the app closes (where results went)."""
         self._target = LoadTarget()
@@ -139,6 +117,12 @@ class TokentopApp(App[int]):
         self._next_plot = 0
         self._ramp: RampPolicy | None = None
         self._ramp_note = ""
+        self._ramp_result: RampResult | None = None
+        """Why the last ramp stopped and where `k` goes; on screen until the next load change."""
+        self._knee_ready = False
+        self._started = not isinstance(engine, StartsInBackground)
+        """False while the engine is still asking the server for /models (the status line says so)."""
+        """Whether `k` has a load to go to (the footer shows it then)."""
         # The panes, held directly: a DOM query per widget per tick costs more than the update itself.
         self._fatal = FatalBanner(id="fatal")
         self._status = StatusBar(id="status")
@@ -174,14 +158,14 @@ class TokentopApp(App[int]):
             with Horizontal(id="bottom"):
                 yield self._table
                 yield self._errors
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter(self.FOOTER_RANK)
 
     def on_mount(self) -> None:
         self.theme = self._initial_theme
         self.theme_changed_signal.subscribe(self, lambda _theme: self.call_after_refresh(self._redraw_plots))
         self._target = self.engine.load
         self._lanes.border_title = "token streams"
-        self._apply_layout()
+        self._apply_layout(self.size)
         self.poll()
         # Plots and the table need their sizes, known after the first layout.
         self.call_after_refresh(self.poll, force=True)
@@ -199,8 +183,9 @@ class TokentopApp(App[int]):
         if self._plot_executor is not None:
             self._plot_executor.shutdown(wait=False, cancel_futures=True)
 
-    def on_resize(self) -> None:
-        self._apply_layout()
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size, not `self.size`: this handler runs before App's own, which stores the new size.
+        self._apply_layout(event.size)
 
     # --- the tick ---------------------------------------------------------------------------------
 
@@ -214,6 +199,8 @@ class TokentopApp(App[int]):
             return
         fetched = self._cpu_ns()
         self._ticks += 1
+        if not self._started and isinstance(self.engine, StartsInBackground):
+            self._started = self.engine.wait_ready(0.0)
         fresh = force or self._snap is None or snap.seq != self._snap.seq
         self._snap = snap
         if self._ramp is not None:
@@ -228,16 +215,21 @@ class TokentopApp(App[int]):
     def _ui_state(self) -> UiState:
         return UiState(
             target=self._target,
-            ramp=self._ramp_note,
+            ramp=self._ramp_note or (self._ramp_result.status() if self._ramp_result is not None else ""),
             frozen=self._lanes.frozen,
             frames=self.frame_stats.summary(),
+            probing=not self._started,
         )
 
     def _show_fast(self, snap: Snapshot) -> None:
         """Counters and text, every tick (10 Hz)."""
+        knee_ready = self._knee_goal() is not None
+        if knee_ready != self._knee_ready:
+            self._knee_ready = knee_ready
+            self.refresh_bindings()  # `k` joins or leaves the footer
         self._fatal.show(snap.fatal)
         self._status.show(snap, self._ui_state())
-        self._lanes.show(snap.lanes, snap.lanes_hidden)
+        self._lanes.show(snap.lanes, snap.in_flight)
         self._errors.show(snap)
         self._curve.show(snap)
         self._ttft.show(snap, self.window_s, self.convention)
@@ -281,15 +273,18 @@ class TokentopApp(App[int]):
 
     @property
     def compact(self) -> bool:
-        width, height = self.size
-        return width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        """True while the small layout (one pane group at a time, `v` cycles) is in force."""
+        return self._compact
 
     def _main_screen(self) -> Screen[object]:
         return self.screen_stack[0]
 
-    def _apply_layout(self) -> None:
+    def _apply_layout(self, size: Size | None = None) -> None:
+        """Choose the layout for ``size`` (the current one if None) on every resize, both ways."""
+        width, height = size if size is not None else self.size
+        self._compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
         screen = self._main_screen()
-        screen.set_class(self.compact, "-compact")
+        screen.set_class(self._compact, "-compact")
         for name in VIEWS:
             screen.set_class(self.view == name, f"-view-{name}")
         self.refresh_bindings()
@@ -297,14 +292,18 @@ class TokentopApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "next_view":
             return self.compact
+        if action == "knee":
+            return self._knee_goal() is not None
         return True
 
     # --- load keys --------------------------------------------------------------------------------
 
     def set_target(self, target: LoadTarget, *, from_ramp: bool = False) -> None:
         """The one place a load target is sent to the engine."""
-        if not from_ramp and self._ramp is not None:
-            self._stop_ramp("stopped by a load key")
+        if not from_ramp:
+            if self._ramp is not None:
+                self._stop_ramp("stopped by a load key")
+            self._show_ramp_result(None)
         self._target = target
         self.engine.set_load(target)
         if self._snap is not None:
@@ -338,22 +337,46 @@ class TokentopApp(App[int]):
     def _ramp_progress(self) -> str:
         assert self._ramp is not None
         unit = "users" if self._ramp.mode == "concurrency" else "req/s"
-        return f"{self._ramp.value:g} {unit}, holding until steady"
+        return f"auto ramp: {self._ramp.value:g} {unit}, holding until steady"
 
     def _ramp_tick(self, snap: Snapshot) -> None:
         assert self._ramp is not None
         decision = self._ramp.step(snap)
         if decision.done:
-            self._stop_ramp(decision.reason)
+            self._stop_ramp(decision.reason, snap)
         elif decision.target is not None:
             self.set_target(decision.target, from_ramp=True)
         if self._ramp is not None:
             self._ramp_note = self._ramp_progress()
 
-    def _stop_ramp(self, reason: str) -> None:
-        self._ramp = None
+    def _stop_ramp(self, reason: str, snap: Snapshot | None = None) -> None:
+        """End the ramp; when it stopped by itself (``snap`` given) its result stays on screen."""
+        policy, self._ramp = self._ramp, None
         self._ramp_note = ""
+        if policy is not None and snap is not None:
+            self._show_ramp_result(ramp_result(policy, reason, snap, self._target))
         self.notify(f"auto ramp: {reason}", title="ramp")
+
+    def _show_ramp_result(self, result: RampResult | None) -> None:
+        if result is None and self._ramp_result is None:
+            return
+        self._ramp_result = result
+        self._curve.set_note(result.subtitle() if result is not None else "")
+        self.refresh_bindings()
+
+    def _knee_goal(self) -> LoadTarget | None:
+        """Where `k` sets the load: the ramp's result while on screen, else the measured knee."""
+        if self._ramp_result is not None and self._ramp_result.knee is not None:
+            return self._ramp_result.knee
+        return snapshot_knee_target(self._snap, self._target)
+
+    def action_knee(self) -> None:
+        goal = self._knee_goal()
+        if goal is None:
+            self.notify("no knee measured yet", title="knee", timeout=3)
+            return
+        self.set_target(goal)
+        self.notify(f"load back to the knee: {load_label(goal)}", title="knee", timeout=3)
 
     # --- view keys --------------------------------------------------------------------------------
 
@@ -384,7 +407,7 @@ class TokentopApp(App[int]):
             self.notify(f"theme: {self.theme}", timeout=2)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(lambda: self._snap.health if self._snap is not None else None))
 
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
@@ -424,5 +447,5 @@ class TokentopApp(App[int]):
     # --- command palette --------------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        for title, help_text, action in COMMANDS:
+        for title, help_text, action in keys.COMMANDS:
             yield SystemCommand(title, help_text, partial(self.run_action, action))

@@ -49,6 +49,11 @@ class ThroughputCurve(PlotPane):
         self.set_data_key((self._levels, self._level_id, self._knee))
         self.refresh_header()
 
+    def set_note(self, note: str) -> None:
+        """A line on the bottom border (the auto ramp's result), "" for none."""
+        if self.border_subtitle != note:
+            self.border_subtitle = note
+
     def header_lines(self) -> Text:
         rates = [self._tps, *(lv.output_tps for lv in self._levels)]
         peak = max((r for r in rates if math.isfinite(r)), default=0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -10,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
-from tui.engine.snapshot import ITL_NAMES
+from tui.engine.snapshot import ITL_NAMES, ClientHealth
 
 KEYS: tuple[tuple[str, str], ...] = (
     (
@@ -27,7 +28,13 @@ KEYS: tuple[tuple[str, str], ...] = (
         "`a`",
         "auto ramp 1, 2, 4, … users (req/s in rate mode), each held until steady; stops at the knee, "
         "a broken "
-        "`--slo-ttft-ms` / `--slo-tpot-ms` p99, more than 5% failed, or 1024; `a` again stops it",
+        "`--slo-ttft-ms` / `--slo-tpot-ms` p99, more than 5% failed, or 1024; `a` again stops it. Why it "
+        "stopped stays in the status bar and under the curve until the next load change",
+    ),
+    (
+        "`k`",
+        "set the load back to the knee: the auto ramp's (after a broken SLO or errors, its last level that "
+        "passed), else the knee measured so far",
     ),
     ("`i`", "next ITL convention (histogram and table)"),
     ("`w`", "next window for the histograms: 10 s, 30 s, 60 s, whole run"),
@@ -78,13 +85,79 @@ streamed event is decoded. Latencies are in milliseconds unless marked `s`.
 """
 
 
-class HelpScreen(ModalScreen[None]):
-    """Keys and metric definitions; any of escape, q, ? closes it."""
+INTRO_MD = """\
+# tokentop help
+
+Scroll with `up` `down`, `pgup` `pgdn`, `space`, `home` `end`; `esc`, `q` or `?` closes.
+Below: **Client health** (is the load generator keeping up), **Keys**, then **What the numbers mean**,
+the metric definitions (`d` jumps there).
+"""
+
+
+def health_md(health: ClientHealth | None) -> str:
+    """The Client health section for the current snapshot's `ClientHealth` (None: no snapshot yet)."""
+    head = "## Client health\n\n"
+    if health is None:
+        return head + "No measurement yet.\n"
+    figures = (
+        f"{health.workers} worker{'s' if health.workers != 1 else ''}, highest event-loop lag p99 "
+        f"{health.loop_lag_p99_ms:.1f} ms, highest CPU share {health.cpu_share:.0%} of a core "
+        "(over the last few seconds)."
+    )
+    if health.saturated:
+        reason = health.reason or "the load generator cannot keep up"
+        state = (
+            f"**⚠ saturated** (the status bar's badge): {reason}.\n\nTimings measured while this lasts "
+            "may be late: distrust them; results mark the spans (`client.saturated_spans_s`)."
+        )
+    elif health.reason:
+        state = f"Not saturated, but: {health.reason}."
+    else:
+        state = "OK: the load generator keeps up, so the timings are the server's."
+    return f"{head}{state}\n\n{figures}\n"
+
+
+class HelpBody(VerticalScroll):
+    """The help's scroll area, focused on open so the usual keys scroll it at once."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark", "dismiss", "close"),
+        Binding("space", "page_down", "page down", show=False),
+        Binding("shift+space", "page_up", "page up", show=False),
     ]
 
+
+class HelpScreen(ModalScreen[None]):
+    """Client health, keys and metric definitions; any of escape, q, ? closes it."""
+
+    AUTO_FOCUS = "#help-body"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "dismiss", "close"),
+        Binding("d", "definitions", "metric definitions", show=False),
+    ]
+    HEALTH_EVERY_S = 1.0
+    """How often the Client health section looks at the newest snapshot."""
+
+    def __init__(self, health: Callable[[], ClientHealth | None] = lambda: None) -> None:
+        super().__init__()
+        self._health = health
+        self._health_md = health_md(health())
+
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-body"):
-            yield Markdown("# tokentop keys\n\n" + KEYS_MD + "\n" + METRICS_MD, id="help-text")
+        with HelpBody(id="help-body"):
+            yield Markdown(INTRO_MD, id="help-intro")
+            yield Markdown(self._health_md, id="help-health")
+            yield Markdown("## Keys\n\n" + KEYS_MD, id="help-keys")
+            yield Markdown(METRICS_MD, id="help-metrics")
+
+    def on_mount(self) -> None:
+        self.set_interval(self.HEALTH_EVERY_S, self._refresh_health)
+
+    def _refresh_health(self) -> None:
+        text = health_md(self._health())
+        if text != self._health_md:
+            self._health_md = text
+            self.query_one("#help-health", Markdown).update(text)
+
+    def action_definitions(self) -> None:
+        body = self.query_one(HelpBody)
+        body.scroll_to_widget(self.query_one("#help-metrics"), animate=False, top=True)

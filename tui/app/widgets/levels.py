@@ -13,17 +13,20 @@ from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("level", "level"),
-    ("state", "state"),
-    ("n", "done"),
+    ("tps", "tok/s"),
     ("ttft", "TTFT p50/90/99"),
+    ("rps", "req/s"),
+    ("ureq", "tok/s/req"),
     ("tpot", "TPOT p50/90/99"),
     ("itl", "ITL p50/90/99"),
     ("e2e", "E2E p50/90/99"),
-    ("tps", "tok/s"),
-    ("rps", "req/s"),
-    ("ureq", "tok/s/req"),
     ("err", "errors"),
+    ("n", "done"),
+    ("state", "state"),
 )
+"""Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
+FIXED_COLUMNS = 1
+"""The level column stays put when the table scrolls sideways, so every row still says its load."""
 
 
 def short_ms(value_ms: float) -> str:
@@ -81,6 +84,7 @@ class LevelTable(DataTable[Text]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.fixed_columns = FIXED_COLUMNS
         self._shown: dict[tuple[str, str], str] = {}
         self._followed = -1
         self.component_style = ComponentStyles(self)

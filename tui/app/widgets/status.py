@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len, set_cell_size
 from rich.style import Style
 from rich.text import Text
 from textual.content import Content
@@ -24,9 +25,11 @@ class UiState:
 
     target: LoadTarget
     ramp: str = ""
-    """Auto-ramp progress, empty when no ramp runs."""
+    """Auto-ramp progress, or its result until the next load change; empty otherwise."""
     frozen: bool = False
     frames: str = ""
+    probing: bool = False
+    """The engine has not started its workers yet: it is still asking the server for /models."""
 
 
 def format_elapsed(seconds: float) -> str:
@@ -40,9 +43,15 @@ StyleFor = Callable[[str], Style]
 """Maps a status part ("muted", "load", "failed", ...) to its style: the `status--<part>` component."""
 
 
-def status_lines(snap: Snapshot, ui: UiState, style: StyleFor) -> SpanLines:
+SATURATED_BADGE = "⚠ client saturated: see ?"
+"""One row in the status bar; the reason, often two lines long, is in the help screen's Client health."""
+
+
+def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None = None) -> SpanLines:
     """Pure: the status lines for a snapshot (the widget only displays them). Three lines fit 80 columns:
-    where, the load and its requests, the throughput and the app's own health."""
+    where, the load and its requests, the throughput and the app's own health. Given a ``width``, the
+    third line keeps to one row: notes (saturation badge, ramp, frozen text) come before the app's frame
+    costs, which are left out first, and what still does not fit ends in "…"."""
     gap = ("   ", None)
     muted = style("muted")
     where: list[Span] = [
@@ -56,7 +65,12 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor) -> SpanLines:
         where += [("  ", None), ("demo: built-in simulator", style("demo"))]
     target = ui.target
     load: list[Span] = [(target.label(), style("load")), (" ", None)]
-    load.append(("⏸ paused", style("paused")) if target.paused else ("▶ running", style("running")))
+    if target.paused:
+        load.append(("⏸ paused", style("paused")))
+    elif ui.probing:
+        load.append((f"probing {snap.base_url}/models…", style("probing")))
+    else:
+        load.append(("▶ running", style("running")))
     for label, value, value_style in (
         ("in flight ", str(snap.in_flight), None),
         ("done ", str(snap.completed), None),
@@ -71,16 +85,39 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor) -> SpanLines:
         (format_rate(snap.request_per_s, 2), style("value")),
         (" req/s", muted),
     ]
-    if ui.frames:
-        rates += [gap, (ui.frames, muted)]
     if snap.health.saturated:
-        reason = snap.health.reason or "the load generator cannot keep up"
-        rates += [gap, (f"⚠ client saturated: {reason}", style("warning"))]
+        rates += [gap, (SATURATED_BADGE, style("warning"))]
     if ui.ramp:
-        rates += [gap, (f"auto ramp: {ui.ramp}", style("ramp"))]
+        rates += [gap, (ui.ramp, style("ramp"))]
     if ui.frozen:
         rates += [gap, ("text frozen (p)", style("frozen"))]
+    if ui.frames:
+        frames: list[Span] = [gap, (ui.frames, muted)]
+        if width is None or _cells(rates + frames) <= width:
+            rates += frames
+    if width is not None:
+        rates = _fit(rates, width)
     return [where, load, rates]
+
+
+def _cells(spans: list[Span]) -> int:
+    return sum(cell_len(text) for text, _ in spans)
+
+
+def _fit(spans: list[Span], width: int) -> list[Span]:
+    """The spans cut to ``width`` cells, the last one ending in "…" if anything was cut."""
+    if _cells(spans) <= width:
+        return spans
+    out: list[Span] = []
+    room = max(0, width - 1)
+    for text, text_style in spans:
+        size = cell_len(text)
+        if size > room:
+            out.append((set_cell_size(text, room) + "…", text_style))
+            break
+        out.append((text, text_style))
+        room -= size
+    return out
 
 
 def status_text(snap: Snapshot, ui: UiState, style: StyleFor) -> Text:
@@ -96,6 +133,7 @@ STATUS_PARTS = (
     "load",
     "paused",
     "running",
+    "probing",
     "failed",
     "value",
     "warning",
@@ -113,9 +151,17 @@ class StatusBar(TextLines):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.component_style = ComponentStyles(self, on_change=self.restyle)
+        self._shown: tuple[Snapshot, UiState] | None = None
 
     def show(self, snap: Snapshot, ui: UiState) -> None:
-        self.set_lines(status_lines(snap, ui, lambda part: self.component_style(f"status--{part}")))
+        self._shown = (snap, ui)
+        width = self.content_size.width or None  # 0 before the first layout: no limit yet
+        self.set_lines(status_lines(snap, ui, lambda part: self.component_style(f"status--{part}"), width))
+
+    def on_resize(self) -> None:
+        # The third line is fitted to the width: refit it now, not at the next fresh snapshot.
+        if self._shown is not None:
+            self.show(*self._shown)
 
 
 class FatalBanner(Static):

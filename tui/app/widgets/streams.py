@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -36,6 +37,24 @@ def tail_cells(text: str, width: int) -> str:
 
 
 _STATE_ORDER = {"streaming": 0, "waiting": 1, "error": 2, "ok": 3, "cancelled": 3}
+_IN_FLIGHT = ("streaming", "waiting")
+
+
+def visible_lanes(lanes: Sequence[LaneView], in_flight: int, rows: int) -> tuple[list[LaneView], int]:
+    """Pure: the lanes that fit ``rows`` (in the given order) and how many requests in flight are not
+    among them, so shown in flight + more == ``in_flight``. Finished lanes that linger are never counted
+    as in flight; when a "+N more" row is needed it takes the last row."""
+
+    def more_than(shown: Sequence[LaneView]) -> int:
+        return max(0, in_flight - sum(lane.state in _IN_FLIGHT for lane in shown))
+
+    rows = max(0, rows)
+    shown = list(lanes[:rows])
+    more = more_than(shown)
+    if more and len(shown) >= rows:
+        shown = shown[: max(0, rows - 1)]
+        more = more_than(shown)
+    return shown, more
 
 
 def _one_line(text: str) -> str:
@@ -83,21 +102,22 @@ class StreamLanes(Widget, can_focus=True):
         super().__init__(id=id)
         self._lanes: tuple[LaneView, ...] = ()
         self._source: tuple[LaneView, ...] = ()
-        self._hidden = 0
+        self._in_flight = 0
         self._selected: int | None = None
         self.component_style = ComponentStyles(self, on_change=self.refresh_rows)
         self._rows: list[Strip] | None = None
         self._rows_key: object = None
         """Request id under the cursor; kept across updates so a lane does not jump away."""
 
-    def show(self, lanes: tuple[LaneView, ...], hidden: int) -> None:
-        if self.frozen or (lanes == self._source and hidden == self._hidden):
+    def show(self, lanes: tuple[LaneView, ...], in_flight: int) -> None:
+        """The snapshot's lanes and its in-flight count (what the "+N more" row counts up to)."""
+        if self.frozen or (lanes == self._source and in_flight == self._in_flight):
             return
         self._source = lanes
         # In-flight lanes first (oldest on top), then errors, then the recently finished: when rows run
         # out, what is still streaming is what stays on screen.
         self._lanes = tuple(sorted(lanes, key=lambda lane: (_STATE_ORDER[lane.state], lane.request_id)))
-        self._hidden = hidden
+        self._in_flight = in_flight
         self.refresh_rows()
 
     @property
@@ -108,14 +128,7 @@ class StreamLanes(Widget, can_focus=True):
         self.border_subtitle = "frozen: p resumes" if frozen else ""
 
     def _visible(self) -> tuple[list[LaneView], int]:
-        rows = max(0, self.content_size.height)
-        lanes = list(self._lanes)
-        more = self._hidden
-        if len(lanes) > rows or (more and len(lanes) >= rows):
-            keep = max(0, rows - 1)
-            more += len(lanes) - keep
-            lanes = lanes[:keep]
-        return lanes, more
+        return visible_lanes(self._lanes, self._in_flight, self.content_size.height)
 
     def _build_lines(self) -> list[Strip]:
         """One Strip per row, built straight from segments: at 10 Hz with many lanes this is several

@@ -1,0 +1,103 @@
+"""Pilot tests: the layout follows the terminal's current size, and the footer fits what it can."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+from tests.app.conftest import MakeApp, screen_text, settle
+from tui.app.app import TokentopApp
+from tui.app.widgets.footer import FooterEntry, KeyFooter, fit_entries
+
+
+async def test_resizing_small_and_back_follows_the_current_size(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert not app.compact
+        assert app.check_action("next_view", ()) is False
+        wide_lanes = app._lanes.region
+        assert app._curve.region.x > wide_lanes.x  # side by side
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        assert app.compact
+        assert app._lanes.region.height >= 5 and app._curve.region.height >= 10  # stacked, both visible
+        assert app._lanes.region.width == 80 and app._curve.region.width == 80
+        assert "token streams" in screen_text(app)
+        await pilot.press("v")
+        assert app.view == "latency"
+        await pilot.resize_terminal(160, 48)
+        await settle(pilot)
+        assert not app.compact
+        assert app._lanes.region == wide_lanes
+        assert app._ttft.region.area and app._table.region.area  # every pane again
+        await pilot.press("v")
+        assert app.view == "latency"  # `v` does nothing while every pane is shown
+        assert "v view" not in screen_text(app).splitlines()[-1]
+
+
+async def test_level_names_stay_when_the_table_scrolls_sideways(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("v", "v")
+        await settle(pilot)
+        app.poll(force=True)
+        await settle(pilot)
+        header = next(line for line in screen_text(app).splitlines() if "level" in line and "tok/s" in line)
+        # The load, its throughput and TTFT come first, in view at 80 columns.
+        assert header.index("level") < header.index("tok/s") < header.index("TTFT p50/90/99")
+        assert "176.0" in screen_text(app) and "118/177/260" in screen_text(app)
+        table = app._table
+        table.focus()
+        for _ in range(20):
+            await pilot.press("right")
+        await settle(pilot)
+        assert table.scroll_x > 0
+        text = screen_text(app)
+        assert "E2E" in text and "TTFT p50/90/99" not in text  # scrolled past the first figures
+        assert "▶ 8 users" in text and "4 users ◆" in text and "1 users" in text
+
+
+def _footer(app: TokentopApp) -> str:
+    return screen_text(app).splitlines()[-1]
+
+
+async def test_the_footer_shows_every_key_that_fits(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        wide = _footer(app)
+        for key in ("+/- load", "]/[ ×2 ÷2", "m mode", "space pause", "a ramp", "i ITL", "w window"):
+            assert key in wide
+        for key in ("p freeze", "s save", "t theme", "^p palette", "? help", "q quit"):
+            assert key in wide  # hidden before, even at 160 columns
+        assert "v view" not in wide  # every pane is shown: nothing to cycle
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        narrow = _footer(app)
+        assert len(narrow.rstrip()) <= 80
+        # The most useful keys stay; the small layout's `v` joins them; the rest is in `?` and ctrl+p.
+        for key in ("+/- load", "]/[ ×2 ÷2", "space pause", "a ramp", "v view", "? help", "q quit"):
+            assert key in narrow
+        footer = app.query_one(KeyFooter)
+        shown = [binding.action for binding, *_ in footer.shown()]
+        left_out = [binding.action for binding, *_ in footer.entries() if binding.action not in shown]
+        assert left_out and all(
+            footer.rank.index(out) > footer.rank.index("quit") for out in left_out
+        )  # only the less useful give way
+        await pilot.resize_terminal(160, 48)
+        await settle(pilot)
+        assert _footer(app) == wide
+
+
+def test_fit_entries_keeps_the_most_useful_and_their_order() -> None:
+    def entry(action: str, description: str) -> FooterEntry:
+        return (Binding(action[0], action, description), True, "", action[0])
+
+    entries = [entry("alpha", "aaaa"), entry("beta", "bbbbbbbbbb"), entry("gamma", "g"), entry("delta", "dd")]
+    rank = ("gamma", "beta", "alpha", "delta")
+    assert [e[0].action for e in fit_entries(entries, rank, 200)] == ["alpha", "beta", "gamma", "delta"]
+    # gamma (4 cells) and beta (13) take 17; alpha (7) does not fit 20, the shorter delta (5) still does.
+    assert [e[0].action for e in fit_entries(entries, rank, 20)] == ["beta", "gamma"]
+    assert [e[0].action for e in fit_entries(entries, rank, 21)] == ["beta", "gamma", "delta"]
+    focused = [entry("open", "open request"), *entries]
+    assert fit_entries(focused, rank, 16)[0][0].action == "open"  # a focused widget's own key first

@@ -1,0 +1,64 @@
+"""The live app's keys: bindings, which the footer keeps first, and the command palette's entries."""
+
+from __future__ import annotations
+
+from textual.binding import Binding, BindingType
+
+BINDINGS: list[BindingType] = [
+    # The footer shows one entry per key pair; `KeyFooter` shows as many as fit, by `FOOTER_RANK`.
+    Binding("plus,equals_sign,up", "load_step(1)", "load", key_display="+/-"),
+    Binding("minus,down", "load_step(-1)", "less", show=False),
+    Binding("right_square_bracket", "load_scale(2.0)", "×2 ÷2", key_display="]/["),
+    Binding("left_square_bracket", "load_scale(0.5)", "÷2", show=False),
+    Binding("m", "toggle_mode", "mode"),
+    Binding("space", "toggle_pause", "pause"),
+    Binding("a", "toggle_ramp", "ramp"),
+    Binding("k", "knee", "knee"),
+    Binding("i", "cycle_itl", "ITL"),
+    Binding("w", "cycle_window", "window"),
+    Binding("v", "next_view", "view"),
+    Binding("p", "freeze_text", "freeze"),
+    Binding("s", "save", "save"),
+    Binding("t", "next_theme", "theme"),
+    Binding("ctrl+p", "command_palette", "palette", priority=True, tooltip="Open the command palette"),
+    Binding("question_mark", "help", "help", key_display="?"),
+    Binding("q", "quit", "quit"),
+    Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+]
+FOOTER_RANK: tuple[str, ...] = (
+    "load_step(1)",
+    "load_scale(2.0)",
+    "toggle_pause",
+    "toggle_ramp",
+    "knee",
+    "next_view",  # only while the small layout hides panes: then the way to them
+    "help",
+    "quit",
+    "toggle_mode",
+    "cycle_itl",
+    "cycle_window",
+    "save",
+    "freeze_text",
+    "next_theme",
+    "command_palette",
+)
+"""The footer's keys, most useful first: at 80 columns the last ones give way (all are in `?`)."""
+
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("More load", "One user (or one rate step) more", "load_step(1)"),
+    ("Less load", "One user (or one rate step) fewer", "load_step(-1)"),
+    ("Double load", "Double the users or the rate", "load_scale(2.0)"),
+    ("Halve load", "Halve the users or the rate", "load_scale(0.5)"),
+    ("Switch mode", "Concurrency (closed loop) ⇄ rate (open loop)", "toggle_mode"),
+    ("Pause / resume load", "Stop issuing requests, or start again", "toggle_pause"),
+    ("Auto ramp", "1, 2, 4, … until the knee or an SLO (again to stop)", "toggle_ramp"),
+    ("Back to the knee", "Set the load to the knee's level (the auto ramp's result)", "knee"),
+    ("ITL convention", "Chunk gap → TPOT → E2E/OSL", "cycle_itl"),
+    ("Histogram window", "10 s → 30 s → 60 s → whole run", "cycle_window"),
+    ("Freeze text", "Pause / resume the token lanes", "freeze_text"),
+    ("Save", "Results JSON, requests log and an SVG screenshot", "save"),
+    ("Next theme", "Cycle the themes folder", "next_theme"),
+    ("Help", "Keys and what every metric means", "help"),
+    ("Quit", "Cancel in-flight requests and exit", "quit"),
+)
+"""The command palette (ctrl+p): (title, help, action)."""

@@ -1,0 +1,84 @@
+"""The key footer: every binding that fits the width, the most useful kept when not all of them do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rich.cells import cell_len
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+FooterEntry = tuple[Binding, bool, str, str]
+"""(binding, enabled, tooltip, key as displayed)."""
+
+
+def entry_cells(key_display: str, description: str) -> int:
+    """Cells one compact footer key takes: key, a space, description, and its right margin."""
+    return cell_len(key_display) + 1 + cell_len(description) + 1
+
+
+def fit_entries(entries: Sequence[FooterEntry], rank: Sequence[str], width: int) -> list[FooterEntry]:
+    """Pure: the entries that fit ``width`` cells, in their own order. Entries are taken by usefulness:
+    actions missing from ``rank`` first (a focused widget's own keys, such as a lane's `enter`), then in
+    ``rank``'s order; an entry that does not fit is skipped and a later, shorter one may still fit."""
+
+    def usefulness(index: int) -> tuple[int, int]:
+        action = entries[index][0].action
+        return (rank.index(action) + 1 if action in rank else 0, index)
+
+    room = width + 1  # the last key's right margin may fall off the edge
+    keep: set[int] = set()
+    for index in sorted(range(len(entries)), key=usefulness):
+        binding, _enabled, _tooltip, key = entries[index]
+        cells = entry_cells(key, binding.description)
+        if cells <= room:
+            keep.add(index)
+            room -= cells
+    return [entry for index, entry in enumerate(entries) if index in keep]
+
+
+class KeyFooter(Footer):
+    """Textual's footer (compact) but choosing what it shows by width: Textual's lets keys fall off the
+    right edge, which at 80 columns hid the later ones and at 160 left `s`, `t`, `p` and `ctrl+p` out
+    because they had to be marked hidden to keep 80 columns readable."""
+
+    def __init__(self, rank: Sequence[str], *, id: str | None = None) -> None:
+        super().__init__(id=id, compact=True, show_command_palette=False)
+        self.rank = tuple(rank)
+        """Actions, most useful first."""
+        self._width = 0
+
+    def entries(self) -> list[FooterEntry]:
+        """The active, shown bindings, one per action, in the binding chain's order."""
+        seen: set[str] = set()
+        out: list[FooterEntry] = []
+        for _node, binding, enabled, tooltip in self.screen.active_bindings.values():
+            if not binding.show or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            out.append((binding, enabled, tooltip, self.app.get_key_display(binding)))
+        return out
+
+    def shown(self) -> list[FooterEntry]:
+        """What the footer shows at its current width."""
+        width = self.size.width or self.app.size.width
+        return fit_entries(self.entries(), self.rank, width)
+
+    def compose(self) -> ComposeResult:
+        if not self._bindings_ready:
+            return
+        yield from self._keys(self.shown())
+
+    def _keys(self, entries: Iterable[FooterEntry]) -> Iterable[FooterKey]:
+        for binding, enabled, tooltip, key in entries:
+            yield FooterKey(
+                binding.key, key, binding.description, binding.action, disabled=not enabled, tooltip=tooltip
+            ).data_bind(compact=Footer.compact)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._width:
+            self._width = event.size.width
+            self.call_after_refresh(self.recompose)
