@@ -1,7 +1,7 @@
 """Request bodies are byte-identical for the same seed, worker and seq.
 
 The hashes below were recorded from the request-building code before the workload seam existed (prompts made
-in `tui.engine.stream.openai`); any refactoring of how bodies are built must keep every one of them, since a
+in `tui.engine.stream.openai`, commit 6103258); the synthetic workload must keep every one of them, since a
 changed body changes what a server caches and what a rerun with the same seed measures.
 """
 
@@ -12,7 +12,8 @@ import hashlib
 import pytest
 
 from tui.engine.config import TargetConfig, WorkloadConfig
-from tui.engine.stream.openai import build_body, prompt_words
+from tui.engine.stream.openai import build_body
+from tui.engine.workload import RequestKey, build_workload
 
 Case = tuple[str, int, int, bool, int, int, int, bool, tuple[tuple[str, object], ...], str]
 
@@ -55,8 +56,8 @@ def body_for(
 ) -> bytes:
     """The body request ``seq`` of ``worker`` sends, built the way the client builds it."""
     target = TargetConfig(base_url="http://x/v1", endpoint=endpoint, extra_body=extra_body)  # type: ignore[arg-type]
-    prompt = prompt_words(workload, worker, seq)
-    return build_body(target, workload, "m", prompt, fixed_osl_fields=fixed_osl_fields)
+    spec = build_workload(workload).next_request(RequestKey(worker, seq))
+    return build_body(target, "m", spec, fixed_osl_fields=fixed_osl_fields)
 
 
 @pytest.mark.parametrize("case", RECORDED, ids=lambda c: f"{c[0]}-isl{c[1]}-w{c[5]}-s{c[6]}")
