@@ -257,3 +257,18 @@ async def test_a_conversation_against_the_simulator() -> None:
     assert all(reply for _, reply in workload.replies)
     history = workload.history[(0, 0)]
     assert [m.role for m in history] == ["user", "assistant"] * 3
+
+
+async def test_a_workload_that_cannot_build_a_request_fails_it_without_sending() -> None:
+    class Exhausted(FixedPrompts):
+        def next_request(self, key: RequestKey) -> RequestSpec:
+            raise LookupError("dataset exhausted")
+
+    workload = Exhausted(["unused"], max_tokens=1)
+    async with _serve(_no_usage) as wire:
+        (rec,) = await _send(wire, workload, [(0, None)])
+        assert wire.server.requests == []
+    assert (rec.status, rec.error_class) == ("error", "client")
+    assert rec.error == "LookupError: dataset exhausted"
+    assert (rec.input_tokens, rec.input_source) == (None, "estimate")
+    assert workload.finished == []  # nothing was asked, so nothing to answer
