@@ -37,7 +37,8 @@ class TargetConfig:
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    """What each request asks for."""
+    """What each request asks for: the settings of the synthetic workload, which
+    `tui.engine.workload.build_workload` turns into the `Workload` each engine worker asks per request."""
 
     isl: int = 128
     """Approximate input (prompt) tokens per request."""

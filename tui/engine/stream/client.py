@@ -30,12 +30,11 @@ from tui.engine.stream.openai import (
     build_body,
     endpoint_url,
     error_message,
-    estimate_prompt_tokens,
     one_line,
-    prompt_words,
     rejects_fixed_osl_fields,
 )
 from tui.engine.stream.sse import SSEDecoder
+from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
 
 TransportName = Literal["aiohttp", "httpx"]
 REQUEST_ID_HEADER = "x-tokentop-request-id"
@@ -102,14 +101,18 @@ async def _on_headers_sent(session: object, ctx: object, params: object) -> None
 
 
 class RequestSession:
-    """Everything a worker's requests share: the client, URL, headers, body template and what the server
-    turned out to accept."""
+    """Everything a worker's requests share: the client, URL, headers, the workload that says what each
+    request asks for, and what the server turned out to accept.
+
+    ``workload`` is a `Workload`, or a `WorkloadConfig` to build one from (`build_workload`), so callers that
+    only have the config (the engine worker, for now) need not change.
+    """
 
     def __init__(
         self,
         client: httpx.AsyncClient,
         target: TargetConfig,
-        workload: WorkloadConfig,
+        workload: WorkloadConfig | Workload,
         model: str,
         *,
         worker: int = 0,
@@ -118,7 +121,9 @@ class RequestSession:
     ) -> None:
         self.client = client
         self.target = target
-        self.workload = workload
+        self.workload: Workload = (
+            build_workload(workload) if isinstance(workload, WorkloadConfig) else workload
+        )
         self.model = model
         self.worker = worker
         self.workers = workers
@@ -138,18 +143,16 @@ class RequestSession:
         self.fixed_osl_fields = True
         """Cleared (for the rest of the run) when the server rejects ignore_eos/min_tokens."""
         self.notice = notice or (lambda _msg: None)
-        self.input_estimate = estimate_prompt_tokens(workload)
 
     def scrub(self, text: str) -> str:
         """Never let the API key into a message."""
         key = self.target.api_key
         return text.replace(key, "***") if key else text
 
-    def body(self, seq: int) -> bytes:
-        """The JSON body of request ``seq`` (its prompt is deterministic in seed, worker and seq)."""
-        prompt = prompt_words(self.workload, self.worker, seq)
-        fixed = self.fixed_osl_fields
-        return build_body(self.target, self.workload, self.model, prompt, fixed_osl_fields=fixed)
+    def body(self, spec: RequestSpec) -> bytes:
+        """The JSON body for ``spec``, as the server now accepts it (built again for a retry without the
+        fixed-OSL fields)."""
+        return build_body(self.target, self.model, spec, fixed_osl_fields=self.fixed_osl_fields)
 
 
 class _Failure(Exception):
@@ -172,13 +175,20 @@ async def run_request(
     session: RequestSession,
     record: RequestRecord,
     acc: StreamAccumulator,
+    *,
+    user: int | None = None,
 ) -> RequestRecord:
     """Send one request, stream its answer into ``acc``, and fill ``record`` (returned) with the stamps.
+
+    The session's workload says what the request asks for (once, whatever the retries) and sees the finished
+    record, with the reply text if it wants it; ``user``: the closed-loop user sending it (its index in this
+    worker), for a workload that keeps a conversation per user.
 
     Never raises for a failed request: the failure is classified into ``record.error_class``. A whole-request
     deadline of ``timeout_s`` is enforced on top of the per-read silence limit. If the task is cancelled from
     outside (stop), the record is finished as ``cancelled`` and the cancellation propagates.
     """
+    key = RequestKey(session.worker, record.seq, user)
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     deadline_hit = False
@@ -191,10 +201,14 @@ async def run_request(
 
     timer = loop.call_later(session.target.timeout_s, on_deadline)
     fixed_retry_done = False
+    spec: RequestSpec | None = None
     try:
+        spec = session.workload.next_request(key)
+        if session.workload.wants_replies:
+            acc.reply = []
         while True:
             try:
-                await _attempt(session, record, acc)
+                await _attempt(session, spec, record, acc)
                 break
             except _RetryFresh:
                 if record.retries >= 1:
@@ -215,7 +229,8 @@ async def run_request(
         if not deadline_hit:
             _fail(record, "cancelled", "cancelled")
             record.status = "cancelled"
-            _finish_tokens(session, record, acc)
+            _finish_tokens(record, acc, spec)
+            _respond(session, key, spec, record, acc)
             raise
         uncancel = getattr(task, "uncancel", None)
         if uncancel is not None:
@@ -229,8 +244,29 @@ async def run_request(
         _fail(record, "client", session.scrub(one_line(f"{type(exc).__name__}: {exc}")))
     finally:
         timer.cancel()
-    _finish_tokens(session, record, acc)
+    _finish_tokens(record, acc, spec)
+    _respond(session, key, spec, record, acc)
     return record
+
+
+def _respond(
+    session: RequestSession,
+    key: RequestKey,
+    spec: RequestSpec | None,
+    record: RequestRecord,
+    acc: StreamAccumulator,
+) -> None:
+    """Hand the finished request to the workload. A failing hook is a bug of the workload: the record says so
+    (class ``client``), its stamps stay as measured, and the run goes on."""
+    if spec is None:
+        return
+    reply = "".join(acc.reply) if acc.reply is not None else None
+    try:
+        session.workload.on_response(key, spec, reply, record)
+    except Exception as exc:
+        record.status = "error"
+        record.error_class = "client"
+        record.error = session.scrub(one_line(f"workload: {type(exc).__name__}: {exc}"))
 
 
 def _fail(record: RequestRecord, error_class: str, message: str, http_status: int | None = None) -> None:
@@ -242,7 +278,7 @@ def _fail(record: RequestRecord, error_class: str, message: str, http_status: in
         record.http_status = http_status
 
 
-def _finish_tokens(session: RequestSession, record: RequestRecord, acc: StreamAccumulator) -> None:
+def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestSpec | None) -> None:
     record.chunk_ns = acc.chunk_ns
     if acc.chunk_ns:
         record.first_content_ns = acc.chunk_ns[0]
@@ -254,7 +290,8 @@ def _finish_tokens(session: RequestSession, record: RequestRecord, acc: StreamAc
     if acc.usage_prompt is not None:
         record.input_tokens, record.input_source = acc.usage_prompt, "usage"
     else:
-        record.input_tokens, record.input_source = session.input_estimate, "estimate"
+        estimate = spec.expected_input_tokens if spec is not None else None
+        record.input_tokens, record.input_source = estimate, "estimate"
     if acc.usage_completion is not None:
         record.output_tokens, record.output_source = acc.usage_completion, "usage"
     elif record.chunk_tokens is not None:
@@ -263,10 +300,12 @@ def _finish_tokens(session: RequestSession, record: RequestRecord, acc: StreamAc
         record.output_tokens, record.output_source = n_chunks, "chunks"
 
 
-async def _attempt(session: RequestSession, record: RequestRecord, acc: StreamAccumulator) -> None:
+async def _attempt(
+    session: RequestSession, spec: RequestSpec, record: RequestRecord, acc: StreamAccumulator
+) -> None:
     headers = dict(session.headers)
     headers[REQUEST_ID_HEADER] = f"{record.worker}-{record.seq}"
-    body = session.body(record.seq)
+    body = session.body(spec)
     request = session.client.build_request("POST", session.url, content=body, headers=headers)
     record.send_start_ns = record.sent_ns = time.perf_counter_ns()
     token = _SENDING.set(record)

@@ -1,94 +1,52 @@
-"""The OpenAI-compatible wire format: request bodies, prompts, and what each streamed chunk means.
+"""The OpenAI-compatible wire format: request bodies and what each streamed chunk means.
 
-Kept free of I/O so it can be tested (and timed) alone; `tui.engine.stream.client` does the sending.
+Kept free of I/O so it can be tested (and timed) alone; `tui.engine.stream.client` does the sending, and
+`tui.engine.workload` decides what each request asks for.
 """
 
 from __future__ import annotations
 
-import random
 from array import array
 from typing import Any
 
 import orjson
 
-from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.config import TargetConfig
+from tui.engine.workload.protocol import RequestSpec
 
 FIXED_OSL_FIELDS = ("ignore_eos", "min_tokens")
 """Non-standard fields that pin the output length (vLLM, SGLang and the simulator accept them)."""
 
-_WORDS = """
-time year people way day man thing woman life child world school state family student group country
-problem hand part place case week company system program question work government number night point
-home water room mother area money story fact month lot right study book eye job word business issue
-side kind head house service friend father power hour game line end member law car city community
-name president team minute idea kid body information back parent face others level office door
-health person art war history party result change morning reason research girl guy moment air
-teacher force education foot boy age policy process music market sense nation plan college interest
-death experience effect use class control care field development role effort rate heart drug show
-leader light voice wife police mind price report decision son view relationship town road arm
-difference value building action model season society tax director position player record paper
-space ground form event official matter center couple site project activity star table need court
-oil situation cost industry figure street image phone data picture practice piece land product
-doctor wall patient worker news test movie north love support technology step baby computer type
-attention film tree source organization hair window evidence population truth song theory rock bank
-church river garden summer winter stone bridge cloud island
-"""
-_VOCAB: tuple[str, ...] = tuple(w for w in _WORDS.split() if len(w) <= 8)
-"""Short common words: one token each for most tokenizers (and by the simulator's rule)."""
-
-
-def prompt_words(workload: WorkloadConfig, worker: int, seq: int) -> str:
-    """A prompt of about ``workload.isl`` words (the simulator counts one token per word), deterministic in
-    (seed, worker, seq).
-
-    The first few words differ per request so a real server's prefix cache cannot turn the whole prompt into
-    a cache hit (which would make TTFT meaningless); the rest is one fixed text per seed.
-    """
-    head = random.Random(f"{workload.seed}:{worker}:{seq}").choices(_VOCAB, k=min(4, workload.isl))
-    return " ".join(head) + _body_text(workload.seed, max(0, workload.isl - len(head)))
-
-
-_BODY_CACHE: dict[tuple[int, int], str] = {}
-
-
-def _body_text(seed: int, words: int) -> str:
-    key = (seed, words)
-    text = _BODY_CACHE.get(key)
-    if text is None:
-        rng = random.Random(seed)
-        text = "".join(" " + w for w in rng.choices(_VOCAB, k=words))
-        if len(_BODY_CACHE) > 8:
-            _BODY_CACHE.clear()
-        _BODY_CACHE[key] = text
-    return text
-
-
-def estimate_prompt_tokens(workload: WorkloadConfig) -> int:
-    """What we believe the prompt costs when the server reports no usage (one token per word, plus a few
-    for the chat template)."""
-    return workload.isl
-
 
 def build_body(
     target: TargetConfig,
-    workload: WorkloadConfig,
     model: str,
-    prompt: str,
+    spec: RequestSpec,
     *,
     fixed_osl_fields: bool = True,
 ) -> bytes:
-    """The JSON body of one streaming request. ``--extra-body`` fields are merged last (they win)."""
+    """The JSON body of one streaming request for the target's endpoint. The spec's per-request fields come
+    after tokentop's own, and ``--extra-body`` fields last (they win over both).
+
+    Knows nothing about how prompts are made: that is the workload's (`tui.engine.workload`).
+    """
     body: dict[str, Any] = {"model": model}
-    if target.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+    if spec.messages is not None:
+        if target.endpoint != "chat":
+            raise ValueError("this workload sends chat messages: it needs the chat endpoint")
+        body["messages"] = [{"role": m.role, "content": m.content} for m in spec.messages]
+    elif target.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": spec.prompt}]
     else:
-        body["prompt"] = prompt
-    body["max_tokens"] = workload.osl
+        body["prompt"] = spec.prompt
+    body["max_tokens"] = spec.max_tokens
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
-    if workload.fixed_osl and fixed_osl_fields:
+    if spec.fixed_osl and fixed_osl_fields:
         body["ignore_eos"] = True
-        body["min_tokens"] = workload.osl
+        body["min_tokens"] = spec.max_tokens
+    for key, value in spec.extra_fields:
+        body[key] = value
     for key, value in target.extra_body:
         body[key] = value
     return orjson.dumps(body)
@@ -145,6 +103,7 @@ class StreamAccumulator:
         "last_completion_tokens",
         "pending_text",
         "reasoning_chunks",
+        "reply",
         "tokens",
         "tokens_known",
         "usage_completion",
@@ -162,6 +121,9 @@ class StreamAccumulator:
         self.reasoning_chunks = 0
         self.pending_text: list[str] = []
         """Generated text not yet handed to the live lanes (the worker drains it every batch)."""
+        self.reply: list[str] | None = None
+        """The whole answer text (no reasoning), kept only when the workload asks to see it (set to a list
+        before the request starts): a multi-turn conversation appends it to the user's history."""
         self.usage_prompt: int | None = None
         self.usage_completion: int | None = None
         self.finish_reason: str | None = None
@@ -205,6 +167,8 @@ def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
                 acc.pending_text.append(reasoning)
             else:
                 acc.pending_text.append(text)
+                if acc.reply is not None:
+                    acc.reply.append(text)
             n = 1
             if acc.tokens_known:
                 completion = usage.get("completion_tokens") if usage else None
