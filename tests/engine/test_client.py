@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -17,23 +18,23 @@ from tests.engine.scripted_server import (
     sse,
     usage_chunk,
 )
-from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.config import Endpoint, TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.client import RequestSession, TransportName, make_client, run_request
 from tui.engine.stream.openai import StreamAccumulator
 
 pytestmark = pytest.mark.timeout(20)
-TRANSPORTS = ["aiohttp", "httpx"]
+TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
 SECRET = "sk-test-SECRET-0123456789"
 
 
 async def _run(
-    handler,  # type: ignore[no-untyped-def]
+    handler: Callable[[Request, Responder], Awaitable[None]],
     *,
-    transport: str = "aiohttp",
+    transport: TransportName = "aiohttp",
     timeout_s: float = 5.0,
     n: int = 1,
-    endpoint: str = "chat",
+    endpoint: Endpoint = "chat",
     close_idle: bool = False,
     notices: list[str] | None = None,
 ) -> tuple[list[RequestRecord], list[StreamAccumulator], ScriptedServer]:
@@ -42,7 +43,7 @@ async def _run(
         base_url=server.url,
         model="m",
         endpoint=endpoint,
-        api_key=SECRET,  # type: ignore[arg-type]
+        api_key=SECRET,
         headers=(("X-Extra", "1"),),
         timeout_s=timeout_s,
     )
@@ -72,7 +73,7 @@ def _text(acc: StreamAccumulator) -> str:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_normal_stream_records_everything(transport: str) -> None:
+async def test_normal_stream_records_everything(transport: TransportName) -> None:
     words = ["Hello", " wor", "ld", "!"]
 
     async def handler(req: Request, resp: Responder) -> None:
@@ -86,6 +87,7 @@ async def test_normal_stream_records_everything(transport: str) -> None:
     assert rec.http_status == 200
     assert len(rec.chunk_ns) == 4
     assert rec.first_content_ns == rec.chunk_ns[0]
+    assert rec.first_byte_ns is not None and rec.first_content_ns is not None
     assert rec.sent_ns < rec.first_byte_ns <= rec.first_content_ns <= rec.chunk_ns[-1] <= rec.end_ns
     assert (rec.input_tokens, rec.input_source) == (17, "usage")
     assert (rec.output_tokens, rec.output_source) == (4, "usage")
@@ -166,7 +168,7 @@ async def test_completions_endpoint() -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_error_object_inside_stream(transport: str) -> None:
+async def test_error_object_inside_stream(transport: TransportName) -> None:
     async def handler(req: Request, resp: Responder) -> None:
         await resp.head()
         await resp.send(sse(chat_chunk("a")))
@@ -189,8 +191,25 @@ async def test_malformed_chunk() -> None:
     assert rec.error_class == "malformed"
 
 
+async def test_an_oversized_line_fails_the_request_as_oversized() -> None:
+    """2 MiB without a newline after one good chunk: past the decoder's 1 MiB line cap, so the request fails
+    as `oversized` at once, keeping the chunk it had (not hanging, not a full core for minutes)."""
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk("a")))
+        for _ in range(32):
+            await resp.send(b"data: " + b"x" * 65536)
+        await resp.end()
+
+    (rec,), _, _ = await _run(handler)
+    assert rec.error_class == "oversized", rec.error
+    assert rec.error is not None and "1048576" in rec.error.replace(",", "")
+    assert len(rec.chunk_ns) == 1
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_disconnect_mid_stream(transport: str) -> None:
+async def test_disconnect_mid_stream(transport: TransportName) -> None:
     async def handler(req: Request, resp: Responder) -> None:
         await resp.head()
         await resp.send(sse(chat_chunk("a")))
@@ -212,7 +231,7 @@ async def test_end_without_done_is_a_disconnect() -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_stall_fails_by_timeout_not_hang(transport: str) -> None:
+async def test_stall_fails_by_timeout_not_hang(transport: TransportName) -> None:
     release = asyncio.Event()
 
     async def handler(req: Request, resp: Responder) -> None:
@@ -272,7 +291,7 @@ async def test_rejected_fixed_osl_fields_are_dropped_once() -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_stale_keepalive_connection_is_retried_once(transport: str) -> None:
+async def test_stale_keepalive_connection_is_retried_once(transport: TransportName) -> None:
     per_conn: dict[int, int] = {}
 
     async def handler(req: Request, resp: Responder) -> None:
@@ -331,7 +350,7 @@ async def test_cancel_finishes_record_as_cancelled() -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_finished_requests_leave_no_cyclic_garbage(transport: str) -> None:
+async def test_finished_requests_leave_no_cyclic_garbage(transport: TransportName) -> None:
     """A streamed httpx response and its bound stream refer to each other; left alone, every request became
     ~23 containers of cyclic garbage, and the worker paused ~35 ms every ~10 s to collect them (late
     stamps for every chunk meanwhile). The engine unlinks them, so reference counting frees each request."""

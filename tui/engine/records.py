@@ -25,14 +25,16 @@ ERROR_CLASSES: tuple[str, ...] = (
     "stall",
     "disconnect",
     "malformed",
+    "oversized",
     "stream_error",
     "cancelled",
     "client",
 )
 """Every `error_class` a record can carry. `timeout`: the whole-request deadline passed (or no byte came in
 time); `stall`: the stream went silent longer than the timeout after it had started; `disconnect`: the
-connection broke or the stream ended early; `malformed`: a chunk that is not valid JSON; `stream_error`: an
-`error` object inside the stream; `client`: a bug or local failure in tokentop itself."""
+connection broke or the stream ended early; `malformed`: a chunk that is not valid JSON; `oversized`: an SSE
+line or event past the decoder's cap; `stream_error`: an `error` object inside the stream; `client`: a bug
+or local failure in tokentop itself."""
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ from tui.engine.stream.openai import (
     one_line,
     rejects_fixed_osl_fields,
 )
-from tui.engine.stream.sse import SSEDecoder
+from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
 
 TransportName = Literal["aiohttp", "httpx"]
@@ -392,6 +392,13 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
     except httpx.HTTPError as exc:
         kind, message, _ = classify_exception(exc, started=True)
         raise _Failure(kind, message) from exc
+    except SSEDecoderError as exc:
+        # A line or event past the decoder's cap (a server bug or a hostile body): fail this request alone,
+        # keeping the chunks that arrived whole before it; the decoder never held more than the cap.
+        for event in exc.events:
+            if _handle_event(event.event, event.data, acc, now, loads):
+                break
+        raise _Failure("oversized", f"oversized stream: {exc}") from None
     if acc.finish_reason is None:
         raise _Failure("disconnect", "stream ended before [DONE]")
     record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
