@@ -14,12 +14,13 @@ from tui.engine.aggregate import store as store_mod
 from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
+from tui.engine.wire import Batch, Health, LaneDelta
 
 S = 1_000_000_000
 MS = 1_000_000
 
 
-def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> dict[str, object]:
+def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> Batch:
     """n finished requests ending at t_ns: TTFT 50 ms, 20 chunks 10 ms apart, 20 tokens (usage)."""
     records = []
     for k in range(n):
@@ -40,22 +41,23 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> dict[st
             output_tokens=20,
             output_source="usage",
         )
-        records.append(rec.to_wire())
+        records.append(rec)
     # lanes: streaming text of requests that finish in this same batch (the worker sends the last text first)
     lanes = [
-        (first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None, b"", None) for k in range(5)
+        LaneDelta(first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None, b"", None)
+        for k in range(5)
     ]
-    return {
-        "w": worker,
-        "t": t_ns,
-        "level": level,
-        "in_flight": 5,
-        "lanes": lanes,
-        "tokens": 20 * n,
-        "records": records,
-        "health": (0.5, 0.2),
-        "notices": [],
-    }
+    return Batch(
+        worker=worker,
+        t_ns=t_ns,
+        level_id=level,
+        in_flight=5,
+        lanes=lanes,
+        tokens=20 * n,
+        records=records,
+        health=Health(0.5, 0.2),
+        notices=[],
+    )
 
 
 def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,7 +126,7 @@ def test_lanes_text_is_capped() -> None:
     st = Store(0, workers=1)
     st.begin_level(1, LoadTarget(), 0)
     for i in range(200):
-        st.ingest({"w": 0, "t": i * MS, "level": 1, "lanes": [(7, 1, 0, "x" * 1000, i, 5 * MS, b"", None)]})
+        st.ingest(Batch(0, i * MS, 1, lanes=[LaneDelta(7, 1, 0, "x" * 1000, i, 5 * MS, b"", None)]))
     lane = st.lanes[7]
     assert lane.chars <= 2 * store_mod.TEXT_CAP and len(lane.text()) == store_mod.TEXT_CAP
     (view,), hidden = st.lane_views(200 * MS)
@@ -147,12 +149,9 @@ def test_recent_records_are_bounded_by_chunks_too(monkeypatch: pytest.MonkeyPatc
     assert st.detail(1, 21 * S) is None  # long gone
 
 
-def _health_batch(worker: int, t_ns: int, window: tuple[float, float] | None) -> dict[str, object]:
+def _health_batch(worker: int, t_ns: int, window: Health | None) -> Batch:
     """No requests: a rolling health reading and, when given, one closed health window's."""
-    batch: dict[str, object] = {"w": worker, "t": t_ns, "level": 1, "health": window or (0.5, 0.05)}
-    if window is not None:
-        batch["health_window"] = window
-    return batch
+    return Batch(worker, t_ns, 1, health=window or Health(0.5, 0.05), health_window=window)
 
 
 def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
@@ -160,9 +159,9 @@ def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
     while the run keeps the record that it happened (and the raw maxima, a moment's peak included)."""
     st = Store(0, workers=2, lag_threshold_ms=2.0, cpu_threshold=0.6)
     st.begin_level(1, LoadTarget(concurrency=4), 0)
-    quiet, laggy, busy = (0.6, 0.07), (200.0, 0.3), (1.0, 0.9)
+    quiet, laggy, busy = Health(0.6, 0.07), Health(200.0, 0.3), Health(1.0, 0.9)
 
-    def feed(worker: int, window: tuple[float, float] | None) -> bool:
+    def feed(worker: int, window: Health | None) -> bool:
         st.ingest(_health_batch(worker, st.worker_t[worker] + S, window))
         return st.health().saturated
 
@@ -208,7 +207,7 @@ def test_saturated_spans_open_when_a_worker_is_flagged_and_close_when_none_is() 
     st.begin_level(1, LoadTarget(concurrency=2), 0)
 
     def window(w: int, t_s: float, lag_ms: float) -> None:
-        st.ingest({"w": w, "t": int(t_s * S), "level": 1, "health_window": (lag_ms, 0.1)})
+        st.ingest(Batch(w, int(t_s * S), 1, health_window=Health(lag_ms, 0.1)))
 
     window(0, 2, 5.0)  # one over window: not yet
     window(1, 2, 5.0)
@@ -224,19 +223,19 @@ def test_saturated_spans_open_when_a_worker_is_flagged_and_close_when_none_is() 
     assert st.saturated_spans == [[4.0, 6.0], [10.0, None]]
 
 
-def _stream_deltas(
-    rid: int, sent_ns: int, n_chunks: int, per_batch: int, *, counts: bool
-) -> list[tuple[object, ...]]:
+def _stream_deltas(rid: int, sent_ns: int, n_chunks: int, per_batch: int, *, counts: bool) -> list[LaneDelta]:
     """Worker lane deltas of one stream: a chunk every 10 ms from sent + 50 ms, ``per_batch`` per delta,
     two tokens each when the server counts them."""
     stamps = array("q", [sent_ns + 50 * MS + i * 10 * MS for i in range(n_chunks)])
-    out: list[tuple[object, ...]] = []
+    out: list[LaneDelta] = []
     for lo in range(0, n_chunks, per_batch):
         hi = min(lo + per_batch, n_chunks)
         new_counts = array("q", [2] * (hi - lo)).tobytes() if counts else None
         tokens = 2 * hi if counts else hi
         out.append(
-            (rid, 1, sent_ns, "ab" * (hi - lo), tokens, stamps[0], stamps[lo:hi].tobytes(), new_counts)
+            LaneDelta(
+                rid, 1, sent_ns, "ab" * (hi - lo), tokens, stamps[0], stamps[lo:hi].tobytes(), new_counts
+            )
         )
     return out
 
@@ -246,7 +245,7 @@ def test_in_flight_detail_has_the_timeline_so_far() -> None:
     st.begin_level(1, LoadTarget(), 0)
     deltas = _stream_deltas(9, 1 * S, 30, 7, counts=True)
     for k, delta in enumerate(deltas[:3]):  # 21 chunks in so far
-        st.ingest({"w": 0, "t": 2 * S + k * MS, "level": 1, "lanes": [delta]})
+        st.ingest(Batch(0, 2 * S + k * MS, 1, lanes=[delta]))
     d = st.detail(9, 3 * S)
     assert d is not None and d.state == "streaming" and d.e2e_ms is None and d.chunks_dropped == 0
     assert d.chunk_offsets_ms == pytest.approx([50.0 + 10.0 * i for i in range(21)])
@@ -255,10 +254,7 @@ def test_in_flight_detail_has_the_timeline_so_far() -> None:
     assert d.ttft_ms == pytest.approx(50.0)
     assert d.tpot_ms == pytest.approx(200.0 / 41)  # 200 ms between first and latest chunk, 41 tokens after it
     # the server stops counting per chunk: one token per chunk from then on
-    rid, lvl, sent, text, _tokens, first, stamps, _counts = deltas[3]
-    st.ingest(
-        {"w": 0, "t": 2 * S + 3 * MS, "level": 1, "lanes": [(rid, lvl, sent, text, 49, first, stamps, None)]}
-    )
+    st.ingest(Batch(0, 2 * S + 3 * MS, 1, lanes=[deltas[3]._replace(tokens=49, chunk_tokens=None)]))
     d = st.detail(9, 3 * S)
     assert d is not None and len(d.chunk_offsets_ms) == 28
     assert d.chunk_tokens == (1,) * 28 and d.token_source == "chunks"
@@ -271,7 +267,7 @@ def test_in_flight_chunk_stamps_are_capped_per_lane() -> None:
     n_lanes, n_chunks = 200, 3 * cap + 123
     streams = [_stream_deltas(rid, rid * MS, n_chunks, 250, counts=True) for rid in range(1, n_lanes + 1)]
     for b, batch_deltas in enumerate(zip(*streams, strict=True)):
-        st.ingest({"w": 0, "t": 100 * S + b * 100 * MS, "level": 1, "lanes": list(batch_deltas)})
+        st.ingest(Batch(0, 100 * S + b * 100 * MS, 1, lanes=list(batch_deltas)))
         # bounded all along: the latest LANE_CHUNKS plus at most a quarter more between trims
         assert max(len(ln.chunk_ns) for ln in st.lanes.values()) <= cap + cap // 4
     kept = sum(len(ln.chunk_ns) + len(ln.chunk_tokens or ()) for ln in st.lanes.values()) * 8
@@ -290,7 +286,7 @@ def test_in_flight_chunk_stamps_are_capped_per_lane() -> None:
         request_id=7, worker=0, seq=7, level_id=1, sent_ns=7 * MS, first_content_ns=chunks[0],
         end_ns=chunks[-1] + MS, chunk_ns=chunks, output_tokens=2 * n_chunks, output_source="usage",
     )  # fmt: skip
-    st.ingest({"w": 0, "t": 300 * S, "level": 1, "records": [rec.to_wire()]})
+    st.ingest(Batch(0, 300 * S, 1, records=[rec]))
     assert 7 not in st.lanes and len(st.finished[7].chunk_ns) == 0
     d = st.detail(7, 300 * S)
     assert d is not None and d.state == "ok" and len(d.chunk_offsets_ms) == n_chunks and d.chunks_dropped == 0

@@ -46,6 +46,7 @@ from tui.engine.snapshot import (
     RequestDetail,
     Snapshot,
 )
+from tui.engine.wire import Batch
 
 __all__ = ["Lane", "LevelAgg", "MetricSeries", "Reservoir", "Store", "Timeline"]
 
@@ -249,19 +250,19 @@ class Store:
 
     # --- ingest -------------------------------------------------------------------------------
 
-    def ingest(self, batch: dict[str, Any]) -> list[RequestRecord]:
+    def ingest(self, batch: Batch) -> Sequence[RequestRecord]:
         """Fold one worker batch in; return the records that finished in it (for the requests log)."""
-        w = batch["w"]
-        t_ns = batch["t"]
+        w = batch.worker
+        t_ns = batch.t_ns
         self.worker_t[w] = max(self.worker_t[w], t_ns)
-        level_id = batch.get("level", self.worker_level[w])
+        level_id = batch.level_id
         if level_id != self.worker_level[w]:
             self.worker_level[w] = level_id
             acked = self.levels.get(level_id)
             if acked is not None:
-                acked.applied_ns[w] = batch.get("level_at", t_ns)
-        self.worker_in_flight[w] = batch.get("in_flight", 0)
-        health = batch.get("health")
+                acked.applied_ns[w] = t_ns if batch.level_at_ns is None else batch.level_at_ns
+        self.worker_in_flight[w] = batch.in_flight
+        health = batch.health
         if health is not None:
             lag, cpu = health
             self.worker_health[w] = (lag, cpu)
@@ -271,17 +272,17 @@ class Store:
             if cur is not None:
                 cur.max_lag_ms = max(cur.max_lag_ms, lag)
                 cur.max_cpu = max(cur.max_cpu, cpu)
-        window = batch.get("health_window")
+        window = batch.health_window
         if window is not None:
             was = any(s.saturated for s in self.sustain)
             if self.sustain[w].update(*window):
                 self.saturated_ever = True
             self._track_saturation(was, any(s.saturated for s in self.sustain), t_ns)
-        for notice in batch.get("notices", ()):
+        for notice in batch.notices:
             if notice not in self.notices:
                 self.notices.append(notice)
                 self.recent_errors.append(notice)
-        for rid, level_id, sent_ns, text, tokens, first_ns, stamps, counts in batch.get("lanes", ()):
+        for rid, level_id, sent_ns, text, tokens, first_ns, stamps, counts in batch.lanes:
             lane = self.lanes.get(rid)
             if lane is None:
                 if rid in self.finished:
@@ -295,10 +296,9 @@ class Store:
                 lane.state = "streaming"
             if stamps or counts is None:
                 lane.add_chunks(stamps, counts)
-        tokens = batch.get("tokens", 0)
-        if tokens:
-            self._live_add(self.live_tokens, t_ns, tokens)
-        records = [RequestRecord.from_wire(t) for t in batch.get("records", ())]
+        if batch.tokens:
+            self._live_add(self.live_tokens, t_ns, batch.tokens)
+        records = batch.records
         if records:
             self._finish(records)
         return records

@@ -3,7 +3,9 @@
 The handle lives in the face's process (the app or the bench). `start()` returns at once; a background thread
 checks the server (`/v1/models`, also resolving the model name), spawns the worker processes (``spawn``
 context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
-into a bounded `Store` and the requests log. `snapshot()` summarises the store with numpy on demand.
+into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
+`WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
+the store with numpy on demand.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
@@ -18,6 +20,7 @@ import pickle
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -32,6 +35,7 @@ from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.snapshot import RequestDetail, Snapshot
 from tui.engine.stream.client import classify_exception
 from tui.engine.stream.openai import error_message
+from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
 
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly parts when due."""
@@ -299,7 +303,7 @@ class EngineHandle:
                 self._store.end_level(time.perf_counter_ns())
             for conn in self._cmd:
                 with contextlib.suppress(OSError):
-                    conn.send(("stop", drain, timeout_s))
+                    _send(conn, Stop(drain, timeout_s))
         if self._thread is not None:
             self._thread.join(timeout_s + 5.0)
         for proc in self._procs:
@@ -362,9 +366,10 @@ class EngineHandle:
         for i in range(self.workers):
             cmd_r, cmd_w = ctx.Pipe(duplex=False)
             data_r, data_w = ctx.Pipe(duplex=False)
+            spec = WorkerSpec(i, self.workers, self.target, self.workload, model, self.options)
             proc = ctx.Process(
                 target=worker_main,
-                args=(i, self.workers, self.target, self.workload, model, cmd_r, data_w, self.options),
+                args=(spec, cmd_r, data_w),
                 name=f"tokentop-engine-{i}",
                 daemon=True,
             )
@@ -379,7 +384,7 @@ class EngineHandle:
         shares = split_load(self._load, self.workers, self._level_id, seed=self.workload.seed)
         for conn, share in zip(self._cmd, shares, strict=False):
             with contextlib.suppress(OSError):
-                conn.send(("share", share))
+                _send(conn, ApplyShare(share))
 
     def _read_loop(self) -> None:
         self._refreshing = True
@@ -405,12 +410,13 @@ class EngineHandle:
                         code = self._procs[i].exitcode if i < len(self._procs) else None
                         self._fatal = f"engine worker {i} exited unexpectedly (exit code {code})"
                     continue
-                msg = pickle.loads(raw)
-                if isinstance(msg, tuple):
-                    if msg and msg[0] == "bye":
-                        pending.remove(conn)
-                    elif msg and msg[0] == "error" and not self._stopping and self._fatal is None:
-                        self._fatal = f"engine worker {open_conns[id(conn)]} failed: {msg[1]}"
+                msg: WorkerMessage = pickle.loads(raw)
+                if isinstance(msg, Goodbye):
+                    pending.remove(conn)
+                    continue
+                if isinstance(msg, WorkerFailed):
+                    if not self._stopping and self._fatal is None:
+                        self._fatal = f"engine worker {open_conns[id(conn)]} failed: {msg.message}"
                     continue
                 with self._lock:
                     records = self._store.ingest(msg)
@@ -418,7 +424,7 @@ class EngineHandle:
                 if log is not None:
                     self._write_log(log, records)
 
-    def _write_log(self, log: RequestsLog, records: list[RequestRecord]) -> None:
+    def _write_log(self, log: RequestsLog, records: Sequence[RequestRecord]) -> None:
         try:
             for rec in records:
                 log.write(rec)
@@ -426,6 +432,11 @@ class EngineHandle:
             if not self._stopping:
                 self._fatal = f"cannot write the requests log: {exc}"
             self._log = None
+
+
+def _send(conn: Connection, command: Command) -> None:
+    """Send one command to a worker (typed, so mypy checks what the worker's `_on_command` receives)."""
+    conn.send(command)
 
 
 if TYPE_CHECKING:
