@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import pickle
 import sys
 import threading
@@ -38,10 +39,9 @@ from tui.engine.stream.openai import error_message
 from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
 
 REFRESH_POLL_S = 0.1
-"""The reader thread wakes at least this often, to refresh the store's costly parts when due."""
-REFRESHED_MAX_AGE_S = 2.0
-"""While the reader thread refreshes, a snapshot recomputes those parts itself only if they are older
-than this (the thread is stuck or gone)."""
+"""The reader thread wakes at least this often, to refresh the store's costly views when due."""
+LEVEL_VIEWS_WAIT_S = 0.5
+"""After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
 
 
 class ProbeError(Exception):
@@ -151,6 +151,10 @@ class EngineHandle:
         self._load = load
         self._level_id = 0
         self._lock = threading.RLock()
+        self._published = threading.Condition(self._lock)
+        """Notified whenever the reader thread has refreshed the store's views."""
+        self._wake_r = self._wake_w = -1
+        """A pipe that wakes the reader thread (a level changed: publish the views now); made by `start`."""
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
@@ -161,8 +165,9 @@ class EngineHandle:
         self._log: RequestsLog | None = None
         self._log_file: IO[bytes] | None = None
         self._ready = threading.Event()
-        self._refreshing = False
-        """The reader thread keeps the store's costly parts fresh (`Store.refresh`)."""
+        self._reader_owns_views = False
+        """The reader thread is draining batches and keeps the store's costly views fresh
+        (`Store.refresh_views`); before it starts and once it has ended, `snapshot` refreshes them."""
         self._started = False
         self._stopping = False
         self._stopped = False
@@ -200,6 +205,9 @@ class EngineHandle:
                 self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
         _ensure_resource_tracker()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
         self._thread.start()
 
@@ -218,6 +226,19 @@ class EngineHandle:
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
             self._send_shares()
+            self._await_level_views()
+
+    def _await_level_views(self) -> None:
+        """Under the lock, after a level began or ended: while the reader thread owns the views, wake it and
+        wait (bounded) until it has published them, so the next snapshot already shows the change, as it
+        did when snapshots computed them; the reader computes, this thread only waits."""
+        if self._store.views_current or not self._reader_owns_views:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+        self._published.wait_for(
+            lambda: self._store.views_current or not self._reader_owns_views, timeout=LEVEL_VIEWS_WAIT_S
+        )
 
     @property
     def load(self) -> LoadTarget:
@@ -242,12 +263,16 @@ class EngineHandle:
     def snapshot(self) -> Snapshot:
         """The state now, summarised from what the workers reported (cheap; never blocks on I/O).
 
-        While the reader thread runs, it recomputes the costly parts (`Store.refresh`), so a face calling
-        this on its UI thread pays only for assembling them (about 1 ms rather than up to ~20 ms)."""
+        While the reader thread runs, it alone recomputes the costly views (`Store.refresh_views`) and this
+        only reads the latest published ones, so a face calling it on its UI thread pays only for assembling
+        them (about 1 ms rather than up to ~20 ms). Before the reader starts and after it ends (the final
+        results after `stop`), nobody else would, so this refreshes them when due."""
         with self._lock:
+            now = time.perf_counter_ns()
+            if not self._reader_owns_views:
+                self._store.refresh_views(now)
             return self._store.snapshot(
-                time.perf_counter_ns(),
-                heavy_max_age_s=REFRESHED_MAX_AGE_S if self._refreshing else None,
+                now,
                 base_url=self.target.base_url,
                 model=self._model,
                 endpoint=self.target.endpoint,
@@ -315,6 +340,10 @@ class EngineHandle:
             for conn in self._cmd + self._data:
                 with contextlib.suppress(OSError):
                     conn.close()
+            if self._thread is None or not self._thread.is_alive():
+                for fd in (self._wake_r, self._wake_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
@@ -387,19 +416,27 @@ class EngineHandle:
                 _send(conn, ApplyShare(share))
 
     def _read_loop(self) -> None:
-        self._refreshing = True
+        with self._lock:
+            self._reader_owns_views = True
         try:
             self._drain()
         finally:
-            self._refreshing = False
+            with self._lock:
+                self._reader_owns_views = False
+                self._published.notify_all()
 
     def _drain(self) -> None:
         open_conns = {id(c): i for i, c in enumerate(self._data)}
         pending = list(self._data)
         while pending:
             with self._lock:
-                self._store.refresh(time.perf_counter_ns())
-            for conn in wait(pending, timeout=REFRESH_POLL_S):
+                self._store.refresh_views(time.perf_counter_ns())
+                self._published.notify_all()
+            for conn in wait([*pending, self._wake_r], timeout=REFRESH_POLL_S):
+                if conn == self._wake_r:
+                    with contextlib.suppress(OSError):
+                        os.read(self._wake_r, 4096)
+                    continue
                 assert isinstance(conn, Connection)
                 try:
                     raw = conn.recv_bytes()
