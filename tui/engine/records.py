@@ -8,6 +8,7 @@ these raw stamps, by `tui.engine.aggregate.metrics`.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import IO, Any, Literal
@@ -106,7 +107,7 @@ class RequestRecord:
     def __reduce__(self) -> tuple[type[RequestRecord], tuple[Any, ...]]:
         """Pickle as the class and its fields in one tuple (arrays pickle as raw bytes): as cheap as a plain
         tuple, where a slotted dataclass's default pickles a dict of slot names per record."""
-        return (RequestRecord, _fields_of(self))
+        return (RequestRecord, record_fields(self))
 
     # --- requests log ----------------------------------------------------------------------------
 
@@ -142,8 +143,11 @@ class RequestRecord:
         }
 
 
-_fields_of = attrgetter(*(f.name for f in fields(RequestRecord)))
-"""Every field of a record in `__init__` order, as one tuple (one C call)."""
+record_fields: Callable[[RequestRecord], tuple[Any, ...]] = attrgetter(
+    *(f.name for f in fields(RequestRecord))
+)
+"""Every field of a record in `__init__` order, as one tuple (one C call): ``RequestRecord(*fields)``
+rebuilds it."""
 
 
 class RequestsLog:
