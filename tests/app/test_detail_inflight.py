@@ -18,6 +18,7 @@ from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
 from tui.engine.snapshot import RequestDetail
+from tui.engine.wire import Batch, LaneDelta
 
 pytestmark = pytest.mark.timeout(30)
 MS = 1_000_000
@@ -42,8 +43,8 @@ class LiveDetailEngine(FakeEngine):
         self.stamps.extend(SENT_NS + 400 * MS + 40 * MS * i for i in range(lo, lo + n))
         self.stamps[-1] += (last_gap_ms - 40) * MS
         new = self.stamps[lo:]
-        delta = (RID, 4, SENT_NS, "tok " * n, len(self.stamps), self.stamps[0], new.tobytes(), None)
-        self.store.ingest({"w": 0, "t": self.stamps[-1], "level": 4, "lanes": [delta]})
+        delta = LaneDelta(RID, 4, SENT_NS, "tok " * n, len(self.stamps), self.stamps[0], new.tobytes(), None)
+        self.store.ingest(Batch(0, self.stamps[-1], 4, lanes=[delta]))
 
     def finish(self) -> None:
         rec = RequestRecord(
@@ -51,7 +52,7 @@ class LiveDetailEngine(FakeEngine):
             end_ns=self.stamps[-1] + MS, chunk_ns=self.stamps, output_tokens=len(self.stamps),
             output_source="usage",
         )  # fmt: skip
-        self.store.ingest({"w": 0, "t": rec.end_ns, "level": 4, "records": [rec.to_wire()]})
+        self.store.ingest(Batch(0, rec.end_ns, 4, records=[rec]))
 
     def detail(self, request_id: int) -> RequestDetail | None:
         self.reads += 1

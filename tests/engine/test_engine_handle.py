@@ -259,3 +259,36 @@ if __name__ == "__main__":
     assert out.returncode == 0, out.stderr
     completed, fatal = out.stdout.split(maxsplit=1)
     assert int(completed) >= 2 and fatal.strip() == "None"
+
+
+def test_the_reader_thread_alone_computes_the_views_and_a_level_change_shows_at_once(tmp_path: Path) -> None:
+    """While the reader thread drains batches it is the only one computing the costly views: snapshots
+    taken on this thread read the published bundle. A new level still shows in the very next snapshot
+    (set_load has the reader publish it), and the final snapshot after stop is computed by the caller."""
+    sim = SimServer("flat", time_scale=4.0)
+    with (
+        sim,
+        running_handle(sim.start().url, LoadTarget(concurrency=2), tmp_path, workload=WORKLOAD) as handle,
+    ):
+        wait_for(handle, lambda s: s.completed >= 4, 15, "4 requests")
+        computed_on: set[str] = set()
+        refresh = handle._store.refresh_views
+
+        def spy(now_ns: int, *, force: bool = False) -> object:
+            computed_on.add(threading.current_thread().name)
+            return refresh(now_ns, force=force)
+
+        handle._store.refresh_views = spy  # type: ignore[method-assign]
+        for _ in range(20):
+            handle.snapshot()
+            time.sleep(0.02)
+        assert computed_on == {"tokentop-engine-reader"}
+        handle.set_load(LoadTarget(concurrency=3))
+        snap = handle.snapshot()
+        assert [lv.level_id for lv in snap.levels] == [1, 2] and snap.levels[0].ended_s is not None
+        assert computed_on == {"tokentop-engine-reader"}
+        handle.stop()
+        computed_on.clear()
+        final = handle.snapshot()
+    assert computed_on == {threading.current_thread().name}
+    assert final.levels[-1].ended_s is not None

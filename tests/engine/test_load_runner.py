@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tui.engine.load.runner import LoadRunner, WorkerShare
+from tui.engine.load.runner import LoadRunner
+from tui.engine.wire import WorkerShare
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -8,18 +8,19 @@ from array import array
 import numpy as np
 import pytest
 
+from tui.engine.aggregate import lanes as lanes_mod
 from tui.engine.aggregate import levels as levels_mod
 from tui.engine.aggregate import series as series_mod
-from tui.engine.aggregate import store as store_mod
 from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
+from tui.engine.wire import Batch, Health, LaneDelta
 
 S = 1_000_000_000
 MS = 1_000_000
 
 
-def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> dict[str, object]:
+def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> Batch:
     """n finished requests ending at t_ns: TTFT 50 ms, 20 chunks 10 ms apart, 20 tokens (usage)."""
     records = []
     for k in range(n):
@@ -40,22 +41,23 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> dict[st
             output_tokens=20,
             output_source="usage",
         )
-        records.append(rec.to_wire())
+        records.append(rec)
     # lanes: streaming text of requests that finish in this same batch (the worker sends the last text first)
     lanes = [
-        (first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None, b"", None) for k in range(5)
+        LaneDelta(first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None, b"", None)
+        for k in range(5)
     ]
-    return {
-        "w": worker,
-        "t": t_ns,
-        "level": level,
-        "in_flight": 5,
-        "lanes": lanes,
-        "tokens": 20 * n,
-        "records": records,
-        "health": (0.5, 0.2),
-        "notices": [],
-    }
+    return Batch(
+        worker=worker,
+        t_ns=t_ns,
+        level_id=level,
+        in_flight=5,
+        lanes=lanes,
+        tokens=20 * n,
+        records=records,
+        health=Health(0.5, 0.2),
+        notices=[],
+    )
 
 
 def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,6 +71,7 @@ def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> N
     def run(batches: range) -> None:
         for b in batches:
             st.ingest(_batch(0, b * step_ns, 1 + 50 * b, 50, 1))
+        st.refresh_views(batches[-1] * step_ns)
         st.snapshot(
             batches[-1] * step_ns,
             base_url="u",
@@ -95,9 +98,10 @@ def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> N
     assert lv.gaps.size == 20_000
     assert lv.timeline.n == 4096 and lv.timeline.res_ns >= 400 * MS
     assert all(s.cap == 4096 for s in st.series.values())
-    assert len(st.recent) == store_mod.RECENT_CAP and len(st.finished) <= 256
-    assert st.recent_chunks == 20 * store_mod.RECENT_CAP
-    assert st.lanes == {}  # every lane was finished by its record
+    assert len(st.lanes.recent) == lanes_mod.RECENT_CAP and len(st.lanes.finished) <= 256
+    assert st.lanes.recent_chunks == 20 * lanes_mod.RECENT_CAP
+    assert st.lanes.live == {}  # every lane was finished by its record
+    st.refresh_views(900 * step_ns)
     snap = st.snapshot(
         900 * step_ns,
         base_url="u",
@@ -124,35 +128,32 @@ def test_lanes_text_is_capped() -> None:
     st = Store(0, workers=1)
     st.begin_level(1, LoadTarget(), 0)
     for i in range(200):
-        st.ingest({"w": 0, "t": i * MS, "level": 1, "lanes": [(7, 1, 0, "x" * 1000, i, 5 * MS, b"", None)]})
-    lane = st.lanes[7]
-    assert lane.chars <= 2 * store_mod.TEXT_CAP and len(lane.text()) == store_mod.TEXT_CAP
+        st.ingest(Batch(0, i * MS, 1, lanes=[LaneDelta(7, 1, 0, "x" * 1000, i, 5 * MS, b"", None)]))
+    lane = st.lanes.live[7]
+    assert lane.chars <= 2 * lanes_mod.TEXT_CAP and len(lane.text()) == lanes_mod.TEXT_CAP
     (view,), hidden = st.lane_views(200 * MS)
-    assert hidden == 0 and len(view.text_tail) == store_mod.TEXT_TAIL and view.state == "streaming"
+    assert hidden == 0 and len(view.text_tail) == lanes_mod.TEXT_TAIL and view.state == "streaming"
     assert np.isclose(view.ttft_ms or 0, 5.0)
 
 
 def test_recent_records_are_bounded_by_chunks_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_mod, "RECENT_CHUNKS", 1000)
+    monkeypatch.setattr(lanes_mod, "RECENT_CHUNKS", 1000)
     st = Store(0, workers=1)
     st.begin_level(1, LoadTarget(), 0)
     for b in range(1, 21):
         st.ingest(_batch(0, b * S, 1 + 50 * b, 50, 1))  # 20 chunks per request
-    assert len(st.recent) == 50 and st.recent_chunks == 1000
-    newest = max(st.recent)
+    assert len(st.lanes.recent) == 50 and st.lanes.recent_chunks == 1000
+    newest = max(st.lanes.recent)
     kept = st.detail(newest, 21 * S)
     assert kept is not None and len(kept.chunk_offsets_ms) == 20
-    evicted = st.detail(min(st.recent) - 1, 21 * S)  # only its lane (text, TTFT) is left
+    evicted = st.detail(min(st.lanes.recent) - 1, 21 * S)  # only its lane (text, TTFT) is left
     assert evicted is not None and evicted.chunk_offsets_ms == () and evicted.e2e_ms == pytest.approx(240.0)
     assert st.detail(1, 21 * S) is None  # long gone
 
 
-def _health_batch(worker: int, t_ns: int, window: tuple[float, float] | None) -> dict[str, object]:
+def _health_batch(worker: int, t_ns: int, window: Health | None) -> Batch:
     """No requests: a rolling health reading and, when given, one closed health window's."""
-    batch: dict[str, object] = {"w": worker, "t": t_ns, "level": 1, "health": window or (0.5, 0.05)}
-    if window is not None:
-        batch["health_window"] = window
-    return batch
+    return Batch(worker, t_ns, 1, health=window or Health(0.5, 0.05), health_window=window)
 
 
 def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
@@ -160,9 +161,9 @@ def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
     while the run keeps the record that it happened (and the raw maxima, a moment's peak included)."""
     st = Store(0, workers=2, lag_threshold_ms=2.0, cpu_threshold=0.6)
     st.begin_level(1, LoadTarget(concurrency=4), 0)
-    quiet, laggy, busy = (0.6, 0.07), (200.0, 0.3), (1.0, 0.9)
+    quiet, laggy, busy = Health(0.6, 0.07), Health(200.0, 0.3), Health(1.0, 0.9)
 
-    def feed(worker: int, window: tuple[float, float] | None) -> bool:
+    def feed(worker: int, window: Health | None) -> bool:
         st.ingest(_health_batch(worker, st.worker_t[worker] + S, window))
         return st.health().saturated
 
@@ -182,25 +183,32 @@ def test_saturation_needs_two_consecutive_windows_over_a_threshold() -> None:
     assert st.saturated_ever
 
 
-def test_snapshot_reuses_refreshed_parts_up_to_the_age_it_is_given() -> None:
-    """A face whose background thread calls `refresh` passes a longer age: its snapshot reuses the costly
-    parts (no recomputation on the UI thread), and recomputes them only once they are older than that."""
+def test_snapshot_reads_the_published_views_and_only_a_refresh_recomputes_them() -> None:
+    """The costly views are computed by `refresh_views` alone (the handle's reader thread) and published as
+    one bundle: a snapshot reuses it however old, a refresh recomputes it once it is older than
+    `heavy_interval_s` (or at once when a level begins or ends, or when forced)."""
     meta = dict(
         base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None
     )
     st = Store(0, workers=1, heavy_interval_s=0.5)
     st.begin_level(1, LoadTarget(concurrency=5), 0)
     st.ingest(_batch(0, 1 * S, 1, 5, 1))
-    st.refresh(1 * S)
+    first = st.refresh_views(1 * S)
     st.ingest(_batch(0, 1 * S + 100 * MS, 6, 5, 1))
-    later = 1 * S + 600 * MS  # past heavy_interval_s, within the longer age
-    reused = st.snapshot(later, heavy_max_age_s=2.0, **meta)
+    assert st.refresh_views(1 * S + 400 * MS) is first  # not due yet: the same bundle
+    later = 1 * S + 600 * MS  # past heavy_interval_s
+    reused = st.snapshot(later, **meta)
     assert reused.ttft_hist[None].stats.n == 5 and reused.levels[0].completed == 5
+    st.refresh_views(later)
     fresh = st.snapshot(later, **meta)
     assert fresh.ttft_hist[None].stats.n == 10 and fresh.levels[0].completed == 10
     st.ingest(_batch(0, 2 * S, 11, 5, 1))
-    stale = st.snapshot(3 * S + 700 * MS, heavy_max_age_s=2.0, **meta)  # the refresher stopped: recompute
-    assert stale.ttft_hist[None].stats.n == 15
+    stale = st.snapshot(3 * S + 700 * MS, **meta)  # nobody refreshed: still the published bundle
+    assert stale.ttft_hist[None].stats.n == 10
+    ((view, _extra),) = st.level_views(3 * S + 700 * MS, force=True)  # the results' forced refresh
+    assert view.completed == 15 and st.snapshot(3 * S + 700 * MS, **meta).ttft_hist[None].stats.n == 15
+    st.begin_level(2, LoadTarget(concurrency=6), 3 * S + 800 * MS)  # a new level: due at once
+    assert [v.level_id for v in st.refresh_views(3 * S + 800 * MS).levels] == [1, 2]
 
 
 def test_saturated_spans_open_when_a_worker_is_flagged_and_close_when_none_is() -> None:
@@ -208,7 +216,7 @@ def test_saturated_spans_open_when_a_worker_is_flagged_and_close_when_none_is() 
     st.begin_level(1, LoadTarget(concurrency=2), 0)
 
     def window(w: int, t_s: float, lag_ms: float) -> None:
-        st.ingest({"w": w, "t": int(t_s * S), "level": 1, "health_window": (lag_ms, 0.1)})
+        st.ingest(Batch(w, int(t_s * S), 1, health_window=Health(lag_ms, 0.1)))
 
     window(0, 2, 5.0)  # one over window: not yet
     window(1, 2, 5.0)
@@ -224,19 +232,19 @@ def test_saturated_spans_open_when_a_worker_is_flagged_and_close_when_none_is() 
     assert st.saturated_spans == [[4.0, 6.0], [10.0, None]]
 
 
-def _stream_deltas(
-    rid: int, sent_ns: int, n_chunks: int, per_batch: int, *, counts: bool
-) -> list[tuple[object, ...]]:
+def _stream_deltas(rid: int, sent_ns: int, n_chunks: int, per_batch: int, *, counts: bool) -> list[LaneDelta]:
     """Worker lane deltas of one stream: a chunk every 10 ms from sent + 50 ms, ``per_batch`` per delta,
     two tokens each when the server counts them."""
     stamps = array("q", [sent_ns + 50 * MS + i * 10 * MS for i in range(n_chunks)])
-    out: list[tuple[object, ...]] = []
+    out: list[LaneDelta] = []
     for lo in range(0, n_chunks, per_batch):
         hi = min(lo + per_batch, n_chunks)
         new_counts = array("q", [2] * (hi - lo)).tobytes() if counts else None
         tokens = 2 * hi if counts else hi
         out.append(
-            (rid, 1, sent_ns, "ab" * (hi - lo), tokens, stamps[0], stamps[lo:hi].tobytes(), new_counts)
+            LaneDelta(
+                rid, 1, sent_ns, "ab" * (hi - lo), tokens, stamps[0], stamps[lo:hi].tobytes(), new_counts
+            )
         )
     return out
 
@@ -246,7 +254,7 @@ def test_in_flight_detail_has_the_timeline_so_far() -> None:
     st.begin_level(1, LoadTarget(), 0)
     deltas = _stream_deltas(9, 1 * S, 30, 7, counts=True)
     for k, delta in enumerate(deltas[:3]):  # 21 chunks in so far
-        st.ingest({"w": 0, "t": 2 * S + k * MS, "level": 1, "lanes": [delta]})
+        st.ingest(Batch(0, 2 * S + k * MS, 1, lanes=[delta]))
     d = st.detail(9, 3 * S)
     assert d is not None and d.state == "streaming" and d.e2e_ms is None and d.chunks_dropped == 0
     assert d.chunk_offsets_ms == pytest.approx([50.0 + 10.0 * i for i in range(21)])
@@ -255,26 +263,23 @@ def test_in_flight_detail_has_the_timeline_so_far() -> None:
     assert d.ttft_ms == pytest.approx(50.0)
     assert d.tpot_ms == pytest.approx(200.0 / 41)  # 200 ms between first and latest chunk, 41 tokens after it
     # the server stops counting per chunk: one token per chunk from then on
-    rid, lvl, sent, text, _tokens, first, stamps, _counts = deltas[3]
-    st.ingest(
-        {"w": 0, "t": 2 * S + 3 * MS, "level": 1, "lanes": [(rid, lvl, sent, text, 49, first, stamps, None)]}
-    )
+    st.ingest(Batch(0, 2 * S + 3 * MS, 1, lanes=[deltas[3]._replace(tokens=49, chunk_tokens=None)]))
     d = st.detail(9, 3 * S)
     assert d is not None and len(d.chunk_offsets_ms) == 28
     assert d.chunk_tokens == (1,) * 28 and d.token_source == "chunks"
 
 
 def test_in_flight_chunk_stamps_are_capped_per_lane() -> None:
-    cap = store_mod.LANE_CHUNKS
+    cap = lanes_mod.LANE_CHUNKS
     st = Store(0, workers=1)
     st.begin_level(1, LoadTarget(), 0)
     n_lanes, n_chunks = 200, 3 * cap + 123
     streams = [_stream_deltas(rid, rid * MS, n_chunks, 250, counts=True) for rid in range(1, n_lanes + 1)]
     for b, batch_deltas in enumerate(zip(*streams, strict=True)):
-        st.ingest({"w": 0, "t": 100 * S + b * 100 * MS, "level": 1, "lanes": list(batch_deltas)})
+        st.ingest(Batch(0, 100 * S + b * 100 * MS, 1, lanes=list(batch_deltas)))
         # bounded all along: the latest LANE_CHUNKS plus at most a quarter more between trims
-        assert max(len(ln.chunk_ns) for ln in st.lanes.values()) <= cap + cap // 4
-    kept = sum(len(ln.chunk_ns) + len(ln.chunk_tokens or ()) for ln in st.lanes.values()) * 8
+        assert max(len(ln.chunk_ns) for ln in st.lanes.live.values()) <= cap + cap // 4
+    kept = sum(len(ln.chunk_ns) + len(ln.chunk_tokens or ()) for ln in st.lanes.live.values()) * 8
     assert kept <= n_lanes * 2 * 8 * (cap + cap // 4)  # about 16 MB at most for 200 long outputs
     d = st.detail(7, 200 * S)
     assert d is not None and len(d.chunk_offsets_ms) == len(d.chunk_tokens) == cap
@@ -290,7 +295,7 @@ def test_in_flight_chunk_stamps_are_capped_per_lane() -> None:
         request_id=7, worker=0, seq=7, level_id=1, sent_ns=7 * MS, first_content_ns=chunks[0],
         end_ns=chunks[-1] + MS, chunk_ns=chunks, output_tokens=2 * n_chunks, output_source="usage",
     )  # fmt: skip
-    st.ingest({"w": 0, "t": 300 * S, "level": 1, "records": [rec.to_wire()]})
-    assert 7 not in st.lanes and len(st.finished[7].chunk_ns) == 0
+    st.ingest(Batch(0, 300 * S, 1, records=[rec]))
+    assert 7 not in st.lanes.live and len(st.lanes.finished[7].chunk_ns) == 0
     d = st.detail(7, 300 * S)
     assert d is not None and d.state == "ok" and len(d.chunk_offsets_ms) == n_chunks and d.chunks_dropped == 0

@@ -1,16 +1,20 @@
-"""Per-load-level aggregation and the level's summary (`LevelView`), steady window included."""
+"""Per-load-level aggregation: finished records folded into each level's `LevelAgg`, and the level's summary
+(`LevelView`), steady window included."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
+from tui.engine.records import RequestRecord
 from tui.engine.snapshot import LevelView
 
 LEVEL_REQUEST_CAP = 20_000
@@ -34,6 +38,10 @@ _REQ_COLUMNS: dict[str, Any] = {
     "sched_lag_ms": np.float64,
 }
 _GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass
@@ -62,6 +70,139 @@ class LevelAgg:
         self.req = Reservoir(LEVEL_REQUEST_CAP, _REQ_COLUMNS, seed=self.level_id)
         self.gaps = Reservoir(LEVEL_GAP_CAP, _GAP_COLUMNS, seed=self.level_id + 1)
         self.timeline = Timeline(self.start_ns)
+
+    def count(self, rec: RequestRecord) -> None:
+        """Count one finished request of this level (the successful ones' figures come from `fold_ok`)."""
+        self.version += 1
+        self.last_end_ns = max(self.last_end_ns or 0, rec.end_ns)
+        if rec.status == "ok":
+            self.completed += 1
+        elif rec.status == "cancelled":
+            self.cancelled += 1
+        else:
+            self.failed += 1
+            klass = rec.error_class or "client"
+            self.errors[klass] += 1
+            self.timeline.add(Timeline.SENT_FAIL, np.array([rec.sent_ns], dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class OkColumns:
+    """A batch of successful records as numpy columns (one row per request, and one per chunk or gap)."""
+
+    levels: IntArray
+    sent: IntArray
+    end: IntArray
+    first_t: IntArray
+    """When TTFT was measured: the first content chunk, or the end for a request without content."""
+    isl: FloatArray
+    osl: FloatArray
+    sched_lag_ms: FloatArray
+    fig: m.RequestFigures
+    good: BoolArray
+    """Met every SLO (goodput)."""
+    chunk_t: IntArray
+    """Every request's chunk stamps, request after request."""
+    chunk_w: FloatArray
+    """Tokens in each of those chunks."""
+    chunk_level: IntArray
+    gaps_ms: FloatArray
+    """Gaps between consecutive chunks of one request."""
+    gap_t: IntArray
+    """When each gap closed."""
+    gap_sent: IntArray
+    """When the gap's request was sent (a level's steady window selects on it)."""
+    gap_level: IntArray
+
+
+def ok_columns(
+    recs: Sequence[RequestRecord], slo_ttft_ms: float | None, slo_tpot_ms: float | None
+) -> OkColumns:
+    """The columns of ``recs`` (all successful): vectorised, with no numpy call per request, as this runs
+    for every finished request."""
+    n = len(recs)
+    sent = np.fromiter((r.sent_ns for r in recs), dtype=np.int64, count=n)
+    first = np.fromiter(
+        (r.first_content_ns if r.first_content_ns is not None else np.nan for r in recs),
+        dtype=np.float64,
+        count=n,
+    )
+    end = np.fromiter((r.end_ns for r in recs), dtype=np.int64, count=n)
+    osl = np.fromiter((r.output_tokens or 0 for r in recs), dtype=np.float64, count=n)
+    isl = np.fromiter((r.input_tokens or 0 for r in recs), dtype=np.float64, count=n)
+    nch = np.fromiter((len(r.chunk_ns) for r in recs), dtype=np.float64, count=n)
+    sched = np.fromiter(
+        ((r.sent_ns - r.scheduled_ns) / 1e6 if r.scheduled_ns is not None else np.nan for r in recs),
+        dtype=np.float64,
+        count=n,
+    )
+    levels = np.fromiter((r.level_id for r in recs), dtype=np.int64, count=n)
+    fig = m.request_figures(sent, first, end, osl, nch)
+    good = m.good_mask(fig.ttft_ms, fig.tpot_ms, slo_ttft_ms, slo_tpot_ms)
+    # Every request's chunk stamps in one array; gaps are diffs within a request.
+    lens = nch.astype(np.int64)
+    ct = np.frombuffer(b"".join(r.chunk_ns.tobytes() for r in recs), dtype=np.int64)
+    owner = np.repeat(np.arange(n), lens)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_chunk = np.where((lens > 0) & (osl > 0), osl / lens, 1.0)
+    cw = per_chunk[owner]
+    for i, r in enumerate(recs):
+        if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
+            lo = int(lens[:i].sum())
+            cw[lo : lo + lens[i]] = np.frombuffer(r.chunk_tokens, dtype=np.int64)
+    same = owner[1:] == owner[:-1]
+    gap_owner = owner[1:][same]
+    return OkColumns(
+        levels=levels,
+        sent=sent,
+        end=end,
+        first_t=np.where(np.isnan(first), end, np.nan_to_num(first)).astype(np.int64),
+        isl=isl,
+        osl=osl,
+        sched_lag_ms=sched,
+        fig=fig,
+        good=good,
+        chunk_t=ct,
+        chunk_w=cw,
+        chunk_level=levels[owner],
+        gaps_ms=(np.diff(ct)[same]).astype(np.float64) / 1e6,
+        gap_t=ct[1:][same],
+        gap_sent=sent[gap_owner],
+        gap_level=levels[gap_owner],
+    )
+
+
+def fold_ok(cols: OkColumns, levels: Mapping[int, LevelAgg]) -> None:
+    """Add successful requests' rows, chunk gaps and timeline counts to their levels."""
+    fig = cols.fig
+    for level_id in np.unique(cols.levels).tolist():
+        lv = levels.get(level_id)
+        if lv is None:
+            continue
+        s = cols.levels == level_id
+        lv.req.add(
+            {
+                "sent_ns": cols.sent[s],
+                "end_ns": cols.end[s],
+                "ttft_ms": fig.ttft_ms[s],
+                "e2e_ms": fig.e2e_ms[s],
+                "tpot_ms": fig.tpot_ms[s],
+                "itl_e2e_ms": fig.itl_e2e_ms[s],
+                "tpc": fig.tokens_per_chunk[s],
+                "decode_tps": fig.decode_tps[s],
+                "sched_lag_ms": cols.sched_lag_ms[s],
+            }
+        )
+        gsel = cols.gap_level == level_id
+        lv.gaps.add({"sent_ns": cols.gap_sent[gsel], "gap_ms": cols.gaps_ms[gsel]})
+        tl = lv.timeline
+        csel = cols.chunk_level == level_id
+        tl.add(Timeline.TOK, cols.chunk_t[csel], cols.chunk_w[csel])
+        tl.add(Timeline.END_OK, cols.end[s])
+        tl.add(Timeline.END_GOOD, cols.end[s & cols.good])
+        tl.add(Timeline.SENT_OK, cols.sent[s])
+        tl.add(Timeline.SENT_IN, cols.sent[s], cols.isl[s])
+        tl.add(Timeline.SENT_OUT, cols.sent[s], cols.osl[s])
 
 
 @dataclass(frozen=True)

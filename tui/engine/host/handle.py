@@ -3,7 +3,9 @@
 The handle lives in the face's process (the app or the bench). `start()` returns at once; a background thread
 checks the server (`/v1/models`, also resolving the model name), spawns the worker processes (``spawn``
 context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
-into a bounded `Store` and the requests log. `snapshot()` summarises the store with numpy on demand.
+into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
+`WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
+the store with numpy on demand.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
@@ -14,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import pickle
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -32,12 +36,12 @@ from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.snapshot import RequestDetail, Snapshot
 from tui.engine.stream.client import classify_exception
 from tui.engine.stream.openai import error_message
+from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
 
 REFRESH_POLL_S = 0.1
-"""The reader thread wakes at least this often, to refresh the store's costly parts when due."""
-REFRESHED_MAX_AGE_S = 2.0
-"""While the reader thread refreshes, a snapshot recomputes those parts itself only if they are older
-than this (the thread is stuck or gone)."""
+"""The reader thread wakes at least this often, to refresh the store's costly views when due."""
+LEVEL_VIEWS_WAIT_S = 0.5
+"""After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
 
 
 class ProbeError(Exception):
@@ -147,6 +151,10 @@ class EngineHandle:
         self._load = load
         self._level_id = 0
         self._lock = threading.RLock()
+        self._published = threading.Condition(self._lock)
+        """Notified whenever the reader thread has refreshed the store's views."""
+        self._wake_r = self._wake_w = -1
+        """A pipe that wakes the reader thread (a level changed: publish the views now); made by `start`."""
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
@@ -157,8 +165,9 @@ class EngineHandle:
         self._log: RequestsLog | None = None
         self._log_file: IO[bytes] | None = None
         self._ready = threading.Event()
-        self._refreshing = False
-        """The reader thread keeps the store's costly parts fresh (`Store.refresh`)."""
+        self._reader_owns_views = False
+        """The reader thread is draining batches and keeps the store's costly views fresh
+        (`Store.refresh_views`); before it starts and once it has ended, `snapshot` refreshes them."""
         self._started = False
         self._stopping = False
         self._stopped = False
@@ -196,6 +205,9 @@ class EngineHandle:
                 self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
         _ensure_resource_tracker()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
         self._thread.start()
 
@@ -214,6 +226,19 @@ class EngineHandle:
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
             self._send_shares()
+            self._await_level_views()
+
+    def _await_level_views(self) -> None:
+        """Under the lock, after a level began or ended: while the reader thread owns the views, wake it and
+        wait (bounded) until it has published them, so the next snapshot already shows the change, as it
+        did when snapshots computed them; the reader computes, this thread only waits."""
+        if self._store.views_current or not self._reader_owns_views:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+        self._published.wait_for(
+            lambda: self._store.views_current or not self._reader_owns_views, timeout=LEVEL_VIEWS_WAIT_S
+        )
 
     @property
     def load(self) -> LoadTarget:
@@ -238,12 +263,16 @@ class EngineHandle:
     def snapshot(self) -> Snapshot:
         """The state now, summarised from what the workers reported (cheap; never blocks on I/O).
 
-        While the reader thread runs, it recomputes the costly parts (`Store.refresh`), so a face calling
-        this on its UI thread pays only for assembling them (about 1 ms rather than up to ~20 ms)."""
+        While the reader thread runs, it alone recomputes the costly views (`Store.refresh_views`) and this
+        only reads the latest published ones, so a face calling it on its UI thread pays only for assembling
+        them (about 1 ms rather than up to ~20 ms). Before the reader starts and after it ends (the final
+        results after `stop`), nobody else would, so this refreshes them when due."""
         with self._lock:
+            now = time.perf_counter_ns()
+            if not self._reader_owns_views:
+                self._store.refresh_views(now)
             return self._store.snapshot(
-                time.perf_counter_ns(),
-                heavy_max_age_s=REFRESHED_MAX_AGE_S if self._refreshing else None,
+                now,
                 base_url=self.target.base_url,
                 model=self._model,
                 endpoint=self.target.endpoint,
@@ -309,7 +338,7 @@ class EngineHandle:
                 self._store.end_level(time.perf_counter_ns())
             for conn in self._cmd:
                 with contextlib.suppress(OSError):
-                    conn.send(("stop", drain, timeout_s))
+                    _send(conn, Stop(drain, timeout_s))
         if self._thread is not None:
             self._thread.join(timeout_s + 5.0)
         for proc in self._procs:
@@ -321,6 +350,10 @@ class EngineHandle:
             for conn in self._cmd + self._data:
                 with contextlib.suppress(OSError):
                     conn.close()
+            if self._thread is None or not self._thread.is_alive():
+                for fd in (self._wake_r, self._wake_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
@@ -372,9 +405,10 @@ class EngineHandle:
         for i in range(self.workers):
             cmd_r, cmd_w = ctx.Pipe(duplex=False)
             data_r, data_w = ctx.Pipe(duplex=False)
+            spec = WorkerSpec(i, self.workers, self.target, self.workload, model, self.options)
             proc = ctx.Process(
                 target=worker_main,
-                args=(i, self.workers, self.target, self.workload, model, cmd_r, data_w, self.options),
+                args=(spec, cmd_r, data_w),
                 name=f"tokentop-engine-{i}",
                 daemon=True,
             )
@@ -389,22 +423,30 @@ class EngineHandle:
         shares = split_load(self._load, self.workers, self._level_id, seed=self.workload.seed)
         for conn, share in zip(self._cmd, shares, strict=False):
             with contextlib.suppress(OSError):
-                conn.send(("share", share))
+                _send(conn, ApplyShare(share))
 
     def _read_loop(self) -> None:
-        self._refreshing = True
+        with self._lock:
+            self._reader_owns_views = True
         try:
             self._drain()
         finally:
-            self._refreshing = False
+            with self._lock:
+                self._reader_owns_views = False
+                self._published.notify_all()
 
     def _drain(self) -> None:
         open_conns = {id(c): i for i, c in enumerate(self._data)}
         pending = list(self._data)
         while pending:
             with self._lock:
-                self._store.refresh(time.perf_counter_ns())
-            for conn in wait(pending, timeout=REFRESH_POLL_S):
+                self._store.refresh_views(time.perf_counter_ns())
+                self._published.notify_all()
+            for conn in wait([*pending, self._wake_r], timeout=REFRESH_POLL_S):
+                if conn == self._wake_r:
+                    with contextlib.suppress(OSError):
+                        os.read(self._wake_r, 4096)
+                    continue
                 assert isinstance(conn, Connection)
                 try:
                     raw = conn.recv_bytes()
@@ -415,12 +457,13 @@ class EngineHandle:
                         code = self._procs[i].exitcode if i < len(self._procs) else None
                         self._fatal = f"engine worker {i} exited unexpectedly (exit code {code})"
                     continue
-                msg = pickle.loads(raw)
-                if isinstance(msg, tuple):
-                    if msg and msg[0] == "bye":
-                        pending.remove(conn)
-                    elif msg and msg[0] == "error" and not self._stopping and self._fatal is None:
-                        self._fatal = f"engine worker {open_conns[id(conn)]} failed: {msg[1]}"
+                msg: WorkerMessage = pickle.loads(raw)
+                if isinstance(msg, Goodbye):
+                    pending.remove(conn)
+                    continue
+                if isinstance(msg, WorkerFailed):
+                    if not self._stopping and self._fatal is None:
+                        self._fatal = f"engine worker {open_conns[id(conn)]} failed: {msg.message}"
                     continue
                 with self._lock:
                     records = self._store.ingest(msg)
@@ -428,7 +471,7 @@ class EngineHandle:
                 if log is not None:
                     self._write_log(log, records)
 
-    def _write_log(self, log: RequestsLog, records: list[RequestRecord]) -> None:
+    def _write_log(self, log: RequestsLog, records: Sequence[RequestRecord]) -> None:
         try:
             for rec in records:
                 log.write(rec)
@@ -436,6 +479,11 @@ class EngineHandle:
             if not self._stopping:
                 self._fatal = f"cannot write the requests log: {exc}"
             self._log = None
+
+
+def _send(conn: Connection, command: Command) -> None:
+    """Send one command to a worker (typed, so mypy checks what the worker's `_on_command` receives)."""
+    conn.send(command)
 
 
 if TYPE_CHECKING:

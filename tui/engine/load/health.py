@@ -2,13 +2,14 @@
 
 A busy event loop stamps tokens late (a chunk that arrived during a 20 ms stall is stamped up to 20 ms late),
 so the worker watches two things: how long a wake-up takes to be served by its event loop (event-loop lag)
-and how much of a core the process uses. The handle turns these into `ClientHealth` with thresholds it owns.
+and how much of a core the process uses. The face judges them (`tui.engine.aggregate.saturation`) with
+thresholds it owns.
 
 Two kinds of reading leave the worker: the rolling ones (lag p99 over the last 3 s, CPU over the last 2 s)
 in every batch, for display and the run's maxima; and one per disjoint health window (``health_window_s``,
-lag p99 and CPU share over that window alone), which `Sustain` turns into the saturated flag. Disjoint,
-because a rolling window keeps one noisy moment in view for its whole length: "two consecutive rolling
-readings" would still be one moment.
+lag p99 and CPU share over that window alone), which the face's `Sustain` turns into the saturated flag.
+Disjoint, because a rolling window keeps one noisy moment in view for its whole length: "two consecutive
+rolling readings" would still be one moment.
 """
 
 from __future__ import annotations
@@ -104,37 +105,3 @@ class CpuMeter:
         wall0, cpu0 = self.window_start
         self.window_start = (wall, cpu)
         return (cpu - cpu0) / (wall - wall0) if wall > wall0 else 0.0
-
-
-SUSTAIN_WINDOWS = 2
-"""Consecutive over-threshold health windows that make a worker saturated."""
-
-
-class Sustain:
-    """One worker's saturated flag, from its disjoint health windows: a window is *over* when its lag p99
-    exceeds the lag threshold or its CPU share exceeds the CPU threshold; the worker is saturated while its
-    last ``windows`` (default 2) windows were all over, and clears at the first window that is not.
-
-    So one noisy window (a neighbour's burst, the stall of N users starting at once) never flags; load the
-    engine cannot keep up with does, one window later.
-    """
-
-    def __init__(self, lag_threshold_ms: float, cpu_threshold: float, windows: int = SUSTAIN_WINDOWS) -> None:
-        self.lag_threshold_ms = lag_threshold_ms
-        self.cpu_threshold = cpu_threshold
-        self.windows = windows
-        self.streak = 0
-        """Consecutive over windows up to now."""
-        self.last: tuple[float, float] = (0.0, 0.0)
-        """The latest window's (lag p99 ms, CPU share)."""
-
-    def update(self, lag_ms: float, cpu: float) -> bool:
-        """Fold in one window's reading; return whether the worker is now saturated."""
-        self.last = (lag_ms, cpu)
-        over = lag_ms > self.lag_threshold_ms or cpu > self.cpu_threshold
-        self.streak = self.streak + 1 if over else 0
-        return self.saturated
-
-    @property
-    def saturated(self) -> bool:
-        return self.streak >= self.windows

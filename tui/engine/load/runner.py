@@ -1,7 +1,7 @@
 """Load control inside one engine worker: closed-loop users and open-loop arrivals, reconciled to a target.
 
 The handle splits the user's `LoadTarget` over the workers (`split_load`); each worker's `LoadRunner`
-reconciles toward its `WorkerShare`:
+reconciles toward its `WorkerShare` (`tui.engine.wire`, as it crosses to the worker process):
 
 - closed loop: N users, each sending its next request as soon as its last one ends. Raising N starts the new
   users a few ms apart (``stagger_step_s`` each, the whole step spread over at most ``stagger_max_s``, users
@@ -22,25 +22,9 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
-from tui.engine.config import Arrival, LoadMode, LoadTarget
-
-
-@dataclass(frozen=True)
-class WorkerShare:
-    """One worker's part of the load target."""
-
-    level_id: int
-    mode: LoadMode = "concurrency"
-    concurrency: int = 0
-    rate: float = 0.0
-    arrival: Arrival = "poisson"
-    max_concurrency: int | None = None
-    paused: bool = False
-    phase_s: float = 0.0
-    """Constant arrivals: this worker's offset, so W workers interleave evenly instead of firing together."""
-    seed: int = 0
+from tui.engine.config import LoadTarget
+from tui.engine.wire import WorkerShare
 
 
 def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -> list[WorkerShare]:

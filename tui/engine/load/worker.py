@@ -1,24 +1,10 @@
 """The engine worker process: its own asyncio loop running the load generator and the HTTP client.
 
-Talks to the handle over two one-way pipes. In: commands (``("share", WorkerShare)``, ``("stop", drain,
-timeout_s)``). Out, every ``batch_interval_s``: one pickled dict of plain data::
-
-    {"w": worker, "t": now_ns, "level": applied level id, "in_flight": n,
-     "level_at": when the level is fully applied (ns; its staggered new users have all started),
-     "lanes": [(request_id, level_id, sent_ns, new_text, tokens_so_far, first_content_ns,
-                new_chunk_ns, new_chunk_tokens), ...],
-     "tokens": output tokens received since the last batch (one per chunk unless the server counted),
-     "records": [RequestRecord.to_wire(), ...], "health": (loop_lag_p99_ms, cpu_share), "notices": [...]}
-    plus, once every ``health_window_s``, "health_window": (loop_lag_p99_ms, cpu_share) over that window alone
-
-A lane's ``new_chunk_ns`` is the raw bytes of an ``array("q")``: the stamps of the content chunks that
-arrived since its last delta (never resent; ``b""`` in a finished request's last delta, whose record carries
-them all); ``new_chunk_tokens`` the same for the server's per-chunk token counts, or None from the first chunk
-that came without one (continuous usage off). A face thus sees a live request's chunk timeline, and no Python
-object per chunk crosses the pipe.
-
-and finally ``("bye",)``. Writes to the pipe happen on a small sender thread, so a slow reader never stalls
-this loop (and with it the timestamps).
+Talks to the handle over two one-way pipes, in the typed messages of `tui.engine.wire` (the whole wire is
+there): in, commands (`ApplyShare`, `Stop`); out, every ``batch_interval_s`` one `Batch` of what was measured
+since the last (lane deltas of the live streams, finished records, health readings), and finally `Goodbye`
+(after a `WorkerFailed` if something broke). Writes to the pipe happen on a small sender thread, so a slow
+reader never stalls this loop (and with it the timestamps).
 """
 
 from __future__ import annotations
@@ -38,12 +24,22 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tui.engine.config import EngineOptions, TargetConfig, WorkloadConfig
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
-from tui.engine.load.runner import LoadRunner, WorkerShare
+from tui.engine.load.runner import LoadRunner
 from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, make_client, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.wire import (
+    ApplyShare,
+    Batch,
+    Goodbye,
+    Health,
+    LaneDelta,
+    Stop,
+    WorkerFailed,
+    WorkerMessage,
+    WorkerSpec,
+)
 
 GC_YOUNG_THRESHOLD = 10_000
 """Net allocations between two young collections in a worker (Python's default is 700; see `Worker.run`)."""
@@ -61,29 +57,17 @@ class _Lane:
 class Worker:
     """State of one worker process (constructed inside its event loop)."""
 
-    def __init__(
-        self,
-        index: int,
-        workers: int,
-        target: TargetConfig,
-        workload: WorkloadConfig,
-        model: str,
-        cmd: Connection,
-        out: Connection,
-        options: EngineOptions,
-    ) -> None:
-        self.index = index
-        self.workers = workers
-        self.target = target
-        self.workload = workload
-        self.model = model
+    def __init__(self, spec: WorkerSpec, cmd: Connection, out: Connection) -> None:
+        self.spec = spec
+        self.index = index = spec.index
+        self.workers = workers = spec.workers
+        self.options = options = spec.options
         self.cmd = cmd
         self.out = out
-        self.options = options
         self.seq = 0
         self.lanes: dict[int, _Lane] = {}
-        self.finished: list[tuple[Any, ...]] = []
-        self.finished_lanes: list[tuple[Any, ...]] = []
+        self.finished: list[RequestRecord] = []
+        self.finished_lanes: list[LaneDelta] = []
         self.tokens = 0
         self.notices: list[str] = []
         self.level_id = 0
@@ -129,10 +113,10 @@ class Worker:
             delta = self._lane_delta(lane, final=True)
             if delta is not None:
                 self.finished_lanes.append(delta)
-            self.finished.append(record.to_wire())
+            self.finished.append(record)
         return record.error_class
 
-    def _lane_delta(self, lane: _Lane, *, final: bool = False) -> tuple[Any, ...] | None:
+    def _lane_delta(self, lane: _Lane, *, final: bool = False) -> LaneDelta | None:
         acc = lane.acc
         text = "".join(acc.pending_text) if acc.pending_text else ""
         if acc.pending_text:
@@ -157,12 +141,12 @@ class Worker:
         elif acc.tokens_known:
             counts = b""
         lane.reported_chunks = n
-        return (rec.request_id, rec.level_id, rec.sent_ns, text, tokens, first, stamps, counts)
+        return LaneDelta(rec.request_id, rec.level_id, rec.sent_ns, text, tokens, first, stamps, counts)
 
     # --- batches ------------------------------------------------------------------------------
 
-    def batch(self) -> dict[str, Any]:
-        """Everything measured since the last batch, as plain data."""
+    def batch(self) -> Batch:
+        """Everything measured since the last batch."""
         lanes = self.finished_lanes
         self.finished_lanes = []
         for lane in list(self.lanes.values()):
@@ -172,25 +156,28 @@ class Worker:
         records, self.finished = self.finished, []
         notices, self.notices = self.notices, []
         tokens, self.tokens = self.tokens, 0
-        out: dict[str, Any] = {
-            "w": self.index,
-            "t": time.perf_counter_ns(),
-            "level": self.level_id,
-            "level_at": self.level_at_ns,
-            "in_flight": self.runner.in_flight,
-            "lanes": lanes,
-            "tokens": tokens,
-            "records": records,
-            "health": (self.lag.p99_ms(), self.cpu.share()),
-            "notices": notices,
-        }
+        t_ns = time.perf_counter_ns()
+        health = Health(self.lag.p99_ms(), self.cpu.share())
+        window: Health | None = None
         now = time.perf_counter()
         if now - self.health_window_at >= self.options.health_window_s:
             self.health_window_at = now
-            out["health_window"] = (self.lag.take_window_p99_ms(), self.cpu.take_window_share())
-        return out
+            window = Health(self.lag.take_window_p99_ms(), self.cpu.take_window_share())
+        return Batch(
+            worker=self.index,
+            t_ns=t_ns,
+            level_id=self.level_id,
+            level_at_ns=self.level_at_ns,
+            in_flight=self.runner.in_flight,
+            lanes=lanes,
+            tokens=tokens,
+            records=records,
+            health=health,
+            notices=notices,
+            health_window=window,
+        )
 
-    def send(self, msg: Any) -> None:
+    def send(self, msg: WorkerMessage) -> None:
         """Queue a message for the sender thread."""
         self.outbox.put(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
 
@@ -220,16 +207,16 @@ class Worker:
         try:
             while self.cmd.poll():
                 msg = self.cmd.recv()
-                if msg[0] == "share":
-                    share: WorkerShare = msg[1]
+                if isinstance(msg, ApplyShare):
+                    share = msg.share
                     now_ns = time.perf_counter_ns()
                     ramp_s = self.runner.apply(share)
                     if share.level_id != self.level_id:
                         # the level's load is all there once its last staggered user has started
                         self.level_at_ns = now_ns + int(ramp_s * 1e9)
                     self.level_id = share.level_id
-                elif msg[0] == "stop":
-                    self.stop_cmd = (bool(msg[1]), float(msg[2]))
+                elif isinstance(msg, Stop):
+                    self.stop_cmd = (msg.drain, msg.timeout_s)
                     self.stop_event.set()
         except (EOFError, OSError):
             # the handle went away: stop at once
@@ -245,9 +232,10 @@ class Worker:
         loop = asyncio.get_running_loop()
         sender = threading.Thread(target=self._sender, name="tokentop-sender", daemon=True)
         sender.start()
-        client = make_client(self.target, self.options.transport)
+        spec = self.spec
+        client = make_client(spec.target, self.options.transport)
         self.session = RequestSession(
-            client, self.target, self.workload, self.model, worker=self.index, workers=self.workers,
+            client, spec.target, spec.workload, spec.model, worker=self.index, workers=self.workers,
             notice=self.notices.append,
         )  # fmt: skip
         self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
@@ -273,30 +261,21 @@ class Worker:
                 loop.remove_reader(self.cmd.fileno())
             await self.runner.stop(drain=drain, timeout_s=timeout_s)  # batches keep flowing meanwhile
         except Exception as exc:
-            self.send(("error", _one_line(exc)))
+            self.send(WorkerFailed(_one_line(exc)))
             raise
         finally:
             for task in (lag_task, batch_task):
                 task.cancel()
             await asyncio.gather(lag_task, batch_task, return_exceptions=True)
             self.send(self.batch())
-            self.send(("bye",))
+            self.send(Goodbye())
             self.outbox.put(None)
             with contextlib.suppress(Exception):
                 await client.aclose()
             await loop.run_in_executor(None, sender.join, 5.0)
 
 
-def worker_main(
-    index: int,
-    workers: int,
-    target: TargetConfig,
-    workload: WorkloadConfig,
-    model: str,
-    cmd: Connection,
-    out: Connection,
-    options: EngineOptions,
-) -> None:
+def worker_main(spec: WorkerSpec, cmd: Connection, out: Connection) -> None:
     """Process entry point (multiprocessing ``spawn``)."""
     # Ctrl-C reaches the whole process group: the face decides how to stop, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -309,13 +288,13 @@ def worker_main(
         os.close(devnull)
 
     async def main() -> None:
-        await Worker(index, workers, target, workload, model, cmd, out, options).run()
+        await Worker(spec, cmd, out).run()
 
     try:
         _run_loop(main())
     except BaseException as exc:
         with contextlib.suppress(Exception):
-            out.send_bytes(pickle.dumps(("error", _one_line(exc))))
+            out.send_bytes(pickle.dumps(WorkerFailed(_one_line(exc))))
         raise
     finally:
         with contextlib.suppress(Exception):

@@ -1,0 +1,196 @@
+"""The whole wire between the face's `EngineHandle` and its engine worker processes: one typed value per
+message, grouped by who sends it, so mypy checks both ends of each pipe.
+
+Two one-way pipes per worker. The handle starts each worker with a `WorkerSpec` and then sends it commands
+(`ApplyShare`, `Stop`); the worker sends back, every ``batch_interval_s``, one `Batch` of everything it
+measured since the last, and finally a `Goodbye` (or a `WorkerFailed` first, if it broke).
+
+Cost: every worker sends about ten batches a second, each with a lane delta per live stream (hundreds at
+high concurrency), so the values are NamedTuples (a tuple underneath) and a `Batch` pickles its lane deltas
+and finished `RequestRecord`s as plain tuples (see `Batch.__reduce__`): each item would otherwise pickle
+through a Python-level ``__reduce_ex__``. Both ends still see only the typed values
+(``tests/perf/wire_cost.py`` measures the difference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from itertools import starmap
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+from tui.engine.config import Arrival, EngineOptions, LoadMode, TargetConfig, WorkloadConfig
+from tui.engine.records import RequestRecord, record_fields
+
+__all__ = [
+    "ApplyShare",
+    "Batch",
+    "Command",
+    "Goodbye",
+    "Health",
+    "LaneDelta",
+    "Stop",
+    "WorkerFailed",
+    "WorkerMessage",
+    "WorkerShare",
+    "WorkerSpec",
+]
+
+
+# --- start-up (face -> worker, as the process's argument) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker process is started with (it crosses once, pickled by ``spawn``)."""
+
+    index: int
+    """This worker's number, 0..workers-1 (request ids and the stagger grid depend on it)."""
+    workers: int
+    target: TargetConfig
+    workload: WorkloadConfig
+    model: str
+    """The model name, already resolved by the handle (from ``/v1/models`` or the target)."""
+    options: EngineOptions
+
+
+@dataclass(frozen=True)
+class WorkerShare:
+    """One worker's part of the load target (`tui.engine.load.runner.split_load` makes them)."""
+
+    level_id: int
+    mode: LoadMode = "concurrency"
+    concurrency: int = 0
+    rate: float = 0.0
+    arrival: Arrival = "poisson"
+    max_concurrency: int | None = None
+    paused: bool = False
+    phase_s: float = 0.0
+    """Constant arrivals: this worker's offset, so W workers interleave evenly instead of firing together."""
+    seed: int = 0
+
+
+# --- commands (face -> worker) ---------------------------------------------------------------------
+
+
+class ApplyShare(NamedTuple):
+    """Reconcile toward this share of the load (a new level when its ``level_id`` is new)."""
+
+    share: WorkerShare
+
+
+class Stop(NamedTuple):
+    """Stop issuing; let in-flight requests finish up to ``timeout_s`` (``drain``) or cancel them."""
+
+    drain: bool
+    timeout_s: float
+
+
+Command = ApplyShare | Stop
+
+
+# --- reports (worker -> face) ----------------------------------------------------------------------
+
+
+class Health(NamedTuple):
+    """A worker's own timing health: event-loop lag p99 and the share of one core its process uses."""
+
+    loop_lag_p99_ms: float
+    cpu_share: float
+
+
+class LaneDelta(NamedTuple):
+    """What changed in one in-flight request's stream since its last delta.
+
+    ``chunk_ns`` is the raw bytes of an ``array("q")``: the stamps of the content chunks that arrived since
+    the last delta (never resent; ``b""`` in a finished request's last delta, whose record carries them all);
+    ``chunk_tokens`` the same for the server's per-chunk token counts, or None from the first chunk that came
+    without one (continuous usage off). A face thus sees a live request's chunk timeline, and no Python
+    object per chunk crosses the pipe."""
+
+    request_id: int
+    level_id: int
+    sent_ns: int
+    """The latest send (a retry restamps it)."""
+    text: str
+    """Text streamed since the last delta."""
+    tokens: int
+    """Output tokens so far (one per chunk unless the server counts them)."""
+    first_content_ns: int | None
+    chunk_ns: bytes
+    chunk_tokens: bytes | None
+
+
+_lane_delta_from_tuple = partial(tuple.__new__, LaneDelta)
+"""Rebuilds a `LaneDelta` from its plain tuple without a Python frame per item."""
+_plain_tuple = itemgetter(slice(None))
+"""A NamedTuple's fields as an exact tuple (a full slice: a C memcpy, twice as fast as ``tuple(x)``)."""
+
+
+class Batch(NamedTuple):
+    """Everything one worker measured since its previous batch."""
+
+    worker: int
+    t_ns: int
+    """When the worker built the batch: it has reported everything before this."""
+    level_id: int
+    """The level the worker is applying."""
+    level_at_ns: int | None = None
+    """When that level is fully applied (its staggered new users have all started); None: at ``t_ns``."""
+    in_flight: int = 0
+    lanes: Sequence[LaneDelta] = ()
+    tokens: int = 0
+    """Output tokens received since the last batch (one per chunk unless the server counted)."""
+    records: Sequence[RequestRecord] = ()
+    """Requests that finished since the last batch."""
+    health: Health | None = None
+    """Rolling readings (lag p99 over the last 3 s, CPU over the last 2 s), for display and the maxima."""
+    notices: Sequence[str] = ()
+    """One-line warnings the worker raised (each at most once)."""
+    health_window: Health | None = None
+    """Once every ``health_window_s``: the readings over that window alone (what saturation is judged on)."""
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickle the lane deltas and records as plain tuples (pickle's C fast path, no Python call per item)
+        and rebuild them on load."""
+        worker, t_ns, level_id, level_at_ns, in_flight, lanes, tokens, records, *rest = self
+        lane_tuples = list(map(_plain_tuple, lanes))
+        record_tuples = list(map(record_fields, records))
+        head = (worker, t_ns, level_id, level_at_ns, in_flight)
+        return (_batch_from_wire, (*head, lane_tuples, tokens, record_tuples, *rest))
+
+
+def _batch_from_wire(
+    worker: int,
+    t_ns: int,
+    level_id: int,
+    level_at_ns: int | None,
+    in_flight: int,
+    lanes: list[tuple[Any, ...]],
+    tokens: int,
+    records: list[tuple[Any, ...]],
+    health: Health | None,
+    notices: Sequence[str],
+    health_window: Health | None,
+) -> Batch:
+    deltas = list(map(_lane_delta_from_tuple, lanes))
+    recs = list(starmap(RequestRecord, records))
+    return Batch(
+        worker, t_ns, level_id, level_at_ns, in_flight, deltas, tokens, recs, health, notices, health_window
+    )
+
+
+class WorkerFailed(NamedTuple):
+    """The worker broke (its last word before the pipe closes)."""
+
+    message: str
+    """One line: the exception's type and message."""
+
+
+class Goodbye(NamedTuple):
+    """The worker has sent its last batch and is exiting."""
+
+
+WorkerMessage = Batch | WorkerFailed | Goodbye
