@@ -11,6 +11,7 @@ import pytest
 
 from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
+from tui.engine.aggregate.views import Views
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle, ProbeError, probe_server
 from tui.sim.launch import SimServer
@@ -274,11 +275,11 @@ def test_the_reader_thread_alone_computes_the_views_and_a_level_change_shows_at_
         computed_on: set[str] = set()
         refresh = handle._store.refresh_views
 
-        def spy(now_ns: int, *, force: bool = False) -> object:
+        def spy(now_ns: int, *, force: bool = False) -> Views:
             computed_on.add(threading.current_thread().name)
             return refresh(now_ns, force=force)
 
-        handle._store.refresh_views = spy  # type: ignore[method-assign]
+        handle._store.refresh_views = spy  # type: ignore[method-assign]  # a spy on the bound method
         for _ in range(20):
             handle.snapshot()
             time.sleep(0.02)

@@ -59,6 +59,7 @@ def test_every_message_round_trips_as_its_own_type() -> None:
     assert isinstance(rec, RequestRecord) and rec == batch.records[0] and rec.chunk_ns == _record(7).chunk_ns
     assert type(back.health) is Health and back.health_window == Health(1.0, 0.5)
     empty = _round_trip(Batch(0, 1, 1))
+    assert isinstance(empty, Batch)
     assert empty._replace(lanes=(), records=()) == Batch(0, 1, 1) and not empty.lanes
 
 
