@@ -24,7 +24,8 @@ from typing import TextIO
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig
-from tui.engine.host.handle import EngineHandle, ProbeError, probe_server
+from tui.engine.host.handle import EngineHandle
+from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
     UsageError,

@@ -13,7 +13,8 @@ from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
 from tui.engine.aggregate.views import Views
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.handle import EngineHandle, ProbeError, probe_server
+from tui.engine.host.handle import EngineHandle
+from tui.engine.host.probe import ProbeError, probe_server
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,0 +1,64 @@
+"""The start-up probe: does the server answer, and which model does it serve (``/v1/models``).
+
+Run by the handle before it spawns workers, and by faces that want the answer first (bench prints the
+model before its first level). Blocking, one request, never shows the API key.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from tui.engine.config import TargetConfig
+from tui.engine.stream.client import classify_exception
+from tui.engine.stream.openai import error_message
+
+
+class ProbeError(Exception):
+    """The target cannot be used; the message is one line, fit to print."""
+
+
+def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str:
+    """Check that the server answers and return the model to use (``target.model`` or the first listed
+    by ``/v1/models``). Blocking; raises `ProbeError` with a one-line reason. Never shows the API key."""
+    url = target.base_url + "/models"
+    headers = {name: value for name, value in target.headers}
+    if target.api_key:
+        headers["authorization"] = f"Bearer {target.api_key}"
+    read_s = timeout_s if timeout_s is not None else min(target.timeout_s, 30.0)
+    timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
+
+    def scrub(text: str) -> str:
+        return text.replace(target.api_key, "***") if target.api_key else text
+
+    try:
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            response = client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        kind, message, _ = classify_exception(exc, started=False)
+        if kind == "connect":
+            reason = message.removeprefix("cannot connect: ")
+            raise ProbeError(scrub(f"cannot connect to {target.base_url}: {reason}")) from None
+        if kind == "timeout":
+            raise ProbeError(f"{target.base_url} did not answer /models within {read_s:g} s") from None
+        raise ProbeError(scrub(f"cannot reach {target.base_url}: {message}")) from None
+    status = response.status_code
+    if status in (401, 403):
+        detail = error_message(response.content)
+        raise ProbeError(scrub(f"{target.base_url}: HTTP {status} {detail} (check --api-key)"))
+    if status != 200:
+        if target.model:
+            return target.model  # some servers have no /models; the requests will tell
+        detail = error_message(response.content)
+        raise ProbeError(scrub(f"{url}: HTTP {status} {detail}; give --model"))
+    if target.model:
+        return target.model
+    try:
+        data = response.json()
+        models = [m["id"] for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
+    except (ValueError, AttributeError, TypeError):
+        raise ProbeError(
+            f"{url} did not return an OpenAI model list; is this an OpenAI-compatible server?"
+        ) from None
+    if not models:
+        raise ProbeError(f"{url} lists no models; give --model")
+    return str(models[0])
