@@ -11,8 +11,8 @@ the chunks it received. Variants:
 - ``aiohttp-tx-noread``: the same without a read timeout (aiohttp re-arms its ``sock_read`` timer on every
   chunk; without it the silence limit would have to be enforced another way)
 - ``aiohttp``: aiohttp directly (``content.iter_any``), our decoder, orjson (the floor)
-- ``engine``: the engine's real path (`tui.engine.client.run_request`: transport as configured, decoder,
-  orjson, `apply_chunk` into the accumulator, socket stamps)
+- ``engine``: the engine's real path (`tui.engine.stream.client.run_request`: transport as configured,
+  decoder, orjson, `apply_chunk` into the accumulator, socket stamps)
 
 Requests are long (``--tokens`` 1000 by default) so the per-request cost is spread thin; ``--tokens 128``
 shows it included. Each variant runs in a fresh process, one after another; the server runs in its own

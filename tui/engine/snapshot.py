@@ -98,7 +98,8 @@ class RequestDetail:
     text: str
     chunks_dropped: int = 0
     """Earlier chunks left out of the timeline: an in-flight request keeps only its latest chunk stamps
-    (`tui.engine.store.LANE_CHUNKS`), so ``chunk_offsets_ms[0]`` is chunk number ``chunks_dropped``."""
+    (`tui.engine.aggregate.lanes.LANE_CHUNKS`), so ``chunk_offsets_ms[0]`` is chunk number
+    ``chunks_dropped``."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ class LevelView:
 
 @dataclass(frozen=True)
 class Knee:
-    """Where throughput stops growing: see `tui.engine.metrics.find_knee` for the rule."""
+    """Where throughput stops growing: see `tui.engine.aggregate.metrics.find_knee` for the rule."""
 
     level_id: int
     value: float
@@ -173,7 +174,8 @@ class ClientHealth:
     """Highest CPU share (0..1 of one core) among engine processes over the last few seconds."""
     saturated: bool = False
     """Sustained: some engine process's lag p99 or CPU share was over its threshold in two consecutive
-    health windows (`tui.engine.health.Sustain`); a momentary high reading above does not set it."""
+    health windows (`tui.engine.aggregate.saturation.Sustain`); a momentary high reading above does not
+    set it."""
     reason: str = ""
 
 

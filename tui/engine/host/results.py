@@ -1,6 +1,6 @@
 """The results JSON: per load level, the keys and meanings of ``vllm bench serve --save-result``, plus ours.
 
-Per level (over its steady-state window; see `tui.engine.metrics.steady_from_ns`): ``duration``,
+Per level (over its steady-state window; see `tui.engine.aggregate.metrics.steady_from_ns`): ``duration``,
 ``completed``, ``failed``, ``total_input_tokens``, ``total_output_tokens``, ``request_throughput``,
 ``output_throughput``, ``total_token_throughput``, ``request_goodput`` (with SLOs), and
 ``mean_/median_/std_/p50_/p90_/p95_/p99_`` x ``ttft/tpot/itl/e2el`` + ``_ms``. tokentop's own: the LLMPerf
