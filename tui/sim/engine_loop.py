@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from tui.sim.generation import GenRequest
+from tui.sim.metrics import Histogram
 from tui.sim.model import Scheduler
 
 _MAX_LAG_S = 0.005
@@ -20,13 +22,24 @@ _MAX_LAG_S = 0.005
 
 
 async def engine_loop(
-    scheduler: Scheduler[GenRequest], wake: asyncio.Event, time_scale: float, counters: dict[str, int]
+    scheduler: Scheduler[GenRequest],
+    wake: asyncio.Event,
+    time_scale: float,
+    counters: dict[str, int],
+    queue_time: Histogram,
+    on_state: Callable[[], None] | None = None,
 ) -> None:
-    """Step `scheduler` forever; wait on `wake` while it is idle; count generated tokens in `counters`."""
+    """Step `scheduler` forever; wait on `wake` while it is idle; count generated tokens in `counters`.
+
+    Each request's first admission is observed into `queue_time` (seconds since arrival); `on_state`, when
+    given, is called after every planned step (the state log), so the running/waiting it sees is the state
+    a scrape during that step would read."""
     loop = asyncio.get_running_loop()
     prev_end = loop.time()
     while True:
         step = scheduler.step()
+        if on_state is not None:
+            on_state()
         if step is None:
             wake.clear()
             await wake.wait()
@@ -37,6 +50,7 @@ async def engine_loop(
             for req in step.admitted:
                 if not req.admitted_ns:
                     req.admitted_ns = now_ns
+                    queue_time.observe((now_ns - req.arrival_ns) / 1e9)
         # The next step runs (on the modelled GPU) while this process writes the last step's tokens, so
         # its end is reckoned from the last end, not from now. Only when writing fell more than
         # _MAX_LAG_S behind that timeline is it restarted from now: the process is the bottleneck then,
