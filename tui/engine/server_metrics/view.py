@@ -41,7 +41,7 @@ class Reading:
     """Counter metric name -> value summed over label sets."""
     histograms: Mapping[str, Buckets]
     """Histogram signal -> buckets summed over label sets."""
-    other_gauges: Mapping[str, float] = _EMPTY
+    other_gauges: Mapping[str, float] = field(default_factory=dict)
     """An unrecognised server's gauges by family name (empty for a known server)."""
 
 
