@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tui.engine.server_metrics.kinds import LLAMACPP, SGLANG, TGI, UNKNOWN, VLLM, detect_kind, kind_from_owner
+from tui.engine.server_metrics.kinds import (
+    LLAMACPP,
+    MAPS,
+    SGLANG,
+    TGI,
+    UNKNOWN,
+    VLLM,
+    detect_kind,
+    kind_from_owner,
+)
 from tui.engine.server_metrics.parse import (
     Buckets,
     NotPrometheusError,
@@ -277,3 +286,15 @@ def test_the_view_and_a_level_summary_from_readings() -> None:
     assert level["ttft_ms"]["count"] == 10.0
     assert level["ttft_ms"]["p50"] == pytest.approx(100 + 900 * 0.5)  # 10 in (0.1, 1]: halfway, in ms
     assert "running" in level["found"] and "ttft_s" in level["found"]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("vllm_sim.txt", VLLM), ("sglang.txt", SGLANG), ("llamacpp.txt", LLAMACPP), ("tgi.txt", TGI)],
+)
+def test_parsing_only_the_wanted_families_reads_the_same(name: str, kind: str) -> None:
+    """The poller hands the parser only the families the signals read: the reading must not change."""
+    text = fixture(name) + '# TYPE vllm:unread_seconds histogram\nvllm:unread_seconds_bucket{le="+Inf"} 3\n'
+    wanted = MAPS[kind].families()
+    assert read(parse_text(text, wanted), 0, kind) == read(parse_text(text), 0, kind)
+    assert "vllm:unread_seconds" not in parse_text(text, wanted)

@@ -100,6 +100,19 @@ class ServerMap:
             names += [*rate.numerator, *rate.denominator]
         return tuple(dict.fromkeys(names))
 
+    def families(self) -> frozenset[str]:
+        """The family names every signal reads (what a scrape of this server needs parsed)."""
+        names: list[str] = [n for group in self.gauges.values() for n in group]
+        names += [n for group in self.histograms.values() for n in group]
+        names += [r.gauge for r in self.rates.values() if r.gauge is not None]
+        names += list(self.counters())
+        out = set()
+        for name in names:
+            if name.endswith(("_sum", "_count")) and not name.endswith("_total"):
+                out.add(name.rpartition("_")[0])  # a histogram's sum: its family
+            out.add(name[: -len("_total")] if name.endswith("_total") else name)
+        return frozenset(out)
+
 
 MAPS: dict[str, ServerMap] = {
     VLLM: ServerMap(

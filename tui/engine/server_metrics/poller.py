@@ -26,8 +26,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from tui.engine.server_metrics.kinds import UNKNOWN, detect_kind, hint_for, kind_from_owner
-from tui.engine.server_metrics.parse import NotPrometheusError, parse_text
+from tui.engine.server_metrics.kinds import MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
+from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
 from tui.engine.server_metrics.view import (
     MISSING,
     UNREACHABLE,
@@ -153,7 +153,10 @@ class ServerMetricsPoller:
             if response.status_code != 200:
                 self._fail(client, MISSING, f"GET {self.url} answered {response.status_code}")
                 return False
-            families = parse_text(response.text)
+            text = response.text
+            kind = detect_kind(list(sample_names(text)))
+            server_map = MAPS.get(kind)
+            families = parse_text(text, server_map.families() if server_map is not None else None)
         except NotPrometheusError as exc:
             self._fail(client, MISSING, f"GET {self.url}: {exc}")
             return False
@@ -163,7 +166,6 @@ class ServerMetricsPoller:
         # Midway between send and receipt: the instant the server most likely read its state.
         t_ns = (sent_ns + got_ns) // 2
         base = self._view
-        kind = detect_kind(list(families))
         if kind != base.kind:
             self._ring.clear()  # another server answers now: its readings do not continue the old ones
             base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
