@@ -13,13 +13,14 @@ meets the same text here as on a real server and the tests can hold its figures 
 | `vllm:generation_tokens_total` | counter | tokens produced by engine steps |
 | `vllm:request_success_total` | counter | requests finished, by `finished_reason` (stop, length) |
 | `vllm:time_to_first_token_seconds` | histogram | arrival -> first token written, observed then |
-| `vllm:inter_token_latency_seconds` | histogram | gaps between a stream's chunks, observed at its end |
+| `vllm:inter_token_latency_seconds` | histogram | engine-step gaps of decoding sequences, per step |
 | `vllm:request_queue_time_seconds` | histogram | arrival -> first admission, observed at admission |
 | `vllm:e2e_request_latency_seconds` | histogram | arrival -> end, observed at the end |
 
 Cost: an observation is one `bisect` and two additions; the text is rendered only when scraped (about once
-a second), never per chunk. ITL is observed from the chunk stamps a request already keeps, once at its end,
-so the per-chunk hot path (`GenRequest.on_token`) gains nothing.
+a second), never per chunk. ITL is observed as vLLM does, per engine step: every sequence that decoded a
+token in a step waited one step interval (the time since the last step that emitted), so one weighted
+observation per step counts them all and the per-chunk hot path (`GenRequest.on_token`) gains nothing.
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ class Histogram:
         """Per bucket, not cumulative; the last is the +Inf bucket."""
         self.sum = 0.0
 
-    def observe(self, value: float) -> None:
-        """Count one value into the first bucket whose edge is >= it (Prometheus' `le`)."""
-        self.counts[bisect_left(self.edges, value)] += 1
-        self.sum += value
+    def observe(self, value: float, n: int = 1) -> None:
+        """Count `n` observations of `value` into the first bucket whose edge is >= it (Prometheus' `le`)."""
+        self.counts[bisect_left(self.edges, value)] += n
+        self.sum += value * n
 
     def render(self, name: str, labels: str) -> str:
         """The `_bucket`/`_sum`/`_count` lines, cumulative as the text format wants."""
@@ -95,15 +96,9 @@ class ServerMetrics:
         self.e2e = Histogram(REQUEST_LATENCY_EDGES_S)
         self.success: dict[str, int] = {"stop": 0, "length": 0}
 
-    def finished_ok(self, arrival_ns: int, end_ns: int, chunk_ns: Sequence[int], finish_reason: str) -> None:
-        """A request ended well: its E2E, its chunk gaps as ITL, its finish reason."""
+    def finished_ok(self, arrival_ns: int, end_ns: int, finish_reason: str) -> None:
+        """A request ended well: its E2E and its finish reason."""
         self.e2e.observe((end_ns - arrival_ns) / 1e9)
-        observe = self.itl.observe
-        prev = 0
-        for i, stamp in enumerate(chunk_ns):
-            if i:
-                observe((stamp - prev) / 1e9)
-            prev = stamp
         self.success[finish_reason] = self.success.get(finish_reason, 0) + 1
 
     def render(

@@ -295,6 +295,9 @@ class Step(Generic[S]):
     admitted: list[S] = field(default_factory=list)
     preempted: list[S] = field(default_factory=list)
     seqs: int = 0
+    prefilled: int = 0
+    """How many of `emitted` finished a prefill this step (their first token, or the first after a
+    preemption); the rest are decode tokens, one step after the sequence's previous token."""
     decode_tokens: int = 0
     prefill_tokens: int = 0
     context_tokens: int = 0
@@ -462,6 +465,7 @@ class Scheduler(Generic[S]):
         step.context_tokens += s.context_kv - s.prefill_left
         if s.prefill_left == 0:
             step.emitted.append(s)
+            step.prefilled += 1
         return budget - chunk
 
     def _plan_unchunked(self, step: Step[S]) -> None:

@@ -102,7 +102,7 @@ class Simulator:
                 self._wake,
                 self.config.time_scale,
                 self.counters,
-                self.metrics.queue_time,
+                self.metrics,
                 on_state,
             ),
             name="tokentop-sim-engine",
@@ -299,7 +299,7 @@ class Simulator:
         """A generation request ended: log it and let its connection serve the next request."""
         self.counters[f"requests_{status}"] += 1
         if status == "ok":
-            self.metrics.finished_ok(req.arrival_ns, time.perf_counter_ns(), req.chunk_ns, req.finish_reason)
+            self.metrics.finished_ok(req.arrival_ns, time.perf_counter_ns(), req.finish_reason)
         if self.truth_log is not None:
             self.truth_log.write(req.truth(status, http_status))
         if status == "ok" and req.proto.current is req:

@@ -163,6 +163,9 @@ class ServerMetricsPoller:
         except httpx.HTTPError as exc:
             self._fail(client, UNREACHABLE, f"GET {self.url} failed ({type(exc).__name__})")
             return False
+        except Exception as exc:  # a parser surprise must not end the thread: the view says what happened
+            self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
+            return False
         # Midway between send and receipt: the instant the server most likely read its state.
         t_ns = (sent_ns + got_ns) // 2
         base = self._view
