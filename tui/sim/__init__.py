@@ -5,7 +5,8 @@
 - `server`: `serve` and `run_from_args` for `tokentop sim`, wiring `config`, `http` (HTTP/1.1 on asyncio),
   `openai_api` (validation, errors), `generation` (one request's output), `engine_loop`, `simulator` (routing,
   admission, counters) and `truth` (the ground-truth log).
-- `launch`: `SimServer`, which runs `python -m tui sim --port 0 ...` in a subprocess (demo and tests).
+- `launch`: `SimServer`, which runs `python -m tui.sim --port 0 ...` in a subprocess (demo and tests).
+- `metrics`: the vLLM-named `/metrics` text; `flags`: every `tokentop sim` flag (`python -m tui.sim`).
 - `faults`, `text`: fault injection and the seeded generated words.
 
 Standalone: imports neither textual, rich nor plotext, nor anything from `tui.engine` or `tui.app` (a test

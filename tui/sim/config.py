@@ -24,6 +24,10 @@ class SimConfig:
     reasoning_tokens: int = 0
     faults: FaultConfig = field(default_factory=FaultConfig)
     truth_log: Path | None = None
+    state_log: Path | None = None
+    """Where to write the scheduler's state changes (`tui.sim.truth.StateLog`); None: nowhere."""
+    metrics: bool = True
+    """Serve `GET /metrics`; False answers 404, like a server started without its metrics switch."""
     keep_alive_s: float = 5.0
     """Close a connection idle this long (uvicorn's default, as under vLLM and SGLang); 0: never."""
 
@@ -55,5 +59,8 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         reasoning_tokens=ns.reasoning_tokens,
         faults=parse_fault_specs(ns.fault),
         truth_log=Path(ns.truth_log) if ns.truth_log else None,
+        # Read with defaults: `tokentop sim` in tui.cli does not declare these yet (tui.sim.flags does).
+        state_log=Path(ns.state_log) if getattr(ns, "state_log", None) else None,
+        metrics=getattr(ns, "metrics", True),
         keep_alive_s=keep_alive_s,
     )

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from tui.sim.generation import GenRequest
+from tui.sim.metrics import ServerMetrics
 from tui.sim.model import Scheduler
 
 _MAX_LAG_S = 0.005
@@ -20,14 +22,29 @@ _MAX_LAG_S = 0.005
 
 
 async def engine_loop(
-    scheduler: Scheduler[GenRequest], wake: asyncio.Event, time_scale: float, counters: dict[str, int]
+    scheduler: Scheduler[GenRequest],
+    wake: asyncio.Event,
+    time_scale: float,
+    counters: dict[str, int],
+    metrics: ServerMetrics,
+    on_state: Callable[[], None] | None = None,
 ) -> None:
-    """Step `scheduler` forever; wait on `wake` while it is idle; count generated tokens in `counters`."""
+    """Step `scheduler` forever; wait on `wake` while it is idle; count generated tokens in `counters`.
+
+    Into `metrics`: each request's first admission (queue time since arrival) and, once per step, the
+    step's decode tokens as that many inter-token gaps of the time since the last step that emitted (vLLM
+    observes ITL per engine iteration too). `on_state`, when given, is called after every planned step (the
+    state log), so the running/waiting it sees is the state a scrape during that step would read."""
     loop = asyncio.get_running_loop()
     prev_end = loop.time()
+    queue_time, itl = metrics.queue_time, metrics.itl
+    prev_emit_ns = 0
     while True:
         step = scheduler.step()
+        if on_state is not None:
+            on_state()
         if step is None:
+            prev_emit_ns = 0  # idle: nobody is between two tokens
             wake.clear()
             await wake.wait()
             prev_end = loop.time()
@@ -37,6 +54,7 @@ async def engine_loop(
             for req in step.admitted:
                 if not req.admitted_ns:
                     req.admitted_ns = now_ns
+                    queue_time.observe((now_ns - req.arrival_ns) / 1e9)
         # The next step runs (on the modelled GPU) while this process writes the last step's tokens, so
         # its end is reckoned from the last end, not from now. Only when writing fell more than
         # _MAX_LAG_S behind that timeline is it restarted from now: the process is the bottleneck then,
@@ -49,6 +67,12 @@ async def engine_loop(
         # Always yield, so arrivals and disconnects are seen even when the process is behind.
         await asyncio.sleep(delay if delay > 0 else 0)
         prev_end = end
+        if step.emitted:
+            emit_ns = time.perf_counter_ns()
+            decoded = len(step.emitted) - step.prefilled
+            if decoded and prev_emit_ns:
+                itl.observe((emit_ns - prev_emit_ns) / 1e9, decoded)
+            prev_emit_ns = emit_ns
         counters["generation_tokens"] += len(step.emitted)
         for req in step.emitted:
             req.on_token()

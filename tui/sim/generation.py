@@ -20,6 +20,7 @@ import orjson
 
 from tui.sim.config import SimConfig
 from tui.sim.http import HttpProtocol, frame, response
+from tui.sim.metrics import ServerMetrics
 from tui.sim.model import Profile, Scheduler, Seq
 from tui.sim.openai_api import PLACEHOLDER, GenParams, split_template
 from tui.sim.text import WordTable
@@ -34,6 +35,7 @@ class GenHost(Protocol):
     profile: Profile
     words: WordTable
     scheduler: Scheduler[GenRequest]
+    metrics: ServerMetrics
 
     def finished(self, req: GenRequest, status: str, http_status: int) -> None:
         """Record the request's end (counters, truth log)."""
@@ -154,6 +156,7 @@ class GenRequest(Seq):
         if not self.params.stream:
             if self.first_token_ns == 0:
                 self.first_token_ns = time.perf_counter_ns()
+                self.sim.metrics.ttft.observe((self.first_token_ns - self.arrival_ns) / 1e9)
             if self.fault_at and generated >= self.fault_at and self.fault in ("disconnect", "stall"):
                 self._act_fault()
             elif generated >= self.target_tokens:
@@ -191,6 +194,7 @@ class GenRequest(Seq):
         self.chunk_tokens.append(count)
         if start == 0:
             self.first_token_ns = stamp
+            self.sim.metrics.ttft.observe((stamp - self.arrival_ns) / 1e9)
         self.sent = self.generated
         if fault_due:
             self._act_fault()

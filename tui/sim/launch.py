@@ -3,7 +3,8 @@
     with SimServer("small-gpu", time_scale=10) as sim:
         ...  # talk to sim.url ("http://127.0.0.1:PORT/v1")
 
-The child is `python -m tui sim --port 0 ...` on 127.0.0.1. It prints one line when listening
+The child is `python -m tui.sim --port 0 ...` on 127.0.0.1 (the simulator's own entry point, which knows
+every flag in `tui.sim.flags`). It prints one line when listening
 (`tokentop sim: serving profile NAME on URL`); `start` reads the URL from it and then waits for `/v1/models`
 to answer. Stdlib only (no httpx): this module is imported by faces and tests alike.
 """
@@ -30,7 +31,10 @@ _READY_PREFIX = "tokentop sim: serving profile "
 
 
 class SimServer:
-    """Runs the simulator in a subprocess (`python -m tui sim --port 0 ...`) on 127.0.0.1; context manager."""
+    """Runs the simulator in a subprocess (`python -m tui.sim --port 0 ...`) on 127.0.0.1; context manager.
+
+    `state_log`: where the child records its scheduler state changes (`tui.sim.truth.StateLog`);
+    `metrics=False` makes its `/metrics` answer 404."""
 
     def __init__(
         self,
@@ -43,6 +47,8 @@ class SimServer:
         faults: dict[str, float] | None = None,
         truth_log: Path | None = None,
         keep_alive_s: float | None = None,
+        state_log: Path | None = None,
+        metrics: bool = True,
         extra_args: Sequence[str] = (),
     ) -> None:
         self.profile = profile
@@ -58,7 +64,11 @@ class SimServer:
             args += ["--truth-log", str(truth_log)]
         if keep_alive_s is not None:  # None: the sim's default (5 s)
             args += ["--keep-alive", repr(float(keep_alive_s))]
-        self.args: list[str] = [sys.executable, "-m", "tui", "sim", *args, *extra_args]
+        if state_log is not None:
+            args += ["--state-log", str(state_log)]
+        if not metrics:
+            args.append("--no-metrics")
+        self.args: list[str] = [sys.executable, "-m", "tui.sim", *args, *extra_args]
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 

@@ -295,6 +295,9 @@ class Step(Generic[S]):
     admitted: list[S] = field(default_factory=list)
     preempted: list[S] = field(default_factory=list)
     seqs: int = 0
+    prefilled: int = 0
+    """How many of `emitted` finished a prefill this step (their first token, or the first after a
+    preemption); the rest are decode tokens, one step after the sequence's previous token."""
     decode_tokens: int = 0
     prefill_tokens: int = 0
     context_tokens: int = 0
@@ -310,6 +313,8 @@ class Scheduler(Generic[S]):
         self.kv_used = 0
         """KV tokens held by running sequences: the sum of their `context_kv`."""
         self.preemptions = 0
+        self._stale_waiting = 0
+        """Aborted sequences still in `waiting` (dropped lazily at the head), so `num_waiting` stays exact."""
 
     # -- queries --
 
@@ -319,7 +324,14 @@ class Scheduler(Generic[S]):
 
     @property
     def num_waiting(self) -> int:
-        return len(self.waiting)
+        """Sequences waiting for a slot, aborted ones excluded (what vLLM's waiting gauge counts)."""
+        return len(self.waiting) - self._stale_waiting
+
+    def _drop_stale_head(self) -> None:
+        """Pop aborted sequences off the head of the queue."""
+        while self.waiting and self.waiting[0].state != WAITING:
+            self.waiting.popleft()
+            self._stale_waiting -= 1
 
     @property
     def kv_usage(self) -> float:
@@ -354,12 +366,13 @@ class Scheduler(Generic[S]):
             self.running.remove(seq)
             self.kv_used -= seq.context_kv
             seq.context_kv = 0
-        seq.state = ABORTED  # a waiting one is skipped lazily
+        elif seq.state == WAITING:
+            self._stale_waiting += 1  # a waiting one is skipped lazily
+        seq.state = ABORTED
 
     def step(self) -> Step[S] | None:
         """Plan and apply one engine step; None when there is nothing to do."""
-        while self.waiting and self.waiting[0].state != WAITING:
-            self.waiting.popleft()
+        self._drop_stale_head()
         if self.idle:
             return None
         step: Step[S] = Step(0.0)
@@ -439,8 +452,7 @@ class Scheduler(Generic[S]):
                 return
             budget = self._prefill_chunk(step, s, budget)
         while budget > 0:
-            while self.waiting and self.waiting[0].state != WAITING:
-                self.waiting.popleft()
+            self._drop_stale_head()
             if not self.waiting or not self._can_admit(self.waiting[0]):
                 return
             budget = self._prefill_chunk(step, self._admit(step), budget)
@@ -453,6 +465,7 @@ class Scheduler(Generic[S]):
         step.context_tokens += s.context_kv - s.prefill_left
         if s.prefill_left == 0:
             step.emitted.append(s)
+            step.prefilled += 1
         return budget - chunk
 
     def _plan_unchunked(self, step: Step[S]) -> None:
@@ -461,7 +474,7 @@ class Scheduler(Generic[S]):
         while self.waiting:
             head = self.waiting[0]
             if head.state != WAITING:
-                self.waiting.popleft()
+                self._drop_stale_head()
                 continue
             context = head.prompt_tokens + head.generated
             if not self._can_admit(head) or (step.admitted and step.prefill_tokens + context > budget):

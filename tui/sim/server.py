@@ -6,7 +6,7 @@
 - `generation`: one generation request's wire output, faults and truth record (the hot path).
 - `engine_loop`: the asyncio task stepping `tui.sim.model.Scheduler` on the modelled clock.
 - `simulator`: routing, admission and counters, tying the above together.
-- `truth`: the ground-truth log.
+- `truth`: the ground-truth log and the scheduler state log.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tui.sim.config import SimConfig, config_from_args
 from tui.sim.http import HttpProtocol
 from tui.sim.model import PROFILES, decode_tokens_per_s
 from tui.sim.simulator import Simulator
-from tui.sim.truth import TruthLog
+from tui.sim.truth import StateLog, TruthLog
 
 
 class ListenError(Exception):
@@ -36,18 +36,20 @@ async def serve(
     *,
     on_ready: Callable[[str], None] | None = None,
     truth_log: TruthLog | None = None,
+    state_log: StateLog | None = None,
 ) -> None:
     """Serve until `stop` is set. `on_ready` gets the base URL (`http://host:port/v1`) once listening."""
     loop = asyncio.get_running_loop()
-    sim = Simulator(config, truth_log)
+    sim = Simulator(config, truth_log, state_log)
     keep_alive_s = config.keep_alive_s
     try:
         server = await loop.create_server(
             lambda: HttpProtocol(sim, keep_alive_s), config.host, config.port, backlog=4096
         )
     except OSError as exc:
-        if truth_log is not None:
-            truth_log.close()
+        for log in (truth_log, state_log):
+            if log is not None:
+                log.close()
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         raise ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = server.sockets[0].getsockname()[1]
@@ -78,15 +80,19 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 def run(config: SimConfig) -> int:
     """Serve `config` until SIGINT/SIGTERM (exit 0); exit 1 if the address is taken or the log can't open."""
     truth_log: TruthLog | None = None
-    if config.truth_log is not None:
-        try:
+    state_log: StateLog | None = None
+    try:
+        if config.truth_log is not None:
             truth_log = TruthLog(config.truth_log)
-        except OSError as exc:
-            print(
-                f"tokentop sim: cannot open truth log {config.truth_log}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
-            return 1
+        if config.state_log is not None:
+            state_log = StateLog(config.state_log)
+    except OSError as exc:
+        if truth_log is not None:
+            truth_log.close()
+        which = "state" if truth_log is not None or config.truth_log is None else "truth"
+        path = config.state_log if which == "state" else config.truth_log
+        print(f"tokentop sim: cannot open {which} log {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
     def ready(url: str) -> None:
         print(f"tokentop sim: serving profile {config.profile.name} on {url}", flush=True)
@@ -97,7 +103,7 @@ def run(config: SimConfig) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
-            await serve(config, stop, on_ready=ready, truth_log=truth_log)
+            await serve(config, stop, on_ready=ready, truth_log=truth_log, state_log=state_log)
         except ListenError as exc:
             print(f"tokentop sim: {exc}", file=sys.stderr)
             return 1

@@ -1,8 +1,8 @@
 """The simulator: routes requests, admits generations (EOS length, faults, rejections) and keeps the counters.
 
 Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, plus `GET /health` and a
-vLLM-style `GET /metrics` (running/waiting requests, KV usage). Without `ignore_eos` an answer stops at a
-seeded EOS length, never before `min_tokens`.
+vLLM-style `GET /metrics` (`tui.sim.metrics`; 404 with `metrics=False`). Without `ignore_eos` an answer stops
+at a seeded EOS length, never before `min_tokens`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from typing import NamedTuple
 
 import orjson
@@ -19,10 +20,11 @@ from tui.sim.engine_loop import engine_loop
 from tui.sim.faults import MID_STREAM_KINDS
 from tui.sim.generation import GenRequest
 from tui.sim.http import HttpProtocol, response, stream_head
+from tui.sim.metrics import ServerMetrics
 from tui.sim.model import Scheduler
 from tui.sim.openai_api import GenParams, HttpError, parse_generation
 from tui.sim.text import TABLE_SIZE, WordTable
-from tui.sim.truth import TruthLog, rejected_record
+from tui.sim.truth import StateLog, TruthLog, rejected_record
 
 
 class _Rejection(NamedTuple):
@@ -55,12 +57,16 @@ _REJECTIONS = {
 class Simulator:
     """Request handling, the engine task and the counters; one per server."""
 
-    def __init__(self, config: SimConfig, truth_log: TruthLog | None = None) -> None:
+    def __init__(
+        self, config: SimConfig, truth_log: TruthLog | None = None, state_log: StateLog | None = None
+    ) -> None:
         self.config = config
         self.profile = config.profile
         self.scheduler: Scheduler[GenRequest] = Scheduler(config.profile)
         self.words = WordTable(config.seed)
         self.truth_log = truth_log
+        self.state_log = state_log
+        self.metrics = ServerMetrics()
         self.connections: set[HttpProtocol] = set()
         self._fault_rng = random.Random(f"{config.seed}:faults")
         self._request_rng = random.Random(f"{config.seed}:requests")
@@ -89,10 +95,24 @@ class Simulator:
         self._models_body = orjson.dumps(models)
 
     def start(self) -> None:
+        on_state = self.note_state if self.state_log is not None else None
         self._task = asyncio.get_running_loop().create_task(
-            engine_loop(self.scheduler, self._wake, self.config.time_scale, self.counters),
+            engine_loop(
+                self.scheduler,
+                self._wake,
+                self.config.time_scale,
+                self.counters,
+                self.metrics,
+                on_state,
+            ),
             name="tokentop-sim-engine",
         )
+
+    def note_state(self) -> None:
+        """Record the scheduler's state in the state log (a no-op line when it did not change)."""
+        if self.state_log is not None:
+            sched = self.scheduler
+            self.state_log.note(time.perf_counter_ns(), len(sched.running), sched.num_waiting, sched.kv_used)
 
     async def close(self) -> None:
         """Stop the engine, drop every connection (in-flight requests are logged as disconnected)."""
@@ -109,6 +129,10 @@ class Simulator:
         if self.truth_log is not None:
             self.truth_log.close()
             self.truth_log = None
+        if self.state_log is not None:
+            self.note_state()
+            self.state_log.close()
+            self.state_log = None
 
     # -- the engine loop --
 
@@ -152,6 +176,8 @@ class Simulator:
                     proto.send(response(200, self._models_body, keep_alive=keep_alive), keep_alive)
                 elif path == "/health":
                     proto.send(response(200, b"", keep_alive=keep_alive), keep_alive)
+                elif not self.config.metrics:
+                    raise HttpError(404, f"Invalid URL ({method} {path})", code="not_found")
                 else:
                     proto.send(
                         response(
@@ -233,6 +259,8 @@ class Simulator:
             proto.transport.write(stream_head(request_id, keep_alive=keep_alive))
         self.scheduler.add(req)
         self._wake.set()
+        if self.state_log is not None:
+            self.note_state()
 
     def _reject(
         self,
@@ -270,21 +298,19 @@ class Simulator:
     def finished(self, req: GenRequest, status: str, http_status: int) -> None:
         """A generation request ended: log it and let its connection serve the next request."""
         self.counters[f"requests_{status}"] += 1
+        if status == "ok":
+            self.metrics.finished_ok(req.arrival_ns, time.perf_counter_ns(), req.finish_reason)
         if self.truth_log is not None:
             self.truth_log.write(req.truth(status, http_status))
         if status == "ok" and req.proto.current is req:
             req.proto.response_done(req.keep_alive)
 
     def _metrics(self) -> bytes:
-        name = f'{{model_name="{self.profile.model}"}}'
         sched = self.scheduler
-        rows = [
-            ("gauge", "vllm:num_requests_running", len(sched.running)),
-            ("gauge", "vllm:num_requests_waiting", sched.num_waiting),
-            ("gauge", "vllm:kv_cache_usage_perc", round(sched.kv_usage, 6)),
-            ("counter", "vllm:num_preemptions_total", sched.preemptions),
-            ("counter", "vllm:prompt_tokens_total", self.counters["prompt_tokens"]),
-            ("counter", "vllm:generation_tokens_total", self.counters["generation_tokens"]),
-        ]
-        lines = [f"# TYPE {metric} {kind}\n{metric}{name} {value}\n" for kind, metric, value in rows]
-        return "".join(lines).encode()
+        return self.metrics.render(
+            self.profile.model,
+            len(sched.running),
+            sched,
+            self.counters["prompt_tokens"],
+            self.counters["generation_tokens"],
+        )

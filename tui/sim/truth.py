@@ -56,3 +56,36 @@ def rejected_record(
         "http_status": http_status,
         "fault": fault,
     }
+
+
+class StateLog:
+    """The scheduler's state over time: one JSON line per change of (running, waiting, KV tokens used).
+
+    `{"t_ns": ..., "running": ..., "waiting": ..., "kv_used": ...}`, where `t_ns` is `perf_counter_ns` when
+    the state was entered; it holds until the next line. A step function recorded at its edges, so a test
+    can take the exact time-average of running and waiting over any window and hold a client's scraped
+    average to it. Lines are buffered and flushed every `flush_ns` and on close (the engine loop writes at
+    most one per step, and only when the state changed).
+    """
+
+    def __init__(self, path: Path, flush_ns: int = 200_000_000) -> None:
+        self._file: IO[bytes] = path.open("ab")
+        self._last: tuple[int, int, int] = (-1, -1, -1)
+        self._flush_ns = flush_ns
+        self._flushed_ns = 0
+
+    def note(self, t_ns: int, running: int, waiting: int, kv_used: int) -> None:
+        """Record the state entered at `t_ns`, if it differs from the last one recorded."""
+        state = (running, waiting, kv_used)
+        if state == self._last:
+            return
+        self._last = state
+        self._file.write(
+            b'{"t_ns":%d,"running":%d,"waiting":%d,"kv_used":%d}\n' % (t_ns, running, waiting, kv_used)
+        )
+        if t_ns - self._flushed_ns >= self._flush_ns:
+            self._file.flush()
+            self._flushed_ns = t_ns
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,214 @@
+"""Poll the server's `/metrics` from a thread in the face process; publish an immutable `ServerView`.
+
+Never in an engine worker (its event loop stamps tokens) and never on the UI's loop (drawing would delay the
+scrape, and a slow scrape would stall drawing): a daemon thread with its own blocking httpx client. Each
+scrape is bounded by `timeout_s`; the next starts on the next tick of a fixed grid after the last one
+finished, so scrapes never overlap and late ticks are skipped, not bunched (Textual's timers do the same).
+A face calls `latest()`, which returns the last published view: one attribute read, no lock, no I/O.
+
+When `/metrics` is missing (an HTTP error, or a body that is not Prometheus text) or unreachable, the view
+says so in one line with the hint that fits the server (its kind guessed from `/v1/models`' `owned_by`),
+`on_notice` is called with that line once, and the poller backs off (doubling up to `max_backoff_s`) rather
+than hammering a server that has no metrics; it resumes the normal pace as soon as a scrape succeeds.
+
+    poller = ServerMetricsPoller("http://127.0.0.1:8000/v1").start()
+    view = poller.latest()      # ServerView: view.current["running"], view.level_summary(t0_ns, t1_ns)
+    poller.stop()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from tui.engine.server_metrics.kinds import MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
+from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
+from tui.engine.server_metrics.view import (
+    MISSING,
+    UNREACHABLE,
+    Reading,
+    ServerView,
+    build_view,
+    model_of,
+    read,
+)
+
+
+def metrics_url_for(base_url: str) -> str:
+    """`http://host:port/v1` -> `http://host:port/metrics`: the path beside `/v1`, as vLLM, SGLang,
+    llama-server and TGI serve it. A base without `/v1` gets `/metrics` appended to its path."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return urlunsplit((parts.scheme, parts.netloc, path + "/metrics", "", ""))
+
+
+def _models_url(metrics_url: str) -> str:
+    parts = urlsplit(metrics_url)
+    path = parts.path
+    path = path[: -len("/metrics")] if path.endswith("/metrics") else path.rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, path + "/v1/models", "", ""))
+
+
+class ServerMetricsPoller:
+    """A background thread scraping one `/metrics` URL every `interval_s`; `latest()` is the view."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        metrics_url: str | None = None,
+        interval_s: float = 1.0,
+        timeout_s: float = 2.0,
+        window_s: float = 10.0,
+        history: int = 600,
+        max_backoff_s: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """`base_url`: the OpenAI base (`.../v1`); `metrics_url` overrides where to scrape. `window_s`: the
+        live view's window for rates and quantiles. `history`: readings kept (600 at 1 Hz = 10 minutes).
+        `headers`: sent with every scrape (an Authorization header for a hosted server). `on_notice`: called
+        once with the one-line reason when metrics are missing or unreachable."""
+        if interval_s <= 0 or timeout_s <= 0 or window_s <= 0 or history < 2:
+            raise ValueError("interval_s, timeout_s and window_s must be positive; history at least 2")
+        self.url = metrics_url or metrics_url_for(base_url)
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.max_backoff_s = max(max_backoff_s, interval_s)
+        self._headers = dict(headers or {})
+        self._on_notice = on_notice
+        self._transport = transport
+        self._ring: deque[Reading] = deque(maxlen=history)
+        self._view = ServerView(url=self.url, window_s=window_s)
+        self._noticed: set[str] = set()
+        self._kind_guess: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.scrape_s_max = 0.0
+        """The slowest scrape so far (request + parse + view), seconds: the poller's own cost."""
+
+    # -- the face's side --
+
+    def latest(self) -> ServerView:
+        """The last published view (immutable; safe to read from any thread)."""
+        return self._view
+
+    def start(self) -> ServerMetricsPoller:
+        """Start the thread (idempotent); the first scrape is immediate."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tokentop-server-metrics", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop and join the thread: at most one scrape's timeout plus a moment."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def __enter__(self) -> ServerMetricsPoller:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the thread --
+
+    def _run(self) -> None:
+        timeout = httpx.Timeout(self.timeout_s)
+        with httpx.Client(timeout=timeout, headers=self._headers, transport=self._transport) as client:
+            backoff_s = self.interval_s
+            grid_t0 = time.monotonic()
+            delay_s = 0.0
+            while not self._stop.wait(delay_s):
+                started = time.monotonic()
+                ok = self.scrape_once(client)
+                now = time.monotonic()
+                self.scrape_s_max = max(self.scrape_s_max, now - started)
+                if ok:
+                    backoff_s = self.interval_s
+                    # The next tick of the grid after now: a slow scrape skips ticks instead of bunching.
+                    ticks = int((now - grid_t0) / self.interval_s) + 1
+                    delay_s = grid_t0 + ticks * self.interval_s - now
+                else:
+                    backoff_s = min(backoff_s * 2, self.max_backoff_s)
+                    delay_s = backoff_s
+                    grid_t0 = now + delay_s  # a fresh grid once the server answers again
+
+    def scrape_once(self, client: httpx.Client) -> bool:
+        """One scrape: request, parse, publish. True when it produced a reading. Never raises."""
+        sent_ns = time.perf_counter_ns()
+        try:
+            response = client.get(self.url)
+            got_ns = time.perf_counter_ns()
+            if response.status_code != 200:
+                self._fail(client, MISSING, f"GET {self.url} answered {response.status_code}")
+                return False
+            text = response.text
+            kind = detect_kind(list(sample_names(text)))
+            server_map = MAPS.get(kind)
+            families = parse_text(text, server_map.families() if server_map is not None else None)
+        except NotPrometheusError as exc:
+            self._fail(client, MISSING, f"GET {self.url}: {exc}")
+            return False
+        except httpx.HTTPError as exc:
+            self._fail(client, UNREACHABLE, f"GET {self.url} failed ({type(exc).__name__})")
+            return False
+        except Exception as exc:  # a parser surprise must not end the thread: the view says what happened
+            self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
+            return False
+        # Midway between send and receipt: the instant the server most likely read its state.
+        t_ns = (sent_ns + got_ns) // 2
+        base = self._view
+        if kind != base.kind:
+            self._ring.clear()  # another server answers now: its readings do not continue the old ones
+            base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
+        self._ring.append(read(families, t_ns, kind))
+        self._view = build_view(base, tuple(self._ring), model_of(families))
+        return True
+
+    def _fail(self, client: httpx.Client, status: str, what: str) -> None:
+        kind = self._view.kind
+        if kind == UNKNOWN:
+            kind = self._guess_kind(client)
+        message = f"server metrics: {what}; {hint_for(kind)} (the run goes on without them)"
+        old = self._view
+        self._view = ServerView(
+            status=status,
+            url=self.url,
+            kind=old.kind,
+            model=old.model,
+            message=message,
+            window_s=old.window_s,
+            scrapes=old.scrapes,
+            failures=old.failures + 1,
+            readings=old.readings,  # what was measured before stays usable for level summaries
+        )
+        if status not in self._noticed:
+            self._noticed.add(status)
+            if self._on_notice is not None:
+                self._on_notice(message)
+
+    def _guess_kind(self, client: httpx.Client) -> str:
+        """The server kind from `/v1/models` (`owned_by`) and its `Server` header; asked once."""
+        if self._kind_guess is None:
+            self._kind_guess = UNKNOWN
+            try:
+                response = client.get(_models_url(self.url))
+                owners = ""
+                if response.status_code == 200:
+                    data = response.json().get("data") or []
+                    owners = " ".join(str(m.get("owned_by", "")) for m in data if isinstance(m, dict))
+                self._kind_guess = kind_from_owner(owners, response.headers.get("server", ""))
+            except (httpx.HTTPError, ValueError, AttributeError):
+                pass
+        return self._kind_guess

@@ -1,0 +1,269 @@
+"""What one scrape keeps (`Reading`) and the frozen view a face reads (`ServerView`), with per-level figures.
+
+A `Reading` keeps only what the common signals need (a few gauges, the counters the rates read, the mapped
+histograms) plus, for a server we do not recognise, its gauges by name; the raw text is dropped at once.
+`ServerView` is built in the poller's thread and published whole, so a face only reads plain fields: the
+current value of each signal, quantiles of the server's latency histograms over the live window, and the
+readings themselves (a bounded ring) for histories and for `level_summary` over any [t_from, t_to].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from types import MappingProxyType
+from typing import Any
+
+from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, MAPS, RATES, UNKNOWN, ServerMap
+from tui.engine.server_metrics.parse import Buckets, Family, histogram, label_values, total
+from tui.engine.server_metrics.window import (
+    Point,
+    counter_rate,
+    histogram_increase,
+    histogram_quantile,
+    ratio_of_increases,
+    time_weighted_mean,
+)
+
+QUANTILES = (0.5, 0.9, 0.99)
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One scrape, reduced to what the signals need. `t_ns`: `perf_counter_ns` midway through the request."""
+
+    t_ns: int
+    gauges: Mapping[str, float]
+    """Signal -> value, for the gauge signals (and rate signals a server exports as a gauge)."""
+    counters: Mapping[str, float]
+    """Counter metric name -> value summed over label sets."""
+    histograms: Mapping[str, Buckets]
+    """Histogram signal -> buckets summed over label sets."""
+    other_gauges: Mapping[str, float] = field(default_factory=dict)
+    """An unrecognised server's gauges by family name (empty for a known server)."""
+
+
+def read(families: Mapping[str, Family], t_ns: int, kind: str) -> Reading:
+    """Reduce parsed families to a Reading by the map of `kind`; for `unknown`, every gauge by name."""
+    server_map = MAPS.get(kind)
+    if server_map is None:
+        gauges = {
+            f.name: v
+            for f in families.values()
+            if f.kind == "gauge" and (v := total(families, f.name)) is not None
+        }
+        return Reading(t_ns, _EMPTY, _EMPTY, _EMPTY, MappingProxyType(gauges))
+    found_gauges: dict[str, float] = {}
+    for signal, candidates in server_map.gauges.items():
+        value = _first(families, candidates)
+        if value is not None:
+            found_gauges[signal] = value
+    for signal, rate in server_map.rates.items():
+        if rate.gauge is not None and (value := total(families, rate.gauge)) is not None:
+            found_gauges[signal] = value
+    counters = {n: v for n in server_map.counters() if (v := total(families, n)) is not None}
+    hists: dict[str, Buckets] = {}
+    for signal, candidates in server_map.histograms.items():
+        for name in candidates:
+            buckets = histogram(families, name)
+            if buckets is not None:
+                hists[signal] = buckets
+                break
+    return Reading(t_ns, MappingProxyType(found_gauges), MappingProxyType(counters), MappingProxyType(hists))
+
+
+def _first(families: Mapping[str, Family], candidates: tuple[str, ...]) -> float | None:
+    for name in candidates:
+        value = total(families, name)
+        if value is not None:
+            return value
+    return None
+
+
+def model_of(families: Mapping[str, Family]) -> str | None:
+    """The served model, from the `model_name` (vLLM, SGLang) or `model` label; several joined by commas."""
+    for label in ("model_name", "model"):
+        names = label_values(families, label)
+        if names:
+            return ",".join(names)
+    return None
+
+
+# --- figures over a window ----------------------------------------------------------------------------------
+
+
+def _gauge_points(readings: tuple[Reading, ...], signal: str) -> list[Point]:
+    return [(r.t_ns, r.gauges[signal]) for r in readings if signal in r.gauges]
+
+
+def _counter_points(readings: tuple[Reading, ...], name: str) -> list[Point]:
+    return [(r.t_ns, r.counters[name]) for r in readings if name in r.counters]
+
+
+def _summed_points(readings: tuple[Reading, ...], names: tuple[str, ...]) -> list[Point]:
+    """Several counters added reading by reading (only readings that carry all of them)."""
+    return [
+        (r.t_ns, sum(r.counters[n] for n in names)) for r in readings if all(n in r.counters for n in names)
+    ]
+
+
+def rate_signal(
+    server_map: ServerMap, readings: tuple[Reading, ...], signal: str, t_from_ns: int, t_to_ns: int
+) -> float | None:
+    """One rate signal over [t_from_ns, t_to_ns]: from counters when the server has them, else the
+    time-averaged gauge it exports instead (SGLang's cache hit rate)."""
+    rate = server_map.rates.get(signal)
+    if rate is None:
+        return None
+    if rate.numerator:
+        num = _summed_points(readings, rate.numerator)
+        if len(num) >= 2:
+            if rate.per_s:
+                return counter_rate(num, t_from_ns, t_to_ns)
+            return ratio_of_increases(num, _summed_points(readings, rate.denominator), t_from_ns, t_to_ns)
+    if rate.gauge is not None:
+        return time_weighted_mean(_gauge_points(readings, signal), t_from_ns, t_to_ns)
+    return None
+
+
+def window_histogram(
+    readings: tuple[Reading, ...], signal: str, t_from_ns: int, t_to_ns: int
+) -> Buckets | None:
+    """The observations a server histogram gained over the readings inside the window."""
+    inside = [
+        r.histograms[signal] for r in readings if t_from_ns <= r.t_ns <= t_to_ns and signal in r.histograms
+    ]
+    return histogram_increase(inside)
+
+
+def _quantiles(buckets: Buckets | None) -> dict[str, float | None]:
+    out: dict[str, float | None] = {f"p{round(q * 100)}": None for q in QUANTILES}
+    out["count"] = buckets.count if buckets is not None else 0.0
+    if buckets is not None and buckets.count > 0:
+        for q in QUANTILES:
+            out[f"p{round(q * 100)}"] = histogram_quantile(q, buckets)
+        out["mean"] = buckets.sum / buckets.count
+    return out
+
+
+# --- the view -----------------------------------------------------------------------------------------------
+
+STARTING, OK, MISSING, UNREACHABLE = "starting", "ok", "missing", "unreachable"
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """The server's own signals as last scraped; immutable, published whole by the poller.
+
+    `current` holds each signal in `kinds.GAUGES` (latest reading) and `kinds.RATES` (over the last
+    `window_s`); `quantiles` the server's latency histograms over the same window (`p50`, `p90`, `p99` in
+    seconds, `count`, `mean`). None or absent: the server does not export it (or nothing happened yet)."""
+
+    status: str = STARTING
+    """`starting` (no scrape yet), `ok`, `missing` (404, not Prometheus text) or `unreachable`."""
+    url: str = ""
+    kind: str = UNKNOWN
+    model: str | None = None
+    message: str | None = None
+    """The one line saying why there are no metrics, with the hint that fits the server."""
+    window_s: float = 10.0
+    scrapes: int = 0
+    failures: int = 0
+    current: Mapping[str, float | None] = field(default_factory=dict)
+    quantiles: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    other_gauges: Mapping[str, float] = field(default_factory=dict)
+    """An unrecognised server's gauges by name, latest reading."""
+    readings: tuple[Reading, ...] = ()
+    """The ring of recent readings, oldest first."""
+
+    @property
+    def found(self) -> tuple[str, ...]:
+        """The signals this server exports (in the latest reading)."""
+        if not self.readings:
+            return ()
+        last = self.readings[-1]
+        server_map = MAPS.get(self.kind)
+        names = list(last.gauges) + list(last.histograms)
+        if server_map is not None:
+            names += [
+                s
+                for s, r in server_map.rates.items()
+                if r.numerator and all(n in last.counters for n in r.numerator)
+            ]
+        return tuple(dict.fromkeys(names))
+
+    def history(self, signal: str, last_s: float | None = None) -> tuple[Point, ...]:
+        """A gauge signal's readings, or a rate signal per consecutive pair of readings, oldest first."""
+        readings = self.readings
+        if last_s is not None and readings:
+            cutoff = readings[-1].t_ns - int(last_s * 1e9)
+            readings = tuple(r for r in readings if r.t_ns >= cutoff)
+        if signal in GAUGES:
+            return tuple(_gauge_points(readings, signal))
+        server_map = MAPS.get(self.kind)
+        if server_map is None or signal not in RATES:
+            return ()
+        out: list[Point] = []
+        for prev, cur in pairwise(readings):
+            value = rate_signal(server_map, (prev, cur), signal, prev.t_ns, cur.t_ns)
+            if value is not None:
+                out.append((cur.t_ns, value))
+        return tuple(out)
+
+    def level_summary(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
+        """The server's figures over one load level's window, for results: time-averaged gauges
+        (`running_mean`, ...), rates, latency quantiles in ms, the server kind and what was found."""
+        readings = self.readings
+        summary: dict[str, Any] = {
+            "kind": self.kind,
+            "model": self.model,
+            "status": self.status,
+            "found": list(self.found),
+            "scrapes": sum(1 for r in readings if t_from_ns <= r.t_ns <= t_to_ns),
+        }
+        for signal in GAUGES:
+            summary[f"{signal}_mean"] = time_weighted_mean(
+                _gauge_points(readings, signal), t_from_ns, t_to_ns
+            )
+        server_map = MAPS.get(self.kind)
+        for signal in RATES:
+            summary[signal] = (
+                rate_signal(server_map, readings, signal, t_from_ns, t_to_ns) if server_map else None
+            )
+        for signal in HISTOGRAMS:
+            q = _quantiles(window_histogram(readings, signal, t_from_ns, t_to_ns))
+            summary[signal.removesuffix("_s") + "_ms"] = {
+                k: (v * 1e3 if v is not None and k != "count" else v) for k, v in q.items()
+            }
+        return summary
+
+
+def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: str | None) -> ServerView:
+    """A fresh `ok` view from the ring: current values over the last `base.window_s`."""
+    last = readings[-1]
+    t_to = last.t_ns
+    t_from = t_to - int(base.window_s * 1e9)
+    current: dict[str, float | None] = {s: last.gauges.get(s) for s in GAUGES}
+    server_map = MAPS.get(base.kind)
+    quantiles: dict[str, Mapping[str, float | None]] = {}
+    if server_map is not None:
+        for signal in RATES:
+            current[signal] = rate_signal(server_map, readings, signal, t_from, t_to)
+        for signal in server_map.histograms:
+            quantiles[signal] = _quantiles(window_histogram(readings, signal, t_from, t_to))
+    return ServerView(
+        status=OK,
+        url=base.url,
+        kind=base.kind,
+        model=families_model or base.model,
+        message=None,
+        window_s=base.window_s,
+        scrapes=base.scrapes + 1,
+        failures=base.failures,
+        current=MappingProxyType(current),
+        quantiles=MappingProxyType(quantiles),
+        other_gauges=last.other_gauges,
+        readings=readings,
+    )

@@ -1,0 +1,113 @@
+"""The simulator's own flags, so the simulator can stand alone (`python -m tui.sim`).
+
+`tokentop sim` (in `tui.cli`) still declares its copy of the older flags; it should call `add_sim_args`
+instead, so that the two cannot drift. Until it does, the flags only this module knows (`--no-metrics`,
+`--state-log`) work through `python -m tui.sim`, which is what `tui.sim.launch.SimServer` runs, and
+`tui.sim.config.config_from_args` reads them with defaults, so a namespace without them still works.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_PROFILE = "small-gpu"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _float(text: str, *, positive: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    low_ok = value > 0 if positive else value >= 0
+    if not (low_ok and value < float("inf")):  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be {'above' if positive else 'at least'} 0: {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    return _float(text, positive=True)
+
+
+def _non_negative_float(text: str) -> float:
+    return _float(text, positive=False)
+
+
+def add_sim_args(p: argparse.ArgumentParser) -> None:
+    """Declare every `tokentop sim` flag on `p` (what `config_from_args` reads)."""
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed)")
+    p.add_argument(
+        "--profile", default=DEFAULT_PROFILE, metavar="NAME", help="performance profile (--list-profiles)"
+    )
+    p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
+    p.add_argument(
+        "--time-scale",
+        type=_positive_float,
+        default=1.0,
+        metavar="X",
+        help="run X times faster than the profile (for tests)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--tokens-per-chunk",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="tokens per SSE chunk (stream interval / speculative decoding)",
+    )
+    p.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="emit N reasoning_content tokens before the answer",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND=RATE",
+        help="inject faults: error500, error429, disconnect, stall, malformed (rate 0..1); "
+        "queue503=N rejects when more than N wait",
+    )
+    p.add_argument(
+        "--truth-log", metavar="PATH", help="write one JSON line per request with server-side times"
+    )
+    p.add_argument(
+        "--state-log",
+        metavar="PATH",
+        help="write one JSON line per scheduler state change (time, running, waiting, KV tokens used)",
+    )
+    p.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        help="answer GET /metrics with 404, like a server started without its metrics switch",
+    )
+    p.add_argument(
+        "--keep-alive",
+        type=_non_negative_float,
+        default=5.0,
+        metavar="S",
+        help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
+        "(default 5; 0 never closes)",
+    )
+    cap = p.add_argument_group("capacity overrides (default: the profile's)")
+    cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
+    cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")
+    cap.add_argument(
+        "--prefill-chunk",
+        type=int,
+        metavar="N",
+        help="prefill token budget per step; 0 turns chunked prefill off",
+    )
