@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from tui import __version__
 from tui.demo import DEMO_PROFILE
 from tui.options import UsageError
+from tui.sim.flags import add_sim_args
 
 
 class _Parser(argparse.ArgumentParser):
@@ -142,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_args(bench)
 
     sim = sub.add_parser("sim", help="run the built-in simulated OpenAI-compatible server")
-    _add_sim_args(sim)
+    add_sim_args(sim)
 
     cal = sub.add_parser("calibrate", help="find how many streams this machine can time accurately")
     _add_calibrate_args(cal)
@@ -219,65 +220,6 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
         default=1.0,
         metavar="X",
         help="with no --url: run the simulator X times faster (tests, quick demos)",
-    )
-
-
-def _add_sim_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed)")
-    p.add_argument(
-        "--profile", default=DEMO_PROFILE, metavar="NAME", help="performance profile (--list-profiles)"
-    )
-    p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
-    p.add_argument(
-        "--time-scale",
-        type=_positive_float,
-        default=1.0,
-        metavar="X",
-        help="run X times faster than the profile (for tests)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--tokens-per-chunk",
-        type=_positive_int,
-        default=1,
-        metavar="N",
-        help="tokens per SSE chunk (stream interval / speculative decoding)",
-    )
-    p.add_argument(
-        "--reasoning-tokens",
-        type=int,
-        default=0,
-        metavar="N",
-        help="emit N reasoning_content tokens before the answer",
-    )
-    p.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="KIND=RATE",
-        help="inject faults: error500, error429, disconnect, stall, malformed (rate 0..1); "
-        "queue503=N rejects when more than N wait",
-    )
-    p.add_argument(
-        "--truth-log", metavar="PATH", help="write one JSON line per request with server-side times"
-    )
-    p.add_argument(
-        "--keep-alive",
-        type=_non_negative_float,
-        default=5.0,
-        metavar="S",
-        help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
-        "(default 5; 0 never closes)",
-    )
-    cap = p.add_argument_group("capacity overrides (default: the profile's)")
-    cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
-    cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")
-    cap.add_argument(
-        "--prefill-chunk",
-        type=int,
-        metavar="N",
-        help="prefill token budget per step; 0 turns chunked prefill off",
     )
 
 

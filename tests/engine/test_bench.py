@@ -44,6 +44,7 @@ def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.mark.heavy
 def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     log = tmp_path / "requests.jsonl"

@@ -130,6 +130,7 @@ def test_ignores_snapshots_of_other_targets() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.heavy
 def test_real_ramp_stops_at_the_simulators_knee(tmp_path: Path) -> None:
     # tiny-cpu has 4 slots: throughput stops growing at 4 users
     sim = SimServer("tiny-cpu", time_scale=10.0)

@@ -60,6 +60,7 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> Batch:
     )
 
 
+@pytest.mark.heavy
 def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(series_mod, "SERIES_CAP", 4096)
     monkeypatch.setattr(levels_mod, "LEVEL_REQUEST_CAP", 2000)

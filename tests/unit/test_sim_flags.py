@@ -1,8 +1,4 @@
-"""The simulator's own flags (`python -m tui.sim`, `tui.sim.flags`) cover every `tokentop sim` flag.
-
-Until `tui.cli` delegates to `tui.sim.flags.add_sim_args`, the two declare the sim's flags apart; this keeps
-them from drifting: a flag added to `tokentop sim` and not to the simulator's own parser fails here.
-"""
+"""`tokentop sim` and `python -m tui.sim` take the same flags, declared once in `tui.sim.flags`."""
 
 from __future__ import annotations
 
@@ -27,17 +23,15 @@ def _sim_subparser() -> argparse.ArgumentParser:
     raise AssertionError("no sim subcommand")
 
 
-def test_every_tokentop_sim_flag_is_a_simulator_flag() -> None:
+def test_tokentop_sim_has_exactly_the_simulators_flags() -> None:
     own = argparse.ArgumentParser()
     add_sim_args(own)
-    assert _options(_sim_subparser()) <= _options(own)
+    assert _options(_sim_subparser()) == _options(own)
     assert {"--no-metrics", "--state-log"} <= _options(own)
 
 
-def test_the_new_flags_reach_the_config_and_default_without_them() -> None:
-    own = argparse.ArgumentParser()
-    add_sim_args(own)
-    config = config_from_args(own.parse_args(["--no-metrics", "--state-log", "s.jsonl"]))
+def test_the_metrics_flags_reach_the_config_and_default_without_them() -> None:
+    config = config_from_args(build_parser().parse_args(["sim", "--no-metrics", "--state-log", "s.jsonl"]))
     assert config.metrics is False and str(config.state_log) == "s.jsonl"
-    old = config_from_args(build_parser().parse_args(["sim"]))  # tokentop sim: no such flags yet
-    assert old.metrics is True and old.state_log is None
+    default = config_from_args(build_parser().parse_args(["sim"]))
+    assert default.metrics is True and default.state_log is None
