@@ -43,6 +43,16 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="per request, also the longest silence allowed between chunks (default 300)",
     )
+    sm = p.add_argument_group("server metrics (the server's own view, from its Prometheus /metrics)")
+    sm.add_argument(
+        "--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside the URL's /v1)"
+    )
+    sm.add_argument(
+        "--no-server-metrics",
+        dest="server_metrics",
+        action="store_false",
+        help="do not scrape the server's /metrics",
+    )
     w = p.add_argument_group("workload")
     w.add_argument("--isl", type=_positive_int, default=128, metavar="N", help="input tokens per request")
     w.add_argument("--osl", type=_positive_int, default=128, metavar="N", help="output tokens per request")

@@ -74,9 +74,16 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
 
 
 def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
-    """The engine tunables a face's flags set: the SLOs and the closed-loop user stagger."""
+    """The engine tunables a face's flags set: the SLOs, the closed-loop user stagger, server metrics."""
+    metrics_url = getattr(ns, "metrics_url", None)
+    if metrics_url is not None and not metrics_url.startswith(("http://", "https://")):
+        raise UsageError(f"--metrics-url must start with http:// or https://: {metrics_url!r}")
     return EngineOptions(
-        slo_ttft_ms=ns.slo_ttft_ms, slo_tpot_ms=ns.slo_tpot_ms, user_stagger_s=ns.user_stagger_ms / 1e3
+        slo_ttft_ms=ns.slo_ttft_ms,
+        slo_tpot_ms=ns.slo_tpot_ms,
+        user_stagger_s=ns.user_stagger_ms / 1e3,
+        server_metrics=getattr(ns, "server_metrics", True),
+        metrics_url=metrics_url,
     )
 
 

@@ -9,6 +9,7 @@ import orjson
 
 from tests.app import frozen
 from tui.engine.config import LoadTarget
+from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
@@ -24,6 +25,8 @@ class FakeEngine:
         self.snapshots = 0
         self.results: list[Path] = []
         self.ready = True
+        self.server: ServerView | None = None
+        """What `server_view` answers (None: the engine does not scrape)."""
         """What `wait_ready` answers: False plays an engine still probing the server."""
 
     def start(self) -> None:
@@ -31,6 +34,9 @@ class FakeEngine:
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         return self.ready
+
+    def server_view(self) -> ServerView | None:
+        return self.server
 
     def set_load(self, target: LoadTarget) -> None:
         self.loads.append(target)

@@ -101,6 +101,9 @@ class ScriptedEngine:
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         return self.started
 
+    def server_view(self) -> None:
+        return None  # a scripted engine has no server to scrape
+
     def set_load(self, target: LoadTarget) -> None:
         self.loads.append(target)
         old, self._load = self.load, target

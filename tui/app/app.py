@@ -32,6 +32,7 @@ from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
+from tui.app.widgets.server import ServerPane
 from tui.app.widgets.status import FatalBanner, StatusBar, UiState
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
@@ -132,6 +133,7 @@ class TokentopApp(App[int]):
         self._itl = LatencyHistogram("itl", id="itl")
         self._table = LevelTable(id="levels")
         self._errors = ErrorsPane(id="errors")
+        self._server = ServerPane(id="server")
         self._plots: list[PlotPane] = [self._curve, self._ttft, self._itl]
         # plotext builds (~5 ms each) made the UI's p99 tick; one background thread builds them in turn,
         # so the UI thread only reads the theme and data in and shows the result. Without it (tests)
@@ -157,6 +159,7 @@ class TokentopApp(App[int]):
                 yield self._itl
             with Horizontal(id="bottom"):
                 yield self._table
+                yield self._server
                 yield self._errors
         yield KeyFooter(self.FOOTER_RANK)
 
@@ -231,6 +234,7 @@ class TokentopApp(App[int]):
         self._status.show(snap, self._ui_state())
         self._lanes.show(snap.lanes, snap.in_flight)
         self._errors.show(snap)
+        self._server.show(self.engine.server_view(), snap)
         self._curve.show(snap)
         self._ttft.show(snap, self.window_s, self.convention)
         self._itl.show(snap, self.window_s, self.convention)

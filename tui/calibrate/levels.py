@@ -77,7 +77,7 @@ def measure_level(
 ) -> LevelResult:
     """Run ``streams`` paced streams through the real engine (or ``engine_factory``'s: tests) for a warm-up
     plus ``seconds`` and measure."""
-    from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
+    from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
     from tui.sim.paced import FIRST_TOKEN_S, paced_server
 
     if engine_factory is None:
@@ -96,7 +96,11 @@ def measure_level(
     with paced_server(token_rate, truth, lockstep=lockstep) as server:
         target = TargetConfig(base_url=server.url, model="sim-paced", timeout_s=60.0)
         workload = WorkloadConfig(isl=16, osl=osl)
-        handle = engine_factory(target, workload, load, workers=workers, requests_log=requests)
+        # The paced server has no /metrics, and the measurement should hold nothing but the engine.
+        options = EngineOptions(server_metrics=False)
+        handle = engine_factory(
+            target, workload, load, workers=workers, requests_log=requests, options=options
+        )
         handle.start()
         try:
             if not handle.wait_ready(30.0) or handle.fatal:

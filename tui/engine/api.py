@@ -9,10 +9,13 @@ own engine takes an `EngineFactory` (default: `EngineHandle` itself), so it can 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.snapshot import RequestDetail, Snapshot
+
+if TYPE_CHECKING:
+    from tui.engine.server_metrics.view import ServerView
 
 
 class Engine(Protocol):
@@ -21,6 +24,9 @@ class Engine(Protocol):
 
     def start(self) -> None:
         """Start the worker processes and begin issuing load at the current target."""
+
+    def server_view(self) -> ServerView | None:
+        """The server's own signals from its ``/metrics`` as last scraped, or None when not scraped."""
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the engine is issuing load or its start failed (see `fatal`); False on timeout."""

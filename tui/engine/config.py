@@ -104,6 +104,12 @@ class EngineOptions:
     slo_tpot_ms: float | None = None
     max_lanes: int = 64
     """Most lanes a snapshot carries (the rest are counted in `Snapshot.lanes_hidden`)."""
+    server_metrics: bool = True
+    """Scrape the server's Prometheus ``/metrics`` beside the load (in the face process, never a worker)."""
+    metrics_url: str | None = None
+    """Where to scrape; None: ``/metrics`` beside the base URL's ``/v1``."""
+    metrics_interval_s: float = 1.0
+    """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
 

@@ -35,6 +35,9 @@ from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.snapshot import RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
 
+if TYPE_CHECKING:
+    from tui.engine.server_metrics import ServerMetricsPoller, ServerView
+
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly views when due."""
 LEVEL_VIEWS_WAIT_S = 0.5
@@ -117,6 +120,7 @@ class EngineHandle:
         self._started = False
         self._stopping = False
         self._stopped = False
+        self._server_poller: ServerMetricsPoller | None = None
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
 
@@ -150,6 +154,7 @@ class EngineHandle:
             if self.requests_log_path is not None:
                 self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
+        self._start_server_metrics()
         _ensure_resource_tracker()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -271,9 +276,28 @@ class EngineHandle:
 
         return write_results(self.results(), Path(path))
 
+    def server_view(self) -> ServerView | None:
+        """The server's own signals as last scraped from its ``/metrics``, or None when scraping is off."""
+        return self._server_poller.latest() if self._server_poller is not None else None
+
+    def _start_server_metrics(self) -> None:
+        """Scrape ``/metrics`` on its own thread of this (the face's) process: a slow or missing endpoint
+        never slows the workers, which stamp tokens, nor the UI, which only reads the published view."""
+        o = self.options
+        if not o.server_metrics or self._server_poller is not None:
+            return
+        from tui.engine.server_metrics import ServerMetricsPoller
+
+        headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else None
+        self._server_poller = ServerMetricsPoller(
+            self.target.base_url, metrics_url=o.metrics_url, interval_s=o.metrics_interval_s, headers=headers
+        ).start()
+
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
-        the requests log. Idempotent."""
+        the requests log, stop scraping. Idempotent."""
+        if self._server_poller is not None:
+            self._server_poller.stop()
         with self._lock:
             if self._stopped or not self._started:
                 self._stopped = True

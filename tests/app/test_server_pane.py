@@ -1,0 +1,70 @@
+"""The server pane: the server's own signals from its /metrics beside the client's figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app import frozen
+from tests.app.conftest import MakeApp, screen_text, settle
+from tests.app.fake_engine import FakeEngine
+from tui.app.widgets.server import server_content, sparkline
+from tui.engine.server_metrics.kinds import VLLM
+from tui.engine.server_metrics.parse import parse_text
+from tui.engine.server_metrics.view import MISSING, Reading, ServerView, build_view, read
+
+FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "server_metrics"
+S = 1_000_000_000
+
+
+def _view() -> ServerView:
+    """Two scrapes of the simulator's recorded /metrics a second apart, the second with 2 more waiting."""
+    first = read(parse_text((FIXTURES / "vllm_sim.txt").read_text()), 0, VLLM)
+    later = Reading(S, {**first.gauges, "waiting": first.gauges.get("waiting", 0.0) + 2}, first.counters,
+                    first.histograms)  # fmt: skip
+    return build_view(ServerView(url="http://127.0.0.1:8000/metrics", kind=VLLM), (first, later), "sim-m")
+
+
+def test_sparkline_scales_to_the_maximum() -> None:
+    assert sparkline([0, 1, 2, 4], 8) == "▁▃▅█"  # rounded to the nearest of 8 levels
+    assert sparkline([0, 0], 8) == "▁▁" and sparkline([], 8) == ""
+    assert len(sparkline(list(range(100)), 10)) == 10
+
+
+def test_content_of_a_view_and_of_each_missing_case() -> None:
+    view = _view()
+    text = server_content(view, frozen.snapshot()).plain
+    assert f"waiting{'':<4}{view.current['waiting']:>7,.0f}" in text
+    assert "running" in text and "KV cache" in text and "gen tok/s" in text
+    off = server_content(None, None).plain
+    assert off == "server metrics off (--no-server-metrics)"
+    hint = "no /metrics at http://h/metrics (HTTP 404); llama-server: start it with --metrics"
+    missing = ServerView(status=MISSING, url="http://h/metrics", message=hint)
+    assert server_content(missing, None).plain == hint
+
+
+async def test_the_pane_shows_the_servers_view_beside_the_levels(
+    engine: FakeEngine, make_app: MakeApp
+) -> None:
+    engine.server = _view()
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+    assert "server · vllm · sim-m" in text
+    assert "running" in text and "waiting" in text and "KV cache" in text
+    assert "load levels" in text and "errors" in text  # beside the table and the errors, not instead
+
+
+async def test_the_pane_joins_the_levels_group_on_a_small_terminal(
+    engine: FakeEngine, make_app: MakeApp
+) -> None:
+    engine.server = _view()
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for _ in range(3):
+            if "server · vllm" in screen_text(app):
+                break
+            await pilot.press("v")
+            await settle(pilot)
+        assert "server · vllm" in screen_text(app)

@@ -1,0 +1,70 @@
+"""The handle scrapes the server's /metrics beside the load, on its own thread, and a missing endpoint only
+costs a line: the run goes on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.engine.engine_helpers import running_handle, wait_for
+from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
+from tui.engine.host.handle import EngineHandle
+from tui.engine.server_metrics.view import MISSING, OK, ServerView
+from tui.sim.launch import SimServer
+
+pytestmark = pytest.mark.timeout(60)
+WORKLOAD = WorkloadConfig(isl=32, osl=64)
+FAST = EngineOptions(metrics_interval_s=0.2)
+
+
+def _wait_view(handle: EngineHandle, ok: Callable[[ServerView], bool], timeout_s: float) -> ServerView:
+    """Poll the handle's published view (as a face's tick would) until ``ok``; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        view = handle.server_view()
+        assert view is not None
+        if ok(view):
+            return view
+        assert time.monotonic() < deadline, f"server view never got there: {view.status} {view.message}"
+        time.sleep(0.05)
+
+
+def test_the_servers_queue_shows_when_the_load_passes_its_slots(tmp_path: Path) -> None:
+    """tiny-cpu has 4 slots: at 8 users the server itself reports 4 running and some waiting."""
+    with (
+        SimServer("tiny-cpu", time_scale=8.0) as sim,
+        running_handle(sim.start().url, LoadTarget(concurrency=8), tmp_path, workload=WORKLOAD, options=FAST)
+        as handle,
+    ):  # fmt: skip
+        wait_for(handle, lambda s: s.in_flight >= 8, 15, "8 in flight")
+        view = _wait_view(handle, lambda v: v.status == OK and (v.current.get("waiting") or 0) > 0, 15)
+    assert view.kind == "vllm" and view.model
+    assert view.current["running"] == 4
+    assert view.url.endswith("/metrics") and "/v1" not in view.url
+
+
+def test_a_server_without_metrics_gets_one_line_and_the_run_goes_on(tmp_path: Path) -> None:
+    with (
+        SimServer("flat", time_scale=4.0, metrics=False) as sim,
+        running_handle(sim.start().url, LoadTarget(concurrency=2), tmp_path, workload=WORKLOAD, options=FAST)
+        as handle,
+    ):  # fmt: skip
+        view = _wait_view(handle, lambda v: v.status == MISSING, 15)
+        _, snap, _ = wait_for(handle, lambda s: s.completed >= 4, 20, "4 requests")
+    assert view.message is not None and "\n" not in view.message and "404" in view.message
+    assert snap.failed == 0 and snap.fatal is None
+
+
+def test_scraping_off_means_no_view(tmp_path: Path) -> None:
+    with (
+        SimServer("flat", time_scale=4.0) as sim,
+        running_handle(
+            sim.start().url, LoadTarget(concurrency=1), tmp_path, workload=WORKLOAD,
+            options=EngineOptions(server_metrics=False),
+        ) as handle,
+    ):  # fmt: skip
+        wait_for(handle, lambda s: s.completed >= 1, 20, "a request")
+        assert handle.server_view() is None
