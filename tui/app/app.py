@@ -40,7 +40,7 @@ from tui.engine.config import LoadTarget
 from tui.engine.host.ramp import RampPolicy
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 
-VIEWS = ("live", "latency", "levels")
+VIEWS = ("live", "latency", "levels", "server")
 """Pane groups shown one at a time when the terminal is too small for all of them (`v` cycles)."""
 COMPACT_BELOW = (120, 36)
 """Width and height under which the app shows one view at a time."""

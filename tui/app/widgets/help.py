@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
+from tui.engine.server_metrics.kinds import SIGNAL_DOCS
 from tui.engine.snapshot import ITL_NAMES, ClientHealth
 
 KEYS: tuple[tuple[str, str], ...] = (
@@ -49,7 +50,8 @@ KEYS: tuple[tuple[str, str], ...] = (
 )
 KEYS_MD = "| key | does |\n|---|---|\n" + "".join(f"| {key} | {does} |\n" for key, does in KEYS)
 
-METRICS_MD = f"""\
+METRICS_MD = (
+    f"""\
 ## What the numbers mean
 
 All times are measured at the client socket: a stamp just before the request is sent, and one as each
@@ -82,7 +84,22 @@ streamed event is decoded. Latencies are in milliseconds unless marked `s`.
 - **ui ms/tick, ms/frame, fps** (status line): the app's own work per refresh tick (reading the snapshot,
   updating the panes, building at most one plot), the same until Textual has drawn it (medians), and
   ticks per second. If these grow, the UI is slow, not the server.
+
+### The server pane (the server's own view)
+
+Scraped from the server's Prometheus `/metrics` once a second (`--metrics-url` to point elsewhere,
+`--no-server-metrics` to switch off), on its own thread: it never slows the load or the screen. Each figure
+has one meaning across vLLM, SGLang, llama.cpp and TGI; a server that does not export one shows `-`,
+never 0. Rates and quantiles cover the last 10 s; sparklines the last 2 minutes.
 """
+    + "".join(f"\n- **{name}**: {doc}" for name, doc in SIGNAL_DOCS.items())
+    + """
+
+**client − server** TTFT: the client's median TTFT minus the server's over the same 10 s: network, HTTP
+and the client's own cost, a figure no other load tool shows. The server's quantiles are interpolated
+inside its histogram buckets (as Prometheus does), so they are coarser than the client's.
+"""
+)
 
 
 INTRO_MD = """\
