@@ -48,6 +48,11 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         "--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside the URL's /v1)"
     )
     sm.add_argument(
+        "--server-metrics-log",
+        metavar="PATH",
+        help="append one JSON line per scrape (for plots after the run)",
+    )
+    sm.add_argument(
         "--no-server-metrics",
         dest="server_metrics",
         action="store_false",

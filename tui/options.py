@@ -84,6 +84,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         user_stagger_s=ns.user_stagger_ms / 1e3,
         server_metrics=getattr(ns, "server_metrics", True),
         metrics_url=metrics_url,
+        server_metrics_log=getattr(ns, "server_metrics_log", None),
     )
 
 

@@ -3,8 +3,10 @@ costs a line: the run goes on."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,16 +35,23 @@ def _wait_view(handle: EngineHandle, ok: Callable[[ServerView], bool], timeout_s
 
 
 def test_the_servers_queue_shows_when_the_load_passes_its_slots(tmp_path: Path) -> None:
-    """tiny-cpu has 4 slots: at 8 users the server itself reports 4 running and some waiting."""
+    """tiny-cpu has 4 slots: at 8 users the server itself reports 4 running and some waiting; every scrape
+    is a line of the server metrics log."""
+    log = tmp_path / "server.jsonl"
+    opts = replace(FAST, server_metrics_log=str(log))
     with (
         SimServer("tiny-cpu", time_scale=8.0) as sim,
-        running_handle(sim.start().url, LoadTarget(concurrency=8), tmp_path, workload=WORKLOAD, options=FAST)
+        running_handle(sim.start().url, LoadTarget(concurrency=8), tmp_path, workload=WORKLOAD, options=opts)
         as handle,
     ):  # fmt: skip
         wait_for(handle, lambda s: s.in_flight >= 8, 15, "8 in flight")
         view = _wait_view(handle, lambda v: v.status == OK and (v.current.get("waiting") or 0) > 0, 15)
     assert view.kind == "vllm" and view.model
     assert view.current["running"] == 4
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) >= view.scrapes and all(line["status"] == "ok" for line in lines)
+    assert any(line["current"]["waiting"] for line in lines) and lines[-1]["kind"] == "vllm"
+    assert [line["t_ns"] for line in lines] == sorted(line["t_ns"] for line in lines)
     assert view.url.endswith("/metrics") and "/v1" not in view.url
 
 

@@ -109,6 +109,8 @@ class EngineOptions:
     metrics_url: str | None = None
     """Where to scrape; None: ``/metrics`` beside the base URL's ``/v1``."""
     metrics_interval_s: float = 1.0
+    server_metrics_log: str | None = None
+    """A path that gets one JSON line per scrape (appended), for plots after the run."""
     """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""

@@ -112,6 +112,12 @@ class Store:
 
     # --- ingest -------------------------------------------------------------------------------
 
+    def add_notice(self, notice: str) -> None:
+        """A one-line notice (from a worker or the face's own threads), kept once, shown with the errors."""
+        if notice not in self.notices:
+            self.notices.append(notice)
+            self.recent_errors.append(notice)
+
     def ingest(self, batch: Batch) -> Sequence[RequestRecord]:
         """Fold one worker batch in; return the records that finished in it (for the requests log)."""
         w = batch.worker
@@ -132,9 +138,7 @@ class Store:
         if batch.health_window is not None:
             self.saturation.window(w, batch.health_window, t_ns)
         for notice in batch.notices:
-            if notice not in self.notices:
-                self.notices.append(notice)
-                self.recent_errors.append(notice)
+            self.add_notice(notice)
         for delta in batch.lanes:
             self.lanes.apply(delta)
         if batch.tokens:

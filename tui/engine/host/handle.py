@@ -121,6 +121,7 @@ class EngineHandle:
         self._stopping = False
         self._stopped = False
         self._server_poller: ServerMetricsPoller | None = None
+        self._server_log: IO[bytes] | None = None
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
 
@@ -289,15 +290,31 @@ class EngineHandle:
         from tui.engine.server_metrics import ServerMetricsPoller
 
         headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else None
+        if o.server_metrics_log is not None:
+            self._server_log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
         self._server_poller = ServerMetricsPoller(
-            self.target.base_url, metrics_url=o.metrics_url, interval_s=o.metrics_interval_s, headers=headers
+            self.target.base_url,
+            metrics_url=o.metrics_url,
+            interval_s=o.metrics_interval_s,
+            headers=headers,
+            on_notice=self._server_notice,
+            log=self._server_log,
         ).start()
+
+    def _server_notice(self, message: str) -> None:
+        """The poller's one line (metrics missing, log unwritable) joins the run's notices: shown, saved."""
+        with self._lock:
+            self._store.add_notice(message)
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
         the requests log, stop scraping. Idempotent."""
         if self._server_poller is not None:
             self._server_poller.stop()
+        if self._server_log is not None:
+            with contextlib.suppress(OSError):
+                self._server_log.close()
+            self._server_log = None
         with self._lock:
             if self._stopped or not self._started:
                 self._stopped = True

@@ -22,9 +22,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import orjson
 
 from tui.engine.server_metrics.kinds import MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
@@ -72,11 +74,14 @@ class ServerMetricsPoller:
         headers: Mapping[str, str] | None = None,
         on_notice: Callable[[str], None] | None = None,
         transport: httpx.BaseTransport | None = None,
+        log: IO[bytes] | None = None,
     ) -> None:
         """`base_url`: the OpenAI base (`.../v1`); `metrics_url` overrides where to scrape. `window_s`: the
         live view's window for rates and quantiles. `history`: readings kept (600 at 1 Hz = 10 minutes).
         `headers`: sent with every scrape (an Authorization header for a hosted server). `on_notice`: called
-        once with the one-line reason when metrics are missing or unreachable."""
+        once with the one-line reason when metrics are missing or unreachable. `log`: an open binary file that
+        gets one JSON line per scrape (`scrape_record`), flushed, for plots after the run; on a write error
+        the poller says so once (`on_notice`) and stops logging, the scraping goes on."""
         if interval_s <= 0 or timeout_s <= 0 or window_s <= 0 or history < 2:
             raise ValueError("interval_s, timeout_s and window_s must be positive; history at least 2")
         self.url = metrics_url or metrics_url_for(base_url)
@@ -86,6 +91,7 @@ class ServerMetricsPoller:
         self._headers = dict(headers or {})
         self._on_notice = on_notice
         self._transport = transport
+        self._log = log
         self._ring: deque[Reading] = deque(maxlen=history)
         self._view = ServerView(url=self.url, window_s=window_s)
         self._noticed: set[str] = set()
@@ -174,9 +180,22 @@ class ServerMetricsPoller:
             base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
         self._ring.append(read(families, t_ns, kind))
         self._view = build_view(base, tuple(self._ring), model_of(families))
+        self._write_log(self._view, t_ns)
         return True
 
+    def _write_log(self, view: ServerView, t_ns: int) -> None:
+        if self._log is None:
+            return
+        try:
+            self._log.write(orjson.dumps(scrape_record(view, t_ns), option=orjson.OPT_APPEND_NEWLINE))
+            self._log.flush()
+        except (OSError, ValueError) as exc:
+            self._log = None
+            if self._on_notice is not None:
+                self._on_notice(f"cannot write the server metrics log: {exc}; scraping goes on")
+
     def _fail(self, client: httpx.Client, status: str, what: str) -> None:
+        self._write_log_failure(status, what)
         kind = self._view.kind
         if kind == UNKNOWN:
             kind = self._guess_kind(client)
@@ -198,6 +217,15 @@ class ServerMetricsPoller:
             if self._on_notice is not None:
                 self._on_notice(message)
 
+    def _write_log_failure(self, status: str, what: str) -> None:
+        if self._log is not None:
+            record = {"t_ns": time.perf_counter_ns(), "status": status, "error": what}
+            try:
+                self._log.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+                self._log.flush()
+            except (OSError, ValueError):
+                self._log = None
+
     def _guess_kind(self, client: httpx.Client) -> str:
         """The server kind from `/v1/models` (`owned_by`) and its `Server` header; asked once."""
         if self._kind_guess is None:
@@ -212,3 +240,19 @@ class ServerMetricsPoller:
             except (httpx.HTTPError, ValueError, AttributeError):
                 pass
         return self._kind_guess
+
+
+def scrape_record(view: ServerView, t_ns: int) -> dict[str, Any]:
+    """One line of ``--server-metrics-log``: when (``perf_counter_ns``, the engine's clock, so it joins the
+    requests log), what server, and every common signal as the live view had it (rates and quantiles over
+    the view's window; latencies in seconds, as the server exports them)."""
+    return {
+        "t_ns": t_ns,
+        "status": view.status,
+        "kind": view.kind,
+        "model": view.model,
+        "window_s": view.window_s,
+        "current": dict(view.current),
+        "quantiles": {name: dict(q) for name, q in view.quantiles.items()},
+        "other_gauges": dict(view.other_gauges),
+    }
