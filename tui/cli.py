@@ -145,10 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
         "turn it up and down live, and watch TTFT, ITL and tokens/s. With no --url it runs a demo "
         "against its built-in simulated server.",
         epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
-        "calibrate: how many streams this machine can time accurately. `tokentop CMD --help` for each.",
+        "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
+        "no load. `tokentop CMD --help` for each.",
     )
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{live,bench,sim,calibrate}", parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="{live,bench,sim,calibrate,watch}", parser_class=_Parser
+    )
 
     live = sub.add_parser("live", help="the live app (default)")
     for p in (parser, live):
@@ -162,7 +165,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     cal = sub.add_parser("calibrate", help="find how many streams this machine can time accurately")
     _add_calibrate_args(cal)
+
+    watch = sub.add_parser("watch", help="no load: only the server's own signals, from its /metrics")
+    _add_watch_args(watch)
     return parser
+
+
+def _add_watch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="server base URL, with or without /v1")
+    p.add_argument(
+        "--api-key", help="API key for /metrics (default: $OPENAI_API_KEY); never printed or saved"
+    )
+    p.add_argument("--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside /v1)")
+    p.add_argument(
+        "--interval",
+        type=_positive_float,
+        default=1.0,
+        metavar="S",
+        help="seconds between scrapes (default 1)",
+    )
+    p.add_argument("--server-metrics-log", metavar="PATH", help="append one JSON line per scrape")
+    p.add_argument("--output", metavar="results.json", help="write what the server reported on quit")
+    p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
 
 
 def _add_live_args(p: argparse.ArgumentParser) -> None:
@@ -298,6 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.calibrate.command import run_from_args as run_calibrate
 
             return run_calibrate(ns)
+        if command == "watch":
+            from tui.app.watch import run_from_args as run_watch
+
+            return run_watch(ns)
         from tui.app.run import run_from_args as run_live
 
         return run_live(ns)

@@ -33,7 +33,7 @@ def test_sparkline_scales_to_the_maximum() -> None:
 def test_content_of_a_view_and_of_each_missing_case() -> None:
     view = _view()
     text = server_content(view, frozen.snapshot()).plain
-    assert f"waiting{'':<4}{view.current['waiting']:>7,.0f}" in text
+    assert f"waiting{'':<5}{view.current['waiting']:>7,.0f}" in text
     assert "running" in text and "KV cache" in text and "gen tok/s" in text
     off = server_content(None, None).plain
     assert off == "server metrics off (--no-server-metrics)"
@@ -68,3 +68,19 @@ async def test_the_pane_joins_the_levels_group_on_a_small_terminal(
             await pilot.press("v")
             await settle(pilot)
         assert "server · vllm" in screen_text(app)
+
+
+async def test_watch_mode_shows_only_the_server_and_sends_no_load(
+    engine: FakeEngine, make_app: MakeApp
+) -> None:
+    engine.server = _view()
+    app = make_app(watch_only=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("plus", "right_square_bracket", "a", "space")
+        await settle(pilot)
+        text = screen_text(app)
+    assert engine.loads == []  # the load keys are off
+    assert "watching: no load sent" in text and "server · vllm · sim-m" in text
+    assert "token streams" not in text and "load levels" not in text and "errors ·" not in text
+    assert "+/- load" not in text.splitlines()[-1] and "q quit" in text.splitlines()[-1]

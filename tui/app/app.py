@@ -42,6 +42,21 @@ from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snaps
 
 VIEWS = ("live", "latency", "levels", "server")
 """Pane groups shown one at a time when the terminal is too small for all of them (`v` cycles)."""
+WATCH_OFF = frozenset(
+    {
+        "load_step",
+        "cycle_itl",
+        "cycle_window",
+        "load_scale",
+        "toggle_mode",
+        "toggle_pause",
+        "toggle_ramp",
+        "knee",
+        "next_view",
+        "freeze_text",
+    }
+)
+"""Actions that mean nothing while watching (no load, no lanes): disabled and left out of the footer."""
 COMPACT_BELOW = (120, 36)
 """Width and height under which the app shows one view at a time."""
 GC_MIDDLE_EVERY = 3
@@ -87,9 +102,12 @@ class TokentopApp(App[int]):
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
         plot_thread: bool = True,
+        watch_only: bool = False,
     ) -> None:
         super().__init__()
         self.engine = engine
+        self.watch_only = watch_only
+        """`tokentop watch`: no load; only the server pane (and the status line) are shown, load keys off."""
         self.output = output
         self.requests_log = requests_log
         self.save_dir = save_dir or Path.cwd()
@@ -222,6 +240,7 @@ class TokentopApp(App[int]):
             frozen=self._lanes.frozen,
             frames=self.frame_stats.summary(),
             probing=not self._started,
+            watching=self.watch_only,
         )
 
     def _show_fast(self, snap: Snapshot) -> None:
@@ -288,12 +307,15 @@ class TokentopApp(App[int]):
         width, height = size if size is not None else self.size
         self._compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
         screen = self._main_screen()
-        screen.set_class(self._compact, "-compact")
+        screen.set_class(self._compact and not self.watch_only, "-compact")
+        screen.set_class(self.watch_only, "-watch")
         for name in VIEWS:
             screen.set_class(self.view == name, f"-view-{name}")
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.watch_only and action in WATCH_OFF:
+            return False
         if action == "next_view":
             return self.compact
         if action == "knee":

@@ -54,7 +54,7 @@ def server_content(view: ServerView | None, snap: Snapshot | None, spark_width: 
     parts: list[str | tuple[str, str]] = []
 
     def row(label: str, value: str, signal: str | None = None) -> None:
-        parts.extend([(f"{label:<11}", "$text-muted"), (f"{value:>7}", "bold")])
+        parts.extend([(f"{label:<12}", "$text-muted"), (f"{value:>7}", "bold")])
         if signal is not None:
             points = view.history(signal, HISTORY_S)
             parts.extend(["  ", (sparkline([v for _, v in points], spark_width), "$accent")])
@@ -88,7 +88,7 @@ def server_content(view: ServerView | None, snap: Snapshot | None, spark_width: 
         if q.get("p50") is not None:
             p50, p99 = q["p50"] or 0.0, q.get("p99") or q["p50"] or 0.0
             parts.extend(
-                [(f"{label:<11}", "$text-muted"), f"{format_ms(p50 * 1e3)} / {format_ms(p99 * 1e3)}\n"]
+                [(f"{label:<12}", "$text-muted"), f"{format_ms(p50 * 1e3)} / {format_ms(p99 * 1e3)}\n"]
             )
     if view.status != OK and view.message:
         parts.append((view.message, "$text-warning"))

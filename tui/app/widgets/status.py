@@ -30,6 +30,8 @@ class UiState:
     frames: str = ""
     probing: bool = False
     """The engine has not started its workers yet: it is still asking the server for /models."""
+    watching: bool = False
+    """`tokentop watch`: no load is sent, so the line says so instead of a target."""
 
 
 def format_elapsed(seconds: float) -> str:
@@ -65,7 +67,9 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
         where += [("  ", None), ("demo: built-in simulator", style("demo"))]
     target = ui.target
     load: list[Span] = [(target.label(), style("load")), (" ", None)]
-    if target.paused:
+    if ui.watching:
+        load = [("watching: no load sent, the server's own /metrics only", style("running"))]
+    elif target.paused:
         load.append(("⏸ paused", style("paused")))
     elif ui.probing:
         load.append((f"probing {snap.base_url}/models…", style("probing")))

@@ -1,0 +1,59 @@
+"""`tokentop watch`: the live app on a `WatchEngine`: the server's own signals, and no load at all."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tui.app.themes import ThemeError, load_themes, resolve_theme
+from tui.engine.config import EngineOptions, TargetConfig, normalise_base_url
+from tui.options import UsageError
+
+
+def watch_target(ns: argparse.Namespace) -> tuple[TargetConfig, EngineOptions]:
+    """The target and scrape options from `tokentop watch`'s flags (a bad URL is a usage error)."""
+    try:
+        base_url = normalise_base_url(ns.url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if ns.metrics_url is not None and not ns.metrics_url.startswith(("http://", "https://")):
+        raise UsageError(f"--metrics-url must start with http:// or https://: {ns.metrics_url!r}")
+    api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
+    options = EngineOptions(
+        metrics_url=ns.metrics_url, metrics_interval_s=ns.interval, server_metrics_log=ns.server_metrics_log
+    )
+    return TargetConfig(base_url=base_url, api_key=api_key), options
+
+
+def run_from_args(ns: argparse.Namespace) -> int:
+    """Watch until `q`; 0 then, 2 for a usage problem."""
+    try:
+        themes = load_themes()
+        theme = resolve_theme(ns.theme, themes)
+    except ThemeError as exc:
+        raise UsageError(str(exc)) from None
+    target, options = watch_target(ns)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("tokentop watch needs a terminal")
+    from tui.app.app import TokentopApp
+    from tui.engine.host.watch import WatchEngine
+
+    engine = WatchEngine(target, options)
+    engine.start()
+    try:
+        app = TokentopApp(
+            engine,
+            themes=themes,
+            theme=theme.name,
+            output=Path(ns.output) if ns.output else None,
+            freeze_gc=True,
+            watch_only=True,
+        )
+        result = app.run()
+        for note in app.quit_notes:
+            print(f"tokentop: {note}", file=sys.stderr)
+        return result if isinstance(result, int) else (app.return_code or 0)
+    finally:
+        engine.stop()

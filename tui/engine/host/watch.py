@@ -1,0 +1,139 @@
+"""`tokentop watch`: the server's own view with no load at all, for a server that real users are loading.
+
+An `Engine` that starts no workers and sends no request: its snapshots are empty of requests (so every
+load pane has nothing to show), its `server_view` is the `/metrics` poller's, and its results hold what
+the server reported over the whole watch. Load keys set a target that nothing acts on.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from tui import __version__
+from tui.engine.aggregate.store import Store
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
+from tui.engine.host.results import _safe_url
+from tui.engine.server_metrics import ServerMetricsPoller, ServerView
+from tui.engine.snapshot import RequestDetail, Snapshot
+
+
+class WatchEngine:
+    """Implements `tui.engine.api.Engine` by watching only: one poller thread, no workers, no requests."""
+
+    def __init__(self, target: TargetConfig, options: EngineOptions | None = None) -> None:
+        self.target = target
+        self.options = options or EngineOptions()
+        self._load = LoadTarget(concurrency=0, paused=True)
+        self._store = Store(time.perf_counter_ns(), 0)
+        self._poller: ServerMetricsPoller | None = None
+        self._log: IO[bytes] | None = None
+        self._stopped = False
+        self.started_at: float | None = None
+
+    def start(self) -> None:
+        """Start scraping (the first scrape is immediate)."""
+        if self._poller is not None:
+            return
+        o = self.options
+        self.started_at = time.time()
+        self._store = Store(time.perf_counter_ns(), 0)
+        if o.server_metrics_log is not None:
+            self._log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
+        headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else None
+        self._poller = ServerMetricsPoller(
+            self.target.base_url,
+            metrics_url=o.metrics_url,
+            interval_s=o.metrics_interval_s,
+            headers=headers,
+            on_notice=self._store.add_notice,
+            log=self._log,
+        ).start()
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        """Ready at once: there are no workers to wait for."""
+        return True
+
+    def set_load(self, target: LoadTarget) -> None:
+        """Kept, never acted on: watching sends no load."""
+        self._load = target
+
+    @property
+    def load(self) -> LoadTarget:
+        return self._load
+
+    @property
+    def level_id(self) -> int:
+        return 0
+
+    @property
+    def model(self) -> str:
+        view = self.server_view()
+        return (view.model if view is not None else None) or self.target.model or ""
+
+    @property
+    def fatal(self) -> str | None:
+        return None
+
+    @property
+    def t0_ns(self) -> int:
+        return self._store.t0_ns
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def server_view(self) -> ServerView | None:
+        """The poller's latest view (None before `start`)."""
+        return self._poller.latest() if self._poller is not None else None
+
+    def snapshot(self) -> Snapshot:
+        """No requests, no levels: the header fields and the poller's notices."""
+        return self._store.snapshot(
+            time.perf_counter_ns(),
+            base_url=self.target.base_url,
+            model=self.model,
+            endpoint=self.target.endpoint,
+            demo=False,
+            load=self._load,
+            level_id=0,
+            fatal=None,
+        )
+
+    def detail(self, request_id: int) -> RequestDetail | None:
+        return None
+
+    def results(self) -> dict[str, Any]:
+        """What the server reported over the whole watch (the same figures a load level's `server` has)."""
+        now = time.perf_counter_ns()
+        view = self.server_view()
+        return {
+            "tool": "tokentop",
+            "version": __version__,
+            "mode": "watch",
+            "started_at": self.started_at,
+            "duration": (now - self._store.t0_ns) / 1e9,
+            "target": {"url": _safe_url(self.target.base_url), "model": self.model or None},
+            "server": view.level_summary(self._store.t0_ns, now) if view is not None else None,
+            "notices": list(self._store.notices),
+        }
+
+    def write_results(self, path: Path) -> Path:
+        """Write `results` atomically (a crash never leaves half a file)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(orjson.dumps(self.results(), option=orjson.OPT_INDENT_2))
+        tmp.replace(path)
+        return path
+
+    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+        """Stop scraping and close the log. Idempotent."""
+        if self._poller is not None:
+            self._poller.stop()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._stopped = True
