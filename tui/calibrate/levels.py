@@ -15,6 +15,7 @@ from tui.calibrate.floor import FloorProbe
 
 if TYPE_CHECKING:
     from tui.engine.api import Engine, EngineFactory
+    from tui.engine.config import EngineOptions
 
 P50_LIMIT_MS = 0.1
 """A level's median client-added error must be within this (the bias the client adds to ITL)."""
@@ -74,9 +75,11 @@ def measure_level(
     lockstep: bool = False,
     workdir: Path,
     engine_factory: EngineFactory | None = None,
+    options: EngineOptions | None = None,
 ) -> LevelResult:
     """Run ``streams`` paced streams through the real engine (or ``engine_factory``'s: tests) for a warm-up
-    plus ``seconds`` and measure."""
+    plus ``seconds`` and measure. ``options``: the engine's (default: no server-metrics scraping, since the
+    paced server has no /metrics and the measurement should hold nothing but the engine)."""
     from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
     from tui.sim.paced import FIRST_TOKEN_S, paced_server
 
@@ -96,8 +99,7 @@ def measure_level(
     with paced_server(token_rate, truth, lockstep=lockstep) as server:
         target = TargetConfig(base_url=server.url, model="sim-paced", timeout_s=60.0)
         workload = WorkloadConfig(isl=16, osl=osl)
-        # The paced server has no /metrics, and the measurement should hold nothing but the engine.
-        options = EngineOptions(server_metrics=False)
+        options = options or EngineOptions(server_metrics=False)
         handle = engine_factory(
             target, workload, load, workers=workers, requests_log=requests, options=options
         )
