@@ -28,6 +28,7 @@ from tui.engine.server_metrics.parse import (
     total,
 )
 from tui.engine.server_metrics.poller import metrics_url_for
+from tui.engine.server_metrics.slots import Slots, parse_slots, slots_url
 from tui.engine.server_metrics.view import OK, Reading, ServerView, build_view, model_of, read
 from tui.engine.server_metrics.window import (
     counter_increase,
@@ -298,3 +299,11 @@ def test_parsing_only_the_wanted_families_reads_the_same(name: str, kind: str) -
     wanted = MAPS[kind].families()
     assert read(parse_text(text, wanted), 0, kind) == read(parse_text(text), 0, kind)
     assert "vllm:unread_seconds" not in parse_text(text, wanted)
+
+
+def test_llama_server_slots() -> None:
+    """The recorded `GET /slots` of the real llama-server: 4 slots, all busy, 4096 context."""
+    slots = parse_slots(json.loads(fixture("llamacpp_slots.json")))
+    assert slots == Slots(total=4, busy=4, n_ctx=4096, tokens_in_use=35 + 21 + 35 + 21 + 35 + 21 + 36 + 22)
+    assert parse_slots({"error": "slots disabled"}) is None and parse_slots([1, 2]) is None
+    assert slots_url("http://h:8081/metrics") == "http://h:8081/slots"

@@ -60,6 +60,8 @@ def server_content(view: ServerView | None, snap: Snapshot | None, spark_width: 
             parts.extend(["  ", (sparkline([v for _, v in points], spark_width), "$accent")])
         parts.append("\n")
 
+    if view.slots is not None:
+        row("slots busy", f"{view.slots.busy}/{view.slots.total}")
     row("running", _num(cur.get("running")), "running")
     row("waiting", _num(cur.get("waiting")), "waiting")
     row("KV cache", _pct(cur.get("kv_usage")), "kv_usage")

@@ -22,14 +22,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
 
-from tui.engine.server_metrics.kinds import MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
+from tui.engine.server_metrics.kinds import LLAMACPP, MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
+from tui.engine.server_metrics.slots import Slots, parse_slots, slots_url
 from tui.engine.server_metrics.view import (
     MISSING,
     UNREACHABLE,
@@ -92,6 +94,7 @@ class ServerMetricsPoller:
         self._on_notice = on_notice
         self._transport = transport
         self._log = log
+        self._slots_on = True
         self._ring: deque[Reading] = deque(maxlen=history)
         self._view = ServerView(url=self.url, window_s=window_s)
         self._noticed: set[str] = set()
@@ -179,9 +182,26 @@ class ServerMetricsPoller:
             self._ring.clear()  # another server answers now: its readings do not continue the old ones
             base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
         self._ring.append(read(families, t_ns, kind))
-        self._view = build_view(base, tuple(self._ring), model_of(families))
+        view = build_view(base, tuple(self._ring), model_of(families))
+        if kind == LLAMACPP:
+            view = replace(view, slots=self._read_slots(client))
+        self._view = view
         self._write_log(self._view, t_ns)
         return True
+
+    def _read_slots(self, client: httpx.Client) -> Slots | None:
+        """llama.cpp's `/slots` beside its scrape; not asked again once it answers other than 200
+        (`--no-slots`)."""
+        if not self._slots_on:
+            return None
+        try:
+            response = client.get(slots_url(self.url))
+            if response.status_code != 200:
+                self._slots_on = False
+                return None
+            return parse_slots(response.json())
+        except (httpx.HTTPError, ValueError):
+            return None
 
     def _write_log(self, view: ServerView, t_ns: int) -> None:
         if self._log is None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, MAPS, RATES, UNKNOWN, ServerMap
 from tui.engine.server_metrics.parse import Buckets, Family, histogram, label_values, total
+from tui.engine.server_metrics.slots import Slots
 from tui.engine.server_metrics.window import (
     Point,
     counter_rate,
@@ -177,6 +178,8 @@ class ServerView:
     """An unrecognised server's gauges by name, latest reading."""
     readings: tuple[Reading, ...] = ()
     """The ring of recent readings, oldest first."""
+    slots: Slots | None = None
+    """llama.cpp only: its `/slots` as read beside the latest scrape (None elsewhere or when disabled)."""
 
     @property
     def found(self) -> tuple[str, ...]:
