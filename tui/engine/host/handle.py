@@ -301,7 +301,10 @@ class EngineHandle:
                     with contextlib.suppress(OSError):
                         os.close(fd)
             if self._log_file is not None:
-                self._log_file.close()
+                try:
+                    self._log_file.close()  # flushes: may fail on a full disk
+                except OSError as exc:
+                    self._fatal = self._fatal or f"cannot write the requests log: {exc}"
                 self._log_file = None
                 self._log = None
             self._stopped = True
