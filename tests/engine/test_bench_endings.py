@@ -39,7 +39,8 @@ def _wait_for(cond: object, timeout_s: float) -> bool:
 
 def _children(pid: int) -> list[psutil.Process]:
     try:
-        return psutil.Process(pid).children(recursive=True)
+        found: list[psutil.Process] = psutil.Process(pid).children(recursive=True)
+        return found
     except psutil.NoSuchProcess:
         return []
 
@@ -92,7 +93,8 @@ def test_closed_stdout_pipe_ends_cleanly(tmp_path: Path) -> None:
     proc.stdout.close()  # like `| head -0`
     children: list[psutil.Process] = []
     try:
-        _wait_for(lambda: bool(children.extend(_children(proc.pid)) or children), 10)
+        _wait_for(lambda: len(_children(proc.pid)) >= 2, 10)
+        children = _children(proc.pid)
         stderr = proc.stderr.read().decode()
         proc.wait(timeout=60)
     finally:
