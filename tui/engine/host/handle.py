@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.guard import AuthGuard
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
@@ -104,6 +106,9 @@ class EngineHandle:
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
+        self._guard = AuthGuard(has_key=bool(target.api_key))
+        self._halted = False
+        """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
         self._procs: list[Any] = []
         self._cmd: list[Connection] = []
         self._data: list[Connection] = []
@@ -369,7 +374,8 @@ class EngineHandle:
             self._data.append(data_r)
 
     def _send_shares(self) -> None:
-        shares = split_load(self._load, self.workers, self._level_id, seed=self.workload.seed)
+        load = replace(self._load, paused=True) if self._halted else self._load
+        shares = split_load(load, self.workers, self._level_id, seed=self.workload.seed)
         for conn, share in zip(self._cmd, shares, strict=False):
             with contextlib.suppress(OSError):
                 _send(conn, ApplyShare(share))
@@ -417,8 +423,22 @@ class EngineHandle:
                 with self._lock:
                     records = self._store.ingest(msg)
                     log = self._log
+                    reason = self._guard.see(records)
+                    if reason is not None:
+                        self._halt(reason)
                 if log is not None:
                     self._write_log(log, records)
+
+    def _halt(self, reason: str) -> None:
+        """Under the lock: stop issuing in every worker at once (paused shares through the wire; in-flight
+        requests end on their own) and report ``reason`` as the engine's fatal condition, for every face."""
+        if self._halted or self._stopping:
+            return
+        self._halted = True
+        self._fatal = self._fatal or reason
+        if not self._load.paused:
+            self._store.end_level(time.perf_counter_ns())
+        self._send_shares()
 
     def _write_log(self, log: RequestsLog, records: Sequence[RequestRecord]) -> None:
         try:

@@ -33,6 +33,7 @@ from tui.engine.stream.openai import (
     one_line,
     rejects_fixed_osl_fields,
 )
+from tui.engine.stream.retry_after import parse_retry_after
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
 
@@ -156,11 +157,18 @@ class RequestSession:
 
 
 class _Failure(Exception):
-    def __init__(self, error_class: str, message: str, http_status: int | None = None) -> None:
+    def __init__(
+        self,
+        error_class: str,
+        message: str,
+        http_status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.error_class = error_class
         self.message = message
         self.http_status = http_status
+        self.retry_after_s = retry_after_s
 
 
 class _RetryFresh(Exception):
@@ -225,6 +233,7 @@ async def run_request(
         _fail(record, "http_4xx", "server rejected the request body")
     except _Failure as exc:
         _fail(record, exc.error_class, session.scrub(exc.message), exc.http_status)
+        acc.retry_after_s = exc.retry_after_s
     except asyncio.CancelledError:
         if not deadline_hit:
             _fail(record, "cancelled", "cancelled")
@@ -365,7 +374,7 @@ async def _http_error(session: RequestSession, response: httpx.Response) -> None
     if retry_after:
         message += f" (Retry-After {retry_after})"
     kind = "http_429" if status == 429 else "http_5xx" if status >= 500 else "http_4xx"
-    raise _Failure(kind, message, status)
+    raise _Failure(kind, message, status, parse_retry_after(retry_after))
 
 
 async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record: RequestRecord) -> None:
