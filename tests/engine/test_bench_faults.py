@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +85,30 @@ def test_5xx_backs_off_per_user() -> None:
     # exponential from 50 ms, capped: about 8 requests per user in 3 s (without it: thousands)
     assert hits <= users * 15, hits
     assert r.returncode == 1 and "http_5xx" in r.stderr
+
+
+def test_a_long_key_echoed_by_the_server_leaks_nowhere(tmp_path: Path) -> None:
+    """The server repeats the key in its error (as OpenAI's does): not in stdout, stderr, results or log, not
+    even the first dozen characters of it, though the message is cut to one line."""
+    out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
+    echo = json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}. See the docs."}}).encode()
+    with FaultServer(400, body=echo) as server:
+        r = _bench("--url", server.url, "--api-key", SECRET, "--concurrency", "2", "--duration", "1",
+                   "--output", str(out), "--requests-log", str(log), "--quiet")  # fmt: skip
+        assert server.auth_seen and all(a == f"Bearer {SECRET}" for a in server.auth_seen)  # it was sent
+    texts = {"stdout": r.stdout, "stderr": r.stderr, "results": out.read_text(), "log": log.read_text()}
+    assert "Incorrect API key provided: ***" in texts["log"]
+    for name, text in texts.items():
+        assert SECRET[:12] not in text, name
+
+
+def test_credentials_in_the_url_are_refused_in_one_line() -> None:
+    with FaultServer(200) as server:
+        url = server.url.replace("http://", "http://alice:hunter2-PASS@")
+        r = _bench("--url", url, "--requests", "2")
+        assert server.hits == 0
+    assert r.returncode == 2
+    assert (
+        r.stderr.startswith("tokentop: error: --url must not carry credentials") and r.stderr.count("\n") == 1
+    )
+    assert "hunter2" not in r.stderr + r.stdout

@@ -24,6 +24,7 @@ import orjson
 from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
+from tui.engine.secrets import mask_secret
 from tui.engine.stream.openai import (
     StreamAccumulator,
     apply_chunk,
@@ -146,9 +147,8 @@ class RequestSession:
         self.notice = notice or (lambda _msg: None)
 
     def scrub(self, text: str) -> str:
-        """Never let the API key into a message."""
-        key = self.target.api_key
-        return text.replace(key, "***") if key else text
+        """Never let the API key into a message (call it before cutting one, too: `mask_secret`)."""
+        return mask_secret(text, self.target.api_key)
 
     def body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec``, as the server now accepts it (built again for a retry without the
@@ -369,7 +369,8 @@ async def _http_error(session: RequestSession, response: httpx.Response) -> None
             "so output lengths may vary"
         )
         raise _RetryWithoutFixedOsl
-    message = f"HTTP {status}: {error_message(bytes(body))}"
+    # masked before error_message cuts it: a key cut in half would leak its first characters
+    message = f"HTTP {status}: {error_message(session.scrub(text).encode())}"
     retry_after = response.headers.get("retry-after")
     if retry_after:
         message += f" (Retry-After {retry_after})"
