@@ -182,3 +182,29 @@ def test_a_run_in_which_nothing_completed_says_why_and_exits_1(tmp_path: Path) -
     assert r.returncode == 1, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("tokentop: error: no request completed: ") and "http_5xx" in last, r.stderr
+
+
+def test_kill_9_leaves_no_engine_worker_and_a_valid_log(tmp_path: Path) -> None:
+    """SIGKILL cannot be handled: the workers notice their command pipe close and exit on their own, and
+    the requests log holds only whole JSON lines. (A --url run: the demo simulator is the simulator's own
+    business, see the report.)"""
+    from tui.sim.launch import SimServer
+
+    log = tmp_path / "requests.jsonl"
+    with SimServer("flat", time_scale=4.0) as sim:
+        args = _cmd("--url", sim.url, "--concurrency", "4", "--workers", "2", "--duration", "60",
+                    "--osl", "32", "--requests-log", str(log), "--quiet")  # fmt: skip
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+        try:
+            assert _wait_for(lambda: log.exists() and log.read_text().count("\n") >= 8, 30)
+            children = _children(proc.pid)
+            assert len(children) >= 2
+            proc.kill()
+            proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        _assert_gone(children)
+    for line in log.read_text().splitlines():
+        json.loads(line)
