@@ -15,10 +15,8 @@ worker: a script that creates an `EngineHandle` must keep its top level behind
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import pickle
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -32,6 +30,7 @@ from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.guard import AuthGuard
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.snapshot import RequestDetail, Snapshot
@@ -41,31 +40,6 @@ REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly views when due."""
 LEVEL_VIEWS_WAIT_S = 0.5
 """After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
-
-
-def _ensure_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker now, on the caller's thread (~20 ms, once per process).
-
-    ``spawn`` starts it lazily and hands it ``sys.stderr.fileno()``; under a running Textual app sys.stderr
-    is a capture object without a usable descriptor, and the first spawn fails with "bad value(s) in
-    fds_to_keep". Starting it here, with the real stderr put back for the moment if needed, avoids that.
-    The swap is safe because this runs on the face's own thread, which is not writing meanwhile.
-    """
-    from multiprocessing import resource_tracker
-
-    saved = sys.stderr
-    try:
-        try:
-            usable = saved is not None and saved.fileno() >= 0
-        except (AttributeError, OSError, ValueError):
-            usable = False
-        if not usable and sys.__stderr__ is not None:
-            sys.stderr = sys.__stderr__
-        resource_tracker.ensure_running()
-    except Exception:
-        pass  # the spawn itself will report a real problem
-    finally:
-        sys.stderr = saved
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
@@ -155,7 +129,7 @@ class EngineHandle:
             if self.requests_log_path is not None:
                 self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
-        _ensure_resource_tracker()
+        ensure_resource_tracker()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -353,22 +327,9 @@ class EngineHandle:
         self._read_loop()
 
     def _spawn(self, model: str) -> None:
-        from tui.engine.load.worker import worker_main
-
-        ctx = multiprocessing.get_context("spawn")
         for i in range(self.workers):
-            cmd_r, cmd_w = ctx.Pipe(duplex=False)
-            data_r, data_w = ctx.Pipe(duplex=False)
             spec = WorkerSpec(i, self.workers, self.target, self.workload, model, self.options)
-            proc = ctx.Process(
-                target=worker_main,
-                args=(spec, cmd_r, data_w),
-                name=f"tokentop-engine-{i}",
-                daemon=True,
-            )
-            proc.start()
-            cmd_r.close()
-            data_w.close()
+            proc, cmd_w, data_r = spawn_worker(spec)
             self._procs.append(proc)
             self._cmd.append(cmd_w)
             self._data.append(data_r)
