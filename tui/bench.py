@@ -37,7 +37,7 @@ from tui.options import (
     workload_from_args,
 )
 from tui.outputs import check_outputs
-from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
+from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt, silence
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
@@ -64,19 +64,32 @@ class Progress:
     def show(self, text: str, *, force: bool = False) -> None:
         if self.quiet:
             return
-        if self.tty:
-            self.stream.write("\r\x1b[K" + text)
-            self._dirty = True
-        elif force or time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
-            self.stream.write(text + "\n")
-            self._last_plain = time.monotonic()
-        self.stream.flush()
+        try:
+            if self.tty:
+                self.stream.write("\r\x1b[K" + text)
+                self._dirty = True
+            elif force or time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
+                self.stream.write(text + "\n")
+                self._last_plain = time.monotonic()
+            self.stream.flush()
+        except (OSError, ValueError):
+            self._gone()
 
     def done(self) -> None:
         if self._dirty and not self.quiet:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+            try:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+            except (OSError, ValueError):
+                self._gone()
             self._dirty = False
+
+    def _gone(self) -> None:
+        """Nobody reads the progress any more (``2>&1 | head``, a closed terminal): the run goes on quietly;
+        a progress line is never a reason to lose what is being measured."""
+        self.quiet = True
+        self._dirty = False
+        silence(self.stream)
 
 
 def _ms(x: float) -> str:

@@ -18,6 +18,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import TextIO
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals turned into `Terminated` (SIGINT already raises KeyboardInterrupt)."""
@@ -84,10 +85,16 @@ def print_or_drop(text: str) -> bool:
 
 
 def silence_stdout() -> None:
-    """Point file descriptor 1 at /dev/null (its reader has gone)."""
-    with contextlib.suppress(OSError, ValueError):
+    """Point stdout's file descriptor at /dev/null (its reader has gone)."""
+    silence(sys.stdout)
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so every later write to it (ours, a library's, the
+    interpreter's final flush) succeeds into nothing instead of raising BrokenPipeError."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
 
 

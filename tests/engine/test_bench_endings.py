@@ -208,3 +208,23 @@ def test_kill_9_leaves_no_engine_worker_and_a_valid_log(tmp_path: Path) -> None:
         _assert_gone(children)
     for line in log.read_text().splitlines():
         json.loads(line)
+
+
+def test_a_closed_stderr_pipe_does_not_end_the_run_badly(tmp_path: Path) -> None:
+    """`tokentop bench ... 2>&1 | head -2`: the progress lines' reader goes away mid-run; the run still ends
+    with its results written and exit 0."""
+    out = tmp_path / "results.json"
+    args = _cmd("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--requests", "4",
+                "--osl", "8", "--output", str(out))  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env())
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the first progress line, then the reader leaves
+    proc.stdout.close()
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert json.loads(out.read_text())["totals"]["completed"] >= 4
