@@ -6,8 +6,10 @@ steady-state window have finished (default ``max(20, 4 x users)``, or 5 s of arr
 ``--duration`` seconds; between levels the load is paused until nothing is in flight, so each level starts
 from an idle server (as separate ``vllm bench serve`` runs would).
 
-Exit status: 0 when the run finished (even with failed requests), 1 when the target is unusable
-(unreachable, every request rejected), 2 for bad flags, 130 on Ctrl-C (after writing what was measured).
+Exit status: 0 when the run finished with at least one request completed (failed ones allowed), 1 when
+the target is unusable (unreachable, the key rejected) or nothing completed (one line says why) or an
+output could not be written, 2 for bad flags or an unwritable output path (found before any load), 130 on
+Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (each after writing what was measured: `tui.shutdown`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
-    UsageError,
     demo_from_args,
     engine_options_from_args,
     level_targets_from_args,
     target_from_args,
     workload_from_args,
 )
+from tui.outputs import check_outputs
+from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt, silence
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
@@ -61,19 +64,32 @@ class Progress:
     def show(self, text: str, *, force: bool = False) -> None:
         if self.quiet:
             return
-        if self.tty:
-            self.stream.write("\r\x1b[K" + text)
-            self._dirty = True
-        elif force or time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
-            self.stream.write(text + "\n")
-            self._last_plain = time.monotonic()
-        self.stream.flush()
+        try:
+            if self.tty:
+                self.stream.write("\r\x1b[K" + text)
+                self._dirty = True
+            elif force or time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
+                self.stream.write(text + "\n")
+                self._last_plain = time.monotonic()
+            self.stream.flush()
+        except (OSError, ValueError):
+            self._gone()
 
     def done(self) -> None:
         if self._dirty and not self.quiet:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+            try:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+            except (OSError, ValueError):
+                self._gone()
             self._dirty = False
+
+    def _gone(self) -> None:
+        """Nobody reads the progress any more (``2>&1 | head``, a closed terminal): the run goes on quietly;
+        a progress line is never a reason to lose what is being measured."""
+        self.quiet = True
+        self._dirty = False
+        silence(self.stream)
 
 
 def _ms(x: float) -> str:
@@ -160,28 +176,32 @@ def run_from_args(
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
     targets = level_targets_from_args(ns)
-    err = sys.stderr
-    progress = Progress(err, ns.quiet)
+    progress = Progress(sys.stderr, ns.quiet)
     output = Path(ns.output) if ns.output else None
     log_path = Path(ns.requests_log) if ns.requests_log else None
-    for p in (output, log_path):
-        if p is not None and not p.parent.exists():
-            raise UsageError(f"directory does not exist: {p.parent}")
+    check_outputs(output=output, requests_log=log_path)
     demo = demo_from_args(ns, time_scale=ns.sim_time_scale)
-    if demo is not None:
-        progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
     try:
-        with running_demo(demo) as demo_url:
-            status = _run(ns, demo_url, targets, output, log_path, progress, engine_factory, probe)
+        with signals_as_interrupt():
+            try:
+                if demo is not None:
+                    progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
+                with running_demo(demo) as demo_url:
+                    status = _run(ns, demo_url, targets, output, log_path, progress, engine_factory, probe)
+            except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
+                status = exit_status(exc)
     except DemoError as exc:
         progress.done()
-        print(f"tokentop: error: {exc}", file=err)
+        say(f"tokentop: error: {exc}")
         return 1
-    except KeyboardInterrupt:  # while the simulator started or stopped: nothing measured yet
+    except OSError as exc:  # an output that failed after the checks (full disk): the rest is written
         progress.done()
-        status = 130
-    if status == 130:
-        print("tokentop: interrupted", file=err)
+        say(f"tokentop: error: cannot write {exc.filename or 'an output'}: {exc.strerror or exc}")
+        return 1
+    if status == exit_status():
+        say("tokentop: interrupted")
+    elif status in SIGNAL_STATUSES:
+        say(f"tokentop: terminated by {SIGNAL_STATUSES[status]}")
     return status
 
 
@@ -198,6 +218,7 @@ def _run(
     """Probe, run every level, print the table and write the results; the exit status."""
     err = sys.stderr
     handle: Engine | None = None
+    final: Snapshot | None = None
     status = 0
     try:
         target = target_from_args(ns, demo_url=demo_url)
@@ -225,20 +246,32 @@ def _run(
                 print(f"tokentop: error: {fatal}", file=err)
                 status = 1
                 break
-    except KeyboardInterrupt:
-        status = 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (`tui.shutdown`): write what was measured
+        status = exit_status(exc)
     finally:
         progress.done()
         if handle is not None:
             handle.stop(drain=False, timeout_s=2.0)
             snap = handle.snapshot()
-            if status in (0, 130) and snap.levels:
-                print(_summary(snap))
+            final = snap
+            if status != 1 and snap.levels:
+                print_or_drop(_summary(snap))
             if output is not None and (snap.levels and snap.completed + snap.failed > 0):
                 handle.write_results(output)
                 if not ns.quiet:
                     print(f"results written to {output}", file=err)
+    if status == 0 and final is not None and final.completed == 0:
+        say(f"tokentop: error: {nothing_completed(final)}")
+        status = 1
     return status
+
+
+def nothing_completed(snap: Snapshot) -> str:
+    """Why a run that finished has no figures, in one line: how many failed and of which classes."""
+    if snap.failed == 0:
+        return "no request completed within the run (none failed either: allow more time with --duration)"
+    classes = ", ".join(f"{k} {v}" for k, v in sorted(snap.errors, key=lambda kv: -kv[1]))
+    return f"no request completed: {snap.failed} failed ({classes})"
 
 
 def _run_level(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -23,10 +24,13 @@ from tui.options import (
     target_from_args,
     workload_from_args,
 )
+from tui.outputs import check_outputs
+from tui.shutdown import Terminated, exit_status, signals_as_interrupt
 
 
 def run_from_args(ns: argparse.Namespace) -> int:
-    """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke."""
+    """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke, 143/129
+    after SIGTERM/SIGHUP (which quit like `q`: results written, terminal restored)."""
     try:
         themes = load_themes()
         theme = resolve_theme(ns.theme, themes)
@@ -38,9 +42,12 @@ def run_from_args(ns: argparse.Namespace) -> int:
     load = initial_load(ns, demo=demo is not None)
     requests_log = Path(ns.requests_log) if ns.requests_log else None
     output = Path(ns.output) if ns.output else None
+    check_outputs(output=output, requests_log=requests_log)
     try:
         with running_demo(demo) as demo_url:
             return _run_app(ns, demo_url, load, themes, theme.name, output, requests_log)
+    except KeyboardInterrupt as exc:  # a signal before or after the app ran: the engine is stopped
+        return exit_status(exc)
     except DemoError as exc:
         print(f"tokentop: error: could not start the built-in simulator: {exc}", file=sys.stderr)
         return 1
@@ -82,10 +89,25 @@ def _run_app(
             slo_ttft_ms=ns.slo_ttft_ms,
             slo_tpot_ms=ns.slo_tpot_ms,
         )
-        result = app.run()
+        signalled: list[int] = []
+
+        def on_signal(signum: int) -> None:
+            """SIGTERM/SIGHUP while the app runs: quit the way `q` does, on the app's own loop (the handler
+            runs on the main thread, which is the loop's)."""
+            signalled.append(signum)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # the app is not running (yet or any more): unwind like Ctrl-C
+                raise Terminated(signum) from None
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(app.action_quit()))
+
+        with signals_as_interrupt(on_signal):
+            result = app.run()
         _write_frame_stats(app)
         for note in app.quit_notes:
             print(f"tokentop: {note}", file=sys.stderr)
+        if signalled:
+            return exit_status(Terminated(signalled[0]))
         return result if isinstance(result, int) else (app.return_code or 0)
     finally:
         engine.stop()

@@ -15,13 +15,12 @@ worker: a script that creates an `EngineHandle` must keep its top level behind
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import pickle
-import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -29,7 +28,9 @@ from typing import IO, TYPE_CHECKING, Any
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.guard import AuthGuard
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.snapshot import RequestDetail, Snapshot
@@ -42,31 +43,6 @@ REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly views when due."""
 LEVEL_VIEWS_WAIT_S = 0.5
 """After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
-
-
-def _ensure_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker now, on the caller's thread (~20 ms, once per process).
-
-    ``spawn`` starts it lazily and hands it ``sys.stderr.fileno()``; under a running Textual app sys.stderr
-    is a capture object without a usable descriptor, and the first spawn fails with "bad value(s) in
-    fds_to_keep". Starting it here, with the real stderr put back for the moment if needed, avoids that.
-    The swap is safe because this runs on the face's own thread, which is not writing meanwhile.
-    """
-    from multiprocessing import resource_tracker
-
-    saved = sys.stderr
-    try:
-        try:
-            usable = saved is not None and saved.fileno() >= 0
-        except (AttributeError, OSError, ValueError):
-            usable = False
-        if not usable and sys.__stderr__ is not None:
-            sys.stderr = sys.__stderr__
-        resource_tracker.ensure_running()
-    except Exception:
-        pass  # the spawn itself will report a real problem
-    finally:
-        sys.stderr = saved
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
@@ -107,6 +83,9 @@ class EngineHandle:
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
+        self._guard = AuthGuard(has_key=bool(target.api_key))
+        self._halted = False
+        """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
         self._procs: list[Any] = []
         self._cmd: list[Connection] = []
         self._data: list[Connection] = []
@@ -156,7 +135,7 @@ class EngineHandle:
                 self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
         self._start_server_metrics()
-        _ensure_resource_tracker()
+        ensure_resource_tracker()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -342,7 +321,10 @@ class EngineHandle:
                     with contextlib.suppress(OSError):
                         os.close(fd)
             if self._log_file is not None:
-                self._log_file.close()
+                try:
+                    self._log_file.close()  # flushes: may fail on a full disk
+                except OSError as exc:
+                    self._fatal = self._fatal or f"cannot write the requests log: {exc}"
                 self._log_file = None
                 self._log = None
             self._stopped = True
@@ -386,28 +368,16 @@ class EngineHandle:
         self._read_loop()
 
     def _spawn(self, model: str) -> None:
-        from tui.engine.load.worker import worker_main
-
-        ctx = multiprocessing.get_context("spawn")
         for i in range(self.workers):
-            cmd_r, cmd_w = ctx.Pipe(duplex=False)
-            data_r, data_w = ctx.Pipe(duplex=False)
             spec = WorkerSpec(i, self.workers, self.target, self.workload, model, self.options)
-            proc = ctx.Process(
-                target=worker_main,
-                args=(spec, cmd_r, data_w),
-                name=f"tokentop-engine-{i}",
-                daemon=True,
-            )
-            proc.start()
-            cmd_r.close()
-            data_w.close()
+            proc, cmd_w, data_r = spawn_worker(spec)
             self._procs.append(proc)
             self._cmd.append(cmd_w)
             self._data.append(data_r)
 
     def _send_shares(self) -> None:
-        shares = split_load(self._load, self.workers, self._level_id, seed=self.workload.seed)
+        load = replace(self._load, paused=True) if self._halted else self._load
+        shares = split_load(load, self.workers, self._level_id, seed=self.workload.seed)
         for conn, share in zip(self._cmd, shares, strict=False):
             with contextlib.suppress(OSError):
                 _send(conn, ApplyShare(share))
@@ -455,8 +425,22 @@ class EngineHandle:
                 with self._lock:
                     records = self._store.ingest(msg)
                     log = self._log
+                    reason = self._guard.see(records)
+                    if reason is not None:
+                        self._halt(reason)
                 if log is not None:
                     self._write_log(log, records)
+
+    def _halt(self, reason: str) -> None:
+        """Under the lock: stop issuing in every worker at once (paused shares through the wire; in-flight
+        requests end on their own) and report ``reason`` as the engine's fatal condition, for every face."""
+        if self._halted or self._stopping:
+            return
+        self._halted = True
+        self._fatal = self._fatal or reason
+        if not self._load.paused:
+            self._store.end_level(time.perf_counter_ns())
+        self._send_shares()
 
     def _write_log(self, log: RequestsLog, records: Sequence[RequestRecord]) -> None:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 
 from tui.engine.config import TargetConfig
+from tui.engine.secrets import mask_secret
 from tui.engine.stream.client import classify_exception
 from tui.engine.stream.openai import error_message
 
@@ -28,7 +29,10 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
     timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
 
     def scrub(text: str) -> str:
-        return text.replace(target.api_key, "***") if target.api_key else text
+        return mask_secret(text, target.api_key)
+
+    def detail(body: bytes) -> str:
+        return error_message(scrub(body.decode("utf-8", "replace")).encode())  # masked before it is cut
 
     try:
         with httpx.Client(timeout=timeout, trust_env=False) as client:
@@ -43,13 +47,13 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
         raise ProbeError(scrub(f"cannot reach {target.base_url}: {message}")) from None
     status = response.status_code
     if status in (401, 403):
-        detail = error_message(response.content)
-        raise ProbeError(scrub(f"{target.base_url}: HTTP {status} {detail} (check --api-key)"))
+        raise ProbeError(
+            scrub(f"{target.base_url}: HTTP {status} {detail(response.content)} (check --api-key)")
+        )
     if status != 200:
         if target.model:
             return target.model  # some servers have no /models; the requests will tell
-        detail = error_message(response.content)
-        raise ProbeError(scrub(f"{url}: HTTP {status} {detail}; give --model"))
+        raise ProbeError(scrub(f"{url}: HTTP {status} {detail(response.content)}; give --model"))
     if target.model:
         return target.model
     try:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from tui.engine.config import LoadTarget
+from tui.engine.load.backoff import Backoff, Outcome
 from tui.engine.wire import WorkerShare
 
 
@@ -57,14 +58,9 @@ def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -
     return shares
 
 
-IssueFn = Callable[[int, "int | None"], Awaitable["str | None"]]
-"""Runs one request to completion: (level id, scheduled ns or None) -> its error class (None if it succeeded).
-Must not raise except on cancel."""
-
-CONNECT_BACKOFF_S = (0.05, 1.0)
-"""A closed-loop user whose request could not even connect waits before the next one, doubling from the first
-figure up to the second: a dead server must not turn N users into a hot loop of refused connections. Any
-answer from the server (errors included) resets it: load against a live server is never held back."""
+IssueFn = Callable[[int, "int | None"], Awaitable["Outcome | str | None"]]
+"""Runs one request to completion: (level id, scheduled ns or None) -> its `Outcome` (a bare error class, or
+None if it succeeded, stands for an outcome without a Retry-After). Must not raise except on cancel."""
 
 
 class LoadRunner:
@@ -168,20 +164,16 @@ class LoadRunner:
     async def _user(self, idx: int, delay_s: float = 0.0) -> None:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
-        backoff_s = 0.0
+        backoff = Backoff(random.Random(f"{self.worker}:{idx}"))
         while self._wants_user(idx):
             assert self.share is not None
-            error = await self._run(self.share.level_id, None)
-            if error == "connect":
-                backoff_s = min(max(backoff_s * 2, CONNECT_BACKOFF_S[0]), CONNECT_BACKOFF_S[1])
-                await asyncio.sleep(backoff_s)
-            else:
-                backoff_s = 0.0
-                # Finishing one request and starting the next is ~1 ms of Python; yielding in between lets
-                # other streams' chunks that arrived meanwhile be stamped instead of waiting for both halves.
-                await asyncio.sleep(0)
+            outcome = await self._run(self.share.level_id, None)
+            wait_s = backoff.delay_s(outcome if isinstance(outcome, Outcome) else Outcome(outcome))
+            # Finishing one request and starting the next is ~1 ms of Python; yielding in between (sleep(0)
+            # after a success) lets other streams' chunks that arrived meanwhile be stamped first.
+            await asyncio.sleep(wait_s)
 
-    async def _run(self, level_id: int, scheduled_ns: int | None) -> str | None:
+    async def _run(self, level_id: int, scheduled_ns: int | None) -> Outcome | str | None:
         self.in_flight += 1
         try:
             return await self._issue(level_id, scheduled_ns)

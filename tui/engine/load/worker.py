@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
 from tui.engine.load.runner import LoadRunner
 from tui.engine.records import RequestRecord
@@ -89,7 +90,7 @@ class Worker:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def issue(self, level_id: int, scheduled_ns: int | None) -> str | None:
+    async def issue(self, level_id: int, scheduled_ns: int | None) -> Outcome:
         """Run one request under ``level_id`` and queue its record (also when cancelled)."""
         assert self.session is not None
         seq = self.seq
@@ -114,7 +115,7 @@ class Worker:
             if delta is not None:
                 self.finished_lanes.append(delta)
             self.finished.append(record)
-        return record.error_class
+        return Outcome(record.error_class, acc.retry_after_s)
 
     def _lane_delta(self, lane: _Lane, *, final: bool = False) -> LaneDelta | None:
         acc = lane.acc

@@ -24,6 +24,7 @@ import orjson
 from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
+from tui.engine.secrets import mask_secret
 from tui.engine.stream.openai import (
     StreamAccumulator,
     apply_chunk,
@@ -33,6 +34,7 @@ from tui.engine.stream.openai import (
     one_line,
     rejects_fixed_osl_fields,
 )
+from tui.engine.stream.retry_after import parse_retry_after
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
 
@@ -145,9 +147,8 @@ class RequestSession:
         self.notice = notice or (lambda _msg: None)
 
     def scrub(self, text: str) -> str:
-        """Never let the API key into a message."""
-        key = self.target.api_key
-        return text.replace(key, "***") if key else text
+        """Never let the API key into a message (call it before cutting one, too: `mask_secret`)."""
+        return mask_secret(text, self.target.api_key)
 
     def body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec``, as the server now accepts it (built again for a retry without the
@@ -156,11 +157,18 @@ class RequestSession:
 
 
 class _Failure(Exception):
-    def __init__(self, error_class: str, message: str, http_status: int | None = None) -> None:
+    def __init__(
+        self,
+        error_class: str,
+        message: str,
+        http_status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.error_class = error_class
         self.message = message
         self.http_status = http_status
+        self.retry_after_s = retry_after_s
 
 
 class _RetryFresh(Exception):
@@ -225,6 +233,7 @@ async def run_request(
         _fail(record, "http_4xx", "server rejected the request body")
     except _Failure as exc:
         _fail(record, exc.error_class, session.scrub(exc.message), exc.http_status)
+        acc.retry_after_s = exc.retry_after_s
     except asyncio.CancelledError:
         if not deadline_hit:
             _fail(record, "cancelled", "cancelled")
@@ -360,12 +369,13 @@ async def _http_error(session: RequestSession, response: httpx.Response) -> None
             "so output lengths may vary"
         )
         raise _RetryWithoutFixedOsl
-    message = f"HTTP {status}: {error_message(bytes(body))}"
+    # masked before error_message cuts it: a key cut in half would leak its first characters
+    message = f"HTTP {status}: {error_message(session.scrub(text).encode())}"
     retry_after = response.headers.get("retry-after")
     if retry_after:
         message += f" (Retry-After {retry_after})"
     kind = "http_429" if status == 429 else "http_5xx" if status >= 500 else "http_4xx"
-    raise _Failure(kind, message, status)
+    raise _Failure(kind, message, status, parse_retry_after(retry_after))
 
 
 async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record: RequestRecord) -> None:

@@ -104,6 +104,7 @@ class StreamAccumulator:
         "pending_text",
         "reasoning_chunks",
         "reply",
+        "retry_after_s",
         "tokens",
         "tokens_known",
         "usage_completion",
@@ -119,6 +120,8 @@ class StreamAccumulator:
         self.tokens = 0
         """Output tokens so far: known per-chunk counts, else one per content chunk."""
         self.reasoning_chunks = 0
+        self.retry_after_s: float | None = None
+        """A failed answer's ``Retry-After`` in seconds (the user that sent it waits that long)."""
         self.pending_text: list[str] = []
         """Generated text not yet handed to the live lanes (the worker drains it every batch)."""
         self.reply: list[str] | None = None
