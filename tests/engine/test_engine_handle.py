@@ -88,7 +88,9 @@ def test_probe_false_trusts_the_faces_own_check(tmp_path: Path, probe: bool) -> 
 
     with ScriptedServerThread(handler) as server:
         target = TargetConfig(base_url=server.url, model="m1")
-        handle = EngineHandle(target, WORKLOAD, LoadTarget(concurrency=1), probe=probe)
+        # No /metrics scraping here: its kind guess after a failed scrape asks /v1/models too.
+        options = EngineOptions(server_metrics=False)
+        handle = EngineHandle(target, WORKLOAD, LoadTarget(concurrency=1), probe=probe, options=options)
         handle.start()
         try:
             assert handle.wait_ready(30.0)
