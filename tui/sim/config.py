@@ -28,6 +28,8 @@ class SimConfig:
     """Where to write the scheduler's state changes (`tui.sim.truth.StateLog`); None: nowhere."""
     metrics: bool = True
     """Serve `GET /metrics`; False answers 404, like a server started without its metrics switch."""
+    exit_with_parent: bool = False
+    """Stop at end of file on standard input (`SimServer` holds the other end: the child dies with it)."""
     keep_alive_s: float = 5.0
     """Close a connection idle this long (uvicorn's default, as under vLLM and SGLang); 0: never."""
 
@@ -62,5 +64,6 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         # Read with defaults: `tokentop sim` in tui.cli does not declare these yet (tui.sim.flags does).
         state_log=Path(ns.state_log) if getattr(ns, "state_log", None) else None,
         metrics=getattr(ns, "metrics", True),
+        exit_with_parent=getattr(ns, "exit_with_parent", False),
         keep_alive_s=keep_alive_s,
     )

@@ -102,6 +102,11 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
         help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
         "(default 5; 0 never closes)",
     )
+    p.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop when standard input closes (a parent that holds it and dies takes the simulator along)",
+    )
     cap = p.add_argument_group("capacity overrides (default: the profile's)")
     cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
     cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")

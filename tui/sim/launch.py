@@ -68,6 +68,7 @@ class SimServer:
             args += ["--state-log", str(state_log)]
         if not metrics:
             args.append("--no-metrics")
+        args.append("--exit-with-parent")  # the child goes when this process goes, even by SIGKILL
         self.args: list[str] = [sys.executable, "-m", "tui.sim", *args, *extra_args]
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -85,7 +86,7 @@ class SimServer:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, env=env
+            self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env
         )
         try:
             self.url = self._read_url(deadline)
@@ -106,8 +107,9 @@ class SimServer:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    pipe.close()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None

@@ -102,6 +102,8 @@ def run(config: SimConfig) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        if config.exit_with_parent:
+            _stop_when_stdin_closes(loop, stop)
         try:
             await serve(config, stop, on_ready=ready, truth_log=truth_log, state_log=state_log)
         except ListenError as exc:
@@ -110,6 +112,23 @@ def run(config: SimConfig) -> int:
         return 0
 
     return _run(main())
+
+
+def _stop_when_stdin_closes(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """Set ``stop`` at end of file on standard input: the parent (`SimServer`) holds the other end of the
+    pipe, so however it ends, even by SIGKILL, the kernel closes it and the simulator follows."""
+    fd = sys.stdin.fileno()
+
+    def on_readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            stop.set()
+
+    loop.add_reader(fd, on_readable)
 
 
 def list_profiles() -> str:
