@@ -24,8 +24,10 @@ from typing import TextIO
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig
+from tui.engine.host.exports import write_exports
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.results import write_results
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
     UsageError,
@@ -234,10 +236,29 @@ def _run(
             snap = handle.snapshot()
             if status in (0, 130) and snap.levels:
                 print(_summary(snap))
-            if output is not None and (snap.levels and snap.completed + snap.failed > 0):
-                handle.write_results(output)
-                if not ns.quiet:
-                    print(f"results written to {output}", file=err)
+            if snap.levels and snap.completed + snap.failed > 0:
+                # the results, then the exports made from that same document (tui.engine.host.exports)
+                results = handle.results(interrupted="SIGINT" if status == 130 else None)
+                if output is not None:
+                    write_results(results, output)
+                    if not ns.quiet:
+                        print(f"results written to {output}", file=err)
+                status = _write_exports(results, ns, status)
+    return status
+
+
+def _write_exports(results: dict[str, object], ns: argparse.Namespace, status: int) -> int:
+    """--vllm-results and --csv from the results just written; the exit status (1 if one failed)."""
+    vllm_dir = Path(ns.vllm_results) if getattr(ns, "vllm_results", None) else None
+    csv_path = Path(ns.csv) if getattr(ns, "csv", None) else None
+    try:
+        written = write_exports(results, vllm_dir=vllm_dir, csv_path=csv_path)
+    except OSError as exc:
+        print(f"tokentop: error: cannot write the exports: {exc}", file=sys.stderr)
+        return status or 1
+    if written and not ns.quiet:
+        where = ", ".join(sorted({str(p.parent) for p in written}))
+        print(f"exports written: {len(written)} file(s) in {where}", file=sys.stderr)
     return status
 
 
