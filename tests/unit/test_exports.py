@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ import orjson
 from tests.app import frozen
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.exports import levels_csv, vllm_level, write_exports
-from tui.engine.host.results import ClientSummary, RunInfo, build_results
+from tui.engine.host.results import ClientSummary, RunInfo, build_results, write_results
+from tui.engine.host.results_file import read_results
 
 # Read off vllm/benchmarks/serve.py (main_async's result_json, benchmark()'s result, process_one_metric's
 # f"mean_{m}_ms", f"median_{m}_ms", f"std_{m}_ms", f"p{p}_{m}_ms"), not from tui.engine.host.exports.
@@ -73,6 +75,15 @@ def test_vllm_files_have_vllms_keys_and_tokentops_values(tmp_path: Path) -> None
         assert record["tokentop_level_id"] == level["level_id"] and record["tokentop_interrupted"] is True
         assert "sk-never-written" not in path.read_text()
         assert path.name.startswith("tokentop-infqps-concurrency") and "sim-llama-8b" in path.name
+
+
+def test_interrupted_and_too_short_read_back(tmp_path: Path) -> None:
+    results = _results(interrupted="SIGINT")
+    results["levels"][0].update(too_short=True, output_throughput=None)
+    res = read_results(write_results(results, tmp_path / "results.json"))
+    assert res.interrupted_by == "SIGINT"
+    assert res.levels[0].too_short and math.isnan(res.levels[0].output_tps)
+    assert not res.levels[1].too_short
 
 
 def test_vllm_rate_levels_carry_their_rate_and_burstiness() -> None:
