@@ -271,7 +271,9 @@ def level_view(
     end = ctx.now_ns if lv.end_ns is None else lv.end_ns
     win_end = window_end_ns(end, ctx.horizon_ns, ctx.oldest_in_flight_ns, lv.cancelled_sent_ns)
     in_window = steady_from is not None and steady_from < win_end
-    win_start = steady_from if steady_from is not None and in_window else lv.start_ns
+    # Never steady: the window starts when the load did (the first level's workers take a second or two to
+    # start, and that wait is no part of the level's throughput).
+    win_start = steady_from if steady_from is not None and in_window else applied
     tl = lv.timeline
     b0, b1 = tl.align(win_start, win_end)
     a_from, a_to = tl.edge_ns(b0), tl.edge_ns(b1)

@@ -39,10 +39,10 @@ DEFINITIONS: dict[str, str] = {
     "duration": "length in seconds of the level's window (the throughput denominator)",
     "steady_window": "one rule for the table, the curve, the results and a quit: the window starts at "
     "the steady start (once every request of earlier levels has ended and one median E2E of this level "
-    "has passed; the level's start while it never got there) and ends at the level's end, but never past "
-    "the send of a request whose chunks are not all known: one still in flight, or one cancelled at quit "
-    "or Ctrl-C (its tokens are not counted and its time is not in the window). So every request sent "
-    "inside the window has ended, and every chunk inside it is known",
+    "has passed; while it never got there, once every worker had applied the level) and ends at the "
+    "level's end, but never past the send of a request whose chunks are not all known: one still in "
+    "flight, or one cancelled at quit or Ctrl-C (its tokens are not counted and its time is not in the "
+    "window). So every request sent inside the window has ended, and every chunk inside it is known",
     "steady": "the window starts at the steady start, lasts at least min_window_s and one median E2E, and "
     "holds at least min_steady_requests successful requests sent in it (the latency statistics' population)",
     "too_short": "the window is shorter than max(min_window_s, the level's median E2E), or no request of the "
