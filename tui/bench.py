@@ -26,8 +26,10 @@ from typing import TextIO
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig
+from tui.engine.host.exports import write_exports
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.results import write_results
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
     demo_from_args,
@@ -256,13 +258,33 @@ def _run(
             final = snap
             if status != 1 and snap.levels:
                 print_or_drop(_summary(snap))
-            if output is not None and (snap.levels and snap.completed + snap.failed > 0):
-                handle.write_results(output)
-                if not ns.quiet:
-                    print(f"results written to {output}", file=err)
+            if snap.levels and snap.completed + snap.failed > 0:
+                # the results, then the exports made from that same document (tui.engine.host.exports)
+                interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
+                results = handle.results(interrupted=interrupted)
+                if output is not None:
+                    write_results(results, output)
+                    if not ns.quiet:
+                        say(f"results written to {output}")
+                status = _write_exports(results, ns, status)
     if status == 0 and final is not None and final.completed == 0:
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
+    return status
+
+
+def _write_exports(results: dict[str, object], ns: argparse.Namespace, status: int) -> int:
+    """--vllm-results and --csv from the results just written; the exit status (1 if one failed)."""
+    vllm_dir = Path(ns.vllm_results) if getattr(ns, "vllm_results", None) else None
+    csv_path = Path(ns.csv) if getattr(ns, "csv", None) else None
+    try:
+        written = write_exports(results, vllm_dir=vllm_dir, csv_path=csv_path)
+    except OSError as exc:
+        say(f"tokentop: error: cannot write the exports: {exc}")
+        return status or 1
+    if written and not ns.quiet:
+        where = ", ".join(sorted({str(p.parent) for p in written}))
+        say(f"exports written: {len(written)} file(s) in {where}")
     return status
 
 

@@ -250,6 +250,12 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     stop.add_argument("--duration", type=_positive_float, metavar="S", help="seconds per level")
     p.add_argument("--output", metavar="results.json", help="write results JSON here")
     p.add_argument("--requests-log", metavar="requests.jsonl", help="one JSON line per request as it ends")
+    p.add_argument(
+        "--vllm-results",
+        metavar="DIR",
+        help="also write one JSON file per level here, in vllm bench serve --save-result's shape",
+    )
+    p.add_argument("--csv", metavar="PATH", help="also write the level table here as CSV (one row per level)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--slo-ttft-ms", type=_positive_float, metavar="MS", help="goodput: TTFT objective")
     p.add_argument("--slo-tpot-ms", type=_positive_float, metavar="MS", help="goodput: TPOT objective")

@@ -53,8 +53,14 @@ class FakeEngine:
     def detail(self, request_id: int) -> RequestDetail | None:
         return frozen.detail(request_id)
 
-    def write_results(self, path: Path) -> Path:
-        path.write_bytes(orjson.dumps({"tokentop": "fake", "levels": len(self.snap.levels)}))
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        levels = [
+            {"level_id": lv.level_id, "mode": lv.mode, "concurrency": lv.value} for lv in self.snap.levels
+        ]
+        doc = {"tokentop": "fake", "target": {"endpoint": "chat", "model": "fake"}, "levels": levels}
+        path.write_bytes(
+            orjson.dumps(doc | {"interrupted": interrupted is not None, "interrupted_by": interrupted})
+        )
         self.results.append(path)
         return path
 

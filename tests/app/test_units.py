@@ -180,6 +180,22 @@ def test_level_cells_mark_current_and_knee() -> None:
     assert triple(Stats()) == "-"
 
 
+def test_a_level_too_short_to_measure_shows_no_rates_and_no_curve_point() -> None:
+    snap = frozen.snapshot()
+    nan = float("nan")
+    short = replace(snap.levels[3], value=16.0, steady=False, too_short=True, output_tps=nan,
+                    request_per_s=nan, total_tps=nan, ended_s=20.0)  # fmt: skip
+    cells = level_cells(short, 99, snap.knee, "chunk")
+    assert (cells["tps"], cells["rps"], cells["state"]) == ("-", "-", "short")
+    unsteady = replace(snap.levels[3], steady=False, ended_s=20.0)
+    assert level_cells(unsteady, 99, snap.knee, "chunk")["state"] == "unsteady"
+    colours = CurveColours(
+        total=(1, 1, 1), per_request=(2, 2, 2), current=(3, 3, 3), knee=(4, 4, 4), axes=(5, 5, 5)
+    )
+    with_short = Plot().curve((*snap.levels, short), 4, 4.0, 60, 12, colours).plain
+    assert with_short == Plot().curve(snap.levels, 4, 4.0, 60, 12, colours).plain  # no point at 16 users
+
+
 def _ramped(*tps: float, failed_last: bool = False) -> tuple[RampPolicy, Snapshot]:
     """A ramp that ran 1, 2, 4, ... users at these steady tok/s, its last level current."""
     policy = RampPolicy()

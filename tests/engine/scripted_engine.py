@@ -177,12 +177,14 @@ class ScriptedEngine:
     def detail(self, request_id: int) -> RequestDetail | None:
         return None
 
-    def results(self) -> dict[str, Any]:
+    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
         snap = self.snapshot()
         info = RunInfo.of(self.target, self.workload, self.load, options=self.options or EngineOptions(),
                           workers=self.workers, model=self.model, started_at_s=1_700_000_000.0)  # fmt: skip
         views = [(lv, {"cancelled": 0}) for lv in snap.levels]
-        return build_results(info, snap, views, ClientSummary(0.5, 0.1, saturated=False))
+        return build_results(
+            info, snap, views, ClientSummary(0.5, 0.1, saturated=False), interrupted=interrupted
+        )
 
-    def write_results(self, path: Path) -> Path:
-        return write_results(self.results(), path)
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        return write_results(self.results(interrupted=interrupted), path)

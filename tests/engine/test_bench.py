@@ -67,6 +67,10 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
         str(out),
         "--requests-log",
         str(log),
+        "--vllm-results",
+        str(tmp_path / "vllm"),
+        "--csv",
+        str(tmp_path / "levels.csv"),
     )
     assert r.returncode == 0, r.stderr
     assert "knee: 4 users" in r.stdout
@@ -89,6 +93,15 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
     assert res["client"]["workers"] == 1 and "max_cpu_share" in res["client"]
     lines = log.read_text().splitlines()
     assert len(lines) >= 48 and all(json.loads(x)["status"] == "ok" for x in lines)
+    # the exports: one vLLM-shaped file per level with that level's figures, the table as CSV
+    vllm = sorted((json.loads(p.read_text()) for p in (tmp_path / "vllm").glob("*.json")),
+                  key=lambda v: v["tokentop_level_id"])  # fmt: skip
+    assert [v["max_concurrency"] for v in vllm] == [1, 2, 4, 8]
+    for v, lv in zip(vllm, res["levels"], strict=True):
+        assert v["request_rate"] == "inf" and v["model_id"] == "sim-gemma-3-270m"
+        assert all(v[k] == lv[k] for k in VLLM_KEYS)
+    rows = (tmp_path / "levels.csv").read_text().splitlines()
+    assert len(rows) == 5 and rows[0].startswith("level_id,mode,concurrency,duration,")
 
 
 def test_stalled_stream_fails_by_timeout_and_key_stays_secret(tmp_path: Path) -> None:
@@ -189,6 +202,7 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path: Path) -> None:
     assert "c=2" in stdout  # the table of what was measured
     res = json.loads(out.read_text())
     assert res["levels"][0]["concurrency"] == 2 and res["totals"]["completed"] >= 6
+    assert res["interrupted"] is True and res["interrupted_by"] == "SIGINT"
 
 
 @pytest.mark.parametrize(("stagger_ms", "spread"), [("25", (0.4, 1.0)), ("0", (0.0, 0.1))])

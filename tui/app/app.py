@@ -464,7 +464,7 @@ class TokentopApp(App[int]):
         finally:
             if self.output is not None:
                 try:
-                    written = self.engine.write_results(self.output)
+                    written = self.engine.write_results(self.output, interrupted="quit")
                     self.quit_notes.append(f"results written to {written}")
                 except Exception as exc:
                     self.quit_notes.append(f"could not write results to {self.output}: {exc}")

@@ -1,4 +1,5 @@
-"""The `s` key: results JSON, a copy of the requests log and an SVG of the screen, side by side."""
+"""The `s` key: results JSON, its exports (vLLM-shaped files per level, the level table as CSV), a copy of the
+requests log and an SVG of the screen, side by side."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+import orjson
+
 from tui.engine.api import Engine
+from tui.engine.host.exports import write_exports
 
 
 def snapshot_base(save_dir: Path, now: datetime) -> Path:
@@ -29,11 +33,19 @@ def save_snapshot(
     *,
     now: datetime | None = None,
 ) -> list[Path]:
-    """Write the three files (the log only if there is one) and return their paths. `screenshot(filename,
-    folder)` is the app's `save_screenshot`. Raises OSError (or the engine's error) on failure."""
+    """Write the files (the log only if there is one) and return their paths. `screenshot(filename,
+    folder)` is the app's `save_screenshot`. Raises OSError (or the engine's error) on failure.
+
+    The exports are made from the results file as written (read back), so they can never disagree with it:
+    ``BASE.csv`` and the directory ``BASE-vllm/``, as bench's ``--csv`` and ``--vllm-results`` write them."""
     save_dir.mkdir(parents=True, exist_ok=True)
     base = snapshot_base(save_dir, now or datetime.now())
-    saved = [engine.write_results(base.with_suffix(".json"))]
+    results_path = engine.write_results(base.with_suffix(".json"))
+    saved = [results_path]
+    results = orjson.loads(results_path.read_bytes())
+    saved += write_exports(
+        results, vllm_dir=base.with_name(base.name + "-vllm"), csv_path=base.with_suffix(".csv")
+    )
     if requests_log is not None and requests_log.exists():
         saved.append(Path(shutil.copyfile(requests_log, base.with_suffix(".jsonl"))))
     saved.append(Path(screenshot(base.name + ".svg", str(save_dir))))

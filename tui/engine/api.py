@@ -65,11 +65,14 @@ class Engine(Protocol):
     def detail(self, request_id: int) -> RequestDetail | None:
         """A recent request's full record (chunk timeline, error), or None if it is no longer kept."""
 
-    def results(self) -> dict[str, Any]:
-        """The results document (see `tui.engine.host.results`) for what was measured so far."""
+    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+        """The results document (see `tui.engine.host.results`) for what was measured so far.
+        ``interrupted``: why the run was cut short ("quit", "SIGINT", ...), None when it finished; the
+        document says so (``interrupted``, ``interrupted_by``)."""
 
-    def write_results(self, path: Path) -> Path:
-        """Write results JSON (vLLM-compatible per-level keys) for what was measured so far."""
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        """Write results JSON (vLLM-compatible per-level keys) for what was measured so far
+        (``interrupted`` as in `results`)."""
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing; cancel (or, with drain, let finish) in-flight requests; join the workers.

@@ -120,7 +120,8 @@ class LevelView:
     completed: int
     failed: int
     output_tps: float
-    """System output tokens/s over the steady window (or over the level if not yet steady)."""
+    """System output tokens/s over the steady window (or over the level if not yet steady); NaN when the
+    window is too short to measure (`too_short`)."""
     request_per_s: float
     per_request_tps: float
     """Median over requests of (OSL - 1) / (E2E - TTFT), i.e. 1000 / TPOT: per-user decode tokens/s."""
@@ -150,6 +151,9 @@ class LevelView:
     in_flight: int = 0
     exact: bool = True
     """False once the level outgrew its exact sample caps and its latency stats come from a reservoir."""
+    too_short: bool = False
+    """The window is too short to measure (`tui.engine.aggregate.levels.MIN_WINDOW_S`): the rates are NaN
+    and a face shows none (no table figure, no curve point)."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,16 @@ def level_label(level: LevelView) -> str:
     return f"{level.value:g} users" if level.mode == "concurrency" else f"{level.value:g}/s"
 
 
+def level_state(level: LevelView) -> str:
+    """steady; settling while it runs; once ended, "unsteady" (rates over a window that never settled) or
+    "short" (too short to measure: no rates, no curve point)."""
+    if level.steady:
+        return "steady"
+    if level.ended_s is None:
+        return "settling"
+    return "short" if level.too_short else "unsteady"
+
+
 def level_cells(
     level: LevelView, current_id: int, knee: Knee | None, convention: ItlConvention
 ) -> dict[str, str]:
@@ -61,7 +71,7 @@ def level_cells(
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
     if knee is not None and knee.level_id == level.level_id:
         marks += " ◆"
-    state = "steady" if level.steady else ("settling" if level.ended_s is None else "short")
+    state = level_state(level)
     return {
         "level": marks,
         "state": state,

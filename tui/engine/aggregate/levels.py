@@ -22,8 +22,12 @@ LEVEL_REQUEST_CAP = 20_000
 LEVEL_GAP_CAP = 200_000
 """Chunk gaps kept exactly per level; beyond it a uniform reservoir of this size."""
 MIN_STEADY_REQUESTS = 5
-"""A steady window is trusted once this many requests ended in it and it is at least one median E2E
-(and one second) long."""
+"""A steady window is trusted once this many successful requests were sent in it (the population of its
+latency statistics) and it is long enough to measure (`MIN_WINDOW_S`)."""
+MIN_WINDOW_S = 1.0
+"""A window shorter than max(this, the level's median E2E) is too short to measure: no rates (NaN, null in
+the results, "-" in the table, no curve point). Below one E2E a closed loop's requests end in waves, so a
+short window can hold two waves' ends (a 9-user level of 1 s requests read 40 and 90 req/s over 0.1 s)."""
 
 
 _REQ_COLUMNS: dict[str, Any] = {
@@ -55,6 +59,9 @@ class LevelAgg:
     completed: int = 0
     failed: int = 0
     cancelled: int = 0
+    cancelled_sent_ns: int | None = None
+    """Send stamp of the earliest request of this level that was cancelled (at quit): its chunks are not
+    all known, so the level's window ends before it, exactly as it did while it was in flight."""
     last_end_ns: int | None = None
     errors: Counter[str] = field(default_factory=Counter)
     max_lag_ms: float = 0.0
@@ -79,6 +86,10 @@ class LevelAgg:
             self.completed += 1
         elif rec.status == "cancelled":
             self.cancelled += 1
+            sent = rec.sent_ns
+            self.cancelled_sent_ns = (
+                sent if self.cancelled_sent_ns is None else min(self.cancelled_sent_ns, sent)
+            )
         else:
             self.failed += 1
             klass = rec.error_class or "client"
@@ -220,6 +231,28 @@ class LevelContext:
     """Every worker has applied this level (so requests of earlier levels are all known)."""
 
 
+def window_end_ns(
+    level_end_ns: int, horizon_ns: int, oldest_in_flight_ns: int | None, cancelled_sent_ns: int | None
+) -> int:
+    """Where a level's window ends: at the level's end, but never past the last complete data (the workers'
+    horizon) nor past the send of a request whose chunks are not all known, whether it is still in flight
+    or was cancelled at quit. So the window a face shows live and the one saved after `q` (or Ctrl-C) are
+    the same rule: every chunk inside the window belongs to a request that has ended."""
+    end = min(level_end_ns, horizon_ns)
+    for cap in (oldest_in_flight_ns, cancelled_sent_ns):
+        if cap is not None:
+            end = min(end, cap)
+    return end
+
+
+def measurable(duration_s: float, median_e2e_ns: float | None) -> bool:
+    """A window long enough for rates: at least max(`MIN_WINDOW_S`, the level's median E2E), and some
+    request of the level has finished (else the median, and so the bound, is unknown)."""
+    if median_e2e_ns is None or not np.isfinite(median_e2e_ns):
+        return False
+    return duration_s >= max(MIN_WINDOW_S, median_e2e_ns / 1e9)
+
+
 def level_view(
     lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
 ) -> tuple[LevelView, dict[str, Any]]:
@@ -236,32 +269,33 @@ def level_view(
         ctx.earlier_last_end_ns,
     )
     end = ctx.now_ns if lv.end_ns is None else lv.end_ns
-    win_end = min(end, ctx.horizon_ns)
-    if ctx.oldest_in_flight_ns is not None:
-        win_end = min(win_end, ctx.oldest_in_flight_ns)
-    win_start = steady_from if steady_from is not None and steady_from < win_end else lv.start_ns
+    win_end = window_end_ns(end, ctx.horizon_ns, ctx.oldest_in_flight_ns, lv.cancelled_sent_ns)
+    in_window = steady_from is not None and steady_from < win_end
+    # Never steady: the window starts when the load did (the first level's workers take a second or two to
+    # start, and that wait is no part of the level's throughput).
+    win_start = steady_from if steady_from is not None and in_window else applied
     tl = lv.timeline
     b0, b1 = tl.align(win_start, win_end)
     a_from, a_to = tl.edge_ns(b0), tl.edge_ns(b1)
     duration_s = (a_to - a_from) / 1e9
-    in_window = steady_from is not None and steady_from < win_end
-    # population: requests sent from the (aligned) window start on
-    sel = rows["sent_ns"] >= a_from
+    # The population: successful requests sent inside the (aligned) window. The window ends before every
+    # request not known to have ended, so each of these has ended: none is missing, whatever its length.
+    sel = (rows["sent_ns"] >= a_from) & (rows["sent_ns"] < a_to)
     gap_rows = lv.gaps.view()
-    gaps = gap_rows["gap_ms"][gap_rows["sent_ns"] >= a_from]
+    gaps = gap_rows["gap_ms"][(gap_rows["sent_ns"] >= a_from) & (gap_rows["sent_ns"] < a_to)]
     pick = {k: v[sel] for k, v in rows.items()}
     tokens = tl.total(Timeline.TOK, b0, b1)
     ended_ok = tl.total(Timeline.END_OK, b0, b1)
     ended_good = tl.total(Timeline.END_GOOD, b0, b1)
     sent_in_window_in = tl.total(Timeline.SENT_IN, b0, b1)
-    completed = round(tl.total(Timeline.SENT_OK, b0))
-    failed = round(tl.total(Timeline.SENT_FAIL, b0))
-    in_tokens = round(tl.total(Timeline.SENT_IN, b0))
-    out_tokens = round(tl.total(Timeline.SENT_OUT, b0))
-    per_s = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: float("nan"))
-    steady = bool(
-        in_window and ended_ok >= MIN_STEADY_REQUESTS and duration_s >= max(1.0, (median_e2e_ns or 0.0) / 1e9)
-    )
+    completed = round(tl.total(Timeline.SENT_OK, b0, b1))
+    failed = round(tl.total(Timeline.SENT_FAIL, b0, b1))
+    in_tokens = round(sent_in_window_in)
+    out_tokens = round(tl.total(Timeline.SENT_OUT, b0, b1))
+    measured = measurable(duration_s, median_e2e_ns)
+    nan = float("nan")
+    per_s = (lambda x: x / duration_s) if measured else (lambda x: nan)
+    steady = bool(in_window and measured and completed >= MIN_STEADY_REQUESTS)
     decode = pick["decode_tps"]
     decode = decode[~np.isnan(decode)]
     tpc = pick["tpc"]
@@ -299,6 +333,7 @@ def level_view(
         goodput_per_s=goodput,
         in_flight=ctx.in_flight,
         exact=lv.req.exact and lv.gaps.exact,
+        too_short=not measured,
     )
     extra = {"max_loop_lag_p99_ms": lv.max_lag_ms, "max_cpu_share": lv.max_cpu, "cancelled": lv.cancelled}
     return view, extra

@@ -218,8 +218,9 @@ class EngineHandle:
         with self._lock:
             return self._store.detail(request_id, time.perf_counter_ns())
 
-    def results(self) -> dict[str, Any]:
-        """The results JSON as a dict, built from plain data (see `tui.engine.host.results`)."""
+    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+        """The results JSON as a dict, built from plain data (see `tui.engine.host.results`); ``interrupted``
+        says why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
         from tui.engine.host.results import ClientSummary, build_results
 
         with self._lock:
@@ -234,7 +235,7 @@ class EngineHandle:
                 saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
                 notices=tuple(store.notices),
             )
-            return build_results(self.run_info(), snap, views, client)
+            return build_results(self.run_info(), snap, views, client, interrupted=interrupted)
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `RunInfo.of`)."""
@@ -250,11 +251,12 @@ class EngineHandle:
             started_at_s=self.started_at or time.time(),
         )
 
-    def write_results(self, path: Path) -> Path:
-        """Write the results JSON (atomically: a crash never leaves half a file)."""
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        """Write the results JSON (atomically: a crash never leaves half a file); ``interrupted`` as in
+        `results`."""
         from tui.engine.host.results import write_results
 
-        return write_results(self.results(), Path(path))
+        return write_results(self.results(interrupted=interrupted), Path(path))
 
     def server_view(self) -> ServerView | None:
         """The server's own signals as last scraped from its ``/metrics``, or None when scraping is off."""

@@ -14,6 +14,7 @@ them back.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from tui import __version__
+from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.snapshot import LevelView, Snapshot, Stats
@@ -35,16 +37,27 @@ DEFINITIONS: dict[str, str] = {
     "itl": "inter-token latency as vLLM/SGLang: gaps between consecutive content chunks, all gaps pooled",
     "itl_e2e": "LLMPerf inter-token latency: E2E / output tokens, per request, TTFT included",
     "e2el": "end-to-end latency: end of stream minus request sent",
-    "duration": "length in seconds of the level's steady-state window (the throughput denominator)",
-    "steady_window": "starts once every request of earlier levels has ended and one median E2E of this level "
-    "has passed; ends at the next load change (or the last complete data)",
-    "completed": "successful requests sent in the steady window (the population of the latency stats)",
-    "failed": "failed requests sent in the steady window",
-    "output_throughput": "output tokens of content chunks arriving in the window / duration "
-    "(tokens per chunk from server usage)",
+    "duration": "length in seconds of the level's window (the throughput denominator)",
+    "steady_window": "one rule for the table, the curve, the results and a quit: the window starts at "
+    "the steady start (once every request of earlier levels has ended and one median E2E of this level "
+    "has passed; while it never got there, once every worker had applied the level) and ends at the "
+    "level's end, but never past the send of a request whose chunks are not all known: one still in "
+    "flight, or one cancelled at quit or Ctrl-C (its tokens are not counted and its time is not in the "
+    "window). So every request sent inside the window has ended, and every chunk inside it is known",
+    "steady": "the window starts at the steady start, lasts at least min_window_s and one median E2E, and "
+    "holds at least min_steady_requests successful requests sent in it (the latency statistics' population)",
+    "too_short": "the window is shorter than max(min_window_s, the level's median E2E), or no request of the "
+    "level finished: the rates (request_throughput, output_throughput, total_token_throughput, "
+    "request_goodput) are null, never 0 or an extrapolation",
+    "completed": "successful requests sent in the window (the population of the latency stats)",
+    "failed": "failed requests sent in the window",
+    "output_throughput": "output tokens of successful requests' content chunks arriving in the window / "
+    "duration (tokens per chunk from server usage)",
     "request_throughput": "successful requests ending in the window / duration",
     "total_token_throughput": "output_throughput plus input tokens of requests sent in the window / duration",
     "request_goodput": "requests ending in the window that met every SLO given / duration",
+    "interrupted": "the run was cut short (interrupted_by: quit, SIGINT, SIGTERM, ...); its last level ends "
+    "where the run stopped, under the window rule above",
     "tokens_per_chunk": "output tokens / content chunks, mean over requests (>1 with speculative decoding)",
     "per_request_output_throughput": "median over requests of (output tokens - 1) / (E2E - TTFT), tokens/s",
     "sched_lag": "open loop: actual send time minus scheduled arrival time",
@@ -115,6 +128,7 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
             "tokens_per_chunk": _num(lv.tokens_per_chunk),
             "per_request_output_throughput": _num(lv.per_request_tps),
             "steady": lv.steady,
+            "too_short": lv.too_short,
             "steady_from_s": lv.steady_from_s,
             "window_from_s": lv.window_from_s,
             "window_to_s": lv.window_to_s,
@@ -136,7 +150,7 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     return out
 
 
-def _safe_url(url: str) -> str:
+def safe_url(url: str) -> str:
     """The URL without any user:password part."""
     parts = urlsplit(url)
     if parts.username or parts.password:
@@ -183,7 +197,7 @@ class RunInfo:
     ) -> RunInfo:
         """From the configs a face ran with: the secrets in ``target`` are left behind here."""
         return cls(
-            url=_safe_url(target.base_url),
+            url=safe_url(target.base_url),
             model=model,
             endpoint=target.endpoint,
             workload=workload,
@@ -218,9 +232,13 @@ def build_results(
     snap: Snapshot,
     views: Sequence[tuple[LevelView, Mapping[str, Any]]],
     client: ClientSummary,
+    *,
+    interrupted: str | None = None,
 ) -> dict[str, Any]:
     """The whole results document for what was measured so far, from plain data. ``views``: each level's
-    view with its extras (``cancelled``, ``max_loop_lag_p99_ms``, ``max_cpu_share``)."""
+    view with its extras (``cancelled``, ``max_loop_lag_p99_ms``, ``max_cpu_share``). ``interrupted``: why
+    the run was cut short ("quit", "SIGINT", ...), as the face that saw it says; None for a run that
+    finished."""
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = []
@@ -235,7 +253,9 @@ def build_results(
         "tool": info.tool,
         "version": info.version,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(info.started_at_s)),
-        "target": {"url": _safe_url(info.url), "model": info.model, "endpoint": info.endpoint},
+        "interrupted": interrupted is not None,
+        "interrupted_by": interrupted,
+        "target": {"url": safe_url(info.url), "model": info.model, "endpoint": info.endpoint},
         "config": {
             "isl": workload.isl,
             "osl": workload.osl,
@@ -248,6 +268,8 @@ def build_results(
             "demo": info.demo,
             "slo_ttft_ms": options.slo_ttft_ms,
             "slo_tpot_ms": options.slo_tpot_ms,
+            "min_window_s": MIN_WINDOW_S,
+            "min_steady_requests": MIN_STEADY_REQUESTS,
         },
         "definitions": DEFINITIONS,
         "levels": levels,
@@ -298,6 +320,11 @@ def write_results(results: dict[str, Any], path: Path) -> Path:
     """Write ``results`` to ``path`` atomically (a temporary file, then a rename): a crash never leaves
     half a file, and any engine, real or fake, writes the same bytes."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(dump_results(results))
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(dump_results(results))
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk or a failed rename leaves no stray half file beside the results
+        raise
     return path

@@ -64,6 +64,8 @@ class ResultsLevel:
     steady: bool
     goodput_per_s: float | None = None
     errors: tuple[tuple[str, int], ...] = ()
+    too_short: bool = False
+    """The window was too short to measure: the rates read NaN (they were written null)."""
     arrival: str | None = None
     max_concurrency: int | None = None
 
@@ -93,6 +95,8 @@ class ResultsFile:
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     notices: tuple[str, ...] = ()
+    interrupted_by: str | None = None
+    """Why the run was cut short ("quit", "SIGINT", ...), None when it finished (or the file predates it)."""
 
 
 _MISSING: Any = object()
@@ -225,6 +229,7 @@ def _level(r: _Reader) -> ResultsLevel:
         steady=r.flag("steady", True),
         goodput_per_s=r.optional_number("request_goodput"),
         errors=error_counts,
+        too_short=r.flag("too_short", False),
         arrival=r.optional_text("arrival"),
         max_concurrency=r.optional_whole("max_concurrency"),
     )
@@ -275,4 +280,5 @@ def read_results(path: Path) -> ResultsFile:
         slo_ttft_ms=config.optional_number("slo_ttft_ms"),
         slo_tpot_ms=config.optional_number("slo_tpot_ms"),
         notices=tuple(notices),
+        interrupted_by=r.optional_text("interrupted_by"),
     )

@@ -11,12 +11,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
-
 from tui import __version__
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
-from tui.engine.host.results import _safe_url
+from tui.engine.host.results import safe_url, write_results
 from tui.engine.server_metrics import ServerMetricsPoller, ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
@@ -106,8 +104,9 @@ class WatchEngine:
     def detail(self, request_id: int) -> RequestDetail | None:
         return None
 
-    def results(self) -> dict[str, Any]:
-        """What the server reported over the whole watch (the same figures a load level's `server` has)."""
+    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+        """What the server reported over the whole watch (the same figures a load level's `server` has).
+        A watch has no end of its own: ``interrupted`` (how it was stopped) is only recorded."""
         now = time.perf_counter_ns()
         view = self.server_view()
         return {
@@ -116,18 +115,15 @@ class WatchEngine:
             "mode": "watch",
             "started_at": self.started_at,
             "duration": (now - self._store.t0_ns) / 1e9,
-            "target": {"url": _safe_url(self.target.base_url), "model": self.model or None},
+            "target": {"url": safe_url(self.target.base_url), "model": self.model or None},
             "server": view.level_summary(self._store.t0_ns, now) if view is not None else None,
             "notices": list(self._store.notices),
+            "stopped_by": interrupted,
         }
 
-    def write_results(self, path: Path) -> Path:
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
         """Write `results` atomically (a crash never leaves half a file)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(self.results(), option=orjson.OPT_INDENT_2))
-        tmp.replace(path)
-        return path
+        return write_results(self.results(interrupted=interrupted), Path(path))
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
