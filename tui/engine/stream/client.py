@@ -122,7 +122,7 @@ class RequestSession:
         self.client = client
         self.target = target
         self.workload: Workload = (
-            build_workload(workload) if isinstance(workload, WorkloadConfig) else workload
+            build_workload(workload, workers=workers) if isinstance(workload, WorkloadConfig) else workload
         )
         self.model = model
         self.worker = worker
