@@ -57,9 +57,9 @@ def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -
     return shares
 
 
-IssueFn = Callable[[int, "int | None"], Awaitable["str | None"]]
-"""Runs one request to completion: (level id, scheduled ns or None) -> its error class (None if it succeeded).
-Must not raise except on cancel."""
+IssueFn = Callable[[int, "int | None", "int | None"], Awaitable["str | None"]]
+"""Runs one request to completion: (level id, scheduled ns or None, closed-loop user index or None) -> its
+error class (None if it succeeded). Must not raise except on cancel."""
 
 CONNECT_BACKOFF_S = (0.05, 1.0)
 """A closed-loop user whose request could not even connect waits before the next one, doubling from the first
@@ -171,7 +171,7 @@ class LoadRunner:
         backoff_s = 0.0
         while self._wants_user(idx):
             assert self.share is not None
-            error = await self._run(self.share.level_id, None)
+            error = await self._run(self.share.level_id, None, idx)
             if error == "connect":
                 backoff_s = min(max(backoff_s * 2, CONNECT_BACKOFF_S[0]), CONNECT_BACKOFF_S[1])
                 await asyncio.sleep(backoff_s)
@@ -181,10 +181,10 @@ class LoadRunner:
                 # other streams' chunks that arrived meanwhile be stamped instead of waiting for both halves.
                 await asyncio.sleep(0)
 
-    async def _run(self, level_id: int, scheduled_ns: int | None) -> str | None:
+    async def _run(self, level_id: int, scheduled_ns: int | None, user: int | None = None) -> str | None:
         self.in_flight += 1
         try:
-            return await self._issue(level_id, scheduled_ns)
+            return await self._issue(level_id, scheduled_ns, user)
         finally:
             self.in_flight -= 1
             self._slot_freed.set()
