@@ -43,13 +43,13 @@ def test_normal_draws_match_mean_and_stddev_and_stay_in_range() -> None:
     draws = [draw_length(dist, rng) for _ in range(N)]
     assert abs(statistics.fmean(draws) - 512) < 8  # 4 standard errors (128 / sqrt(4000) = 2)
     assert abs(statistics.stdev(draws) - 128) < 8
-    assert 64 <= min(draws) and max(draws) <= 2048
+    assert min(draws) >= 64 and max(draws) <= 2048
 
 
 def test_a_narrow_normal_is_truncated_to_its_range() -> None:
     dist = LengthDist("normal", 500, 520, mean=512, stddev=128)
     draws = [draw_length(dist, random.Random(i)) for i in range(500)]
-    assert 500 <= min(draws) and max(draws) <= 520
+    assert min(draws) >= 500 and max(draws) <= 520
 
 
 def test_uniform_draws_cover_the_inclusive_range_evenly() -> None:
