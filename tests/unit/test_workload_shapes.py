@@ -12,6 +12,7 @@ import pytest
 
 from tui.cli import build_parser
 from tui.engine.config import LengthDist, Scenario, WorkloadConfig
+from tui.engine.records import RequestRecord
 from tui.engine.workload import (
     Conversations,
     RequestKey,
@@ -171,3 +172,36 @@ def test_bad_shape_flags_are_one_usage_error(args: list[str], message: str) -> N
     with pytest.raises(UsageError, match=message) as info:
         workload_from_args(_ns(*args))
     assert "\n" not in str(info.value)
+
+
+# --- conversations, without a server ------------------------------------------------------------
+
+
+def _answer(w: Conversations, key: RequestKey, reply: str = "fine thanks", status: str = "ok") -> list[str]:
+    """Ask ``w`` for ``key``'s request and answer it; the roles sent."""
+    spec = w.next_request(key)
+    assert spec.messages is not None and spec.prompt is None
+    record = RequestRecord(request_id=1, worker=key.worker, seq=key.seq, level_id=1, sent_ns=0)
+    record.status = status  # type: ignore[assignment]
+    record.input_tokens = None
+    w.on_response(key, spec, reply, record)
+    return [m.role for m in spec.messages]
+
+
+def test_a_conversation_grows_for_k_turns_then_restarts_and_a_failure_ends_it() -> None:
+    w = build_workload(WorkloadConfig(isl=6, turns=3, shared_prefix=5, seed=2))
+    assert isinstance(w, Conversations) and w.wants_replies
+    roles = [_answer(w, RequestKey(0, seq, user=0)) for seq in range(4)]
+    assert roles == [["user"], ["user", "assistant", "user"], ["user", "assistant"] * 2 + ["user"], ["user"]]
+    _answer(w, RequestKey(0, 4, user=0), status="error")
+    assert _answer(w, RequestKey(0, 5, user=0)) == ["user"]  # the failed turn ended that conversation
+    # the shared prefix leads each conversation's first message only
+    prefix = shared_prefix_text(2, 5)
+    first = w.next_request(RequestKey(0, 6, user=1))
+    assert first.messages is not None and first.messages[0].content.startswith(prefix)
+    _answer(w, RequestKey(0, 6, user=1))
+    second = w.next_request(RequestKey(0, 7, user=1))
+    assert second.messages is not None and not second.messages[-1].content.startswith(prefix)
+    assert second.expected_input_tokens == 5 + 6 + 2 + 6  # prefix, question, reply, question
+    # an open-loop arrival has no user: every request is a one-turn conversation
+    assert _answer(w, RequestKey(0, 8)) == ["user"] and _answer(w, RequestKey(0, 9)) == ["user"]
