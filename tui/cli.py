@@ -68,6 +68,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         help="do not send ignore_eos/min_tokens (let the model stop at EOS)",
     )
     w.add_argument("--seed", type=int, default=0)
+    _add_workload_shape_args(p)
     p.add_argument(
         "--sim-profile",
         default=DEMO_PROFILE,
@@ -88,6 +89,59 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="closed loop: new users start this far apart, a whole step within 1 s (0: all at once)",
     )
+
+
+def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
+    """Lengths that vary, prompts from a file, a shared prefix, conversations (README "Workloads")."""
+    g = p.add_argument_group("workload shape (synthetic lengths, datasets, prefixes, conversations)")
+    g.add_argument(
+        "--isl-dist",
+        metavar="DIST",
+        help="input tokens drawn per request: N, normal:MEAN,STDDEV[,MIN,MAX] or uniform:MIN,MAX",
+    )
+    g.add_argument("--osl-dist", metavar="DIST", help="output tokens drawn per request, as --isl-dist")
+    g.add_argument(
+        "--scenarios",
+        metavar="ISLxOSL:W,...",
+        help="weighted (ISL, OSL) pairs, one drawn per request, e.g. 512x128:0.7,2048x256:0.3",
+    )
+    g.add_argument("--dataset", metavar="PATH", help="prompts from a file (JSONL, ShareGPT JSON or text)")
+    g.add_argument(
+        "--dataset-format",
+        choices=["jsonl", "sharegpt", "text"],
+        default=None,
+        help="the file's format (default: by its name, else its first character)",
+    )
+    g.add_argument(
+        "--dataset-order",
+        choices=["sequential", "shuffle"],
+        default=None,
+        help="file order, or shuffled once by --seed (default sequential)",
+    )
+    g.add_argument(
+        "--shared-prefix",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="every prompt starts with the same ~N tokens (to measure prefix caching)",
+    )
+    g.add_argument(
+        "--turns",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="closed loop: each user carries a conversation for K turns, then starts anew (chat only)",
+    )
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:

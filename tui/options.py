@@ -11,10 +11,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from tui.demo import DemoConfig
-from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig, normalise_base_url
+from tui.engine.config import (
+    DatasetConfig,
+    EngineOptions,
+    LengthDist,
+    LoadTarget,
+    Scenario,
+    TargetConfig,
+    WorkloadConfig,
+    normalise_base_url,
+)
 
 DEMO_CONCURRENCY = 4
 """The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
@@ -89,8 +99,126 @@ def _refuse_credentials(url: str) -> None:
 
 
 def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
-    """What each request asks for (``--isl``, ``--osl``, ``--no-fixed-osl``, ``--seed``)."""
-    return WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed)
+    """What each request asks for (``--isl``, ``--osl``, ``--no-fixed-osl``, ``--seed``, and the shaped
+    workload flags: ``--isl-dist``, ``--osl-dist``, ``--scenarios``, ``--dataset*``, ``--shared-prefix``,
+    ``--turns``). A dataset is loaded and checked here, in the face, before anything starts."""
+    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed)
+    return _shaped_workload(ns, base)
+
+
+# --- shaped workloads (issue 10 §2-§4) ------------------------------------------------------------
+
+MAX_LENGTH = 1_000_000
+"""Most tokens one draw may ask for: each worker makes one synthetic text as long as the longest prompt."""
+
+
+def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
+    isl_dist = _length_dist("--isl-dist", v) if (v := getattr(ns, "isl_dist", None)) else None
+    osl_dist = _length_dist("--osl-dist", v) if (v := getattr(ns, "osl_dist", None)) else None
+    scenarios = _scenarios(v) if (v := getattr(ns, "scenarios", None)) else ()
+    path = getattr(ns, "dataset", None)
+    shared_prefix = getattr(ns, "shared_prefix", 0) or 0
+    turns = getattr(ns, "turns", 1) or 1
+    if scenarios and (isl_dist or osl_dist):
+        raise UsageError("--scenarios sets both lengths: drop --isl-dist/--osl-dist")
+    if path is None and (getattr(ns, "dataset_format", None) or getattr(ns, "dataset_order", None)):
+        raise UsageError("--dataset-format and --dataset-order need --dataset")
+    if path is not None and (scenarios or isl_dist or osl_dist):
+        raise UsageError("--isl-dist, --osl-dist and --scenarios shape synthetic prompts: not with --dataset")
+    endpoint = getattr(ns, "endpoint", "chat")
+    if turns > 1:
+        if endpoint != "chat":
+            raise UsageError("--turns needs the chat endpoint (a conversation is chat messages)")
+        if getattr(ns, "rate", None):
+            raise UsageError("--turns needs closed-loop users (--concurrency), not --rate")
+    if shared_prefix > MAX_LENGTH:
+        raise UsageError(f"--shared-prefix is at most {MAX_LENGTH}")
+    dataset = None
+    if path is not None:
+        from tui.engine.workload import DatasetError, check_dataset
+
+        wanted = DatasetConfig(
+            path=path, format=ns.dataset_format, order=getattr(ns, "dataset_order", None) or "sequential"
+        )
+        try:
+            dataset = check_dataset(wanted)
+        except DatasetError as exc:
+            raise UsageError(str(exc)) from None
+        if dataset.chat and endpoint != "chat":
+            raise UsageError(
+                f"{path}: has chat messages, which need the chat endpoint (not --endpoint {endpoint})"
+            )
+    return replace(
+        base,
+        isl_dist=isl_dist,
+        osl_dist=osl_dist,
+        scenarios=scenarios,
+        dataset=dataset,
+        shared_prefix=shared_prefix,
+        turns=turns,
+    )
+
+
+def _whole(flag: str, text: str, *, least: int = 1) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: not a whole number: {text!r}") from None
+    if not least <= value <= MAX_LENGTH:
+        raise UsageError(f"{flag}: {value} is outside {least}..{MAX_LENGTH}")
+    return value
+
+
+def _length_dist(flag: str, text: str) -> LengthDist:
+    """``N``, ``normal:MEAN,STDDEV[,MIN,MAX]`` or ``uniform:MIN,MAX`` (whole tokens; MIN/MAX inclusive)."""
+    kind, sep, rest = text.partition(":")
+    if not sep:
+        n = _whole(flag, text)
+        return LengthDist("fixed", n, n, float(n))
+    parts = [p.strip() for p in rest.split(",")]
+    if kind == "uniform":
+        if len(parts) != 2:
+            raise UsageError(f"{flag}: uniform wants MIN,MAX, got {rest!r}")
+        lo, hi = (_whole(flag, p) for p in parts)
+        if lo > hi:
+            raise UsageError(f"{flag}: uniform MIN {lo} is above MAX {hi}")
+        return LengthDist("uniform", lo, hi, (lo + hi) / 2)
+    if kind == "normal":
+        if len(parts) not in (2, 4):
+            raise UsageError(f"{flag}: normal wants MEAN,STDDEV or MEAN,STDDEV,MIN,MAX, got {rest!r}")
+        try:
+            mean, std = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise UsageError(f"{flag}: normal MEAN and STDDEV must be numbers, got {rest!r}") from None
+        if not (1 <= mean <= MAX_LENGTH and 0 <= std <= MAX_LENGTH):
+            raise UsageError(f"{flag}: normal wants MEAN >= 1 and STDDEV >= 0, got {rest!r}")
+        if len(parts) == 4:
+            lo, hi = _whole(flag, parts[2]), _whole(flag, parts[3])
+        else:
+            lo, hi = 1, min(MAX_LENGTH, int(mean + 4 * std) + 1)
+        if not lo <= mean <= hi:
+            raise UsageError(f"{flag}: normal MEAN {mean:g} is outside MIN..MAX {lo}..{hi}")
+        return LengthDist("normal", lo, hi, mean, std)
+    raise UsageError(f"{flag}: want N, normal:MEAN,STDDEV[,MIN,MAX] or uniform:MIN,MAX, got {text!r}")
+
+
+def _scenarios(text: str) -> tuple[Scenario, ...]:
+    """``ISLxOSL[:WEIGHT],...``, e.g. ``512x128:0.7,2048x256:0.3`` (weight 1 when left out)."""
+    out = []
+    for item in (p.strip() for p in text.split(",")):
+        pair, _, weight_text = item.partition(":")
+        isl_text, x, osl_text = pair.partition("x")
+        if not x:
+            raise UsageError(f"--scenarios: want ISLxOSL[:WEIGHT], got {item!r}")
+        isl, osl = _whole("--scenarios", isl_text), _whole("--scenarios", osl_text)
+        try:
+            weight = float(weight_text) if weight_text else 1.0
+        except ValueError:
+            raise UsageError(f"--scenarios: weight is not a number in {item!r}") from None
+        if not 0 < weight < float("inf"):
+            raise UsageError(f"--scenarios: weight must be positive in {item!r}")
+        out.append(Scenario(isl, osl, weight))
+    return tuple(out)
 
 
 def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:

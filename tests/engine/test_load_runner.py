@@ -21,12 +21,14 @@ class FakeRequests:
         self.auto_s = auto_s
         self.error = error
         self.started: list[tuple[int, int | None]] = []
+        self.users: list[int | None] = []
         self.running = 0
         self.release = asyncio.Event()
         self.changed = asyncio.Event()
 
-    async def __call__(self, level_id: int, scheduled_ns: int | None) -> str | None:
+    async def __call__(self, level_id: int, scheduled_ns: int | None, user: int | None = None) -> str | None:
         self.started.append((level_id, scheduled_ns))
+        self.users.append(user)
         self.running += 1
         self.changed.set()
         try:
@@ -56,6 +58,7 @@ async def test_raise_starts_users_at_once_and_lower_lets_requests_finish() -> No
     runner.apply(WorkerShare(level_id=2, concurrency=5))
     await fake.until(lambda: fake.running == 5)
     assert [lvl for lvl, _ in fake.started] == [1, 1, 2, 2, 2]
+    assert fake.users == [0, 1, 2, 3, 4]  # each closed-loop request says which user sends it (multi-turn)
     runner.apply(WorkerShare(level_id=3, concurrency=1))
     assert fake.running == 5  # nothing cancelled
     fake.release.set()
@@ -117,6 +120,7 @@ async def test_open_loop_caps_in_flight_and_stamps_the_schedule() -> None:
     await fake.until(lambda: len(fake.started) >= 10)
     sched = [s for _, s in fake.started]
     assert all(s is not None for s in sched)
+    assert set(fake.users) == {None}  # an open-loop arrival has no user
     gaps = [b - a for a, b in itertools.pairwise(sched)]  # type: ignore[operator]
     assert all(g == 5_000_000 for g in gaps)  # 1/200 s, on the absolute timeline
     await runner.stop(drain=False, timeout_s=1.0)
@@ -128,9 +132,9 @@ async def test_new_users_start_staggered_within_the_cap_and_interleaved_across_w
     starts: list[tuple[float, int]] = []
 
     def issue_for(worker: int):  # type: ignore[no-untyped-def]
-        async def issue(level_id: int, scheduled_ns: int | None) -> str | None:
+        async def issue(level_id: int, scheduled_ns: int | None, user: int | None) -> str | None:
             starts.append((time.perf_counter(), worker))
-            return await fake(level_id, scheduled_ns)
+            return await fake(level_id, scheduled_ns, user)
 
         return issue
 

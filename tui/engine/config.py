@@ -47,6 +47,64 @@ class WorkloadConfig:
     fixed_osl: bool = True
     """Ask the server to ignore EOS so every request generates exactly `osl` tokens."""
     seed: int = 0
+    # --- shaped workloads (issue 10): each left at its default keeps today's synthetic prompts ---
+    isl_dist: LengthDist | None = None
+    """Input length per request drawn from this (instead of ``isl``)."""
+    osl_dist: LengthDist | None = None
+    """Output length per request drawn from this (instead of ``osl``)."""
+    scenarios: tuple[Scenario, ...] = ()
+    """Weighted (ISL, OSL) pairs, one drawn per request (instead of ``isl``/``osl`` and the dists)."""
+    dataset: DatasetConfig | None = None
+    """Prompts from a file instead of synthetic ones."""
+    shared_prefix: int = 0
+    """Every prompt starts with the same text of about this many tokens, added before the prompt's own."""
+    turns: int = 1
+    """Closed loop: each user carries a conversation this many turns (history grows with the replies)."""
+
+
+LengthKind = Literal["fixed", "normal", "uniform"]
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of token counts. ``fixed``: always ``lo``; ``normal``: mean/stddev, redrawn when outside
+    [lo, hi]; ``uniform``: every whole number in [lo, hi] alike."""
+
+    kind: LengthKind
+    lo: int
+    hi: int
+    mean: float = 0.0
+    stddev: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One (ISL, OSL) pair of a weighted scenario list."""
+
+    isl: int
+    osl: int
+    weight: float = 1.0
+
+
+DatasetFormat = Literal["jsonl", "sharegpt", "text"]
+DatasetOrder = Literal["sequential", "shuffle"]
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """A prompt file the face has loaded and validated. Only its name and fingerprint cross the process
+    boundary: each worker re-reads it (`tui.engine.workload.dataset`) and refuses one that changed since."""
+
+    path: str
+    format: DatasetFormat | None = None
+    """None until the face has sniffed it."""
+    order: DatasetOrder = "sequential"
+    entries: int = 0
+    """How many prompts the face's validation found."""
+    chat: bool = False
+    """Some entry is chat messages (they need the chat endpoint)."""
+    size_bytes: int = 0
+    """The file's size when checked: a worker that finds another refuses it."""
 
 
 @dataclass(frozen=True)

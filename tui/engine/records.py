@@ -81,6 +81,9 @@ class RequestRecord:
     send_start_ns: int | None = None
     """Just before tokentop handed the request to httpx: ``sent_ns - send_start_ns`` is the client's own
     request overhead (connection pool, headers), which TTFT does not include when the socket stamp exists."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server served from its prefix cache (``usage.prompt_tokens_details.cached_tokens``);
+    None when it did not say."""
 
     # --- derived ---------------------------------------------------------------------------------
 
@@ -138,6 +141,7 @@ class RequestRecord:
             "output_tokens": self.output_tokens,
             "output_source": self.output_source,
             "reasoning_chunks": self.reasoning_chunks,
+            "cached_tokens": self.cached_tokens,
             "ttft_ms": None if ttft is None else ttft / 1e6,
             "e2e_ms": self.e2e_ns / 1e6,
             "chunk_ns": self.chunk_ns.tolist(),

@@ -58,9 +58,10 @@ def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -
     return shares
 
 
-IssueFn = Callable[[int, "int | None"], Awaitable["Outcome | str | None"]]
-"""Runs one request to completion: (level id, scheduled ns or None) -> its `Outcome` (a bare error class, or
-None if it succeeded, stands for an outcome without a Retry-After). Must not raise except on cancel."""
+IssueFn = Callable[[int, "int | None", "int | None"], Awaitable["Outcome | str | None"]]
+"""Runs one request to completion: (level id, scheduled ns or None, closed-loop user index or None) -> its
+`Outcome` (a bare error class, or None if it succeeded, stands for an outcome without a Retry-After). Must
+not raise except on cancel."""
 
 
 class LoadRunner:
@@ -167,16 +168,18 @@ class LoadRunner:
         backoff = Backoff(random.Random(f"{self.worker}:{idx}"))
         while self._wants_user(idx):
             assert self.share is not None
-            outcome = await self._run(self.share.level_id, None)
+            outcome = await self._run(self.share.level_id, None, idx)
             wait_s = backoff.delay_s(outcome if isinstance(outcome, Outcome) else Outcome(outcome))
             # Finishing one request and starting the next is ~1 ms of Python; yielding in between (sleep(0)
             # after a success) lets other streams' chunks that arrived meanwhile be stamped first.
             await asyncio.sleep(wait_s)
 
-    async def _run(self, level_id: int, scheduled_ns: int | None) -> Outcome | str | None:
+    async def _run(
+        self, level_id: int, scheduled_ns: int | None, user: int | None = None
+    ) -> Outcome | str | None:
         self.in_flight += 1
         try:
-            return await self._issue(level_id, scheduled_ns)
+            return await self._issue(level_id, scheduled_ns, user)
         finally:
             self.in_flight -= 1
             self._slot_freed.set()

@@ -90,8 +90,9 @@ class Worker:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def issue(self, level_id: int, scheduled_ns: int | None) -> Outcome:
-        """Run one request under ``level_id`` and queue its record (also when cancelled)."""
+    async def issue(self, level_id: int, scheduled_ns: int | None, user: int | None = None) -> Outcome:
+        """Run one request under ``level_id`` for closed-loop ``user`` (None: an open-loop arrival) and queue
+        its record (also when cancelled)."""
         assert self.session is not None
         seq = self.seq
         self.seq += 1
@@ -107,7 +108,7 @@ class Worker:
         acc = StreamAccumulator()
         lane = self.lanes[rid] = _Lane(record, acc)
         try:
-            await run_request(self.session, record, acc)
+            await run_request(self.session, record, acc, user=user)
         finally:
             # run_request has filled the record even when cancelled
             del self.lanes[rid]

@@ -124,7 +124,7 @@ class RequestSession:
         self.client = client
         self.target = target
         self.workload: Workload = (
-            build_workload(workload) if isinstance(workload, WorkloadConfig) else workload
+            build_workload(workload, workers=workers) if isinstance(workload, WorkloadConfig) else workload
         )
         self.model = model
         self.worker = worker
@@ -301,6 +301,7 @@ def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestS
     else:
         estimate = spec.expected_input_tokens if spec is not None else None
         record.input_tokens, record.input_source = estimate, "estimate"
+    record.cached_tokens = acc.usage_cached
     if acc.usage_completion is not None:
         record.output_tokens, record.output_source = acc.usage_completion, "usage"
     elif record.chunk_tokens is not None:

@@ -107,6 +107,7 @@ class StreamAccumulator:
         "retry_after_s",
         "tokens",
         "tokens_known",
+        "usage_cached",
         "usage_completion",
         "usage_prompt",
     )
@@ -129,6 +130,8 @@ class StreamAccumulator:
         before the request starts): a multi-turn conversation appends it to the user's history."""
         self.usage_prompt: int | None = None
         self.usage_completion: int | None = None
+        self.usage_cached: int | None = None
+        """Prompt tokens the server served from its prefix cache (``usage.prompt_tokens_details``)."""
         self.finish_reason: str | None = None
         self.error: str | None = None
         """An ``error`` object seen inside the stream (one line)."""
@@ -192,3 +195,9 @@ def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
             acc.usage_prompt = prompt
         if completion is not None:
             acc.usage_completion = completion
+        # prefix caching (issue 10 §4): vLLM, SGLang and OpenAI report cached prompt tokens here
+        details = usage.get("prompt_tokens_details")
+        if type(details) is dict:
+            cached = details.get("cached_tokens")
+            if type(cached) is int:
+                acc.usage_cached = cached

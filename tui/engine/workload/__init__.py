@@ -8,22 +8,51 @@ face side.
 from __future__ import annotations
 
 from tui.engine.config import WorkloadConfig
+from tui.engine.workload.conversation import Conversations
+from tui.engine.workload.dataset import DatasetWorkload, check_dataset, load_dataset
+from tui.engine.workload.entries import DatasetError, Entry
+from tui.engine.workload.prefix import SharedPrefix
 from tui.engine.workload.protocol import Message, RequestKey, RequestSpec, Role, UserKey, Workload
+from tui.engine.workload.shaped import ShapedWorkload, shortest_isl
 from tui.engine.workload.synthetic import SyntheticWorkload
 
 __all__ = [
+    "Conversations",
+    "DatasetError",
+    "DatasetWorkload",
+    "Entry",
     "Message",
     "RequestKey",
     "RequestSpec",
     "Role",
+    "ShapedWorkload",
+    "SharedPrefix",
     "SyntheticWorkload",
     "UserKey",
     "Workload",
     "build_workload",
+    "check_dataset",
+    "load_dataset",
+    "shortest_isl",
 ]
 
 
-def build_workload(config: WorkloadConfig) -> Workload:
+def build_workload(config: WorkloadConfig, *, workers: int = 1) -> Workload:
     """The workload ``config`` describes, built once per engine worker (it may hold per-worker state, such as
-    each user's conversation, so it is made where it runs rather than sent across the process boundary)."""
-    return SyntheticWorkload(config)
+    each user's conversation, so it is made where it runs rather than sent across the process boundary).
+    ``workers``: how many share the run (a dataset walks its entries across all of them).
+
+    The source of the prompts (a dataset, shaped lengths, or today's synthetic prompts, byte for byte when
+    nothing else is asked), then a shared prefix, then conversations, each only when configured."""
+    base: Workload
+    if config.dataset is not None:
+        base = DatasetWorkload(config, workers=workers)
+    elif config.isl_dist is not None or config.osl_dist is not None or config.scenarios:
+        base = ShapedWorkload(config)
+    else:
+        base = SyntheticWorkload(config)
+    if config.turns > 1:
+        return Conversations(base, config.turns, seed=config.seed, shared_prefix=config.shared_prefix)
+    if config.shared_prefix > 0:
+        return SharedPrefix(base, config.seed, config.shared_prefix)
+    return base
