@@ -46,12 +46,21 @@ def test_the_servers_queue_shows_when_the_load_passes_its_slots(tmp_path: Path) 
     ):  # fmt: skip
         wait_for(handle, lambda s: s.in_flight >= 8, 15, "8 in flight")
         view = _wait_view(handle, lambda v: v.status == OK and (v.current.get("waiting") or 0) > 0, 15)
+        # over the level's steady window (the start-up, before 8 are in flight, is left out)
+        wait_for(handle, lambda s: s.levels[0].steady and s.levels[0].window_s >= 2.0, 30, "steady")
+        results = handle.results()
     assert view.kind == "vllm" and view.model
     assert view.current["running"] == 4
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) >= view.scrapes and all(line["status"] == "ok" for line in lines)
     assert any(line["current"]["waiting"] for line in lines) and lines[-1]["kind"] == "vllm"
     assert [line["t_ns"] for line in lines] == sorted(line["t_ns"] for line in lines)
+    # the results: the level's time-averaged server figures, and the run's source
+    (level,) = results["levels"]
+    server = level["server"]
+    assert server["kind"] == "vllm" and server["scrapes"] >= 1
+    assert 3.0 <= server["running_mean"] <= 4.0 and server["waiting_mean"] > 1.0
+    assert results["server"]["status"] == "ok" and "running" in results["server"]["found"]
     assert view.url.endswith("/metrics") and "/v1" not in view.url
 
 

@@ -49,6 +49,11 @@ def _level_key(t: LoadTarget) -> tuple[Any, ...]:
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
+SERVER_HISTORY = 3600
+"""Scrapes kept for the results' per-level server figures: an hour at the default 1 Hz (a level older
+than that gets no server figures; the --server-metrics-log keeps everything)."""
+
+
 class EngineHandle:
     """Implements `tui.engine.api.Engine` with the load generated in ``workers`` processes."""
 
@@ -221,7 +226,7 @@ class EngineHandle:
     def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
         """The results JSON as a dict, built from plain data (see `tui.engine.host.results`); ``interrupted``
         says why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
-        from tui.engine.host.results import ClientSummary, build_results
+        from tui.engine.host.results import ClientSummary, build_results, server_summary
 
         with self._lock:
             now = time.perf_counter_ns()
@@ -235,7 +240,8 @@ class EngineHandle:
                 saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
                 notices=tuple(store.notices),
             )
-            return build_results(self.run_info(), snap, views, client, interrupted=interrupted)
+            server = server_summary(self.server_view(), [lv for lv, _ in views], store.t0_ns, now)
+            return build_results(self.run_info(), snap, views, client, interrupted=interrupted, server=server)
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `RunInfo.of`)."""
@@ -280,6 +286,7 @@ class EngineHandle:
             headers=headers,
             on_notice=self._server_notice,
             log=self._server_log,
+            history=SERVER_HISTORY,
         ).start()
 
     def _server_notice(self, message: str) -> None:

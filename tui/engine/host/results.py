@@ -29,6 +29,7 @@ from tui import __version__
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 
 DEFINITIONS: dict[str, str] = {
@@ -65,6 +66,9 @@ DEFINITIONS: dict[str, str] = {
     "input tokens": "server usage.prompt_tokens when reported, else the requested input length",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
+    "server": "per level, the server's own /metrics over the level's steady window (its whole span when it "
+    "has none): gauges time-averaged (running_mean, waiting_mean, kv_usage_mean), counters as rates, its "
+    "latency histograms as quantiles from bucket deltas (ms); null when not scraped",
     "client_saturated": "a worker's event-loop lag p99 over lag_threshold_ms or CPU share over cpu_threshold "
     "in two consecutive disjoint health windows (health_window_s each), at any time in the run; "
     "max_loop_lag_p99_ms and max_cpu_share are the raw rolling maxima, a momentary stall included; "
@@ -234,11 +238,12 @@ def build_results(
     client: ClientSummary,
     *,
     interrupted: str | None = None,
+    server: ServerSummary | None = None,
 ) -> dict[str, Any]:
     """The whole results document for what was measured so far, from plain data. ``views``: each level's
     view with its extras (``cancelled``, ``max_loop_lag_p99_ms``, ``max_cpu_share``). ``interrupted``: why
     the run was cut short ("quit", "SIGINT", ...), as the face that saw it says; None for a run that
-    finished."""
+    finished. ``server``: what the server's own /metrics said, per level and overall (None: not scraped)."""
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = []
@@ -246,7 +251,10 @@ def build_results(
         load_info: dict[str, Any] = {}
         if lv.mode == "rate":
             load_info = {"arrival": load.arrival, "max_concurrency": load.max_concurrency}
-        levels.append(level_result(lv, extra, load_info))
+        level = level_result(lv, extra, load_info)
+        if server is not None:
+            level["server"] = server.levels.get(lv.level_id)
+        levels.append(level)
     peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
     store_health = snap.health
     return {
@@ -308,7 +316,17 @@ def build_results(
         },
         "fatal": snap.fatal,
         "notices": list(client.notices),
+        "server": None if server is None else dict(server.run),
     }
+
+
+@dataclass(frozen=True)
+class ServerSummary:
+    """The server's own view for results: each level's figures over its window
+    (`tui.engine.server_metrics.view.ServerView.level_summary`) and the run's (url, kind, status, message)."""
+
+    run: Mapping[str, Any]
+    levels: Mapping[int, Mapping[str, Any]]
 
 
 def dump_results(results: dict[str, Any]) -> bytes:
@@ -328,3 +346,30 @@ def write_results(results: dict[str, Any], path: Path) -> Path:
             tmp.unlink()  # a full disk or a failed rename leaves no stray half file beside the results
         raise
     return path
+
+
+def server_summary(
+    view: ServerView | None, levels: Sequence[LevelView], t0_ns: int, now_ns: int
+) -> ServerSummary | None:
+    """Each level's server figures over the level's steady window (its whole span when it has none), and
+    the run's: the same clock (`perf_counter_ns`) stamps the scrapes and the requests, so they line up."""
+    if view is None:
+        return None
+    per_level: dict[int, Mapping[str, Any]] = {}
+    for lv in levels:
+        if lv.window_from_s is not None and lv.window_to_s is not None and lv.window_to_s > lv.window_from_s:
+            start_s, end_s = lv.window_from_s, lv.window_to_s
+        else:
+            start_s, end_s = lv.started_s, lv.ended_s if lv.ended_s is not None else (now_ns - t0_ns) / 1e9
+        per_level[lv.level_id] = view.level_summary(t0_ns + int(start_s * 1e9), t0_ns + int(end_s * 1e9))
+    run = {
+        "url": safe_url(view.url),
+        "kind": view.kind,
+        "model": view.model,
+        "status": view.status,
+        "message": view.message,
+        "scrapes": view.scrapes,
+        "failures": view.failures,
+        "found": list(view.found),
+    }
+    return ServerSummary(run=run, levels=per_level)
