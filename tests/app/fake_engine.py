@@ -46,6 +46,10 @@ class FakeEngine:
     def load(self) -> LoadTarget:
         return self._load
 
+    @property
+    def t0_ns(self) -> int:
+        return 0  # the frozen run starts at the clock's zero (the app's clock is frozen at 0 too)
+
     def snapshot(self) -> Snapshot:
         self.snapshots += 1
         return replace(self.snap, load=self._load)

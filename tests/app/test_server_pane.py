@@ -84,3 +84,26 @@ async def test_watch_mode_shows_only_the_server_and_sends_no_load(
     assert "watching: no load sent" in text and "server · vllm · sim-m" in text
     assert "token streams" not in text and "load levels" not in text and "errors ·" not in text
     assert "+/- load" not in text.splitlines()[-1] and "q quit" in text.splitlines()[-1]
+
+
+def test_the_level_table_cell_is_the_servers_average_over_the_level() -> None:
+    from tui.app.widgets.levels import server_cell, server_means
+
+    view = _view()  # readings at 0 s (waiting w) and 1 s (waiting w + 2)
+    levels = frozen.snapshot().levels
+    means = server_means(view, levels[:1], t0_ns=-10 * S, now_ns=0)
+    assert set(means) == {levels[0].level_id}
+    assert server_cell({"running": 3.25, "waiting": 0.5, "kv_usage": 0.42}) == "3.2/0.5/42%"
+    assert server_cell({"running": 2.0, "waiting": None, "kv_usage": None}) == "2.0/-/-"
+    assert server_cell(None) == "-" and server_means(None, levels, 0, 0) == {}
+
+
+async def test_the_level_table_shows_the_servers_column(engine: FakeEngine, make_app: MakeApp) -> None:
+    engine.server = _view()
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        app.poll(force=True)
+        await settle(pilot)
+        text = screen_text(app)
+    assert "server run/wait/KV" in text

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from rich.text import Text
 from textual.widgets import DataTable
 
 from tui.app.plotting import format_rate
 from tui.app.widgets.styles import ComponentStyles
+from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("level", "level"),
     ("tps", "tok/s"),
     ("ttft", "TTFT p50/90/99"),
+    ("srv", "server run/wait/KV"),
     ("rps", "req/s"),
     ("ureq", "tok/s/req"),
     ("tpot", "TPOT p50/90/99"),
@@ -64,8 +67,38 @@ def level_state(level: LevelView) -> str:
     return "short" if level.too_short else "unsteady"
 
 
+def server_cell(means: Mapping[str, float | None] | None) -> str:
+    """The server's own time-averaged running / waiting / KV use over a level ("-" where not reported)."""
+    if not means:
+        return "-"
+    run, wait, kv = means.get("running"), means.get("waiting"), means.get("kv_usage")
+    parts = ["-" if v is None else f"{v:.1f}" for v in (run, wait)]
+    parts.append("-" if kv is None else f"{kv:.0%}")
+    return "/".join(parts)
+
+
+def server_means(
+    view: ServerView | None, levels: tuple[LevelView, ...], t0_ns: int, now_ns: int
+) -> dict[int, dict[str, float | None]]:
+    """Per level, the server's gauges over its steady window (its span when it has none), by level id."""
+    if view is None or not view.readings:
+        return {}
+    out = {}
+    for lv in levels:
+        if lv.window_from_s is not None and lv.window_to_s is not None and lv.window_to_s > lv.window_from_s:
+            start_s, end_s = lv.window_from_s, lv.window_to_s
+        else:
+            start_s, end_s = lv.started_s, lv.ended_s if lv.ended_s is not None else (now_ns - t0_ns) / 1e9
+        out[lv.level_id] = view.gauge_means(t0_ns + int(start_s * 1e9), t0_ns + int(end_s * 1e9))
+    return out
+
+
 def level_cells(
-    level: LevelView, current_id: int, knee: Knee | None, convention: ItlConvention
+    level: LevelView,
+    current_id: int,
+    knee: Knee | None,
+    convention: ItlConvention,
+    server: Mapping[str, float | None] | None = None,
 ) -> dict[str, str]:
     """Pure: the text of each cell of a level's row."""
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
@@ -84,6 +117,7 @@ def level_cells(
         "rps": format_rate(level.request_per_s, 2),
         "ureq": format_rate(level.per_request_tps),
         "err": str(level.failed) if level.failed else "",
+        "srv": server_cell(server),
     }
 
 
@@ -107,7 +141,12 @@ class LevelTable(DataTable[Text]):
         )  # restyle every cell
 
     def show(
-        self, levels: tuple[LevelView, ...], current_id: int, knee: Knee | None, convention: ItlConvention
+        self,
+        levels: tuple[LevelView, ...],
+        current_id: int,
+        knee: Knee | None,
+        convention: ItlConvention,
+        server: Mapping[int, Mapping[str, float | None]] | None = None,
     ) -> bool:
         """Update rows in place; True if anything on screen changed."""
         changed = False
@@ -116,7 +155,7 @@ class LevelTable(DataTable[Text]):
             self.border_title = title
         for level in levels:
             row = str(level.level_id)
-            cells = level_cells(level, current_id, knee, convention)
+            cells = level_cells(level, current_id, knee, convention, (server or {}).get(level.level_id))
             if row not in self.rows:
                 self.add_row(
                     *(self._style(key, cells[key], level, current_id, knee) for key, _ in COLUMNS), key=row

@@ -215,6 +215,10 @@ class ServerView:
                 out.append((cur.t_ns, value))
         return tuple(out)
 
+    def gauge_means(self, t_from_ns: int, t_to_ns: int) -> dict[str, float | None]:
+        """Each gauge signal time-averaged over [t_from_ns, t_to_ns] (cheap: for a table row per level)."""
+        return {s: time_weighted_mean(_gauge_points(self.readings, s), t_from_ns, t_to_ns) for s in GAUGES}
+
     def level_summary(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
         """The server's figures over one load level's window, for results: time-averaged gauges
         (`running_mean`, ...), rates, latency quantiles in ms, the server kind and what was found."""
