@@ -361,6 +361,8 @@ def server_summary(
             start_s, end_s = lv.window_from_s, lv.window_to_s
         else:
             start_s, end_s = lv.started_s, lv.ended_s if lv.ended_s is not None else (now_ns - t0_ns) / 1e9
+        if end_s <= start_s:
+            continue  # nothing to average over (a level that has not begun on this clock)
         per_level[lv.level_id] = view.level_summary(t0_ns + int(start_s * 1e9), t0_ns + int(end_s * 1e9))
     run = {
         "url": safe_url(view.url),
