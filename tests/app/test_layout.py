@@ -48,7 +48,7 @@ async def test_level_names_stay_when_the_table_scrolls_sideways(make_app: MakeAp
         assert "176.0" in screen_text(app) and "118/177/260" in screen_text(app)
         table = app._table
         table.focus()
-        for _ in range(20):
+        for _ in range(40):  # far enough right that the first figures are out of view
             await pilot.press("right")
         await settle(pilot)
         assert table.scroll_x > 0
