@@ -47,6 +47,12 @@ class WorkloadConfig:
     fixed_osl: bool = True
     """Ask the server to ignore EOS so every request generates exactly `osl` tokens."""
     seed: int = 0
+    # --- exact input lengths (see `tui.engine.workload.synthetic.IslCalibrator`) ---
+    isl_observations: tuple[tuple[int, int], ...] = ()
+    """(words sent, ``usage.prompt_tokens`` measured) pairs from a probe before the run
+    (`tui.engine.host.isl_probe`): each worker starts its ISL calibration from them."""
+    tokenizer: str | None = None
+    """A local ``tokenizer.json`` (``--tokenizer``): prompts are cut to the exact token count by it."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,9 @@ class EngineOptions:
     """Where to scrape; None: ``/metrics`` beside the base URL's ``/v1``."""
     metrics_interval_s: float = 1.0
     """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
+    isl_probe: bool = False
+    """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
+    counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
 
