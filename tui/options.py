@@ -69,8 +69,17 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
 
 
 def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
-    """What each request asks for (``--isl``, ``--osl``, ``--no-fixed-osl``, ``--seed``)."""
-    return WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed)
+    """What each request asks for (``--isl``, ``--osl``, ``--no-fixed-osl``, ``--seed``, ``--tokenizer``).
+    A tokenizer that cannot be loaded is a usage error, said in one line before anything starts."""
+    tokenizer = getattr(ns, "tokenizer", None)
+    if tokenizer is not None:
+        from tui.engine.workload.local_tokenizer import TokenizerError, load_tokenizer
+
+        try:
+            load_tokenizer(tokenizer)
+        except TokenizerError as exc:
+            raise UsageError(str(exc)) from None
+    return WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer)
 
 
 def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
@@ -84,6 +93,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         user_stagger_s=ns.user_stagger_ms / 1e3,
         server_metrics=getattr(ns, "server_metrics", True),
         metrics_url=metrics_url,
+        isl_probe=getattr(ns, "isl_probe", True),
     )
 
 

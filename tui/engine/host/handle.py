@@ -29,6 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.isl_probe import probe_isl
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
@@ -356,6 +357,8 @@ class EngineHandle:
                 self._fatal = str(exc)
                 return
             self._model = model
+            if self.options.isl_probe:
+                self._probe_isl(model)
             with self._lock:
                 if self._stopping:
                     return
@@ -367,6 +370,15 @@ class EngineHandle:
         finally:
             self._ready.set()
         self._read_loop()
+
+    def _probe_isl(self, model: str) -> None:
+        """Learn what a prompt costs on this server before the workers start (`tui.engine.host.isl_probe`)."""
+        probe = probe_isl(self.target, self.workload, model)
+        with self._lock:
+            self.workload = probe.workload
+            if probe.notice is not None:
+                self._store.notices.append(probe.notice)
+                self._store.recent_errors.append(probe.notice)
 
     def _spawn(self, model: str) -> None:
         from tui.engine.load.worker import worker_main

@@ -168,11 +168,15 @@ class SyntheticWorkload:
         self._words: dict[int, int] = {}
         """seq -> words (or, with a tokenizer, text tokens) of each request in flight."""
         self._overheads: deque[int] = deque(maxlen=CALIBRATION_WINDOW)
-        """With a tokenizer: server tokens minus text tokens (template and BOS) of the latest answers."""
+        """With a tokenizer: server tokens minus text tokens (template, BOS) of the latest answers."""
+        self.observed: deque[tuple[int, int]] = deque(maxlen=CALIBRATION_WINDOW)
+        """The latest (words, or text tokens with a tokenizer; the server's prompt tokens) pairs learned from:
+        what a probe hands to the workers (`WorkloadConfig.isl_observations`)."""
         for words, tokens in config.isl_observations:
             self._learn(words, tokens)
 
     def _learn(self, words: int, tokens: int) -> None:
+        self.observed.append((words, tokens))
         if self.tokenizer is not None:
             self._overheads.append(tokens - words)
         else:
