@@ -118,28 +118,34 @@ def _progress_text(i: int, n: int, load: LoadTarget, lv: LevelView | None, snap:
 
 def format_table(levels: tuple[LevelView, ...]) -> str:
     """The end-of-run table (stdout)."""
-    cols = ("level", "done", "fail", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50",
-            "ITL p99", "E2E p50", "tok/chunk", "steady")  # fmt: skip
-    rows = [cols]
+    # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
+    reasoning = any(math.isfinite(lv.reasoning_tokens) for lv in levels)
+    cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
+                             "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "tok/chunk",
+                             "steady")  # fmt: skip
+    if reasoning:
+        cols = (*cols[:9], "TTFA p50", *cols[9:])
+    rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
         name = f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
-        rows.append(
-            (
-                name,
-                str(lv.window_completed),
-                str(lv.window_failed),
-                f"{lv.request_per_s:.2f}" if math.isfinite(lv.request_per_s) else "-",
-                f"{lv.output_tps:,.0f}" if math.isfinite(lv.output_tps) else "-",
-                _ms(lv.ttft.p50),
-                _ms(lv.ttft.p99),
-                _ms(lv.tpot.p50),
-                _ms(lv.itl_chunk.p50),
-                _ms(lv.itl_chunk.p99),
-                _ms(lv.e2el.p50),
-                f"{lv.tokens_per_chunk:.2f}" if math.isfinite(lv.tokens_per_chunk) else "-",
-                "yes" if lv.steady else "no",
-            )
+        lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
+        row: tuple[str, ...] = (
+            name,
+            str(lv.window_completed),
+            str(lv.window_failed),
+            *lengths,
+            f"{lv.request_per_s:.2f}" if math.isfinite(lv.request_per_s) else "-",
+            f"{lv.output_tps:,.0f}" if math.isfinite(lv.output_tps) else "-",
+            _ms(lv.ttft.p50),
+            _ms(lv.ttft.p99),
+            _ms(lv.tpot.p50),
+            _ms(lv.itl_chunk.p50),
+            _ms(lv.itl_chunk.p99),
+            _ms(lv.e2el.p50),
+            f"{lv.tokens_per_chunk:.2f}" if math.isfinite(lv.tokens_per_chunk) else "-",
+            "yes" if lv.steady else "no",
         )
+        rows.append((*row[:9], _ms(lv.ttfa.p50), *row[9:]) if reasoning else row)
     widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
     lines = []
     for k, r in enumerate(rows):
@@ -148,7 +154,9 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
         )
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
-    lines.append("(latencies in ms, over each level's steady-state window)")
+    lines.append(
+        "(latencies in ms, ISL/OSL mean tokens by the server's count, over each level's steady window)"
+    )
     return "\n".join(lines)
 
 
@@ -166,6 +174,7 @@ def _summary(snap: Snapshot) -> str:
         lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
     if snap.health.saturated:
         lines.append("warning: " + snap.health.reason)
+    lines.extend("warning: " + notice for notice in snap.notices)
     return "\n".join(lines)
 
 

@@ -69,6 +69,18 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument("--seed", type=int, default=0)
     _add_workload_shape_args(p)
+    # exact input lengths (issue 10): a local tokenizer, or a probe of the server's own count
+    w.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="a local tokenizer.json (or its folder): prompts of exactly --isl tokens (tokentop[tokenizer])",
+    )
+    w.add_argument(
+        "--no-isl-probe",
+        dest="isl_probe",
+        action="store_false",
+        help="do not send a few one-token requests first to learn what a prompt costs on this server",
+    )
     p.add_argument(
         "--sim-profile",
         default=DEMO_PROFILE,

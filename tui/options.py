@@ -99,10 +99,19 @@ def _refuse_credentials(url: str) -> None:
 
 
 def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
-    """What each request asks for (``--isl``, ``--osl``, ``--no-fixed-osl``, ``--seed``, and the shaped
-    workload flags: ``--isl-dist``, ``--osl-dist``, ``--scenarios``, ``--dataset*``, ``--shared-prefix``,
-    ``--turns``). A dataset is loaded and checked here, in the face, before anything starts."""
-    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed)
+    """What each request asks for (``--isl``, ``--osl``, ``--no-fixed-osl``, ``--seed``, ``--tokenizer``, and
+    the shaped workload flags: ``--isl-dist``, ``--osl-dist``, ``--scenarios``, ``--dataset*``,
+    ``--shared-prefix``, ``--turns``). A dataset or a tokenizer is loaded and checked here, in the face,
+    before anything starts: a bad one is a usage error in one line."""
+    tokenizer = getattr(ns, "tokenizer", None)
+    if tokenizer is not None:
+        from tui.engine.workload.local_tokenizer import TokenizerError, load_tokenizer
+
+        try:
+            load_tokenizer(tokenizer)
+        except TokenizerError as exc:
+            raise UsageError(str(exc)) from None
+    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer)
     return _shaped_workload(ns, base)
 
 
@@ -233,6 +242,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         server_metrics=getattr(ns, "server_metrics", True),
         metrics_url=metrics_url,
         server_metrics_log=getattr(ns, "server_metrics_log", None),
+        isl_probe=getattr(ns, "isl_probe", True),
     )
 
 

@@ -160,8 +160,13 @@ async def call(
         await conn.close()
 
 
+CHAT_TEMPLATE_TOKENS = 4 + 3
+"""The simulator's chat template for one message: 4 around the message, 3 opening the reply."""
+
+
 def chat_body(max_tokens: int = 16, *, words: int = 32, stream: bool = True, **extra: Any) -> dict[str, Any]:
-    """A chat request of `words` prompt tokens that generates exactly `max_tokens` (ignore_eos)."""
+    """A chat request of `words` one-token words (so ``words + CHAT_TEMPLATE_TOKENS`` prompt tokens by the
+    simulator's count) that generates exactly `max_tokens` (ignore_eos)."""
     body: dict[str, Any] = {
         "messages": [{"role": "user", "content": " ".join(["word"] * words)}],
         "max_tokens": max_tokens,

@@ -33,6 +33,10 @@ def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk
         t0_ns = handle.t0_ns
     pairs = joined(tmp_path / "requests.jsonl", truth_log)
     assert len(pairs) >= 10
+    # ISL by the server's count: words are not tokens, so the first prompt misses; after three answers the
+    # workload has learned what a word costs here, and the rest land on 40 on average.
+    isl = [rec["input_tokens"] for rec, _ in sorted(pairs, key=lambda p: p[0]["sent_ns"])]
+    assert isl[0] != 40 and abs(np.mean(isl[3:]) - 40) <= 1.0, isl
     ttft_err: list[float] = []
     e2e_err: list[float] = []
     gap_err: list[float] = []
@@ -46,7 +50,7 @@ def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk
             == (tr["completion_tokens"], "usage")
             == (24, "usage")
         )
-        assert (rec["input_tokens"], rec["input_source"]) == (tr["prompt_tokens"], "usage") == (40, "usage")
+        assert (rec["input_tokens"], rec["input_source"]) == (tr["prompt_tokens"], "usage")
         c, s = np.array(rec["chunk_ns"]), np.array(tr["chunk_ns"])
         assert len(c) == len(s) == -(-23 // tokens_per_chunk) + 1  # first token alone, then N per chunk
         deliver.extend((c - s) / MS)  # server write -> client stamp: never negative (same clock)

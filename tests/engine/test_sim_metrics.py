@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.engine.sim_client import call, chat_body
+from tests.engine.sim_client import CHAT_TEMPLATE_TOKENS, call, chat_body
 from tui.sim.launch import SimServer
 from tui.sim.metrics import ITL_EDGES_S, REQUEST_LATENCY_EDGES_S, TTFT_EDGES_S
 from tui.sim.model import PROFILES
@@ -59,7 +59,7 @@ async def test_counters_and_histograms_match_the_requests_served(tmp_path: Path)
         assert all(r.status == 200 and r.done for r in replies)
         s = await scrape(sim.port)
     assert s[f"vllm:generation_tokens_total{lab}"] == n * osl
-    assert s[f"vllm:prompt_tokens_total{lab}"] == n * words
+    assert s[f"vllm:prompt_tokens_total{lab}"] == n * (words + CHAT_TEMPLATE_TOKENS)
     assert s[f'vllm:request_success_total{{finished_reason="length",model_name="{model}"}}'] == n
     assert s[f"vllm:num_requests_running{lab}"] == 0 and s[f"vllm:num_requests_waiting{lab}"] == 0
     assert s[f"vllm:kv_cache_usage_perc{lab}"] == 0.0

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.engine.sim_client import Conn, call, chat_body
+from tests.engine.sim_client import CHAT_TEMPLATE_TOKENS, Conn, call, chat_body
 from tui.sim.launch import SimServer
 from tui.sim.model import PROFILES
 
@@ -68,7 +68,7 @@ async def test_chat_stream_shape_and_exact_token_count(sim: SimServer) -> None:
     assert len(content) == 12 and all(content)
     assert chunks[-2]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
     assert chunks[-1]["choices"] == []
-    assert chunks[-1]["usage"] == {"prompt_tokens": 7, "completion_tokens": 12, "total_tokens": 19}
+    assert chunks[-1]["usage"] == {"prompt_tokens": 7 + 7, "completion_tokens": 12, "total_tokens": 26}
     assert len({c["id"] for c in chunks}) == 1
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == MODEL for c in chunks)
 
@@ -88,7 +88,7 @@ async def test_non_streaming_chat_and_completions(sim: SimServer) -> None:
     body = reply.json()
     assert reply.status == 200 and body["object"] == "chat.completion"
     assert body["choices"][0]["message"]["role"] == "assistant" and body["choices"][0]["message"]["content"]
-    assert body["usage"] == {"prompt_tokens": 4, "completion_tokens": 9, "total_tokens": 13}
+    assert body["usage"] == {"prompt_tokens": 4 + 7, "completion_tokens": 9, "total_tokens": 20}
     reply = await call(sim.port, "POST", "/v1/completions", {"prompt": [[1, 2, 3]], "max_tokens": 3})
     body = reply.json()
     assert body["object"] == "text_completion" and body["choices"][0]["text"]
@@ -170,7 +170,7 @@ async def test_truth_log_agrees_with_the_client(sim: SimServer, truth_path: Path
     usage = reply.chunks()[-1]["usage"]
     assert truth["id"] == reply.chunks()[0]["id"]
     assert truth["status"] == "ok" and truth["fault"] is None
-    assert truth["prompt_tokens"] == usage["prompt_tokens"] == 32
+    assert truth["prompt_tokens"] == usage["prompt_tokens"] == 32 + CHAT_TEMPLATE_TOKENS
     assert truth["completion_tokens"] == usage["completion_tokens"] == 20 == sum(truth["chunk_tokens"])
     assert len(truth["chunk_ns"]) == len(texts) == 20
     assert reply.sent_ns <= truth["arrival_ns"] <= truth["admitted_ns"] <= truth["first_token_ns"]

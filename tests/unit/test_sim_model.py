@@ -10,6 +10,7 @@ from tui.sim.model import (
     Profile,
     Scheduler,
     Seq,
+    chat_prompt_tokens,
     count_prompt_tokens,
     decode_tokens_per_s,
     get_profile,
@@ -109,10 +110,25 @@ def test_profile_rejects_a_kv_cache_smaller_than_one_request() -> None:
 
 @pytest.mark.parametrize(
     ("text", "tokens"),
-    [("", 0), ("hello", 1), ("hello there  world\n", 3), ("abcdefgh", 1), ("abcdefghi", 2), ("x" * 80, 10)],
+    [
+        ("", 0),
+        ("hello", 2),  # 5 characters: ceil(5 / 4)
+        ("the cat sat", 3),  # short words: one each
+        ("hello there  world\n", 6),
+        ("abcd", 1),
+        ("abcdefgh", 2),
+        ("abcdefghi", 3),
+        ("x" * 80, 20),
+        ("Hi, there!", 5),  # punctuation is a token of its own
+    ],
 )
-def test_prompt_tokens_are_words_with_long_words_split(text: str, tokens: int) -> None:
+def test_prompt_tokens_differ_from_words(text: str, tokens: int) -> None:
     assert count_prompt_tokens(text) == tokens
+
+
+def test_chat_adds_template_tokens_per_message_and_for_the_reply() -> None:
+    assert chat_prompt_tokens(["the cat"]) == 2 + 4 + 3
+    assert chat_prompt_tokens(["be brief", "the cat"]) == (3 + 2) + 2 * 4 + 3
 
 
 # --- the scheduler ------------------------------------------------------------------------------------------

@@ -60,6 +60,12 @@ class WorkloadConfig:
     """Every prompt starts with the same text of about this many tokens, added before the prompt's own."""
     turns: int = 1
     """Closed loop: each user carries a conversation this many turns (history grows with the replies)."""
+    # --- exact input lengths (see `tui.engine.workload.synthetic.IslCalibrator`) ---
+    isl_observations: tuple[tuple[int, int], ...] = ()
+    """(words sent, ``usage.prompt_tokens`` measured) pairs from a probe before the run
+    (`tui.engine.host.isl_probe`): each worker starts its ISL calibration from them."""
+    tokenizer: str | None = None
+    """A local ``tokenizer.json`` (``--tokenizer``): prompts are cut to the exact token count by it."""
 
 
 LengthKind = Literal["fixed", "normal", "uniform"]
@@ -170,6 +176,9 @@ class EngineOptions:
     server_metrics_log: str | None = None
     """A path that gets one JSON line per scrape (appended), for plots after the run."""
     """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
+    isl_probe: bool = False
+    """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
+    counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
 

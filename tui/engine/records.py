@@ -84,6 +84,12 @@ class RequestRecord:
     cached_tokens: int | None = None
     """Prompt tokens the server served from its prefix cache (``usage.prompt_tokens_details.cached_tokens``);
     None when it did not say."""
+    first_answer_ns: int | None = None
+    """First chunk of answer text (``content``, not reasoning): equals `first_content_ns` for a model that
+    does not reason."""
+    reasoning_tokens: int | None = None
+    """``usage.completion_tokens_details.reasoning_tokens`` where the server reports it (they count in
+    `output_tokens` too); else None."""
 
     # --- derived ---------------------------------------------------------------------------------
 
@@ -101,6 +107,12 @@ class RequestRecord:
     def ttft_ns(self) -> int | None:
         """First content chunk minus sent, or None without content."""
         return None if self.first_content_ns is None else self.first_content_ns - self.sent_ns
+
+    @property
+    def ttfa_ns(self) -> int | None:
+        """Time to first answer token: first answer chunk minus sent, or None without answer text. After TTFT
+        by the reasoning phase on a reasoning model, equal to it otherwise."""
+        return None if self.first_answer_ns is None else self.first_answer_ns - self.sent_ns
 
     @property
     def e2e_ns(self) -> int:
@@ -142,7 +154,10 @@ class RequestRecord:
             "output_source": self.output_source,
             "reasoning_chunks": self.reasoning_chunks,
             "cached_tokens": self.cached_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "first_answer_ns": self.first_answer_ns,
             "ttft_ms": None if ttft is None else ttft / 1e6,
+            "ttfa_ms": None if self.first_answer_ns is None else (self.first_answer_ns - self.sent_ns) / 1e6,
             "e2e_ms": self.e2e_ns / 1e6,
             "chunk_ns": self.chunk_ns.tolist(),
             "chunk_tokens": None if self.chunk_tokens is None else self.chunk_tokens.tolist(),

@@ -154,6 +154,17 @@ class LevelView:
     too_short: bool = False
     """The window is too short to measure (`tui.engine.aggregate.levels.MIN_WINDOW_S`): the rates are NaN
     and a face shows none (no table figure, no curve point)."""
+    # --- lengths and reasoning (issue 10) ---
+    mean_isl: float = float("nan")
+    """Achieved mean input tokens per request of the window's population (server usage, else the estimate):
+    compare with the ``--isl`` asked for."""
+    mean_osl: float = float("nan")
+    """Achieved mean output tokens per request of the window's population: compare with ``--osl``."""
+    ttfa: Stats = field(default_factory=Stats)
+    """Time to first *answer* token (first ``content`` chunk, after any reasoning); TTFT on a model that
+    does not reason."""
+    reasoning_tokens: float = float("nan")
+    """Mean reasoning tokens per request where the server reports them (they are part of the OSL)."""
 
 
 @dataclass(frozen=True)
@@ -218,3 +229,6 @@ class Snapshot:
     """Set when the engine cannot go on (e.g. server unreachable at start): a one-line reason."""
     cancelled: int = 0
     """Requests cut off by a stop (neither completed nor failed)."""
+    notices: tuple[str, ...] = ()
+    """One-line warnings of the run, each once (a server that rejected the fixed-OSL fields, a level whose
+    achieved ISL/OSL is off what was asked): a face shows them beside the errors."""

@@ -1,8 +1,9 @@
 """The OpenAI API surface: requests validated into `GenParams`, OpenAI-shaped errors, chunk templates.
 
-Prompt tokens are counted by `tui.sim.model.count_prompt_tokens` (one per word of at most 8 characters), so a
-client can predict its ISL. An answer stops at `max_completion_tokens`/`max_tokens` (default: what fits in
-`max_model_len`).
+Prompt tokens are counted by `tui.sim.model.count_prompt_tokens` (short words one token, long words several,
+punctuation its own) plus a chat template (`tui.sim.model.chat_prompt_tokens`): not one token per word, so a
+client must learn its ISL from `usage`, as on a real server. An answer stops at
+`max_completion_tokens`/`max_tokens` (default: what fits in `max_model_len`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from tui.sim.model import Profile, count_prompt_tokens
+from tui.sim.model import Profile, chat_prompt_tokens, count_prompt_tokens
 
 PLACEHOLDER = "@@tokentop-sim@@"
 _PLACEHOLDER_JSON = orjson.dumps(PLACEHOLDER)
@@ -116,11 +117,12 @@ def parse_generation(chat: bool, body: bytes, profile: Profile) -> GenParams:
         messages = obj.get("messages")
         if not isinstance(messages, list) or not messages:
             raise HttpError(400, "messages is required and must be a non-empty list", param="messages")
-        text_tokens = 0
+        contents: list[str] = []
         for i, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise HttpError(400, f"messages[{i}] must be an object with a role", param="messages")
-            text_tokens += count_prompt_tokens(_content_text(message.get("content"), f"messages[{i}]"))
+            contents.append(_content_text(message.get("content"), f"messages[{i}]"))
+        text_tokens = chat_prompt_tokens(contents)
     else:
         prompt = obj.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):

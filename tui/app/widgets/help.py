@@ -59,8 +59,12 @@ streamed event is decoded. Latencies are in milliseconds unless marked `s`.
 
 - **ISL / OSL**: input and output sequence length, in tokens. Taken from the server's `usage` when it
   reports one (the request asks for it), otherwise counted as one token per content chunk, otherwise
-  estimated from the text. A request's detail shows which source was used.
+  estimated from the text. A request's detail shows which source was used. Prompts are sized to `--isl`
+  by the server's own count (a probe before the run, then every answer's `usage`); the level table's
+  **ISL/OSL** column is each level's achieved mean, and a notice says when it is more than 2 tokens off.
 - **TTFT** (time to first token): from sending the request to the first content (or reasoning) token.
+  **TTFA** (time to first answer token) waits for the first content token, after any reasoning: equal to
+  TTFT for a model that does not reason.
   It includes the network, the server's queueing and the prefill. **Scheduling lag**, how late the client
   sent a request compared with when it was due (an open-loop arrival, or a busy client), is measured
   separately and is not part of TTFT.

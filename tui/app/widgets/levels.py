@@ -26,6 +26,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("err", "errors"),
     ("n", "done"),
     ("state", "state"),
+    ("len", "ISL/OSL"),
+    ("ttfa", "TTFA p50/90/99"),
 )
 """Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
 FIXED_COLUMNS = 1
@@ -120,7 +122,16 @@ def level_cells(
         "ureq": format_rate(level.per_request_tps),
         "err": str(level.failed) if level.failed else "",
         "srv": server_cell(server),
+        "len": lengths(level),
+        "ttfa": triple(level.ttfa),
     }
+
+
+def lengths(level: LevelView) -> str:
+    """Achieved mean ISL/OSL by the server's count (set it against --isl/--osl)."""
+    if not (math.isfinite(level.mean_isl) and math.isfinite(level.mean_osl)):
+        return "-"
+    return f"{level.mean_isl:.0f}/{level.mean_osl:.0f}"
 
 
 class LevelTable(DataTable[Text]):

@@ -40,6 +40,8 @@ _REQ_COLUMNS: dict[str, Any] = {
     "tpc": np.float64,
     "decode_tps": np.float64,
     "sched_lag_ms": np.float64,
+    "ttfa_ms": np.float64,
+    "reasoning_tokens": np.float64,
 }
 _GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
 
@@ -109,6 +111,10 @@ class OkColumns:
     isl: FloatArray
     osl: FloatArray
     sched_lag_ms: FloatArray
+    ttfa_ms: FloatArray
+    """Time to first answer token; NaN without answer text."""
+    reasoning_tokens: FloatArray
+    """NaN where the server did not report them."""
     fig: m.RequestFigures
     good: BoolArray
     """Met every SLO (goodput)."""
@@ -148,6 +154,16 @@ def ok_columns(
         count=n,
     )
     levels = np.fromiter((r.level_id for r in recs), dtype=np.int64, count=n)
+    ttfa = np.fromiter(
+        ((r.first_answer_ns - r.sent_ns) / 1e6 if r.first_answer_ns is not None else np.nan for r in recs),
+        dtype=np.float64,
+        count=n,
+    )
+    reasoning = np.fromiter(
+        (r.reasoning_tokens if r.reasoning_tokens is not None else np.nan for r in recs),
+        dtype=np.float64,
+        count=n,
+    )
     fig = m.request_figures(sent, first, end, osl, nch)
     good = m.good_mask(fig.ttft_ms, fig.tpot_ms, slo_ttft_ms, slo_tpot_ms)
     # Every request's chunk stamps in one array; gaps are diffs within a request.
@@ -171,6 +187,8 @@ def ok_columns(
         isl=isl,
         osl=osl,
         sched_lag_ms=sched,
+        ttfa_ms=ttfa,
+        reasoning_tokens=reasoning,
         fig=fig,
         good=good,
         chunk_t=ct,
@@ -202,6 +220,8 @@ def fold_ok(cols: OkColumns, levels: Mapping[int, LevelAgg]) -> None:
                 "tpc": fig.tokens_per_chunk[s],
                 "decode_tps": fig.decode_tps[s],
                 "sched_lag_ms": cols.sched_lag_ms[s],
+                "ttfa_ms": cols.ttfa_ms[s],
+                "reasoning_tokens": cols.reasoning_tokens[s],
             }
         )
         gsel = cols.gap_level == level_id
@@ -334,6 +354,38 @@ def level_view(
         in_flight=ctx.in_flight,
         exact=lv.req.exact and lv.gaps.exact,
         too_short=not measured,
+        **_lengths(pick, in_tokens, out_tokens, completed),
     )
     extra = {"max_loop_lag_p99_ms": lv.max_lag_ms, "max_cpu_share": lv.max_cpu, "cancelled": lv.cancelled}
     return view, extra
+
+
+def _lengths(
+    pick: Mapping[str, FloatArray], in_tokens: int, out_tokens: int, completed: int
+) -> dict[str, Any]:
+    """A level's achieved mean ISL and OSL (to set against what was asked), its time to first answer token,
+    and its mean reasoning tokens where reported."""
+    reasoning = pick["reasoning_tokens"]
+    reasoning = reasoning[~np.isnan(reasoning)]
+    return {
+        "mean_isl": in_tokens / completed if completed else float("nan"),
+        "mean_osl": out_tokens / completed if completed else float("nan"),
+        "ttfa": m.stats(pick["ttfa_ms"]),
+        "reasoning_tokens": float(reasoning.mean()) if reasoning.size else float("nan"),
+    }
+
+
+def length_mismatch(view: LevelView, isl: int, osl: int | None, tolerance: float = 2.0) -> str | None:
+    """One line when a settled level's achieved mean ISL or OSL is more than ``tolerance`` tokens off what
+    was asked (``osl`` None: the output length was left to the model, not checked); else None."""
+    if not (view.steady or view.ended_s is not None) or view.window_completed == 0:
+        return None
+    off = []
+    if abs(view.mean_isl - isl) > tolerance:
+        off.append(f"mean ISL {view.mean_isl:.1f} (asked {isl})")
+    if osl is not None and abs(view.mean_osl - osl) > tolerance:
+        off.append(f"mean OSL {view.mean_osl:.1f} (asked {osl})")
+    if not off:
+        return None
+    unit = "users" if view.mode == "concurrency" else "req/s"
+    return f"level {view.level_id} ({view.value:g} {unit}): " + ", ".join(off) + " by the server's count"

@@ -25,15 +25,17 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.guard import AuthGuard
+from tui.engine.host.isl_probe import probe_isl
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
-from tui.engine.snapshot import RequestDetail, Snapshot
+from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
 
 if TYPE_CHECKING:
@@ -102,6 +104,8 @@ class EngineHandle:
         """The reader thread is draining batches and keeps the store's costly views fresh
         (`Store.refresh_views`); before it starts and once it has ended, `snapshot` refreshes them."""
         self._started = False
+        self._length_flagged: set[int] = set()
+        """Levels already flagged by `_flag_lengths`."""
         self._stopping = False
         self._stopped = False
         self._server_poller: ServerMetricsPoller | None = None
@@ -207,7 +211,7 @@ class EngineHandle:
             now = time.perf_counter_ns()
             if not self._reader_owns_views:
                 self._store.refresh_views(now)
-            return self._store.snapshot(
+            snap = self._store.snapshot(
                 now,
                 base_url=self.target.base_url,
                 model=self._model,
@@ -217,6 +221,24 @@ class EngineHandle:
                 level_id=self._level_id,
                 fatal=self._fatal,
             )
+            self._flag_lengths(snap.levels)
+            return replace(
+                snap, notices=tuple(self._store.notices), recent_errors=tuple(self._store.recent_errors)
+            )
+
+    def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
+        """A notice, once per level, when a settled level's mean ISL or OSL is more than 2 tokens off what was
+        asked (OSL only when it was pinned with ``ignore_eos``): a server that streams 4 tokens for
+        ``--osl 128`` must not pass without a word."""
+        w = self.workload
+        for view in levels:
+            if view.level_id in self._length_flagged:
+                continue
+            message = length_mismatch(view, w.isl, w.osl if w.fixed_osl else None)
+            if message is not None:
+                self._length_flagged.add(view.level_id)
+                self._store.notices.append(message)
+                self._store.recent_errors.append(message)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         """A recent or in-flight request's full record, or None if it is no longer kept."""
@@ -364,6 +386,8 @@ class EngineHandle:
                 self._fatal = str(exc)
                 return
             self._model = model
+            if self.options.isl_probe:
+                self._probe_isl(model)
             with self._lock:
                 if self._stopping:
                     return
@@ -375,6 +399,15 @@ class EngineHandle:
         finally:
             self._ready.set()
         self._read_loop()
+
+    def _probe_isl(self, model: str) -> None:
+        """Learn what a prompt costs on this server before the workers start (`tui.engine.host.isl_probe`)."""
+        probe = probe_isl(self.target, self.workload, model)
+        with self._lock:
+            self.workload = probe.workload
+            if probe.notice is not None:
+                self._store.notices.append(probe.notice)
+                self._store.recent_errors.append(probe.notice)
 
     def _spawn(self, model: str) -> None:
         for i in range(self.workers):

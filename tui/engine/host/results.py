@@ -4,7 +4,9 @@ Per level (over its steady-state window; see `tui.engine.aggregate.metrics.stead
 ``completed``, ``failed``, ``total_input_tokens``, ``total_output_tokens``, ``request_throughput``,
 ``output_throughput``, ``total_token_throughput``, ``request_goodput`` (with SLOs), and
 ``mean_/median_/std_/p50_/p90_/p95_/p99_`` x ``ttft/tpot/itl/e2el`` + ``_ms``. tokentop's own: the LLMPerf
-ITL (``*_itl_e2e_ms``), ``tokens_per_chunk``, ``errors`` by class, scheduling lag, the window itself.
+ITL (``*_itl_e2e_ms``), ``tokens_per_chunk``, ``errors`` by class, scheduling lag, the window itself, the
+achieved ``mean_input_tokens``/``mean_output_tokens``, time to first answer token (``*_ttfa_ms``) and
+``mean_reasoning_tokens``.
 Never contains the API key or header values.
 
 Built from plain data only (a `RunInfo`, a `Snapshot`, the level views and a `ClientSummary`), never from
@@ -151,6 +153,11 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     )
     if lv.mode == "rate":
         out.update(_stats_keys("sched_lag", lv.sched_lag))
+    # achieved lengths (compare with the run's workload isl/osl) and reasoning (issue 10)
+    out["mean_input_tokens"] = _num(lv.mean_isl)
+    out["mean_output_tokens"] = _num(lv.mean_osl)
+    out["mean_reasoning_tokens"] = _num(lv.reasoning_tokens)
+    out.update(_stats_keys("ttfa", lv.ttfa))
     return out
 
 

@@ -292,6 +292,8 @@ def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestS
     if acc.chunk_ns:
         record.first_content_ns = acc.chunk_ns[0]
     record.reasoning_chunks = acc.reasoning_chunks
+    record.first_answer_ns = acc.first_answer_ns
+    record.reasoning_tokens = acc.usage_reasoning
     record.finish_reason = acc.finish_reason
     n_chunks = len(acc.chunk_ns)
     if acc.tokens_known and n_chunks and len(acc.chunk_tokens) == n_chunks:

@@ -100,6 +100,7 @@ class StreamAccumulator:
         "done",
         "error",
         "finish_reason",
+        "first_answer_ns",
         "last_completion_tokens",
         "pending_text",
         "reasoning_chunks",
@@ -110,6 +111,7 @@ class StreamAccumulator:
         "usage_cached",
         "usage_completion",
         "usage_prompt",
+        "usage_reasoning",
     )
 
     def __init__(self) -> None:
@@ -123,6 +125,8 @@ class StreamAccumulator:
         self.reasoning_chunks = 0
         self.retry_after_s: float | None = None
         """A failed answer's ``Retry-After`` in seconds (the user that sent it waits that long)."""
+        self.first_answer_ns: int | None = None
+        """Arrival of the first chunk of answer text (not reasoning): time to first answer token."""
         self.pending_text: list[str] = []
         """Generated text not yet handed to the live lanes (the worker drains it every batch)."""
         self.reply: list[str] | None = None
@@ -132,6 +136,8 @@ class StreamAccumulator:
         self.usage_completion: int | None = None
         self.usage_cached: int | None = None
         """Prompt tokens the server served from its prefix cache (``usage.prompt_tokens_details``)."""
+        self.usage_reasoning: int | None = None
+        """``usage.completion_tokens_details.reasoning_tokens``, where the server reports it."""
         self.finish_reason: str | None = None
         self.error: str | None = None
         """An ``error`` object seen inside the stream (one line)."""
@@ -143,8 +149,10 @@ def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
     """Fold one parsed chunk (chat or completions) into ``acc``.
 
     Handles: a role-only first delta (no content: not a content chunk), ``content``, ``reasoning_content`` /
-    ``reasoning`` deltas, completions ``text``, ``finish_reason``, a usage-only final chunk with empty
-    ``choices``, per-chunk cumulative usage (continuous usage stats), and an ``error`` object.
+    ``reasoning`` deltas (vLLM has used both names; the first generated chunk of either kind is TTFT, the
+    first ``content`` one the time to first answer token), completions ``text``, ``finish_reason``, a
+    usage-only final chunk with empty ``choices``, per-chunk cumulative usage (continuous usage stats) with
+    ``completion_tokens_details.reasoning_tokens``, and an ``error`` object.
     """
     if type(obj) is not dict:
         acc.error = "malformed chunk: not a JSON object"
@@ -172,6 +180,8 @@ def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
                 acc.reasoning_chunks += 1
                 acc.pending_text.append(reasoning)
             else:
+                if acc.first_answer_ns is None:
+                    acc.first_answer_ns = now_ns
                 acc.pending_text.append(text)
                 if acc.reply is not None:
                     acc.reply.append(text)
@@ -201,3 +211,8 @@ def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
             cached = details.get("cached_tokens")
             if type(cached) is int:
                 acc.usage_cached = cached
+        details = usage.get("completion_tokens_details")
+        if type(details) is dict:
+            reasoning_tokens = details.get("reasoning_tokens")
+            if isinstance(reasoning_tokens, int):
+                acc.usage_reasoning = reasoning_tokens

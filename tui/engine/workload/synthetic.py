@@ -1,15 +1,27 @@
-"""Today's synthetic prompts: about ``isl`` common words, deterministic in (seed, worker, seq).
+"""Synthetic prompts of common words, deterministic in (seed, worker, seq), sized to ``isl`` prompt tokens
+*by the server's own count*.
 
-The request bodies are byte-identical to those tokentop sent before the workload seam existed
+Words are not tokens: a tokenizer splits long words and a chat template adds tokens around every message, so a
+prompt of ``isl`` words costs more (Gemma 3 on llama.cpp: 209 tokens for 200 words). Without a tokenizer the
+workload learns the cost from the server: every answer's ``usage.prompt_tokens`` for the words it sent feeds
+an `IslCalibrator` (a line tokens = overhead + slope x words), which picks the next prompt's word count. A
+probe before the run (`tui.engine.host.isl_probe`) can hand its observations over in
+`WorkloadConfig.isl_observations` so the first requests are sized right too. With ``--tokenizer`` the text is
+cut to the exact token count by a local tokenizer and only the template overhead is learned from ``usage``.
+
+Until the first answer, every body is byte-identical to those tokentop sent before the workload seam existed
 (`tests/unit/test_request_bodies.py` holds recorded hashes).
 """
 
 from __future__ import annotations
 
+import math
 import random
+from collections import deque
 from typing import TYPE_CHECKING
 
 from tui.engine.config import WorkloadConfig
+from tui.engine.workload.local_tokenizer import LocalTokenizer, load_tokenizer
 from tui.engine.workload.protocol import RequestKey, RequestSpec
 
 if TYPE_CHECKING:
@@ -33,18 +45,20 @@ attention film tree source organization hair window evidence population truth so
 church river garden summer winter stone bridge cloud island
 """
 _VOCAB: tuple[str, ...] = tuple(w for w in _WORDS.split() if len(w) <= 8)
-"""Short common words: one token each for most tokenizers (and by the simulator's rule)."""
+"""Short common words: one token each for most tokenizers (not all, nor by the simulator's rule: the
+calibration measures what they cost)."""
 
 
-def prompt_words(workload: WorkloadConfig, worker: int, seq: int) -> str:
-    """A prompt of about ``workload.isl`` words (the simulator counts one token per word), deterministic in
-    (seed, worker, seq).
+def prompt_words(workload: WorkloadConfig, worker: int, seq: int, words: int | None = None) -> str:
+    """A prompt of ``words`` words (default ``workload.isl``), deterministic in (seed, worker, seq).
 
     The first few words differ per request so a real server's prefix cache cannot turn the whole prompt into
-    a cache hit (which would make TTFT meaningless); the rest is one fixed text per seed.
+    a cache hit (which would make TTFT meaningless); the rest is one fixed text per seed (a longer prompt
+    extends a shorter one, so the token cost grows steadily with ``words``).
     """
-    head = random.Random(f"{workload.seed}:{worker}:{seq}").choices(_VOCAB, k=min(4, workload.isl))
-    return " ".join(head) + _body_text(workload.seed, max(0, workload.isl - len(head)))
+    n = workload.isl if words is None else words
+    head = random.Random(f"{workload.seed}:{worker}:{seq}").choices(_VOCAB, k=min(4, n))
+    return " ".join(head) + _body_text(workload.seed, max(0, n - len(head)))
 
 
 _BODY_CACHE: dict[tuple[int, int], str] = {}
@@ -64,22 +78,125 @@ def _body_text(seed: int, words: int) -> str:
     return text
 
 
+CALIBRATION_WINDOW = 16
+"""The overhead is the mean over this many latest observations: enough to average out the per-request head
+words, few enough that the uncalibrated first requests (far from the target length) soon drop out."""
+
+
+class IslCalibrator:
+    """Chooses how many words make ``isl`` prompt tokens on this server, from what it reported so far.
+
+    The model is a line, tokens = overhead + slope x words. The first observation gives a slope assuming no
+    overhead; the first observation at a second word count gives the slope by the secant (then it stays: it
+    is the tokenizer's mean cost per word, which does not drift). The overhead (chat template, BOS, the
+    per-request head words) is the mean of ``tokens - slope x words`` over the last `CALIBRATION_WINDOW`
+    observations, so each answer stands on its own: answers that come back late, for prompts sized before an
+    update, are still read right. The ideal word count is fractional; requests alternate between its floor
+    and ceiling (error diffusion) so the *mean* lands on ``isl`` even where one word costs 2 tokens.
+
+    Converges in 2 to 3 answers on a tokenizer that is linear in words (the simulator's rule), and to within a
+    token in a few more where words vary in cost.
+    """
+
+    def __init__(self, isl: int) -> None:
+        self.isl = isl
+        self.slope: float | None = None
+        self._first: tuple[int, int] | None = None
+        self._offsets: deque[float] = deque(maxlen=CALIBRATION_WINDOW)
+        self.points: deque[tuple[int, int]] = deque(maxlen=CALIBRATION_WINDOW)
+        self._carry = 0.0
+        self._slope_fixed = False
+        self.observations = 0
+        """Answers learned from."""
+
+    @property
+    def target_words(self) -> float | None:
+        """The (fractional) word count expected to cost ``isl`` tokens; None before the first answer."""
+        if self.slope is None or not self._offsets:
+            return None
+        overhead = sum(self._offsets) / len(self._offsets)
+        return max(0.0, (self.isl - overhead) / self.slope)
+
+    def observe(self, words: int, tokens: int) -> None:
+        """The server counted ``tokens`` prompt tokens for a prompt of ``words`` words."""
+        if words <= 0 or tokens <= 0:
+            return
+        self.observations += 1
+        if self._first is None:
+            self._first = (words, tokens)
+            self.slope = tokens / words
+        elif not self._slope_fixed and words != self._first[0] and tokens != self._first[1]:
+            w0, t0 = self._first
+            self.slope = min(8.0, max(0.1, (tokens - t0) / (words - w0)))
+            self._slope_fixed = True
+            self._offsets.clear()
+            self._offsets.extend(t - self.slope * w for w, t in self.points)
+        self.points.append((words, tokens))
+        slope = self.slope
+        assert slope is not None
+        self._offsets.append(tokens - slope * words)
+
+    def next_words(self, default: int) -> int:
+        """Words for the next prompt: ``default`` before any answer, then the floor or ceiling of the target,
+        alternating so their mean is the target."""
+        target = self.target_words
+        if target is None:
+            return default
+        low = math.floor(target)
+        self._carry += target - low
+        if self._carry >= 1.0:
+            self._carry -= 1.0
+            return low + 1
+        return low
+
+
 class SyntheticWorkload:
-    """Prompts of ``isl`` words asking for ``osl`` tokens: every request alike but for its first words."""
+    """Prompts of about ``isl`` tokens (by the server's count, once calibrated) asking for ``osl`` tokens:
+    every request alike but for its first words."""
 
     wants_replies = False
-    """Each prompt depends on (seed, worker, seq) only, never on an answer."""
+    """Each prompt depends on (seed, worker, seq) and the calibration only, never on an answer's text."""
 
     def __init__(self, config: WorkloadConfig) -> None:
         self.config = config
         self.expected_input_tokens = config.isl
-        """What the prompt costs when the server reports no usage: one token per word."""
+        """What the prompt costs when the server reports no usage: the target."""
+        self.calibrator = IslCalibrator(config.isl)
+        self.tokenizer: LocalTokenizer | None = (
+            load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
+        )
+        self._words: dict[int, int] = {}
+        """seq -> words (or, with a tokenizer, text tokens) of each request in flight."""
+        self._overheads: deque[int] = deque(maxlen=CALIBRATION_WINDOW)
+        """With a tokenizer: server tokens minus text tokens (template, BOS) of the latest answers."""
+        self.observed: deque[tuple[int, int]] = deque(maxlen=CALIBRATION_WINDOW)
+        """The latest (words, or text tokens with a tokenizer; the server's prompt tokens) pairs learned from:
+        what a probe hands to the workers (`WorkloadConfig.isl_observations`)."""
+        for words, tokens in config.isl_observations:
+            self._learn(words, tokens)
+
+    def _learn(self, words: int, tokens: int) -> None:
+        self.observed.append((words, tokens))
+        if self.tokenizer is not None:
+            self._overheads.append(tokens - words)
+        else:
+            self.calibrator.observe(words, tokens)
 
     def next_request(self, key: RequestKey) -> RequestSpec:
-        """Request ``key``'s prompt, deterministic in (seed, worker, seq)."""
+        """Request ``key``'s prompt, deterministic in (seed, worker, seq) and what the server said so far."""
         cfg = self.config
+        if self.tokenizer is not None:
+            overhead = round(sum(self._overheads) / len(self._overheads)) if self._overheads else 0
+            n = max(1, cfg.isl - overhead)
+            prompt = self.tokenizer.exact_text(prompt_words(cfg, key.worker, key.seq, 2 * n + 8), n)
+        else:
+            n = self.calibrator.next_words(cfg.isl)
+            prompt = prompt_words(cfg, key.worker, key.seq, n)
+        if len(self._words) > 65_536:  # answers that never came (a bug elsewhere): stay bounded
+            self._words.clear()
+        self._words[key.seq] = n
         return RequestSpec(
-            prompt=prompt_words(cfg, key.worker, key.seq),
+            prompt=prompt,
             max_tokens=cfg.osl,
             fixed_osl=cfg.fixed_osl,
             expected_input_tokens=self.expected_input_tokens,
@@ -88,4 +205,8 @@ class SyntheticWorkload:
     def on_response(
         self, key: RequestKey, spec: RequestSpec, reply_text: str | None, record: RequestRecord
     ) -> None:
-        """Nothing to learn from an answer."""
+        """Learn the prompt's real cost from the server's ``usage`` (a failed request that reported it counts
+        too: the prompt was tokenized all the same)."""
+        words = self._words.pop(key.seq, None)
+        if words is not None and record.input_source == "usage" and record.input_tokens:
+            self._learn(words, record.input_tokens)
