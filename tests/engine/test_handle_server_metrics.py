@@ -45,7 +45,14 @@ def test_the_servers_queue_shows_when_the_load_passes_its_slots(tmp_path: Path) 
         as handle,
     ):  # fmt: skip
         wait_for(handle, lambda s: s.in_flight >= 8, 15, "8 in flight")
-        view = _wait_view(handle, lambda v: v.status == OK and (v.current.get("waiting") or 0) > 0, 15)
+        # the steady state of 8 users on 4 slots (not a scrape during the ramp, when some are still arriving)
+        view = _wait_view(
+            handle,
+            lambda v: (
+                v.status == OK and v.current.get("running") == 4 and (v.current.get("waiting") or 0) > 0
+            ),
+            20,
+        )
         # over the level's steady window (the start-up, before 8 are in flight, is left out)
         wait_for(handle, lambda s: s.levels[0].steady and s.levels[0].window_s >= 2.0, 30, "steady")
         results = handle.results()

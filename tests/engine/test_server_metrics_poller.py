@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
 
+import httpx
 import orjson
 
 from tests.engine.sim_client import call, chat_body
@@ -225,3 +226,17 @@ def test_scrapes_never_overlap_on_a_slow_server_and_a_timeout_is_unreachable() -
             assert notices.first.wait(5.0)
             view = poller.latest()
     assert view.status == UNREACHABLE and "ReadTimeout" in notices.lines[0]
+
+
+def test_a_key_echoed_in_a_metrics_body_is_never_shown() -> None:
+    """A /metrics that answers with an error page quoting the key: the one-line message masks it whole."""
+    key = "sk-echo-" + "k" * 120
+    body = f'{{"error": "Incorrect API key provided: {key}"}}'
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=body))
+    poller = ServerMetricsPoller(
+        "http://127.0.0.1:9/v1", headers={"authorization": f"Bearer {key}"}, transport=transport
+    )
+    with httpx.Client(transport=transport) as client:
+        assert poller.scrape_once(client) is False
+    message = poller.latest().message or ""
+    assert message and "sk-echo-k" not in message and key[:12] not in message

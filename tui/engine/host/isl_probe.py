@@ -20,6 +20,7 @@ import orjson
 
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
+from tui.engine.secrets import mask_secret
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, SyntheticWorkload
 
@@ -76,15 +77,17 @@ def probe_isl(
                 break
             tokens = _prompt_tokens(response)
             if tokens is None:
-                detail = error_message(response.content) if response.status_code >= 400 else "no usage"
+                # masked before error_message cuts it: a key echoed in the body must not leak a prefix
+                raw = mask_secret(response.content.decode("utf-8", "replace"), target.api_key)
+                detail = error_message(raw.encode()) if response.status_code >= 400 else "no usage"
                 notice = f"ISL probe: HTTP {response.status_code} {detail}; prompts sized from answers only"
                 break
             counted.append(tokens)
             record = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=0, sent_ns=0)
             record.input_tokens, record.input_source = tokens, "usage"
             probe.on_response(key, spec, None, record)
-    if notice is not None and target.api_key:
-        notice = notice.replace(target.api_key, "***")
+    if notice is not None:
+        notice = mask_secret(notice, target.api_key)
     observations = tuple(probe.observed)
     return IslProbe(replace(workload, isl_observations=observations), tuple(counted), notice)
 

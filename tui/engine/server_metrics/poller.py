@@ -29,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
+from tui.engine.secrets import mask_secret
 from tui.engine.server_metrics.kinds import LLAMACPP, MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
 from tui.engine.server_metrics.slots import Slots, parse_slots, slots_url
@@ -220,6 +221,9 @@ class ServerMetricsPoller:
         if kind == UNKNOWN:
             kind = self._guess_kind(client)
         message = f"server metrics: {what}; {hint_for(kind)} (the run goes on without them)"
+        # the body snippet in `what` is the server's text: a key it echoes back must not be shown or saved
+        for value in self._headers.values():
+            message = mask_secret(message, value.removeprefix("Bearer "))
         old = self._view
         self._view = ServerView(
             status=status,
