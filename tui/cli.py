@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from tui import __version__
+from tui.argtypes import non_negative_float, positive_float, positive_int
 from tui.demo import DEMO_PROFILE
 from tui.options import UsageError
 from tui.sim.flags import add_sim_args
@@ -38,7 +39,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
     g.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=300.0,
         metavar="S",
         help="per request, also the longest silence allowed between chunks (default 300)",
@@ -59,8 +60,8 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         help="do not scrape the server's /metrics",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--isl", type=_positive_int, default=128, metavar="N", help="input tokens per request")
-    w.add_argument("--osl", type=_positive_int, default=128, metavar="N", help="output tokens per request")
+    w.add_argument("--isl", type=positive_int, default=128, metavar="N", help="input tokens per request")
+    w.add_argument("--osl", type=positive_int, default=128, metavar="N", help="output tokens per request")
     w.add_argument(
         "--no-fixed-osl",
         dest="fixed_osl",
@@ -89,14 +90,14 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="engine processes sharing the load (more streams than one core can time)",
     )
     p.add_argument(
         "--user-stagger-ms",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=5.0,
         metavar="MS",
         help="closed loop: new users start this far apart, a whole step within 1 s (0: all at once)",
@@ -139,7 +140,7 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--turns",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="K",
         help="closed loop: each user carries a conversation for K turns, then starts anew (chat only)",
@@ -153,37 +154,6 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-
-
-def _non_negative_float(text: str) -> float:
-    value = _number(text)
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _number(text)
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
     return value
 
 
@@ -245,7 +215,7 @@ def _add_watch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside /v1)")
     p.add_argument(
         "--interval",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="S",
         help="seconds between scrapes (default 1)",
@@ -260,13 +230,13 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
     load = p.add_mutually_exclusive_group()
     load.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="start closed-loop with N users (default 1; 4 in the demo)",
     )
     load.add_argument(
-        "--rate", type=_positive_float, default=None, metavar="R", help="start open-loop at R requests/s"
+        "--rate", type=positive_float, default=None, metavar="R", help="start open-loop at R requests/s"
     )
     p.add_argument(
         "--theme",
@@ -281,13 +251,13 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--slo-ttft-ms",
-        type=_positive_float,
+        type=positive_float,
         metavar="MS",
         help="TTFT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
     )
     p.add_argument(
         "--slo-tpot-ms",
-        type=_positive_float,
+        type=positive_float,
         metavar="MS",
         help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
     )
@@ -304,16 +274,16 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     )
     load.add_argument("--rate", type=_level_list(float), metavar="R,R,...", help="open-loop levels in req/s")
     p.add_argument("--arrival", choices=["poisson", "constant"], default="poisson")
-    p.add_argument("--max-concurrency", type=_positive_int, metavar="N", help="open loop: cap on in-flight")
+    p.add_argument("--max-concurrency", type=positive_int, metavar="N", help="open loop: cap on in-flight")
     stop = p.add_mutually_exclusive_group()
     stop.add_argument(
         "--requests",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="finished requests per level, counted in its steady window "
         "(default max(20, 4 x users); at a rate, 5 s of arrivals)",
     )
-    stop.add_argument("--duration", type=_positive_float, metavar="S", help="seconds per level")
+    stop.add_argument("--duration", type=positive_float, metavar="S", help="seconds per level")
     p.add_argument("--output", metavar="results.json", help="write results JSON here")
     p.add_argument("--requests-log", metavar="requests.jsonl", help="one JSON line per request as it ends")
     p.add_argument(
@@ -323,11 +293,11 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--csv", metavar="PATH", help="also write the level table here as CSV (one row per level)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.add_argument("--slo-ttft-ms", type=_positive_float, metavar="MS", help="goodput: TTFT objective")
-    p.add_argument("--slo-tpot-ms", type=_positive_float, metavar="MS", help="goodput: TPOT objective")
+    p.add_argument("--slo-ttft-ms", type=positive_float, metavar="MS", help="goodput: TTFT objective")
+    p.add_argument("--slo-tpot-ms", type=positive_float, metavar="MS", help="goodput: TPOT objective")
     p.add_argument(
         "--sim-time-scale",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="X",
         help="with no --url: run the simulator X times faster (tests, quick demos)",
@@ -337,34 +307,34 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
 def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token-rate",
-        type=_positive_float,
+        type=positive_float,
         default=50.0,
         metavar="TOK/S",
         help="tokens per second of each stream (default 50)",
     )
     p.add_argument(
         "--max-streams",
-        type=_positive_int,
+        type=positive_int,
         default=1024,
         metavar="N",
         help="the most streams tried (default 1024)",
     )
     p.add_argument(
         "--p99-budget-ms",
-        type=_positive_float,
+        type=positive_float,
         default=3.0,
         metavar="MS",
         help="largest client-added p99 ITL error counted as accurate (default 3)",
     )
     p.add_argument(
         "--step-duration",
-        type=_positive_float,
+        type=positive_float,
         default=5.0,
         metavar="S",
         help="seconds measured per stream count, after a warm-up of about 5 s (default 5)",
     )
     p.add_argument(
-        "--workers", type=_positive_int, default=1, metavar="N", help="engine processes (default 1)"
+        "--workers", type=positive_int, default=1, metavar="N", help="engine processes (default 1)"
     )
     p.add_argument(
         "--lockstep",

@@ -166,6 +166,18 @@ class LevelView:
     reasoning_tokens: float = float("nan")
     """Mean reasoning tokens per request where the server reports them (they are part of the OSL)."""
 
+    def span_s(self, now_s: float) -> tuple[float, float] | None:
+        """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``
+        while it runs). The server's own figures per level are averaged over exactly this. None: empty."""
+        if (
+            self.window_from_s is not None
+            and self.window_to_s is not None
+            and self.window_to_s > self.window_from_s
+        ):
+            return self.window_from_s, self.window_to_s
+        end_s = self.ended_s if self.ended_s is not None else now_s
+        return (self.started_s, end_s) if end_s > self.started_s else None
+
 
 @dataclass(frozen=True)
 class Knee:

@@ -10,36 +10,9 @@ from __future__ import annotations
 
 import argparse
 
+from tui.argtypes import non_negative_float, positive_float, positive_int
+
 DEFAULT_PROFILE = "small-gpu"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
-def _float(text: str, *, positive: bool) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    low_ok = value > 0 if positive else value >= 0
-    if not (low_ok and value < float("inf")):  # also refuses NaN
-        raise argparse.ArgumentTypeError(f"must be {'above' if positive else 'at least'} 0: {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    return _float(text, positive=True)
-
-
-def _non_negative_float(text: str) -> float:
-    return _float(text, positive=False)
 
 
 def add_sim_args(p: argparse.ArgumentParser) -> None:
@@ -52,7 +25,7 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
     p.add_argument(
         "--time-scale",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="X",
         help="run X times faster than the profile (for tests)",
@@ -60,7 +33,7 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--tokens-per-chunk",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="tokens per SSE chunk (stream interval / speculative decoding)",
@@ -96,7 +69,7 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--keep-alive",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=5.0,
         metavar="S",
         help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
@@ -108,8 +81,8 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
         help="stop when standard input closes (a parent that holds it and dies takes the simulator along)",
     )
     cap = p.add_argument_group("capacity overrides (default: the profile's)")
-    cap.add_argument("--max-seqs", type=_positive_int, metavar="N", help="most sequences running at once")
-    cap.add_argument("--kv-tokens", type=_positive_int, metavar="N", help="KV cache size in tokens")
+    cap.add_argument("--max-seqs", type=positive_int, metavar="N", help="most sequences running at once")
+    cap.add_argument("--kv-tokens", type=positive_int, metavar="N", help="KV cache size in tokens")
     cap.add_argument(
         "--prefill-chunk",
         type=int,

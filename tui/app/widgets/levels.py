@@ -87,13 +87,9 @@ def server_means(
         return {}
     out = {}
     for lv in levels:
-        if lv.window_from_s is not None and lv.window_to_s is not None and lv.window_to_s > lv.window_from_s:
-            start_s, end_s = lv.window_from_s, lv.window_to_s
-        else:
-            start_s, end_s = lv.started_s, lv.ended_s if lv.ended_s is not None else (now_ns - t0_ns) / 1e9
-        if end_s <= start_s:
-            continue  # nothing to average over (a level that has not begun on this clock)
-        out[lv.level_id] = view.gauge_means(t0_ns + int(start_s * 1e9), t0_ns + int(end_s * 1e9))
+        span = lv.span_s((now_ns - t0_ns) / 1e9)
+        if span is not None:
+            out[lv.level_id] = view.gauge_means(t0_ns + int(span[0] * 1e9), t0_ns + int(span[1] * 1e9))
     return out
 
 

@@ -296,19 +296,12 @@ class EngineHandle:
         o = self.options
         if not o.server_metrics or self._server_poller is not None:
             return
-        from tui.engine.server_metrics import ServerMetricsPoller
+        from tui.engine.server_metrics.poller import poller_for
 
-        headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else None
         if o.server_metrics_log is not None:
             self._server_log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
-        self._server_poller = ServerMetricsPoller(
-            self.target.base_url,
-            metrics_url=o.metrics_url,
-            interval_s=o.metrics_interval_s,
-            headers=headers,
-            on_notice=self._server_notice,
-            log=self._server_log,
-            history=SERVER_HISTORY,
+        self._server_poller = poller_for(
+            self.target, o, on_notice=self._server_notice, log=self._server_log, history=SERVER_HISTORY
         ).start()
 
     def _server_notice(self, message: str) -> None:

@@ -16,6 +16,7 @@ from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.results import safe_url, write_results
 from tui.engine.server_metrics import ServerMetricsPoller, ServerView
+from tui.engine.server_metrics.poller import poller_for
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
@@ -41,15 +42,7 @@ class WatchEngine:
         self._store = Store(time.perf_counter_ns(), 0)
         if o.server_metrics_log is not None:
             self._log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
-        headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else None
-        self._poller = ServerMetricsPoller(
-            self.target.base_url,
-            metrics_url=o.metrics_url,
-            interval_s=o.metrics_interval_s,
-            headers=headers,
-            on_notice=self._store.add_notice,
-            log=self._log,
-        ).start()
+        self._poller = poller_for(self.target, o, on_notice=self._store.add_notice, log=self._log).start()
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Ready at once: there are no workers to wait for."""

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
+from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.secrets import mask_secret
 from tui.engine.server_metrics.kinds import LLAMACPP, MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
@@ -280,3 +281,25 @@ def scrape_record(view: ServerView, t_ns: int) -> dict[str, Any]:
         "quantiles": {name: dict(q) for name, q in view.quantiles.items()},
         "other_gauges": dict(view.other_gauges),
     }
+
+
+def poller_for(
+    target: TargetConfig,
+    options: EngineOptions,
+    *,
+    on_notice: Callable[[str], None],
+    log: IO[bytes] | None,
+    history: int = 3600,
+) -> ServerMetricsPoller:
+    """The poller a face runs for ``target`` (not started): the engine options' URL and interval, the API
+    key as a bearer token (hosted servers guard /metrics too), an hour of readings at 1 Hz by default."""
+    headers = {"authorization": f"Bearer {target.api_key}"} if target.api_key else None
+    return ServerMetricsPoller(
+        target.base_url,
+        metrics_url=options.metrics_url,
+        interval_s=options.metrics_interval_s,
+        headers=headers,
+        on_notice=on_notice,
+        log=log,
+        history=history,
+    )

@@ -1,0 +1,40 @@
+"""Argument types for argparse shared by every parser (tokentop's and the simulator's own): one wording of
+each bad-number error, which the parsers turn into their one-line usage error and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number of at least 0."""
+    value = _number(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (NaN refused)."""
+    value = _number(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
