@@ -231,20 +231,42 @@ async def test_end_without_done_is_a_disconnect() -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_stall_fails_by_timeout_not_hang(transport: TransportName) -> None:
+async def test_a_stall_after_output_is_its_own_class_with_chunks_and_silence(
+    transport: TransportName,
+) -> None:
+    """Three chunks, then silence past the timeout: `stall`, saying how many chunks came and for how long
+    the stream was silent (not "no output within the timeout", which is wrong for a stream that had output),
+    and bounded by the timeout, not a hang."""
     release = asyncio.Event()
 
     async def handler(req: Request, resp: Responder) -> None:
         await resp.head()
-        await resp.send(sse(chat_chunk("a")))
+        for word in ("a", "b", "c"):
+            await resp.send(sse(chat_chunk(word)))
         await asyncio.wait_for(release.wait(), 10)
 
     t0 = time.monotonic()
     (rec,), _, _ = await _run(handler, transport=transport, timeout_s=0.4)
     elapsed = time.monotonic() - t0
     release.set()
-    assert rec.error_class in ("stall", "timeout"), rec.error
+    assert rec.error_class == "stall", rec.error
+    assert rec.error is not None and rec.error.startswith("stream stalled after 3 chunks: no data for 0.")
+    assert len(rec.chunk_ns) == 3
     assert 0.35 < elapsed < 3.0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_silence_before_any_output_is_a_timeout(transport: TransportName) -> None:
+    release = asyncio.Event()
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk(role=True, content="")))  # a role delta: bytes, but no output
+        await asyncio.wait_for(release.wait(), 10)
+
+    (rec,), _, _ = await _run(handler, transport=transport, timeout_s=0.4)
+    release.set()
+    assert (rec.error_class, rec.error) == ("timeout", "no output within the 0.4 s timeout")
 
 
 async def test_whole_request_deadline() -> None:

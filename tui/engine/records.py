@@ -32,8 +32,9 @@ ERROR_CLASSES: tuple[str, ...] = (
     "cancelled",
     "client",
 )
-"""Every `error_class` a record can carry. `timeout`: the whole-request deadline passed (or no byte came in
-time); `stall`: the stream went silent longer than the timeout after it had started; `disconnect`: the
+"""Every `error_class` a record can carry. `timeout`: no output within the timeout, or the whole request ran
+past it while still sending; `stall`: the stream had sent output, then went silent for at least half the
+timeout (or the per-read silence limit) before the deadline; `disconnect`: the
 connection broke or the stream ended early; `malformed`: a chunk that is not valid JSON; `oversized`: an SSE
 line or event past the decoder's cap; `stream_error`: an `error` object inside the stream; `client`: a bug
 or local failure in tokentop itself."""

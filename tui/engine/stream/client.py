@@ -244,11 +244,7 @@ async def run_request(
         uncancel = getattr(task, "uncancel", None)
         if uncancel is not None:
             uncancel()
-        timeout_s = session.target.timeout_s
-        if record.first_content_ns is None:
-            _fail(record, "timeout", f"no output within the {timeout_s:g} s timeout")
-        else:
-            _fail(record, "timeout", f"request took longer than the {timeout_s:g} s timeout")
+        _fail_deadline(record, acc, session.target.timeout_s)
     except Exception as exc:  # a bug of ours: keep the run going, say what happened
         _fail(record, "client", session.scrub(one_line(f"{type(exc).__name__}: {exc}")))
     finally:
@@ -285,6 +281,26 @@ def _fail(record: RequestRecord, error_class: str, message: str, http_status: in
     record.error = one_line(message)
     if http_status is not None:
         record.http_status = http_status
+
+
+def _fail_deadline(record: RequestRecord, acc: StreamAccumulator, timeout_s: float) -> None:
+    """The whole-request deadline passed. Before any output that is a `timeout`; after output, a stream
+    silent for at least half its time budget has `stall`ed (its own class: the server started, then
+    stopped), one still sending is only slow (a `timeout` of the whole request)."""
+    now = time.perf_counter_ns()
+    chunks = len(acc.chunk_ns)
+    if not chunks:
+        _fail(record, "timeout", f"no output within the {timeout_s:g} s timeout")
+        return
+    silent_s = (now - max(acc.last_read_ns, acc.chunk_ns[-1])) / 1e9
+    if silent_s >= timeout_s / 2:
+        _fail(record, "stall", _stall_message(chunks, silent_s))
+    else:
+        _fail(record, "timeout", f"request took longer than the {timeout_s:g} s timeout")
+
+
+def _stall_message(chunks: int, silent_s: float) -> str:
+    return f"stream stalled after {chunks} chunk{'s' if chunks != 1 else ''}: no data for {silent_s:.1f} s"
 
 
 def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestSpec | None) -> None:
@@ -388,10 +404,10 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
     perf_ns = time.perf_counter_ns
     encoding = response.headers.get("content-encoding", "identity").lower()
     stream = response.aiter_raw() if encoding in ("identity", "") else response.aiter_bytes()
-    now = record.first_byte_ns or perf_ns()
+    now = acc.last_read_ns = record.first_byte_ns or perf_ns()
     try:
         async for data in stream:
-            now = perf_ns()
+            now = acc.last_read_ns = perf_ns()
             for event in feed(data):
                 if _handle_event(event.event, event.data, acc, now, loads):
                     record.end_ns = now
@@ -404,6 +420,8 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
                 return
     except httpx.HTTPError as exc:
         kind, message, _ = classify_exception(exc, started=True)
+        if kind == "stall" and acc.chunk_ns:
+            message = _stall_message(len(acc.chunk_ns), (perf_ns() - acc.last_read_ns) / 1e9)
         raise _Failure(kind, message) from exc
     except SSEDecoderError as exc:
         # A line or event past the decoder's cap (a server bug or a hostile body): fail this request alone,
