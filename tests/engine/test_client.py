@@ -269,6 +269,39 @@ async def test_silence_before_any_output_is_a_timeout(transport: TransportName) 
     assert (rec.error_class, rec.error) == ("timeout", "no output within the 0.4 s timeout")
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_json_completion_instead_of_a_stream_is_named(transport: TransportName) -> None:
+    """200 with a whole JSON completion (a server or proxy that ignored ``stream: true``): class `not_sse`,
+    the content type and the start of the body in the message, the key masked (it is echoed first here,
+    so an unmasked message would start with it)."""
+    completion = {
+        "echo": SECRET,
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    }
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.json(200, json.dumps(completion).encode())
+
+    (rec,), _, _ = await _run(handler, transport=transport)
+    assert (rec.status, rec.error_class, rec.http_status) == ("error", "not_sse", 200)
+    assert rec.error is not None
+    assert rec.error.startswith("expected an event stream, got a non-streamed completion (application/json")
+    assert SECRET not in rec.error and SECRET[:8] not in rec.error
+    assert '"echo": "' in rec.error and len(rec.error.partition("): ")[2]) <= 80
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_any_other_body_type_where_a_stream_was_asked_is_not_sse(transport: TransportName) -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        body = b"<html><body>Please sign in</body></html>"
+        await resp.json(200, body, {"content-type": "text/html; charset=utf-8"})
+
+    (rec,), _, _ = await _run(handler, transport=transport)
+    assert rec.error_class == "not_sse"
+    assert rec.error == "expected an event stream, got text/html: <html><body>Please sign in</body></html>"
+
+
 async def test_whole_request_deadline() -> None:
     # Chunks keep coming (no silence), but the request as a whole runs past the timeout.
     async def handler(req: Request, resp: Responder) -> None:

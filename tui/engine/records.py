@@ -29,15 +29,17 @@ ERROR_CLASSES: tuple[str, ...] = (
     "malformed",
     "oversized",
     "stream_error",
+    "not_sse",
     "cancelled",
     "client",
 )
 """Every `error_class` a record can carry. `timeout`: no output within the timeout, or the whole request ran
 past it while still sending; `stall`: the stream had sent output, then went silent for at least half the
-timeout (or the per-read silence limit) before the deadline; `disconnect`: the
-connection broke or the stream ended early; `malformed`: a chunk that is not valid JSON; `oversized`: an SSE
-line or event past the decoder's cap; `stream_error`: an `error` object inside the stream; `client`: a bug
-or local failure in tokentop itself."""
+timeout (or past the per-read silence limit); `disconnect`: the connection broke or the stream ended early;
+`malformed`: a chunk that is not valid JSON; `oversized`: an SSE line or event past the decoder's cap;
+`stream_error`: an `error` object inside the stream; `not_sse`: a success whose content type is not
+``text/event-stream`` where a stream was asked (a JSON completion from a server that ignored ``stream: true``,
+a proxy's HTML page); `client`: a bug or local failure in tokentop itself."""
 
 
 @dataclass(slots=True)

@@ -351,6 +351,9 @@ async def _attempt(
         record.http_status = response.status_code
         if response.status_code >= 400:
             await _http_error(session, response)
+        content_type = response.headers.get("content-type", "")
+        if content_type and not content_type.lower().startswith("text/event-stream"):
+            await _not_sse(session, response, content_type)
         await _read_stream(response, acc, record)
     finally:
         await response.aclose()
@@ -371,16 +374,9 @@ def _unlink(response: httpx.Response) -> None:
 
 
 async def _http_error(session: RequestSession, response: httpx.Response) -> None:
-    body = bytearray()
-    try:
-        async for part in response.aiter_raw():
-            body += part
-            if len(body) >= _ERROR_BODY_LIMIT:
-                break
-    except httpx.HTTPError:
-        pass
+    body = await _read_some(response)
     status = response.status_code
-    text = bytes(body).decode("utf-8", "replace")
+    text = body.decode("utf-8", "replace")
     if session.fixed_osl_fields and rejects_fixed_osl_fields(status, text):
         session.fixed_osl_fields = False
         session.notice(
@@ -395,6 +391,39 @@ async def _http_error(session: RequestSession, response: httpx.Response) -> None
         message += f" (Retry-After {retry_after})"
     kind = "http_429" if status == 429 else "http_5xx" if status >= 500 else "http_4xx"
     raise _Failure(kind, message, status, parse_retry_after(retry_after))
+
+
+async def _not_sse(session: RequestSession, response: httpx.Response, content_type: str) -> None:
+    """A success answered with something other than an event stream (a JSON completion from a server or
+    proxy that ignored ``stream: true``, an HTML login page, ...): class `not_sse`, naming the content type
+    and the start of the body. Read as a stream it would only have looked like a disconnect."""
+    body = await _read_some(response)
+    text = session.scrub(body.decode("utf-8", "replace"))  # masked before it is cut
+    kind = content_type.split(";")[0].strip().lower()
+    what = kind
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if (
+        isinstance(obj, dict)
+        and "choices" in obj
+        and obj.get("object") in ("chat.completion", "text_completion")
+    ):
+        what = f"a non-streamed completion ({kind}; the server ignored stream: true)"
+    raise _Failure("not_sse", f"expected an event stream, got {what}: {one_line(text, 80)}")
+
+
+async def _read_some(response: httpx.Response) -> bytes:
+    body = bytearray()
+    try:
+        async for part in response.aiter_raw():
+            body += part
+            if len(body) >= _ERROR_BODY_LIMIT:
+                break
+    except httpx.HTTPError:
+        pass
+    return bytes(body)
 
 
 async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record: RequestRecord) -> None:
