@@ -39,9 +39,11 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
             response = client.get(url, headers=headers)
     except httpx.HTTPError as exc:
         kind, message, _ = classify_exception(exc, started=False)
-        if kind == "connect":
+        if kind == "connect" and message.startswith("cannot connect: "):
             reason = message.removeprefix("cannot connect: ")
             raise ProbeError(scrub(f"cannot connect to {target.base_url}: {reason}")) from None
+        if kind in ("connect", "tls"):  # "cannot resolve host NAME", "TLS: ..."
+            raise ProbeError(scrub(f"{target.base_url}: {message}")) from None
         if kind == "timeout":
             raise ProbeError(f"{target.base_url} did not answer /models within {read_s:g} s") from None
         raise ProbeError(scrub(f"cannot reach {target.base_url}: {message}")) from None

@@ -14,6 +14,8 @@ import contextlib
 import contextvars
 import errno
 import os
+import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
@@ -513,6 +515,14 @@ def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, 
     os_err = next((e for e in chain if isinstance(e, OSError) and e.errno), None)
     reason = _os_reason(os_err) if os_err is not None else ""
 
+    dns_err = next((e for e in chain if isinstance(e, socket.gaierror)), None)
+    if dns_err is not None:
+        # class connect (every rule for an unreachable server applies), the message says which part failed;
+        # os.strerror knows nothing of resolver codes, so it used to read "unknown error -2"
+        return "connect", _dns_message(dns_err, _host_of(chain)), False
+    ssl_err = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if ssl_err is not None:
+        return "tls", tls_message(ssl_err), False
     if "ClientConnectorError" in names or isinstance(exc, httpx.ConnectError):
         return "connect", f"cannot connect: {reason or _first_line(exc)}", False
     connect_timeout = "ConnectionTimeoutError" in names or isinstance(
@@ -538,6 +548,36 @@ def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, 
         message = f"connection closed: {reason or _first_line(exc)}"
         return "disconnect", message, not started
     return "client", f"{type(exc).__name__}: {_first_line(exc)}", False
+
+
+def tls_message(err: ssl.SSLError) -> str:
+    """One line naming a TLS failure; a certificate that did not verify says how to trust it."""
+    if isinstance(err, ssl.SSLCertVerificationError):
+        detail = err.verify_message or err.reason or "certificate verify failed"
+        return f"TLS: certificate verify failed: {detail} (use --ca-cert or --insecure)"
+    reason = (err.reason or str(err) or type(err).__name__).replace("_", " ").lower()
+    return f"TLS: {reason}"
+
+
+def _dns_message(err: socket.gaierror, host: str | None) -> str:
+    name = host or "the server's host"
+    if err.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)):
+        return f"cannot resolve host {name}"
+    return f"cannot resolve host {name}: {str(err.strerror or err).lower()}"
+
+
+def _host_of(chain: list[BaseException]) -> str | None:
+    """The host a failed request was for: aiohttp's connector errors carry it, httpx's carry the request."""
+    for e in chain:
+        host = getattr(e, "host", None)
+        if isinstance(host, str) and host:
+            return host
+        if isinstance(e, httpx.RequestError):
+            try:
+                return e.request.url.host or None
+            except RuntimeError:
+                continue
+    return None
 
 
 def _os_reason(err: OSError) -> str:
