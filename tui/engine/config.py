@@ -32,6 +32,13 @@ class TargetConfig:
     timeout_s: float = 300.0
     """Per request: the whole request and also the longest silence allowed between two chunks."""
     connect_timeout_s: float = 10.0
+    ca_cert: str | None = None
+    """A PEM bundle that replaces the default store to verify the server by (``--ca-cert``)."""
+    insecure: bool = False
+    """Do not verify the server's certificate at all (``--insecure``)."""
+    trust_env: bool = True
+    """Honour the environment as httpx does: ``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY`` and, unless
+    `ca_cert` is given, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` (``--no-trust-env`` turns it off)."""
     demo: bool = False
     """True when the target is the built-in simulator started by tokentop itself."""
 

@@ -20,6 +20,7 @@ import orjson
 
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
+from tui.engine.stream.network import sync_client
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, SyntheticWorkload
 
@@ -58,7 +59,7 @@ def probe_isl(
     timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
     counted: list[int] = []
     notice: str | None = None
-    with httpx.Client(timeout=timeout, trust_env=False) as client:
+    with sync_client(target, timeout) as client:  # trusted and routed as the workers are
         for seq in range(requests):
             key = RequestKey(0, seq)
             spec = probe.next_request(key)

@@ -11,6 +11,7 @@ import httpx
 from tui.engine.config import TargetConfig
 from tui.engine.secrets import mask_secret
 from tui.engine.stream.client import classify_exception
+from tui.engine.stream.network import sync_client
 from tui.engine.stream.openai import error_message
 
 
@@ -35,7 +36,7 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
         return error_message(scrub(body.decode("utf-8", "replace")).encode())  # masked before it is cut
 
     try:
-        with httpx.Client(timeout=timeout, trust_env=False) as client:
+        with sync_client(target, timeout) as client:  # trusted and routed as the workers are
             response = client.get(url, headers=headers)
     except httpx.HTTPError as exc:
         kind, message, _ = classify_exception(exc, started=False)

@@ -27,6 +27,7 @@ from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
+from tui.engine.stream.network import proxy_for, ssl_context
 from tui.engine.stream.openai import (
     StreamAccumulator,
     apply_chunk,
@@ -67,6 +68,9 @@ def make_client(target: TargetConfig, transport: str | None = None) -> httpx.Asy
         pool=target.connect_timeout_s,
     )
     chosen = transport_choice(transport)
+    # One trust and proxy decision for both transports, the same the face's probe made (`network`).
+    ctx = ssl_context(target)
+    proxy = proxy_for(target)
     tx: httpx.AsyncBaseTransport
     if chosen == "aiohttp":
         import aiohttp
@@ -74,16 +78,19 @@ def make_client(target: TargetConfig, transport: str | None = None) -> httpx.Asy
 
         def session() -> aiohttp.ClientSession:
             # limit=0: no cap on connections (the transport's own default caps at 100, which would queue).
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=15.0)
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=15.0, ssl=ctx)
             trace = aiohttp.TraceConfig()
             trace.on_request_headers_sent.append(_on_headers_sent)
+            # trust_env stays False here: aiohttp would look the proxy up in a thread per request and read
+            # ~/.netrc (whose Basic auth clashes with our Authorization header); the proxy is passed instead.
             return aiohttp.ClientSession(connector=connector, trace_configs=[trace])
 
-        tx = AiohttpTransport(client=session)
+        tx = AiohttpTransport(client=session, verify=ctx, proxy=proxy)
     else:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=15.0)
-        tx = httpx.AsyncHTTPTransport(limits=limits, retries=0)
-    # trust_env=False: an HTTP(S)_PROXY in the environment would silently swap in a proxy transport.
+        tx = httpx.AsyncHTTPTransport(verify=ctx, proxy=proxy, limits=limits, retries=0)
+    # trust_env=False: the environment was read once above (`proxy_for`, `ssl_context`) for both transports;
+    # with a transport given, httpx would not mount the environment's proxies anyway.
     return httpx.AsyncClient(transport=tx, timeout=timeout, trust_env=False)
 
 
@@ -520,7 +527,8 @@ def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, 
         # class connect (every rule for an unreachable server applies), the message says which part failed;
         # os.strerror knows nothing of resolver codes, so it used to read "unknown error -2"
         return "connect", _dns_message(dns_err, _host_of(chain)), False
-    ssl_err = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    # the deepest: aiohttp wraps the ssl module's error in its own subclass of it, without its fields
+    ssl_err = next((e for e in reversed(chain) if isinstance(e, ssl.SSLError)), None)
     if ssl_err is not None:
         return "tls", tls_message(ssl_err), False
     if "ClientConnectorError" in names or isinstance(exc, httpx.ConnectError):
@@ -553,9 +561,9 @@ def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, 
 def tls_message(err: ssl.SSLError) -> str:
     """One line naming a TLS failure; a certificate that did not verify says how to trust it."""
     if isinstance(err, ssl.SSLCertVerificationError):
-        detail = err.verify_message or err.reason or "certificate verify failed"
+        detail = getattr(err, "verify_message", None) or getattr(err, "reason", None) or "unknown reason"
         return f"TLS: certificate verify failed: {detail} (use --ca-cert or --insecure)"
-    reason = (err.reason or str(err) or type(err).__name__).replace("_", " ").lower()
+    reason = str(getattr(err, "reason", None) or err or type(err).__name__).replace("_", " ").lower()
     return f"TLS: {reason}"
 
 
