@@ -20,6 +20,7 @@ import orjson
 
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
+from tui.engine.secrets import mask_secret
 from tui.engine.stream.network import sync_client
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, SyntheticWorkload
@@ -77,7 +78,9 @@ def probe_isl(
                 break
             tokens = _prompt_tokens(response)
             if tokens is None:
-                detail = error_message(response.content) if response.status_code >= 400 else "no usage"
+                # masked before error_message cuts it: a long key cut in half would leak its start
+                masked = mask_secret(response.content.decode("utf-8", "replace"), target.api_key).encode()
+                detail = error_message(masked) if response.status_code >= 400 else "no usage"
                 notice = f"ISL probe: HTTP {response.status_code} {detail}; prompts sized from answers only"
                 break
             counted.append(tokens)
