@@ -94,14 +94,20 @@ def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     # The demo simulator is tokentop's own server on 127.0.0.1: never through the environment's proxy.
     trust_env = bool(getattr(ns, "trust_env", True)) and not target.demo
     target = replace(target, ca_cert=ca_cert, insecure=insecure, trust_env=trust_env)
-    if ca_cert:
-        try:
-            ssl_context(target)
-        except (OSError, ssl.SSLError) as exc:
-            reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
-            raise UsageError(
-                f"--ca-cert {ca_cert}: not a readable PEM bundle: {str(reason).lower()}"
-            ) from None
+    try:
+        ssl_context(target)  # also for http://: both transports build one, and a bad one would fail there
+    except (OSError, ssl.SSLError) as exc:
+        if isinstance(exc, ssl.SSLError):
+            reason = str(exc.reason or exc).replace("_", " ").lower()  # "no certificate or crl found"
+        else:
+            reason = str(exc.strerror or exc).lower()
+        if ca_cert:
+            raise UsageError(f"--ca-cert {ca_cert}: not a readable PEM bundle: {reason}") from None
+        where = " ".join(f"{v}={os.environ[v]}" for v in ("SSL_CERT_FILE", "SSL_CERT_DIR") if v in os.environ)
+        raise UsageError(
+            f"the environment's CA bundle ({where or 'certifi'}) cannot be read: {reason}; "
+            "fix or unset it, or give --no-trust-env"
+        ) from None
     try:
         proxy_for(target)
     except ProxyError as exc:

@@ -203,6 +203,17 @@ async def test_ssl_cert_file_is_honoured_unless_told_not_to(
     assert ignored.error_class == "tls", ignored.error
 
 
+def test_an_unreadable_ssl_cert_file_is_one_usage_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    ns = build_parser().parse_args(["bench", "--url", "http://127.0.0.1:9"])
+    with pytest.raises(UsageError, match=r"SSL_CERT_FILE=.*missing\.pem.*--no-trust-env"):
+        target_from_args(ns)
+    ns = build_parser().parse_args(["bench", "--url", "http://127.0.0.1:9", "--no-trust-env"])
+    assert target_from_args(ns).trust_env is False
+
+
 def test_bench_refuses_a_socks_proxy_in_one_line() -> None:
     env = {k: v for k, v in os.environ.items() if k.lower() not in PROXY_VARS}
     env["ALL_PROXY"] = "socks5://127.0.0.1:1"

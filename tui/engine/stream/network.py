@@ -88,6 +88,11 @@ def bypassed(host: str, port: int | None, no_proxy: str) -> bool:
 def sync_client(target: TargetConfig, timeout: httpx.Timeout) -> httpx.Client:
     """A blocking client for the face's one-off requests to the target (the start-up probe, the ISL probe),
     trusting and routing as the workers do."""
-    transport = httpx.HTTPTransport(verify=ssl_context(target), proxy=proxy_for(target), retries=0)
-    # trust_env=False: the environment was read above, once, for both; httpx would read .netrc besides
-    return httpx.Client(transport=transport, timeout=timeout, trust_env=False)
+    # trust_env=False: the environment was read once, in sync_transport (httpx 0.27 would read .netrc too)
+    return httpx.Client(transport=sync_transport(target), timeout=timeout, trust_env=False)
+
+
+def sync_transport(target: TargetConfig) -> httpx.HTTPTransport:
+    """A blocking transport to the target that trusts and routes as the workers do (also for a client that
+    sets its own headers, such as the server-metrics poller's ``transport=``)."""
+    return httpx.HTTPTransport(verify=ssl_context(target), proxy=proxy_for(target), retries=0)
