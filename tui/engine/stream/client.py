@@ -460,6 +460,8 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
         kind, message, _ = classify_exception(exc, started=True)
         if kind == "stall" and acc.chunk_ns:
             message = _stall_message(len(acc.chunk_ns), (perf_ns() - acc.last_read_ns) / 1e9)
+        elif kind == "stall":  # headers, perhaps a role delta, but no output: not a stall of output
+            kind, message = "timeout", "no output within the timeout"
         raise _Failure(kind, message) from exc
     except SSEDecoderError as exc:
         # A line or event past the decoder's cap (a server bug or a hostile body): fail this request alone,
