@@ -44,6 +44,18 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="per request, also the longest silence allowed between chunks (default 300)",
     )
+    g.add_argument(
+        "--ca-cert",
+        metavar="PATH",
+        help="verify the server's TLS certificate against this PEM bundle (a self-signed or company CA)",
+    )
+    g.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
+    g.add_argument(
+        "--no-trust-env",
+        dest="trust_env",
+        action="store_false",
+        help="ignore HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE, SSL_CERT_DIR (honoured by default)",
+    )
     sm = p.add_argument_group("server metrics (the server's own view, from its Prometheus /metrics)")
     sm.add_argument(
         "--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside the URL's /v1)"

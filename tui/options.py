@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 from dataclasses import replace
 from urllib.parse import urlsplit
 
@@ -68,7 +69,7 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
             raise UsageError("--extra-body must be a JSON object")
         extra = tuple(body.items())
     api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
-    return TargetConfig(
+    target = TargetConfig(
         base_url=base_url,
         model=ns.model,
         endpoint=ns.endpoint,
@@ -78,6 +79,40 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
         timeout_s=ns.timeout,
         demo=ns.url is None,
     )
+    return _with_trust(ns, target)
+
+
+def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
+    """``--ca-cert``, ``--insecure`` and ``--no-trust-env``, each checked here in one line (a bundle that
+    cannot be read, a SOCKS proxy in the environment) rather than on the first request."""
+    from tui.engine.stream.network import ProxyError, proxy_for, ssl_context
+
+    ca_cert = getattr(ns, "ca_cert", None)
+    insecure = bool(getattr(ns, "insecure", False))
+    if ca_cert and insecure:
+        raise UsageError("--ca-cert and --insecure contradict each other: give one")
+    # The demo simulator is tokentop's own server on 127.0.0.1: never through the environment's proxy.
+    trust_env = bool(getattr(ns, "trust_env", True)) and not target.demo
+    target = replace(target, ca_cert=ca_cert, insecure=insecure, trust_env=trust_env)
+    try:
+        ssl_context(target)  # also for http://: both transports build one, and a bad one would fail there
+    except (OSError, ssl.SSLError) as exc:
+        if isinstance(exc, ssl.SSLError):
+            reason = str(exc.reason or exc).replace("_", " ").lower()  # "no certificate or crl found"
+        else:
+            reason = str(exc.strerror or exc).lower()
+        if ca_cert:
+            raise UsageError(f"--ca-cert {ca_cert}: not a readable PEM bundle: {reason}") from None
+        where = " ".join(f"{v}={os.environ[v]}" for v in ("SSL_CERT_FILE", "SSL_CERT_DIR") if v in os.environ)
+        raise UsageError(
+            f"the environment's CA bundle ({where or 'certifi'}) cannot be read: {reason}; "
+            "fix or unset it, or give --no-trust-env"
+        ) from None
+    try:
+        proxy_for(target)
+    except ProxyError as exc:
+        raise UsageError(str(exc)) from None
+    return target
 
 
 def _refuse_credentials(url: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -83,18 +84,20 @@ class ScriptedServer:
     _server: asyncio.base_events.Server | None = None
     _conns: int = 0
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    tls: ssl.SSLContext | None = None
+    """Serve HTTPS with this server-side context (the URL says https)."""
     close_idle_after_response: bool = False
     """Close each connection right after its first response, without telling the client (a server whose
     keep-alive timeout just expired): the client's next request on it fails to write."""
 
     async def start(self) -> ScriptedServer:
-        self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/v1"
 
     async def close(self) -> None:
         if self._server is not None:
@@ -117,8 +120,8 @@ class ScriptedServer:
             while True:
                 try:
                     head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
+                except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+                    return  # a TLS client that refused our certificate ends the handshake here
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {}
@@ -139,7 +142,7 @@ class ScriptedServer:
                     # Like a server whose idle timer fired: the client only notices on its next write.
                     writer.transport.abort()
                     return
-        except (ConnectionError, asyncio.CancelledError):
+        except (ConnectionError, ssl.SSLError, asyncio.CancelledError):
             return
         finally:
             with contextlib.suppress(Exception):

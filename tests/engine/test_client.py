@@ -231,20 +231,75 @@ async def test_end_without_done_is_a_disconnect() -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_stall_fails_by_timeout_not_hang(transport: TransportName) -> None:
+async def test_a_stall_after_output_is_its_own_class_with_chunks_and_silence(
+    transport: TransportName,
+) -> None:
+    """Three chunks, then silence past the timeout: `stall`, saying how many chunks came and for how long
+    the stream was silent (not "no output within the timeout", which is wrong for a stream that had output),
+    and bounded by the timeout, not a hang."""
     release = asyncio.Event()
 
     async def handler(req: Request, resp: Responder) -> None:
         await resp.head()
-        await resp.send(sse(chat_chunk("a")))
+        for word in ("a", "b", "c"):
+            await resp.send(sse(chat_chunk(word)))
         await asyncio.wait_for(release.wait(), 10)
 
     t0 = time.monotonic()
     (rec,), _, _ = await _run(handler, transport=transport, timeout_s=0.4)
     elapsed = time.monotonic() - t0
     release.set()
-    assert rec.error_class in ("stall", "timeout"), rec.error
+    assert rec.error_class == "stall", rec.error
+    assert rec.error is not None and rec.error.startswith("stream stalled after 3 chunks: no data for 0.")
+    assert len(rec.chunk_ns) == 3
     assert 0.35 < elapsed < 3.0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_silence_before_any_output_is_a_timeout(transport: TransportName) -> None:
+    release = asyncio.Event()
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        await resp.send(sse(chat_chunk(role=True, content="")))  # a role delta: bytes, but no output
+        await asyncio.wait_for(release.wait(), 10)
+
+    (rec,), _, _ = await _run(handler, transport=transport, timeout_s=0.4)
+    release.set()
+    assert (rec.error_class, rec.error) == ("timeout", "no output within the 0.4 s timeout")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_json_completion_instead_of_a_stream_is_named(transport: TransportName) -> None:
+    """200 with a whole JSON completion (a server or proxy that ignored ``stream: true``): class `not_sse`,
+    the content type and the start of the body in the message, the key masked (it is echoed first here,
+    so an unmasked message would start with it)."""
+    completion = {
+        "echo": SECRET,
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    }
+
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.json(200, json.dumps(completion).encode())
+
+    (rec,), _, _ = await _run(handler, transport=transport)
+    assert (rec.status, rec.error_class, rec.http_status) == ("error", "not_sse", 200)
+    assert rec.error is not None
+    assert rec.error.startswith("expected an event stream, got a non-streamed completion (application/json")
+    assert SECRET not in rec.error and SECRET[:8] not in rec.error
+    assert '"echo": "' in rec.error and len(rec.error.partition("): ")[2]) <= 80
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_any_other_body_type_where_a_stream_was_asked_is_not_sse(transport: TransportName) -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        body = b"<html><body>Please sign in</body></html>"
+        await resp.json(200, body, {"content-type": "text/html; charset=utf-8"})
+
+    (rec,), _, _ = await _run(handler, transport=transport)
+    assert rec.error_class == "not_sse"
+    assert rec.error == "expected an event stream, got text/html: <html><body>Please sign in</body></html>"
 
 
 async def test_whole_request_deadline() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Literal
+from urllib.parse import urlsplit
 
 Endpoint = Literal["chat", "completions"]
 LoadMode = Literal["concurrency", "rate"]
@@ -31,6 +32,13 @@ class TargetConfig:
     timeout_s: float = 300.0
     """Per request: the whole request and also the longest silence allowed between two chunks."""
     connect_timeout_s: float = 10.0
+    ca_cert: str | None = None
+    """A PEM bundle that replaces the default store to verify the server by (``--ca-cert``)."""
+    insecure: bool = False
+    """Do not verify the server's certificate at all (``--insecure``)."""
+    trust_env: bool = True
+    """Honour the environment as httpx does: ``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY`` and, unless
+    `ca_cert` is given, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` (``--no-trust-env`` turns it off)."""
     demo: bool = False
     """True when the target is the built-in simulator started by tokentop itself."""
 
@@ -184,10 +192,32 @@ class EngineOptions:
 
 
 def normalise_base_url(url: str) -> str:
-    """Accept `http://host:port`, `.../v1` or `.../v1/`; return `.../v1` without a trailing slash."""
+    """Accept `http://host:port`, `.../v1` or `.../v1/`; return `.../v1` without a trailing slash.
+
+    Raises `ValueError` with a one-line reason for a URL no request could use (no host, a port that is not
+    a number in 1..65535, a space in the host): found here, before any load, instead of as a traceback from
+    the HTTP stack on the first request."""
     url = url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"URL must start with http:// or https://: {url!r}")
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]  # credentials are refused elsewhere, never echoed here
+    host = parts.hostname or ""
+    if not host or any(c.isspace() for c in netloc):
+        raise ValueError(f"URL has no usable host: {_without_credentials(url)!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        port_text = netloc.rpartition("]")[2].rpartition(":")[2]
+        raise ValueError(f"URL port must be a number in 1..65535, got {port_text!r}") from None
+    if port == 0 or netloc.endswith(":"):
+        raise ValueError(f"URL port must be a number in 1..65535, got {netloc.rpartition(':')[2]!r}")
     if not url.endswith("/v1"):
         url += "/v1"
     return url
+
+
+def _without_credentials(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    return scheme + sep + netloc.rpartition("@")[2] + slash + path

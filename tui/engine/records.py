@@ -20,6 +20,7 @@ TokenSource = Literal["usage", "chunks", "estimate"]
 
 ERROR_CLASSES: tuple[str, ...] = (
     "connect",
+    "tls",
     "http_4xx",
     "http_429",
     "http_5xx",
@@ -29,14 +30,19 @@ ERROR_CLASSES: tuple[str, ...] = (
     "malformed",
     "oversized",
     "stream_error",
+    "not_sse",
     "cancelled",
     "client",
 )
-"""Every `error_class` a record can carry. `timeout`: the whole-request deadline passed (or no byte came in
-time); `stall`: the stream went silent longer than the timeout after it had started; `disconnect`: the
-connection broke or the stream ended early; `malformed`: a chunk that is not valid JSON; `oversized`: an SSE
-line or event past the decoder's cap; `stream_error`: an `error` object inside the stream; `client`: a bug
-or local failure in tokentop itself."""
+"""Every `error_class` a record can carry. `connect`: no connection (refused, unreachable, connect timeout,
+or a host name that does not resolve: "cannot resolve host NAME"); `tls`: the TLS handshake failed (a
+certificate that does not verify says so, and how to trust it); `timeout`: no output within the timeout, or
+the whole request ran past it while still sending; `stall`: the stream had sent output, then went silent for
+at least half the timeout (or past the per-read silence limit); `disconnect`: the connection broke or the
+stream ended early; `malformed`: a chunk that is not valid JSON; `oversized`: an SSE line or event past the
+decoder's cap; `stream_error`: an `error` object inside the stream; `not_sse`: a success whose content type
+is not ``text/event-stream`` where a stream was asked (a JSON completion from a server that ignored
+``stream: true``, a proxy's HTML page); `client`: a bug or local failure in tokentop itself."""
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ import orjson
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
+from tui.engine.stream.network import sync_client
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, SyntheticWorkload
 
@@ -59,7 +60,7 @@ def probe_isl(
     timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
     counted: list[int] = []
     notice: str | None = None
-    with httpx.Client(timeout=timeout, trust_env=False) as client:
+    with sync_client(target, timeout) as client:  # trusted and routed as the workers are
         for seq in range(requests):
             key = RequestKey(0, seq)
             spec = probe.next_request(key)
@@ -77,9 +78,9 @@ def probe_isl(
                 break
             tokens = _prompt_tokens(response)
             if tokens is None:
-                # masked before error_message cuts it: a key echoed in the body must not leak a prefix
-                raw = mask_secret(response.content.decode("utf-8", "replace"), target.api_key)
-                detail = error_message(raw.encode()) if response.status_code >= 400 else "no usage"
+                # masked before error_message cuts it: a long key cut in half would leak its start
+                masked = mask_secret(response.content.decode("utf-8", "replace"), target.api_key).encode()
+                detail = error_message(masked) if response.status_code >= 400 else "no usage"
                 notice = f"ISL probe: HTTP {response.status_code} {detail}; prompts sized from answers only"
                 break
             counted.append(tokens)

@@ -10,7 +10,8 @@ import httpx
 
 from tui.engine.config import TargetConfig
 from tui.engine.secrets import mask_secret
-from tui.engine.stream.client import classify_exception
+from tui.engine.stream.errors import classify_exception
+from tui.engine.stream.network import sync_client
 from tui.engine.stream.openai import error_message
 
 
@@ -35,13 +36,15 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
         return error_message(scrub(body.decode("utf-8", "replace")).encode())  # masked before it is cut
 
     try:
-        with httpx.Client(timeout=timeout, trust_env=False) as client:
+        with sync_client(target, timeout) as client:  # trusted and routed as the workers are
             response = client.get(url, headers=headers)
     except httpx.HTTPError as exc:
         kind, message, _ = classify_exception(exc, started=False)
-        if kind == "connect":
+        if kind == "connect" and message.startswith("cannot connect: "):
             reason = message.removeprefix("cannot connect: ")
             raise ProbeError(scrub(f"cannot connect to {target.base_url}: {reason}")) from None
+        if kind in ("connect", "tls"):  # "cannot resolve host NAME", "TLS: ..."
+            raise ProbeError(scrub(f"{target.base_url}: {message}")) from None
         if kind == "timeout":
             raise ProbeError(f"{target.base_url} did not answer /models within {read_s:g} s") from None
         raise ProbeError(scrub(f"cannot reach {target.base_url}: {message}")) from None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import errno
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +24,8 @@ from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
+from tui.engine.stream.errors import classify_exception
+from tui.engine.stream.network import proxy_for, ssl_context
 from tui.engine.stream.openai import (
     StreamAccumulator,
     apply_chunk,
@@ -65,6 +66,9 @@ def make_client(target: TargetConfig, transport: str | None = None) -> httpx.Asy
         pool=target.connect_timeout_s,
     )
     chosen = transport_choice(transport)
+    # One trust and proxy decision for both transports, the same the face's probe made (`network`).
+    ctx = ssl_context(target)
+    proxy = proxy_for(target)
     tx: httpx.AsyncBaseTransport
     if chosen == "aiohttp":
         import aiohttp
@@ -72,16 +76,19 @@ def make_client(target: TargetConfig, transport: str | None = None) -> httpx.Asy
 
         def session() -> aiohttp.ClientSession:
             # limit=0: no cap on connections (the transport's own default caps at 100, which would queue).
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=15.0)
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=15.0, ssl=ctx)
             trace = aiohttp.TraceConfig()
             trace.on_request_headers_sent.append(_on_headers_sent)
+            # trust_env stays False here: aiohttp would look the proxy up in a thread per request and read
+            # ~/.netrc (whose Basic auth clashes with our Authorization header); the proxy is passed instead.
             return aiohttp.ClientSession(connector=connector, trace_configs=[trace])
 
-        tx = AiohttpTransport(client=session)
+        tx = AiohttpTransport(client=session, verify=ctx, proxy=proxy)
     else:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=15.0)
-        tx = httpx.AsyncHTTPTransport(limits=limits, retries=0)
-    # trust_env=False: an HTTP(S)_PROXY in the environment would silently swap in a proxy transport.
+        tx = httpx.AsyncHTTPTransport(verify=ctx, proxy=proxy, limits=limits, retries=0)
+    # trust_env=False: the environment was read once above (`proxy_for`, `ssl_context`) for both transports;
+    # with a transport given, httpx would not mount the environment's proxies anyway.
     return httpx.AsyncClient(transport=tx, timeout=timeout, trust_env=False)
 
 
@@ -244,11 +251,7 @@ async def run_request(
         uncancel = getattr(task, "uncancel", None)
         if uncancel is not None:
             uncancel()
-        timeout_s = session.target.timeout_s
-        if record.first_content_ns is None:
-            _fail(record, "timeout", f"no output within the {timeout_s:g} s timeout")
-        else:
-            _fail(record, "timeout", f"request took longer than the {timeout_s:g} s timeout")
+        _fail_deadline(record, acc, session.target.timeout_s)
     except Exception as exc:  # a bug of ours: keep the run going, say what happened
         _fail(record, "client", session.scrub(one_line(f"{type(exc).__name__}: {exc}")))
     finally:
@@ -285,6 +288,26 @@ def _fail(record: RequestRecord, error_class: str, message: str, http_status: in
     record.error = one_line(message)
     if http_status is not None:
         record.http_status = http_status
+
+
+def _fail_deadline(record: RequestRecord, acc: StreamAccumulator, timeout_s: float) -> None:
+    """The whole-request deadline passed. Before any output that is a `timeout`; after output, a stream
+    silent for at least half its time budget has `stall`ed (its own class: the server started, then
+    stopped), one still sending is only slow (a `timeout` of the whole request)."""
+    now = time.perf_counter_ns()
+    chunks = len(acc.chunk_ns)
+    if not chunks:
+        _fail(record, "timeout", f"no output within the {timeout_s:g} s timeout")
+        return
+    silent_s = (now - max(acc.last_read_ns, acc.chunk_ns[-1])) / 1e9
+    if silent_s >= timeout_s / 2:
+        _fail(record, "stall", _stall_message(chunks, silent_s))
+    else:
+        _fail(record, "timeout", f"request took longer than the {timeout_s:g} s timeout")
+
+
+def _stall_message(chunks: int, silent_s: float) -> str:
+    return f"stream stalled after {chunks} chunk{'s' if chunks != 1 else ''}: no data for {silent_s:.1f} s"
 
 
 def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestSpec | None) -> None:
@@ -335,6 +358,9 @@ async def _attempt(
         record.http_status = response.status_code
         if response.status_code >= 400:
             await _http_error(session, response)
+        content_type = response.headers.get("content-type", "")
+        if content_type and not content_type.lower().startswith("text/event-stream"):
+            await _not_sse(session, response, content_type)
         await _read_stream(response, acc, record)
     finally:
         await response.aclose()
@@ -355,16 +381,9 @@ def _unlink(response: httpx.Response) -> None:
 
 
 async def _http_error(session: RequestSession, response: httpx.Response) -> None:
-    body = bytearray()
-    try:
-        async for part in response.aiter_raw():
-            body += part
-            if len(body) >= _ERROR_BODY_LIMIT:
-                break
-    except httpx.HTTPError:
-        pass
+    body = await _read_some(response)
     status = response.status_code
-    text = bytes(body).decode("utf-8", "replace")
+    text = body.decode("utf-8", "replace")
     if session.fixed_osl_fields and rejects_fixed_osl_fields(status, text):
         session.fixed_osl_fields = False
         session.notice(
@@ -381,6 +400,39 @@ async def _http_error(session: RequestSession, response: httpx.Response) -> None
     raise _Failure(kind, message, status, parse_retry_after(retry_after))
 
 
+async def _not_sse(session: RequestSession, response: httpx.Response, content_type: str) -> None:
+    """A success answered with something other than an event stream (a JSON completion from a server or
+    proxy that ignored ``stream: true``, an HTML login page, ...): class `not_sse`, naming the content type
+    and the start of the body. Read as a stream it would only have looked like a disconnect."""
+    body = await _read_some(response)
+    text = session.scrub(body.decode("utf-8", "replace"))  # masked before it is cut
+    kind = content_type.split(";")[0].strip().lower()
+    what = kind
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if (
+        isinstance(obj, dict)
+        and "choices" in obj
+        and obj.get("object") in ("chat.completion", "text_completion")
+    ):
+        what = f"a non-streamed completion ({kind}; the server ignored stream: true)"
+    raise _Failure("not_sse", f"expected an event stream, got {what}: {one_line(text, 80)}")
+
+
+async def _read_some(response: httpx.Response) -> bytes:
+    body = bytearray()
+    try:
+        async for part in response.aiter_raw():
+            body += part
+            if len(body) >= _ERROR_BODY_LIMIT:
+                break
+    except httpx.HTTPError:
+        pass
+    return bytes(body)
+
+
 async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record: RequestRecord) -> None:
     decoder = SSEDecoder()
     feed = decoder.feed
@@ -388,10 +440,10 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
     perf_ns = time.perf_counter_ns
     encoding = response.headers.get("content-encoding", "identity").lower()
     stream = response.aiter_raw() if encoding in ("identity", "") else response.aiter_bytes()
-    now = record.first_byte_ns or perf_ns()
+    now = acc.last_read_ns = record.first_byte_ns or perf_ns()
     try:
         async for data in stream:
-            now = perf_ns()
+            now = acc.last_read_ns = perf_ns()
             for event in feed(data):
                 if _handle_event(event.event, event.data, acc, now, loads):
                     record.end_ns = now
@@ -404,6 +456,10 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
                 return
     except httpx.HTTPError as exc:
         kind, message, _ = classify_exception(exc, started=True)
+        if kind == "stall" and acc.chunk_ns:
+            message = _stall_message(len(acc.chunk_ns), (perf_ns() - acc.last_read_ns) / 1e9)
+        elif kind == "stall":  # headers, perhaps a role delta, but no output: not a stall of output
+            kind, message = "timeout", "no output within the timeout"
         raise _Failure(kind, message) from exc
     except SSEDecoderError as exc:
         # A line or event past the decoder's cap (a server bug or a hostile body): fail this request alone,
@@ -447,56 +503,3 @@ def _handle_event(
     if acc.error is not None:
         raise _Failure("stream_error", "stream error: " + acc.error)
     return False
-
-
-def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, bool]:
-    """(error class, one-line message, retry-on-a-fresh-connection?) for a transport exception.
-
-    httpx over aiohttp maps aiohttp's exceptions loosely (a refused connection arrives as ConnectTimeout), so
-    the original exception in the cause chain decides. ``started``: response headers had arrived.
-    """
-    chain: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and len(chain) < 8:
-        chain.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    names: set[str] = set()
-    for e in chain:
-        names.update(t.__name__ for t in type(e).__mro__)
-    os_err = next((e for e in chain if isinstance(e, OSError) and e.errno), None)
-    reason = _os_reason(os_err) if os_err is not None else ""
-
-    if "ClientConnectorError" in names or isinstance(exc, httpx.ConnectError):
-        return "connect", f"cannot connect: {reason or _first_line(exc)}", False
-    connect_timeout = "ConnectionTimeoutError" in names or isinstance(
-        exc, (httpx.ConnectTimeout, httpx.PoolTimeout)
-    )
-    if connect_timeout and "ServerDisconnectedError" not in names and "ClientOSError" not in names:
-        return "connect", "connect timeout", False
-    if "SocketTimeoutError" in names or isinstance(exc, httpx.ReadTimeout):
-        if started:
-            return "stall", "stream stalled: no data within the timeout", False
-        return "timeout", "no response within the timeout", False
-    if isinstance(exc, httpx.TimeoutException) and "ServerTimeoutError" in names:
-        return ("stall" if started else "timeout"), "timed out", False
-    disconnected = (
-        "ServerDisconnectedError" in names
-        or "ClientPayloadError" in names
-        or "ClientOSError" in names
-        or "ClientConnectionResetError" in names
-        or isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError))
-        or (os_err is not None and os_err.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED))
-    )
-    if disconnected:
-        message = f"connection closed: {reason or _first_line(exc)}"
-        return "disconnect", message, not started
-    return "client", f"{type(exc).__name__}: {_first_line(exc)}", False
-
-
-def _os_reason(err: OSError) -> str:
-    return os.strerror(err.errno).lower() if err.errno else str(err)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return one_line(text.splitlines()[0] if text else type(exc).__name__, 160)

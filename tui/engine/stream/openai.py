@@ -102,6 +102,7 @@ class StreamAccumulator:
         "finish_reason",
         "first_answer_ns",
         "last_completion_tokens",
+        "last_read_ns",
         "pending_text",
         "reasoning_chunks",
         "reply",
@@ -120,6 +121,8 @@ class StreamAccumulator:
         self.tokens_known = True
         """Every content chunk so far carried a cumulative usage count (continuous usage stats)."""
         self.last_completion_tokens = 0
+        self.last_read_ns = 0
+        """Arrival of the last body read (any bytes, keep-alive comments too): a stall is silence since it."""
         self.tokens = 0
         """Output tokens so far: known per-chunk counts, else one per content chunk."""
         self.reasoning_chunks = 0

@@ -1,0 +1,88 @@
+"""A self-signed certificate made by ``openssl req -x509`` for 127.0.0.1, and an HTTPS scripted server with
+it that serves ``/v1/models`` and a short chat stream; `ThreadedTlsServer` runs one for subprocess tests."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
+
+MODELS = b'{"object": "list", "data": [{"id": "tls-model"}]}'
+HAVE_OPENSSL = shutil.which("openssl") is not None
+
+
+@dataclass(frozen=True)
+class SelfSigned:
+    cert: Path
+    """The certificate (PEM): also the CA bundle that trusts it."""
+    key: Path
+
+
+def make_self_signed(directory: Path) -> SelfSigned:
+    """A one-day EC certificate for CN and IP SAN 127.0.0.1 (what the client checks the host against)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    cmd = [
+        "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+        "-addext", "subjectAltName=IP:127.0.0.1",
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=20)
+    return SelfSigned(cert, key)
+
+
+def server_context(pair: SelfSigned) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pair.cert, pair.key)
+    return ctx
+
+
+async def serve(req: Request, resp: Responder) -> None:
+    """``GET /v1/models`` lists one model; anything else gets a well-formed three-word stream."""
+    if req.method == "GET":
+        await resp.json(200, MODELS)
+        return
+    await resp.head()
+    for event in normal_stream(["a", "b", "c"]):
+        await resp.send(event)
+    await resp.end()
+
+
+def tls_server(pair: SelfSigned) -> ScriptedServer:
+    return ScriptedServer(serve, tls=server_context(pair))
+
+
+class ThreadedTlsServer:
+    """`tls_server` on its own event loop in a thread, for a test that runs tokentop in a subprocess."""
+
+    def __init__(self, pair: SelfSigned) -> None:
+        self._pair = pair
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.server: ScriptedServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    def __enter__(self) -> ThreadedTlsServer:
+        self._thread.start()
+        started = asyncio.run_coroutine_threadsafe(tls_server(self._pair).start(), self._loop)
+        self.server = started.result(10)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.server is not None:
+            asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()

@@ -1,0 +1,98 @@
+"""How every connection to the target is trusted and routed: one TLS context and one proxy decision, built
+from the `TargetConfig` alone, so the face's start-up probe and each engine worker (on either transport)
+trust and route alike.
+
+An `ssl.SSLContext` cannot cross a process boundary, so each process builds its own from the same fields
+with `ssl_context`; the environment the proxy is read from is the face's, inherited by its workers.
+"""
+
+from __future__ import annotations
+
+import ssl
+import urllib.request
+from urllib.parse import urlsplit
+
+import httpx
+
+from tui.engine.config import TargetConfig
+
+PROXY_SCHEMES = ("http", "https")
+"""Proxies both transports can speak (aiohttp has no SOCKS)."""
+
+
+class ProxyError(ValueError):
+    """A proxy from the environment that tokentop cannot use; the message is one line, without credentials."""
+
+
+def ssl_context(target: TargetConfig) -> ssl.SSLContext:
+    """The trust settings of every connection to ``target``.
+
+    Verification is on by default, against what httpx verifies against (``SSL_CERT_FILE`` or
+    ``SSL_CERT_DIR`` when `TargetConfig.trust_env`, else certifi's bundle); ``ca_cert`` replaces that store
+    with a PEM bundle (as httpx's ``verify=PATH`` and curl's ``--cacert`` do); ``insecure`` verifies nothing.
+    Raises `OSError`/`ssl.SSLError` for a ``ca_cert`` that cannot be read as PEM."""
+    if target.insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    if target.ca_cert:
+        return ssl.create_default_context(cafile=target.ca_cert)
+    return httpx.create_ssl_context(verify=True, trust_env=target.trust_env)
+
+
+def proxy_for(target: TargetConfig) -> httpx.Proxy | None:
+    """The proxy the environment names for the target's URL (``HTTPS_PROXY`` for https, ``HTTP_PROXY`` for
+    http, else ``ALL_PROXY``; none when ``NO_PROXY`` covers the host), or None; always None without
+    `TargetConfig.trust_env`. Decided once per client: every request goes to the one base URL.
+
+    Raises `ProxyError` for a proxy neither transport speaks (SOCKS)."""
+    if not target.trust_env:
+        return None
+    proxies = urllib.request.getproxies_environment()
+    parts = urlsplit(target.base_url)
+    url = proxies.get(parts.scheme) or proxies.get("all")
+    if not url:
+        return None
+    if bypassed(parts.hostname or "", parts.port, proxies.get("no", "")):
+        return None
+    if "://" not in url:
+        url = "http://" + url  # HTTP_PROXY=host:3128, as curl and httpx take it
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in PROXY_SCHEMES:
+        raise ProxyError(
+            f"the environment's proxy for {parts.scheme} is a {scheme}:// proxy, which tokentop cannot use "
+            "(http:// or https:// only); unset it or give --no-trust-env"
+        )
+    return httpx.Proxy(url)
+
+
+def bypassed(host: str, port: int | None, no_proxy: str) -> bool:
+    """``NO_PROXY`` covers ``host``: ``*``, the host itself, or a domain it is under (``example.com`` and
+    ``.example.com`` both cover ``api.example.com``), optionally with a port (``host:8000``)."""
+    host = host.lower().strip("[]")
+    for entry in (e.strip().lower() for e in no_proxy.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_port and (not entry_port.isdigit() or int(entry_port) != port):
+            continue
+        name = name.removeprefix("*").removeprefix(".").strip("[]")
+        if host == name or host.endswith("." + name):
+            return True
+    return False
+
+
+def sync_client(target: TargetConfig, timeout: httpx.Timeout) -> httpx.Client:
+    """A blocking client for the face's one-off requests to the target (the start-up probe, the ISL probe),
+    trusting and routing as the workers do."""
+    # trust_env=False: the environment was read once, in sync_transport (httpx 0.27 would read .netrc too)
+    return httpx.Client(transport=sync_transport(target), timeout=timeout, trust_env=False)
+
+
+def sync_transport(target: TargetConfig) -> httpx.HTTPTransport:
+    """A blocking transport to the target that trusts and routes as the workers do (also for a client that
+    sets its own headers, such as the server-metrics poller's ``transport=``)."""
+    return httpx.HTTPTransport(verify=ssl_context(target), proxy=proxy_for(target), retries=0)
