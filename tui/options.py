@@ -85,7 +85,7 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
 def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     """``--ca-cert``, ``--insecure`` and ``--no-trust-env``, each checked here in one line (a bundle that
     cannot be read, a SOCKS proxy in the environment) rather than on the first request."""
-    from tui.engine.stream.network import ProxyError, proxy_for, ssl_context
+    from tui.engine.network import ProxyError, proxy_for, ssl_context
 
     ca_cert = getattr(ns, "ca_cert", None)
     insecure = bool(getattr(ns, "insecure", False))

@@ -1,7 +1,7 @@
 """TLS against a server with a self-signed certificate the test makes itself, on 127.0.0.1: verification is
 on by default and the failure says what to do; ``--ca-cert`` and ``--insecure`` both pass. The start-up probe
 and a worker's request (on both transports) trust alike: one context
-(`tui.engine.stream.network.ssl_context`) for all of them; and `tokentop bench` end to end."""
+(`tui.engine.network.ssl_context`) for all of them; and `tokentop bench` end to end."""
 
 from __future__ import annotations
 

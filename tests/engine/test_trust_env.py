@@ -23,9 +23,9 @@ from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, make_self_signed, 
 from tui.cli import build_parser
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.network import ProxyError, bypassed, proxy_for
 from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, TransportName, make_client, run_request
-from tui.engine.stream.network import ProxyError, bypassed, proxy_for
 from tui.engine.stream.openai import StreamAccumulator
 from tui.options import UsageError, target_from_args
 

@@ -19,9 +19,9 @@ import httpx
 import orjson
 
 from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.network import sync_client
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
-from tui.engine.stream.network import sync_client
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, SyntheticWorkload
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import httpx
 
 from tui.engine.config import TargetConfig
+from tui.engine.network import sync_client
 from tui.engine.secrets import mask_secret
 from tui.engine.stream.errors import classify_exception
-from tui.engine.stream.network import sync_client
 from tui.engine.stream.openai import error_message
 
 

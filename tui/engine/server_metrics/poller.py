@@ -30,6 +30,7 @@ import httpx
 import orjson
 
 from tui.engine.config import EngineOptions, TargetConfig
+from tui.engine.network import sync_transport
 from tui.engine.secrets import mask_secret
 from tui.engine.server_metrics.kinds import LLAMACPP, MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
@@ -302,4 +303,5 @@ def poller_for(
         on_notice=on_notice,
         log=log,
         history=history,
+        transport=sync_transport(target),  # the same trust (--ca-cert, --insecure, proxies) as the load
     )

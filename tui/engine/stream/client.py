@@ -22,10 +22,10 @@ import orjson
 
 from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.network import proxy_for, ssl_context
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
 from tui.engine.stream.errors import classify_exception
-from tui.engine.stream.network import proxy_for, ssl_context
 from tui.engine.stream.openai import (
     StreamAccumulator,
     apply_chunk,
