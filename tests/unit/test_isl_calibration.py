@@ -10,7 +10,7 @@ import pytest
 from tui.engine.config import WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
-from tui.sim.model import chat_prompt_tokens, count_prompt_tokens
+from tui.sim.tokens import chat_prompt_tokens, count_prompt_tokens
 
 
 def server_count(spec: RequestSpec, chat: bool) -> int:

@@ -10,12 +10,11 @@ from tui.sim.model import (
     Profile,
     Scheduler,
     Seq,
-    chat_prompt_tokens,
-    count_prompt_tokens,
     decode_tokens_per_s,
     get_profile,
     step_time_s,
 )
+from tui.sim.tokens import chat_prompt_tokens, count_prompt_tokens
 
 SMALL = PROFILES["small-gpu"]
 REAL_PROFILES = [p for p in PROFILES.values() if p.name != "flat"]

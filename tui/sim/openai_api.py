@@ -1,7 +1,7 @@
 """The OpenAI API surface: requests validated into `GenParams`, OpenAI-shaped errors, chunk templates.
 
-Prompt tokens are counted by `tui.sim.model.count_prompt_tokens` (short words one token, long words several,
-punctuation its own) plus a chat template (`tui.sim.model.chat_prompt_tokens`): not one token per word, so a
+Prompt tokens are counted by `tui.sim.tokens.count_prompt_tokens` (short words one token, long words several,
+punctuation its own) plus a chat template (`tui.sim.tokens.chat_prompt_tokens`): not one token per word, so a
 client must learn its ISL from `usage`, as on a real server. An answer stops at
 `max_completion_tokens`/`max_tokens` (default: what fits in `max_model_len`).
 """
@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from tui.sim.model import Profile, chat_prompt_tokens, count_prompt_tokens
+from tui.sim.model import Profile
+from tui.sim.tokens import chat_prompt_tokens, count_prompt_tokens
 
 PLACEHOLDER = "@@tokentop-sim@@"
 _PLACEHOLDER_JSON = orjson.dumps(PLACEHOLDER)
