@@ -1,5 +1,8 @@
 """The headless face: one load level per --concurrency/--rate value, a progress line, a table, results JSON.
 
+The progress display is `tui.bench_progress`; the exports (--vllm-results, --csv) and the plot (--plot) are
+made from the results document (`tui.engine.host.exports`, `tui.engine.host.report_plots`).
+
 Drives the same `EngineHandle` as the live app (through the `Engine` protocol, so a test can hand it
 another engine). Each level runs until ``--requests`` requests sent in its
 steady-state window have finished (default ``max(20, 4 x users)``, or 5 s of arrivals at a rate), or for
@@ -30,6 +33,7 @@ from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.host.exports import write_exports
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.report_plots import write_plot
 from tui.engine.host.results import write_results
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
@@ -277,6 +281,7 @@ def _run(
                     if not ns.quiet:
                         say(f"results written to {output}")
                 status = _write_exports(results, ns, status)
+                status = _write_plot(results, ns, status)
     if status == 0 and final is not None and final.completed == 0:
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
@@ -295,6 +300,21 @@ def _write_exports(results: dict[str, object], ns: argparse.Namespace, status: i
     if written and not ns.quiet:
         where = ", ".join(sorted({str(p.parent) for p in written}))
         say(f"exports written: {len(written)} file(s) in {where}")
+    return status
+
+
+def _write_plot(results: dict[str, object], ns: argparse.Namespace, status: int) -> int:
+    """--plot from the results just written; the exit status (1 if it could not be written)."""
+    path = Path(ns.plot) if getattr(ns, "plot", None) else None
+    if path is None:
+        return status
+    try:
+        write_plot(results, path)
+    except OSError as exc:
+        say(f"tokentop: error: cannot write the plot {path}: {exc.strerror or exc}")
+        return status or 1
+    if not ns.quiet:
+        say(f"plot written to {path}")
     return status
 
 
