@@ -1,5 +1,8 @@
 """The headless face: one load level per --concurrency/--rate value, a progress line, a table, results JSON.
 
+The progress display is `tui.bench_progress`; the exports (--vllm-results, --csv) and the plot (--plot) are
+made from the results document (`tui.engine.host.exports`, `tui.engine.host.report_plots`).
+
 Drives the same `EngineHandle` as the live app (through the `Engine` protocol, so a test can hand it
 another engine). Each level runs until ``--requests`` requests sent in its
 steady-state window have finished (default ``max(20, 4 x users)``, or 5 s of arrivals at a rate), or for
@@ -19,16 +22,18 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Literal
 
+from tui.bench_progress import LevelProgress, Progress, load_label
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.host.exports import write_exports
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.report_plots import write_plot
 from tui.engine.host.results import write_results
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
@@ -39,11 +44,26 @@ from tui.options import (
     workload_from_args,
 )
 from tui.outputs import check_outputs
-from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt, silence
+from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
-PLAIN_PROGRESS_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class _Goal:
+    """What ends a level: `value` requests (counted in the steady window) or `value` seconds."""
+
+    value: float
+    unit: Literal["requests", "s"]
+
+
+@dataclass
+class _RunClock:
+    """When the run began and how long each finished level took (the progress line's run ETA)."""
+
+    started: float = field(default_factory=time.monotonic)
+    level_s: list[float] = field(default_factory=list)
 
 
 def default_requests(mode: str, value: float) -> int:
@@ -51,47 +71,6 @@ def default_requests(mode: str, value: float) -> int:
     if mode == "concurrency":
         return max(20, 4 * int(value))
     return max(20, math.ceil(5 * value))
-
-
-class Progress:
-    """One status line on stderr: rewritten in place on a terminal, a plain line now and then otherwise."""
-
-    def __init__(self, stream: TextIO, quiet: bool) -> None:
-        self.stream = stream
-        self.quiet = quiet
-        self.tty = stream.isatty()
-        self._last_plain = -math.inf
-        self._dirty = False
-
-    def show(self, text: str, *, force: bool = False) -> None:
-        if self.quiet:
-            return
-        try:
-            if self.tty:
-                self.stream.write("\r\x1b[K" + text)
-                self._dirty = True
-            elif force or time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
-                self.stream.write(text + "\n")
-                self._last_plain = time.monotonic()
-            self.stream.flush()
-        except (OSError, ValueError):
-            self._gone()
-
-    def done(self) -> None:
-        if self._dirty and not self.quiet:
-            try:
-                self.stream.write("\r\x1b[K")
-                self.stream.flush()
-            except (OSError, ValueError):
-                self._gone()
-            self._dirty = False
-
-    def _gone(self) -> None:
-        """Nobody reads the progress any more (``2>&1 | head``, a closed terminal): the run goes on quietly;
-        a progress line is never a reason to lose what is being measured."""
-        self.quiet = True
-        self._dirty = False
-        silence(self.stream)
 
 
 def _ms(x: float) -> str:
@@ -104,15 +83,37 @@ def _level(snap: Snapshot, level_id: int) -> LevelView | None:
     return next((lv for lv in snap.levels if lv.level_id == level_id), None)
 
 
-def _progress_text(i: int, n: int, load: LoadTarget, lv: LevelView | None, snap: Snapshot, goal: str) -> str:
-    head = f"[{i}/{n}] {load.label()}"
-    if lv is None:
-        return f"{head}: starting"
-    steady = "steady" if lv.steady else "warming up"
-    return (
-        f"{head}: {lv.window_completed + lv.window_failed}/{goal} ({steady}), {lv.failed} failed, "
-        f"{snap.output_tps:,.0f} tok/s, TTFT p50 {_ms(lv.ttft.p50)} ms, ITL p50 {_ms(lv.itl_chunk.p50)} ms, "
-        f"in flight {snap.in_flight}"
+def _level_progress(
+    i: int,
+    n: int,
+    load: LoadTarget,
+    lv: LevelView | None,
+    snap: Snapshot,
+    goal: _Goal,
+    elapsed_s: float,
+    clock: _RunClock,
+) -> LevelProgress:
+    """The progress line's numbers for level ``i`` of ``n`` now."""
+    done = 0.0 if lv is None else float(lv.window_completed + lv.window_failed)
+    if goal.unit == "s":
+        done = elapsed_s
+    phase = "starting" if lv is None else "steady" if lv.steady else "warming up"
+    return LevelProgress(
+        index=i,
+        count=n,
+        label=load_label(load.mode, load.value),
+        level_elapsed_s=elapsed_s,
+        run_elapsed_s=time.monotonic() - clock.started,
+        done=done,
+        goal=goal.value,
+        unit=goal.unit,
+        phase=phase,
+        finished_level_s=tuple(clock.level_s),
+        failed=0 if lv is None else lv.failed,
+        output_tps=snap.output_tps,
+        ttft_p50_ms=math.nan if lv is None else lv.ttft.p50,
+        itl_p50_ms=math.nan if lv is None else lv.itl_chunk.p50,
+        in_flight=snap.in_flight,
     )
 
 
@@ -234,22 +235,26 @@ def _run(
     try:
         target = target_from_args(ns, demo_url=demo_url)
         workload = workload_from_args(ns)
+        # a slow /models would otherwise look like a hung start (issue 13)
+        progress.show(f"probing {target.base_url}/models…", force=True)
         try:
             model = probe(target)
         except ProbeError as exc:
             progress.done()
             print(f"tokentop: error: {exc}", file=err)
             return 1
+        progress.note(f"model {model} at {target.base_url}")
         target = replace(target, model=model)
         # probed above (so an unusable target fails before any file is created): not again
         handle = engine_factory(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
                                 options=engine_options_from_args(ns), probe=False)  # fmt: skip
         handle.start()
         handle.wait_ready(30.0)
+        clock = _RunClock()
         for i, load in enumerate(targets, 1):
             if i > 1:
                 handle.set_load(load)
-            fatal = _run_level(handle, ns, i, len(targets), load, progress)
+            fatal = _run_level(handle, ns, i, len(targets), load, progress, clock)
             if fatal is None:
                 fatal = _drain(handle, load, target.timeout_s + 5.0)
             if fatal is not None:
@@ -276,6 +281,7 @@ def _run(
                     if not ns.quiet:
                         say(f"results written to {output}")
                 status = _write_exports(results, ns, status)
+                status = _write_plot(results, ns, status)
     if status == 0 and final is not None and final.completed == 0:
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
@@ -297,6 +303,21 @@ def _write_exports(results: dict[str, object], ns: argparse.Namespace, status: i
     return status
 
 
+def _write_plot(results: dict[str, object], ns: argparse.Namespace, status: int) -> int:
+    """--plot from the results just written; the exit status (1 if it could not be written)."""
+    path = Path(ns.plot) if getattr(ns, "plot", None) else None
+    if path is None:
+        return status
+    try:
+        write_plot(results, path)
+    except OSError as exc:
+        say(f"tokentop: error: cannot write the plot {path}: {exc.strerror or exc}")
+        return status or 1
+    if not ns.quiet:
+        say(f"plot written to {path}")
+    return status
+
+
 def nothing_completed(snap: Snapshot) -> str:
     """Why a run that finished has no figures, in one line: how many failed and of which classes."""
     if snap.failed == 0:
@@ -306,13 +327,19 @@ def nothing_completed(snap: Snapshot) -> str:
 
 
 def _run_level(
-    handle: Engine, ns: argparse.Namespace, i: int, n: int, load: LoadTarget, progress: Progress
+    handle: Engine,
+    ns: argparse.Namespace,
+    i: int,
+    n: int,
+    load: LoadTarget,
+    progress: Progress,
+    clock: _RunClock,
 ) -> str | None:
     """Hold ``load`` until the level is done; return a fatal reason or None."""
     level_id = handle.level_id
     started = time.monotonic()
     goal_requests = ns.requests or default_requests(load.mode, load.value)
-    goal = f"{ns.duration:g} s" if ns.duration else str(goal_requests)
+    goal = _Goal(ns.duration, "s") if ns.duration else _Goal(goal_requests, "requests")
     first = True
     while True:
         time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
@@ -320,12 +347,13 @@ def _run_level(
         if snap.fatal:
             return snap.fatal
         lv = _level(snap, level_id)
-        progress.show(_progress_text(i, n, load, lv, snap, goal), force=first)
+        elapsed_s = time.monotonic() - started
+        progress.level(_level_progress(i, n, load, lv, snap, goal, elapsed_s, clock), force=first)
         first = False
         if lv is None:
             continue
         if ns.duration:
-            if time.monotonic() - started >= ns.duration:
+            if elapsed_s >= ns.duration:
                 break
         elif (
             (lv.steady and lv.window_completed + lv.window_failed >= goal_requests)
@@ -335,7 +363,10 @@ def _run_level(
         ):
             break
     snap = handle.snapshot()
-    progress.show(_progress_text(i, n, load, _level(snap, level_id), snap, goal), force=True)
+    elapsed_s = time.monotonic() - started
+    final = _level_progress(i, n, load, _level(snap, level_id), snap, goal, elapsed_s, clock)
+    clock.level_s.append(elapsed_s)
+    progress.level(final, keep=True)  # one line per finished level stays, on a terminal too
     return None
 
 

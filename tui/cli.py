@@ -304,6 +304,11 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
         help="also write one JSON file per level here, in vllm bench serve --save-result's shape",
     )
     p.add_argument("--csv", metavar="PATH", help="also write the level table here as CSV (one row per level)")
+    p.add_argument(
+        "--plot",
+        metavar="PATH.svg",
+        help="also write an SVG plot here: output tok/s vs the load, the knee, TTFT/ITL per level",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--slo-ttft-ms", type=positive_float, metavar="MS", help="goodput: TTFT objective")
     p.add_argument("--slo-tpot-ms", type=positive_float, metavar="MS", help="goodput: TPOT objective")

@@ -1,0 +1,136 @@
+"""The report plot (SVG) of a results document: valid XML, one point per steady level, the knee marked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.app import frozen
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.report_plots import nice_ceiling, plotted_levels, throughput_svg, write_plot, x_positions
+from tui.engine.host.results import ClientSummary, RunInfo, build_results, write_results
+
+NS = {"s": "http://www.w3.org/2000/svg"}
+
+
+def _results(*, rate: bool = False) -> dict[str, Any]:
+    snap = frozen.snapshot()
+    levels = snap.levels
+    if rate:
+        levels = tuple(replace(lv, mode="rate", value=2.0 * (i + 1)) for i, lv in enumerate(levels))
+    info = RunInfo.of(
+        TargetConfig(base_url="http://127.0.0.1:8000/v1", api_key="sk-never-written"),
+        WorkloadConfig(isl=64, osl=128),
+        LoadTarget(mode="rate", rate=2.0) if rate else LoadTarget(concurrency=8),
+        options=EngineOptions(),
+        workers=1,
+        model="org/sim-<llama>&8b",  # escaped in the SVG
+        started_at_s=1_700_000_000.0,
+    )
+    views = [(lv, {"cancelled": 0}) for lv in levels]
+    return build_results(info, replace(snap, levels=levels), views, ClientSummary(1.0, 0.2, saturated=False))
+
+
+def _svg(results: dict[str, Any]) -> ET.Element:
+    return ET.fromstring(throughput_svg(results))
+
+
+def _points(root: ET.Element) -> list[tuple[float, float]]:
+    (line,) = root.findall("s:polyline", NS)
+    return [(float(x), float(y)) for x, y in (p.split(",") for p in line.attrib["points"].split())]
+
+
+def test_one_point_per_steady_level_and_the_knee_marked() -> None:
+    results = _results()
+    steady = [lv for lv in results["levels"] if lv["steady"] and lv["output_throughput"] is not None]
+    assert 0 < len(steady) < len(results["levels"])  # the frozen run has a level that is not steady
+    root = _svg(results)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    pts = _points(root)
+    assert len(pts) == len(steady)
+    circles = root.findall("s:circle[@class='point']", NS)
+    assert [int(c.attrib["data-level"]) for c in circles] == [lv["level_id"] for lv in steady]
+    assert pts == sorted(pts)  # by concurrency, left to right
+    # the higher throughput is higher up (smaller y)
+    by_tps = sorted(zip(pts, (lv["output_throughput"] for lv in steady), strict=True), key=lambda t: t[1])
+    assert [p[1] for p, _ in by_tps] == sorted((p[1] for p, _ in by_tps), reverse=True)
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    knee = results["saturation"]["knee"]
+    assert len(root.findall("s:circle[@class='knee']", NS)) == 1 and f"knee: c={knee['value']:g}" in texts
+    assert any("org/sim-<llama>&8b" in t for t in texts)
+    assert "(log scale)" in " ".join(texts)
+    # the table: a row per level with TTFT and ITL p50/p99, the unplotted level said why
+    assert {"TTFT p50", "TTFT p99", "ITL p50", "ITL p99"} <= set(texts)
+    assert sum(t.startswith("c=") for t in texts) == len(results["levels"])
+    assert "(not plotted: not steady)" in texts
+
+
+def test_too_short_levels_and_null_rates_never_make_a_point() -> None:
+    results = _results()
+    first = results["levels"][0]
+    results["levels"][0] = {**first, "too_short": True, "output_throughput": None, "request_throughput": None}
+    results["levels"][1] = {**results["levels"][1], "output_throughput": None}
+    assert [lv["level_id"] for lv in plotted_levels(results)] == [
+        lv["level_id"] for lv in results["levels"][2:] if lv["steady"]
+    ]
+    root = _svg(results)
+    assert len(_points(root)) == len(plotted_levels(results))
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "(not plotted: too short)" in texts and "(not plotted: no rate)" in texts
+
+
+def test_a_rate_sweep_and_a_run_with_nothing_steady() -> None:
+    root = _svg(_results(rate=True))
+    texts = " ".join("".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "request rate (req/s)" in texts and "r=2/s" in texts
+    empty = _results()
+    for lv in empty["levels"]:
+        lv["steady"] = False
+    root = _svg(empty)
+    assert root.findall("s:polyline", NS) == [] and "no steady level to plot" in throughput_svg(empty)
+    root = _svg({"levels": []})  # a results file with no level at all still makes a valid file
+    assert root.findall("s:polyline", NS) == []
+
+
+@pytest.mark.parametrize(
+    ("x", "top"), [(0, 1), (176, 200), (201, 250), (1000, 1000), (0.3, 0.5), (4100, 5000)]
+)
+def test_nice_ceiling(x: float, top: float) -> None:
+    assert nice_ceiling(x) == pytest.approx(top)
+
+
+def test_x_positions() -> None:
+    xs, log = x_positions([1, 2, 4, 8], 0, 300)
+    assert log and xs == pytest.approx([0, 100, 200, 300])
+    xs, log = x_positions([2, 3, 4], 0, 100)
+    assert not log and xs == pytest.approx([0, 50, 100])
+    assert x_positions([5], 0, 100) == ([50.0], False)
+    assert x_positions([], 0, 100) == ([], False)
+
+
+def test_from_a_saved_results_file(tmp_path: Path) -> None:
+    results = _results()
+    saved = write_results(results, tmp_path / "run.json")
+    r = subprocess.run([sys.executable, "-m", "tui.engine.host.report_plots", str(saved)],
+                       capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(tmp_path / "run.svg")
+    assert (tmp_path / "run.svg").read_text(encoding="utf-8") == throughput_svg(
+        orjson.loads(saved.read_bytes())
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    args = [sys.executable, "-m", "tui.engine.host.report_plots", str(bad), "-o", str(tmp_path / "x.svg")]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    assert (
+        r.returncode == 1 and "not a tokentop results file" in r.stderr and not (tmp_path / "x.svg").exists()
+    )
+    out = write_plot(results, tmp_path / "direct.svg")
+    assert not (tmp_path / "direct.svg.tmp").exists() and ET.parse(out).getroot() is not None

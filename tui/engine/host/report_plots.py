@@ -1,0 +1,240 @@
+"""A static plot of a run for reports: output throughput against concurrency (or request rate), as SVG.
+
+A pure function of the results dict that `tui.engine.host.results.build_results` makes (or a results file
+read back: ``python -m tui.engine.host.report_plots results.json [-o plot.svg]``), like the exports. Only
+steady levels with a measured rate are plotted (a level too short to measure has null rates and never
+makes a point: its fall would not be real); the knee is marked; under the curve a table gives each level's
+TTFT and ITL p50/p99. Plain string building (no plotting library: plotext is the app's, and the engine loads
+no UI library); an SVG opens in any browser and embeds in a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+import orjson
+
+WIDTH = 720
+PLOT_TOP, PLOT_HEIGHT = 56, 260
+PLOT_LEFT, PLOT_RIGHT = 78, 24
+ROW_H = 18
+TABLE_COLUMNS: tuple[tuple[str, str | None], ...] = (
+    ("level", None),
+    ("out tok/s", "output_throughput"),
+    ("TTFT p50", "p50_ttft_ms"),
+    ("TTFT p99", "p99_ttft_ms"),
+    ("ITL p50", "p50_itl_ms"),
+    ("ITL p99", "p99_itl_ms"),
+    ("", None),
+)
+"""The table under the plot: header, results key (None: made here)."""
+_STYLE = (
+    "text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;fill:#222}"
+    ".title{font-size:14px;font-weight:bold}.axis{stroke:#444;stroke-width:1}.grid{stroke:#ddd;stroke-width:1}"
+    ".tps{fill:none;stroke:#1f77b4;stroke-width:2}.point{fill:#1f77b4}"
+    ".knee{fill:none;stroke:#d62728;stroke-width:2}.kneelabel{fill:#d62728}.note{fill:#777}"
+)
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def level_value(level: Mapping[str, Any]) -> float | None:
+    """A level's x: its concurrency or its request rate."""
+    return _finite(level.get("concurrency" if level.get("mode") == "concurrency" else "request_rate"))
+
+
+def level_name(level: Mapping[str, Any]) -> str:
+    """As the bench table names it: "c=8", "r=2.5/s"."""
+    v = level_value(level)
+    shown = "?" if v is None else f"{v:g}"
+    return f"c={shown}" if level.get("mode") == "concurrency" else f"r={shown}/s"
+
+
+def plotted_levels(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The levels that make a point: steady, not too short, with a measured output throughput; by x."""
+    out = [
+        lv
+        for lv in results.get("levels") or ()
+        if lv.get("steady") is True
+        and not lv.get("too_short")
+        and _finite(lv.get("output_throughput")) is not None
+        and level_value(lv) is not None
+    ]
+    return sorted(out, key=lambda lv: level_value(lv) or 0.0)
+
+
+def nice_ceiling(x: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 x 10^k at least ``x`` (the y axis' top); 1 for nothing."""
+    if not math.isfinite(x) or x <= 0:
+        return 1.0
+    base = 10.0 ** math.floor(math.log10(x))
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if m * base >= x * (1 - 1e-12):
+            return m * base
+    return 10.0 * base
+
+
+def x_positions(values: Sequence[float], left: float, right: float) -> tuple[list[float], bool]:
+    """Pixel x of each value and whether the axis is logarithmic (values all > 0 spanning 4x or more, as a
+    1,2,4,...,64 sweep does; a linear axis would crowd the small levels into one corner)."""
+    if not values:
+        return [], False
+    lo, hi = min(values), max(values)
+    log = lo > 0 and hi / lo >= 4
+    if hi == lo:
+        return [(left + right) / 2 for _ in values], False
+    f = math.log if log else float
+    a, b = f(lo), f(hi)
+    return [left + (f(v) - a) / (b - a) * (right - left) for v in values], log
+
+
+def _fmt(x: float | None, *, thousands: bool = False) -> str:
+    if x is None:
+        return "-"
+    if thousands:
+        return f"{x:,.0f}"
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def _text(x: float, y: float, s: str, *, anchor: str = "start", cls: str | None = None) -> str:
+    c = f" class={quoteattr(cls)}" if cls else ""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{c}>{escape(s)}</text>'
+
+
+def throughput_svg(results: Mapping[str, Any]) -> str:
+    """The SVG document (a string) of the run's throughput curve, its knee and the latency table."""
+    levels: list[Mapping[str, Any]] = list(results.get("levels") or ())
+    points = plotted_levels(results)
+    mode = levels[0].get("mode") if levels else "concurrency"
+    x_title = "concurrency (users)" if mode == "concurrency" else "request rate (req/s)"
+    plot_right = WIDTH - PLOT_RIGHT
+    bottom = PLOT_TOP + PLOT_HEIGHT
+    table_top = bottom + 64
+    height = table_top + ROW_H * (len(levels) + 2) + 16
+    target = results.get("target") or {}
+    title = f"output tok/s vs {x_title.split(' ')[0]}: {target.get('model') or '?'}"
+    sub = " · ".join(str(x) for x in (target.get("url"), results.get("started_at")) if x)
+    if results.get("interrupted"):
+        sub += f" · interrupted ({results.get('interrupted_by') or 'yes'})"
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}">',
+        f"<style>{_STYLE}</style>",
+        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
+        _text(PLOT_LEFT, 22, title, cls="title"),
+        _text(PLOT_LEFT, 40, sub, cls="note"),
+    ]
+    # y axis: 0 to a round top, five ticks
+    tps = [_finite(lv.get("output_throughput")) or 0.0 for lv in points]
+    top = nice_ceiling(max(tps, default=0.0))
+    for k in range(6):
+        y = bottom - k / 5 * PLOT_HEIGHT
+        out.append(f'<line class="grid" x1="{PLOT_LEFT}" y1="{y:.1f}" x2="{plot_right}" y2="{y:.1f}"/>')
+        out.append(_text(PLOT_LEFT - 6, y + 4, f"{top * k / 5:,.6g}", anchor="end"))
+    out.append(f'<line class="axis" x1="{PLOT_LEFT}" y1="{bottom}" x2="{plot_right}" y2="{bottom}"/>')
+    out.append(f'<line class="axis" x1="{PLOT_LEFT}" y1="{PLOT_TOP}" x2="{PLOT_LEFT}" y2="{bottom}"/>')
+    out.append(
+        f'<text x="18" y="{PLOT_TOP + PLOT_HEIGHT / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 18 {PLOT_TOP + PLOT_HEIGHT / 2:.1f})">output tok/s</text>'
+    )
+    xs, log = x_positions([level_value(lv) or 0.0 for lv in points], PLOT_LEFT + 24, plot_right - 24)
+    ys = [bottom - t / top * PLOT_HEIGHT for t in tps]
+    for lv, x in zip(points, xs, strict=True):  # x labels: one per plotted level
+        out.append(f'<line class="axis" x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 4}"/>')
+        out.append(_text(x, bottom + 18, f"{level_value(lv):g}", anchor="middle"))
+    out.append(_text((PLOT_LEFT + plot_right) / 2, bottom + 38, x_title + (" (log scale)" if log else ""),
+                     anchor="middle"))  # fmt: skip
+    if points:
+        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=True))
+        out.append(f'<polyline class="tps" points="{coords}"/>')
+        for lv, x, y, t in zip(points, xs, ys, tps, strict=True):
+            out.append(
+                f'<circle class="point" data-level="{lv.get("level_id")}" cx="{x:.1f}" cy="{y:.1f}" r="3.5">'
+                f"<title>{escape(level_name(lv))}: {t:,.0f} tok/s</title></circle>"
+            )
+    else:
+        out.append(_text((PLOT_LEFT + plot_right) / 2, PLOT_TOP + PLOT_HEIGHT / 2,
+                         "no steady level to plot", anchor="middle", cls="note"))  # fmt: skip
+    knee = (results.get("saturation") or {}).get("knee")
+    knee_id = knee.get("level_id") if isinstance(knee, Mapping) else None
+    for lv, x, y in zip(points, xs, ys, strict=True):
+        if lv.get("level_id") == knee_id:
+            out.append(f'<circle class="knee" cx="{x:.1f}" cy="{y:.1f}" r="8"/>')
+            anchor = "end" if x > (PLOT_LEFT + plot_right) / 2 else "start"
+            dx = -12 if anchor == "end" else 12
+            out.append(_text(x + dx, y - 10, f"knee: {level_name(lv)}", anchor=anchor, cls="kneelabel"))
+    out.extend(_table(levels, points, table_top))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _table(levels: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]], top: float) -> list[str]:
+    """Each level's TTFT and ITL p50/p99 (ms), its throughput, and why it is not on the curve if not."""
+    plotted = {id(lv) for lv in points}
+    xs = [PLOT_LEFT, PLOT_LEFT + 150, PLOT_LEFT + 240, PLOT_LEFT + 330, PLOT_LEFT + 420, PLOT_LEFT + 510,
+          PLOT_LEFT + 530]  # fmt: skip
+    out = [_text(PLOT_LEFT, top - 8, "latencies in ms over each level's steady window", cls="note")]
+
+    def row(y: float, cells: Sequence[str]) -> None:
+        for k, (x, cell) in enumerate(zip(xs, cells, strict=True)):
+            anchor = "start" if k in (0, len(cells) - 1) else "end"
+            out.append(_text(x, y, cell, anchor=anchor, cls="note" if k == len(cells) - 1 else None))
+
+    row(top + ROW_H, [name for name, _ in TABLE_COLUMNS])
+    for k, lv in enumerate(levels, 2):
+        cells = [level_name(lv)]
+        for _, key in TABLE_COLUMNS[1:-1]:
+            assert key is not None
+            cells.append(_fmt(_finite(lv.get(key)), thousands=key == "output_throughput"))
+        if id(lv) in plotted:
+            cells.append("")
+        else:
+            why = "too short" if lv.get("too_short") else "not steady" if not lv.get("steady") else "no rate"
+            cells.append(f"(not plotted: {why})")
+        row(top + k * ROW_H, cells)
+    return out
+
+
+def write_plot(results: Mapping[str, Any], path: Path) -> Path:
+    """Write the SVG (UTF-8) to ``path``, replaced atomically like the results file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(throughput_svg(results), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tui.engine.host.report_plots results.json [-o plot.svg]``: the plot of a saved run."""
+    ap = argparse.ArgumentParser(prog="python -m tui.engine.host.report_plots", description=main.__doc__)
+    ap.add_argument("results", type=Path, help="a results JSON file written by tokentop")
+    ap.add_argument("-o", "--output", type=Path, help="where to write the SVG (default: beside it, .svg)")
+    ns = ap.parse_args(argv)
+    try:
+        results = orjson.loads(ns.results.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        print(f"error: cannot read {ns.results}: {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(results, dict) or not isinstance(results.get("levels"), list):
+        print(f"error: {ns.results} is not a tokentop results file (no levels)", file=sys.stderr)
+        return 1
+    out = ns.output or ns.results.with_suffix(".svg")
+    try:
+        write_plot(results, out)
+    except OSError as exc:
+        print(f"error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
