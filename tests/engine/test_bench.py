@@ -229,7 +229,9 @@ def test_results_of_a_real_run_read_back_typed(tmp_path: Path) -> None:
     from tui.engine.host.results_file import read_results
 
     out = tmp_path / "results.json"
-    r = bench("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "1,2", "--requests", "4",
+    # 8 requests a level, not 4: a level judged steady at 5 can lose one after it ends, when the median E2E
+    # that places its window's start moves (a known edge of the window rule; see the session note)
+    r = bench("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "1,2", "--requests", "8",
               "--osl", "8", "--isl", "16", "--slo-ttft-ms", "5000", "--output", str(out),
               "--quiet")  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -244,7 +246,7 @@ def test_results_of_a_real_run_read_back_typed(tmp_path: Path) -> None:
     for lv, lv_raw, row in zip(res.levels, raw["levels"], rows, strict=True):
         assert (lv.level_id, lv.mode, lv.steady) == (lv_raw["level_id"], "concurrency", True)
         assert [str(lv.window_completed), str(lv.window_failed)] == row[1:3]
-        assert lv.window_completed >= 4 and lv.output_tokens == 8 * lv.window_completed
+        assert lv.window_completed >= 5 and lv.output_tokens == 8 * lv.window_completed
         assert (lv.window_s, lv.output_tps, lv.request_per_s, lv.total_tps) == (
             lv_raw["duration"], lv_raw["output_throughput"], lv_raw["request_throughput"],
             lv_raw["total_token_throughput"],
