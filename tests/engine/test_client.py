@@ -20,8 +20,9 @@ from tests.engine.scripted_server import (
 )
 from tui.engine.config import Endpoint, TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, TransportName, make_client, run_request
+from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import TransportName, make_client
 
 pytestmark = pytest.mark.timeout(20)
 TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]

@@ -20,8 +20,9 @@ from tests.engine.sim_client import Conn, chat_body
 from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import make_client
 from tui.sim.config import config_from_args
 from tui.sim.launch import SimServer
 from tui.sim.model import PROFILES

@@ -20,8 +20,9 @@ from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, ThreadedTlsServer,
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, TransportName, make_client, run_request
+from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import TransportName, make_client
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -25,8 +25,9 @@ from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.network import ProxyError, bypassed, proxy_for
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, TransportName, make_client, run_request
+from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import TransportName, make_client
 from tui.options import UsageError, target_from_args
 
 pytestmark = pytest.mark.timeout(30)

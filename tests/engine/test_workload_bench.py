@@ -15,8 +15,9 @@ import pytest
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, chat_chunk, sse, usage_chunk
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import make_client
 from tui.engine.workload import build_workload
 from tui.sim.launch import SimServer
 from tui.sim.model import PROFILES

@@ -24,8 +24,9 @@ from tests.engine.scripted_server import (
 from tests.unit.test_request_bodies import SMALL_CHAT, SMALL_COMPLETIONS
 from tui.engine.config import Endpoint, TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import make_client
 from tui.engine.workload import Message, RequestKey, RequestSpec, Workload
 from tui.sim.launch import SimServer
 from tui.sim.model import PROFILES

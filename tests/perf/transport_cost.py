@@ -217,7 +217,8 @@ async def _client(
         closer = sess.close
     else:
         from tui.engine.config import TargetConfig, WorkloadConfig
-        from tui.engine.stream.client import RequestSession, make_client
+        from tui.engine.stream.client import RequestSession
+        from tui.engine.stream.transport import make_client
 
         target = TargetConfig(base_url=base_url, model="sim-paced", timeout_s=60.0)
         client = make_client(target)

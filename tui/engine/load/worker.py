@@ -28,8 +28,9 @@ from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
 from tui.engine.load.runner import LoadRunner
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, make_client, run_request
+from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import make_client
 from tui.engine.wire import (
     ApplyShare,
     Batch,

@@ -1,28 +1,22 @@
 """One streaming request in, one `RequestRecord` out.
 
-httpx is the client API, configured on purpose (see STYLE.md rule 6): the aiohttp transport (about 4x less
-CPU per chunk than httpx's own h11 transport; ``TOKENTOP_TRANSPORT=httpx`` or ``transport="httpx"`` picks
-the stock one for comparison), no connection limit (the pool must never queue a request: the wait would
-show up as TTFT), explicit timeouts, the raw byte stream fed to our own SSE decoder, and the response
-always closed in ``finally``.
+Over the client `tui.engine.stream.transport.make_client` builds: the raw byte stream fed to our own SSE
+decoder, every failure classified into one line, and the response always closed in ``finally``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import os
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import orjson
 
 from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
-from tui.engine.network import proxy_for, ssl_context
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
 from tui.engine.stream.errors import classify_exception
@@ -37,76 +31,12 @@ from tui.engine.stream.openai import (
 )
 from tui.engine.stream.retry_after import parse_retry_after
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
+from tui.engine.stream.transport import SENDING
 from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
 
-TransportName = Literal["aiohttp", "httpx"]
 REQUEST_ID_HEADER = "x-tokentop-request-id"
 _ERROR_BODY_LIMIT = 4096
 _DRAIN_S = 1.0
-
-
-def transport_choice(requested: str | None = None) -> TransportName:
-    """``requested`` (or ``$TOKENTOP_TRANSPORT``), defaulting to aiohttp when it can be imported."""
-    name = (requested or os.environ.get("TOKENTOP_TRANSPORT") or "aiohttp").strip().lower()
-    if name == "httpx":
-        return "httpx"
-    try:
-        import httpx_aiohttp  # noqa: F401
-    except ImportError:
-        return "httpx"
-    return "aiohttp"
-
-
-def make_client(target: TargetConfig, transport: str | None = None) -> httpx.AsyncClient:
-    """An AsyncClient for one engine worker. Must be called inside the running event loop."""
-    timeout = httpx.Timeout(
-        connect=target.connect_timeout_s,
-        read=target.timeout_s,
-        write=target.timeout_s,
-        pool=target.connect_timeout_s,
-    )
-    chosen = transport_choice(transport)
-    # One trust and proxy decision for both transports, the same the face's probe made (`network`).
-    ctx = ssl_context(target)
-    proxy = proxy_for(target)
-    tx: httpx.AsyncBaseTransport
-    if chosen == "aiohttp":
-        import aiohttp
-        from httpx_aiohttp import AiohttpTransport
-
-        def session() -> aiohttp.ClientSession:
-            # limit=0: no cap on connections (the transport's own default caps at 100, which would queue).
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=15.0, ssl=ctx)
-            trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(_on_headers_sent)
-            # trust_env stays False here: aiohttp would look the proxy up in a thread per request and read
-            # ~/.netrc (whose Basic auth clashes with our Authorization header); the proxy is passed instead.
-            return aiohttp.ClientSession(connector=connector, trace_configs=[trace])
-
-        tx = AiohttpTransport(client=session, verify=ctx, proxy=proxy)
-    else:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=15.0)
-        tx = httpx.AsyncHTTPTransport(verify=ctx, proxy=proxy, limits=limits, retries=0)
-    # trust_env=False: the environment was read once above (`proxy_for`, `ssl_context`) for both transports;
-    # with a transport given, httpx would not mount the environment's proxies anyway.
-    return httpx.AsyncClient(transport=tx, timeout=timeout, trust_env=False)
-
-
-_SENDING: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar(
-    "tokentop_sending", default=None
-)
-"""The record whose request this task is sending (read by the aiohttp trace hook below)."""
-
-
-async def _on_headers_sent(session: object, ctx: object, params: object) -> None:
-    """aiohttp trace hook: the request headers just went onto the socket; that is "sent".
-
-    Between httpx's ``send`` and this moment lie 0.2-0.7 ms of client-side Python (httpx dispatch, aiohttp
-    request set-up, pool checkout) that the server never sees; stamping here keeps it out of TTFT.
-    """
-    record = _SENDING.get()
-    if record is not None:
-        record.sent_ns = time.perf_counter_ns()
 
 
 class RequestSession:
@@ -343,7 +273,7 @@ async def _attempt(
     body = session.body(spec)
     request = session.client.build_request("POST", session.url, content=body, headers=headers)
     record.send_start_ns = record.sent_ns = time.perf_counter_ns()
-    token = _SENDING.set(record)
+    token = SENDING.set(record)
     try:
         response = await session.client.send(request, stream=True)
     except httpx.HTTPError as exc:
@@ -352,7 +282,7 @@ async def _attempt(
             raise _RetryFresh(message) from exc
         raise _Failure(kind, message) from exc
     finally:
-        _SENDING.reset(token)
+        SENDING.reset(token)
     try:
         record.first_byte_ns = time.perf_counter_ns()
         record.http_status = response.status_code
