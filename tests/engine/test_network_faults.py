@@ -6,9 +6,6 @@ sends no query at all, not even to the local resolver, and answers in microsecon
 
 from __future__ import annotations
 
-import socket
-from typing import Any
-
 import pytest
 
 from tui.engine.config import TargetConfig, WorkloadConfig
@@ -21,23 +18,6 @@ from tui.engine.stream.transport import TransportName, make_client
 pytestmark = pytest.mark.timeout(20)
 TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
 NOWHERE = "http://tokentop-test.invalid:8000/v1"
-
-
-@pytest.fixture
-def no_dns(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """``.invalid`` names fail as glibc fails them (EAI_NONAME); the names asked are recorded."""
-    real = socket.getaddrinfo
-    asked: list[str] = []
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        if name.endswith(".invalid"):
-            asked.append(name)
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return asked
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -41,22 +40,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy or CA variable from the machine running the tests leaks into these."""
     for name in (*PROXY_VARS, *(v.upper() for v in PROXY_VARS), "SSL_CERT_FILE", "SSL_CERT_DIR"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    real = socket.getaddrinfo
-    asked: list[str] = []
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        if name.endswith(".invalid"):
-            asked.append(name)
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return asked
 
 
 @pytest.fixture
@@ -148,32 +131,32 @@ def test_flags_reach_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_workers_go_through_the_environments_proxy(
-    monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, lookups: list[str], transport: TransportName
+    monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, no_dns: list[str], transport: TransportName
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
     rec = await _request(_target(), transport)
     assert rec.status == "ok", rec.error
     assert [r.path for r in proxy.requests] == [UPSTREAM + "/chat/completions"]  # absolute form: a proxy
-    assert lookups == []  # the proxy resolves the target, not us
+    assert no_dns == []  # the proxy resolves the target, not us
 
 
 async def test_the_probe_goes_through_the_same_proxy(
-    monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, lookups: list[str]
+    monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, no_dns: list[str]
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
     assert await asyncio.to_thread(probe_server, _target(model=None)) == "tls-model"
     assert [r.path for r in proxy.requests] == [UPSTREAM + "/models"]
-    assert lookups == []
+    assert no_dns == []
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_no_trust_env_ignores_the_proxy(
-    monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, lookups: list[str], transport: TransportName
+    monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, no_dns: list[str], transport: TransportName
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
     rec = await _request(_target(trust_env=False), transport)
     assert (rec.error_class, rec.error) == ("connect", "cannot resolve host upstream.invalid")
-    assert proxy.requests == [] and lookups
+    assert proxy.requests == [] and no_dns
     with pytest.raises(ProbeError, match=r"cannot resolve host upstream\.invalid"):
         await asyncio.to_thread(probe_server, _target(trust_env=False))
 
