@@ -48,13 +48,15 @@ def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[st
 def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     log = tmp_path / "requests.jsonl"
-    # tiny-cpu: 4 slots, so throughput stops growing at 4 users; time scale 10 keeps it quick (20 makes the
-    # simulator itself CPU-bound on a busy 2-core machine, which moves the knee).
+    # tiny-cpu: 4 slots, so throughput stops growing at 4 users. The client's own turnaround between two
+    # requests of a user (a few ms, real time) leaves a slot idle at 4 users and not at 8, where a request
+    # waits: it must stay well under the 5 % knee tolerance, so requests last ~0.5 s (time scale 4, 32
+    # tokens). At time scale 10 and 16 tokens (~0.1 s) 8 users read >5 % above 4 in a clean-clone CI run.
     r = bench(
         "--sim-profile",
         "tiny-cpu",
         "--sim-time-scale",
-        "10",
+        "4",
         "--concurrency",
         "1,2,4,8",
         "--requests",
@@ -62,7 +64,7 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
         "--isl",
         "32",
         "--osl",
-        "16",
+        "32",
         "--output",
         str(out),
         "--requests-log",
@@ -84,7 +86,7 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
         missing = [k for k in VLLM_KEYS if k not in lv]
         assert not missing, missing
         assert lv["completed"] >= 12 and lv["failed"] == 0 and lv["steady"]
-        assert lv["total_output_tokens"] == 16 * lv["completed"]
+        assert lv["total_output_tokens"] == 32 * lv["completed"]
         assert lv["tokens_per_chunk"] == pytest.approx(1.0)
         assert lv["mean_itl_e2e_ms"] > lv["mean_tpot_ms"] > 0
     assert res["saturation"]["knee"]["value"] == 4
