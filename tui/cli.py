@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from tui import __version__
-from tui.argtypes import non_negative_float, positive_float, positive_int
+from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from tui.demo import DEMO_PROFILE
 from tui.options import UsageError
 from tui.sim.flags import add_sim_args
@@ -145,7 +145,7 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--shared-prefix",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="every prompt starts with the same ~N tokens (to measure prefix caching)",
@@ -157,16 +157,6 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="closed loop: each user carries a conversation for K turns, then starts anew (chat only)",
     )
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more: {text!r}")
-    return value
 
 
 def _level_list(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]

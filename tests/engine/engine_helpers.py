@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -79,3 +82,16 @@ def joined(requests_log: Path, truth_log: Path) -> list[tuple[dict[str, Any], di
         for r in read_jsonl(requests_log)
         if r["client_request_id"] in truth
     ]
+
+
+def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`tokentop bench ARGS` in a subprocess, with no API key from the environment; never raises on exit."""
+    env = dict(os.environ, OPENAI_API_KEY="")
+    return subprocess.run(
+        [sys.executable, "-m", "tui", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        check=False,
+    )

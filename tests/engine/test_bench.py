@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine.engine_helpers import bench
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -30,18 +31,6 @@ VLLM_KEYS = [
     for m in ("ttft", "tpot", "itl", "e2el")
     for s in ("mean", "median", "std", "p50", "p90", "p95", "p99")
 ]
-
-
-def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY="")
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "bench", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        check=False,
-    )
 
 
 @pytest.mark.heavy

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.test_bench import bench
+from tests.engine.engine_helpers import bench
 
 REAL_URL = os.environ.get("TOKENTOP_REAL_URL")
 pytestmark = [

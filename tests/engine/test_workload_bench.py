@@ -5,13 +5,11 @@ read from a server that reports them."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.engine.engine_helpers import bench
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, chat_chunk, sse, usage_chunk
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
@@ -27,18 +25,6 @@ pytestmark = pytest.mark.timeout(60)
 DATA = Path(__file__).resolve().parents[1] / "data"
 NO_SERVER = "http://127.0.0.1:9"
 """Nothing listens there: a dataset is checked before the server is probed, so these never connect."""
-
-
-def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY="")
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "bench", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(
