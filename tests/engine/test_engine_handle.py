@@ -191,6 +191,9 @@ def test_client_health_reports_a_starved_engine(tmp_path: Path) -> None:
     ):
         _, snap, _ = wait_for(handle, lambda s: s.completed >= 5, 10, "5 requests")
         assert not snap.health.saturated
+        # the worker counts its asyncio tasks in each health window: at least one per user in flight
+        _, snap, _ = wait_for(handle, lambda s: s.health.worker_tasks >= 2, 10, "a task count")
+        assert snap.health.worker_tasks < 50
 
 
 class ScriptedServerThread:

@@ -300,3 +300,16 @@ def test_in_flight_chunk_stamps_are_capped_per_lane() -> None:
     assert 7 not in st.lanes.live and len(st.lanes.finished[7].chunk_ns) == 0
     d = st.detail(7, 300 * S)
     assert d is not None and d.state == "ok" and len(d.chunk_offsets_ms) == n_chunks and d.chunks_dropped == 0
+
+
+def test_worker_tasks_are_the_sum_of_each_workers_latest_window() -> None:
+    """The soak benchmark reads `health.worker_tasks` to show no task leaks: each worker's count from its
+    latest health window, summed (a rolling reading carries none and changes nothing)."""
+    st = Store(0, workers=2)
+    st.begin_level(1, LoadTarget(concurrency=2), 0)
+    st.ingest(Batch(0, 1 * S, 1, health_window=Health(0.5, 0.1, 30)))
+    st.ingest(Batch(1, 1 * S, 1, health_window=Health(0.5, 0.1, 12)))
+    assert st.health().worker_tasks == 42
+    st.ingest(Batch(0, 2 * S, 1, health=Health(0.5, 0.1)))
+    st.ingest(Batch(0, 3 * S, 1, health_window=Health(0.5, 0.1, 20)))
+    assert st.health().worker_tasks == 32

@@ -204,6 +204,8 @@ class ClientHealth:
     health windows (`tui.engine.aggregate.saturation.Sustain`); a momentary high reading above does not
     set it."""
     reason: str = ""
+    worker_tasks: int = 0
+    """Asyncio tasks alive in all workers at their latest health windows (a leak shows as growth)."""
 
 
 @dataclass(frozen=True)

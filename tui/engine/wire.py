@@ -99,6 +99,9 @@ class Health(NamedTuple):
 
     loop_lag_p99_ms: float
     cpu_share: float
+    tasks: int = 0
+    """Asyncio tasks alive in the worker (filled in the window readings only: counting walks every task), so
+    a long run can show that none leak (`tests/perf/soak.py`)."""
 
 
 class LaneDelta(NamedTuple):

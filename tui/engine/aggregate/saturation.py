@@ -62,6 +62,8 @@ class Saturation:
         self.cpu_threshold = cpu_threshold
         self.worker_health: list[tuple[float, float]] = [(0.0, 0.0)] * workers
         """Each worker's latest rolling (lag p99 ms, CPU share)."""
+        self.worker_tasks = [0] * workers
+        """Each worker's asyncio task count at its latest health window."""
         self.max_lag_ms = 0.0
         self.max_cpu = 0.0
         """Raw maxima of the rolling readings over the run (a momentary stall counts: for transparency)."""
@@ -74,7 +76,7 @@ class Saturation:
 
     def reading(self, worker: int, health: Health) -> None:
         """A worker's rolling reading (every batch)."""
-        lag, cpu = health
+        lag, cpu = health.loop_lag_p99_ms, health.cpu_share
         self.worker_health[worker] = (lag, cpu)
         self.max_lag_ms = max(self.max_lag_ms, lag)
         self.max_cpu = max(self.max_cpu, cpu)
@@ -82,7 +84,8 @@ class Saturation:
     def window(self, worker: int, health: Health, t_ns: int) -> None:
         """A worker's closed health window (once every ``health_window_s``), reported at ``t_ns``."""
         was = self.saturated
-        if self.sustain[worker].update(*health):
+        self.worker_tasks[worker] = health.tasks
+        if self.sustain[worker].update(health.loop_lag_p99_ms, health.cpu_share):
             self.saturated_ever = True
         now = self.saturated
         t_s = round((t_ns - self.t0_ns) / 1e9, 3)
@@ -122,4 +125,5 @@ class Saturation:
             cpu_share=raw_cpu,
             saturated=bool(hot),
             reason=reason,
+            worker_tasks=sum(self.worker_tasks),
         )

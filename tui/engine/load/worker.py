@@ -165,7 +165,9 @@ class Worker:
         now = time.perf_counter()
         if now - self.health_window_at >= self.options.health_window_s:
             self.health_window_at = now
-            window = Health(self.lag.take_window_p99_ms(), self.cpu.take_window_share())
+            window = Health(
+                self.lag.take_window_p99_ms(), self.cpu.take_window_share(), len(asyncio.all_tasks())
+            )
         return Batch(
             worker=self.index,
             t_ns=t_ns,
