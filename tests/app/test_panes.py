@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from textual.widgets import Markdown
-
 from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
 from tui.app.plotting import PlotLines
 from tui.app.widgets.curve import ThroughputCurve
-from tui.app.widgets.help import HelpScreen
+from tui.app.widgets.help import HelpScreen, MarkdownText
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.status import SATURATED_BADGE, FatalBanner
@@ -229,7 +227,7 @@ async def test_saturation_is_a_one_row_badge_and_a_long_line_still_wraps(
         await pilot.press("question_mark")
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
-        assert reason in str(app.screen.query_one("#help-health", Markdown).source)
+        assert reason in str(app.screen.query_one("#help-health", MarkdownText).source)
         await pilot.press("escape")
         await settle(pilot)
         long_url = "http://inference.example.internal:8000/some/very/long/prefix/v1"
