@@ -1,0 +1,217 @@
+"""Soak: the live app for a long run against the simulator with its faults on. Does anything grow?
+
+    python tests/perf/soak.py [--minutes 60] [--users 24] [--sample-s 30] [--warmup-min 10] [--out FILE]
+
+The real app (`TokentopApp`, headless under Textual's test driver, 140x45, its own timer) drives a real
+`EngineHandle` (2 worker processes) against `python -m tui.sim` with every fault kind injected: 1% HTTP 500,
+1% 429, 1% mid-stream disconnects, 1% malformed lines and 0.5% stalls (the per-request silence limit is 20 s
+here, so a stalled stream ends as a `stall` in bounded time). The load stays at one level the whole run, so
+the bounded aggregates fill once and then must stay flat.
+
+Every ``--sample-s`` it records, for the face (this process) and for each worker process: resident memory
+(VmRSS), open file descriptors and threads; the asyncio tasks of the app's loop and of the workers
+(`snapshot.health.worker_tasks`); and the app's responsiveness, i.e. how long a key takes to act (``?`` opens
+help, ``escape`` closes it: the time until the screen has changed) and its frame rate and work per tick.
+At the end it compares the warm-up's end with the run's end and prints one line per figure. Samples go to
+``--out`` as JSON lines. Not a pytest test (tests/perf is excluded); 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tui.app.app import TokentopApp  # noqa: E402
+from tui.app.themes import load_themes  # noqa: E402
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig  # noqa: E402
+from tui.engine.host.handle import EngineHandle  # noqa: E402
+from tui.sim.launch import SimServer  # noqa: E402
+
+FAULTS = {"error500": 0.01, "error429": 0.01, "disconnect": 0.01, "malformed": 0.01, "stall": 0.005}
+KEY_DEADLINE_S = 10.0
+"""A key that has not acted within this long is recorded as this long (and counted as a miss)."""
+
+
+def proc_stats(pid: int) -> dict[str, int]:
+    """Resident memory (kB), open file descriptors and threads of one process, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {
+        "rss_kb": int(fields["VmRSS"].split()[0]),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "threads": int(fields["Threads"]),
+    }
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (the engine workers and the simulator of this process)."""
+    kids: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        text = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+        kids.extend(int(k) for k in text)
+    return kids
+
+
+async def key_latency_s(app: TokentopApp, pilot: Any) -> float:
+    """Press ``?`` and wait until the help screen is up, then ``escape`` until it is gone; the slower of
+    the two (seconds, capped at `KEY_DEADLINE_S`)."""
+    worst = 0.0
+    for key, want_help in (("question_mark", True), ("escape", False)):
+        t0 = time.perf_counter()
+        await pilot.press(key)
+        while (len(app.screen_stack) > 1) != want_help and time.perf_counter() - t0 < KEY_DEADLINE_S:
+            await asyncio.sleep(0.005)
+        worst = max(worst, time.perf_counter() - t0)
+    return min(worst, KEY_DEADLINE_S)
+
+
+async def loop_lag_s() -> float:
+    """How late a 50 ms sleep on the app's loop wakes up."""
+    t0 = time.perf_counter()
+    await asyncio.sleep(0.05)
+    return time.perf_counter() - t0 - 0.05
+
+
+async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) -> list[dict[str, Any]]:
+    engine = EngineHandle(
+        TargetConfig(base_url=url, timeout_s=20.0),
+        WorkloadConfig(isl=128, osl=128),
+        LoadTarget(concurrency=ns.users),
+        workers=2,
+        requests_log=workdir / "requests.jsonl",
+        options=EngineOptions(),
+    )
+    engine.start()
+    samples: list[dict[str, Any]] = []
+    try:
+        app = TokentopApp(engine, themes=load_themes(), theme="dark", save_dir=workdir, freeze_gc=True)
+        async with app.run_test(size=(140, 45)) as pilot:
+            t0 = time.monotonic()
+            end = t0 + ns.minutes * 60
+            next_at = t0
+            while time.monotonic() < end:
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                next_at += ns.sample_s
+                samples.append(await sample(app, pilot, engine, t0, sim_pid))
+                print(json.dumps(samples[-1]), file=ns.out, flush=True)
+                print(progress_line(samples[-1]), flush=True)
+    finally:
+        engine.stop(drain=False, timeout_s=10.0)
+    return samples
+
+
+async def sample(
+    app: TokentopApp, pilot: Any, engine: EngineHandle, t0: float, sim_pid: int
+) -> dict[str, Any]:
+    key_s = await key_latency_s(app, pilot)
+    lag_s = await loop_lag_s()
+    snap = engine.snapshot()
+    me = os.getpid()
+    workers = [proc_stats(pid) for pid in children(me) if pid != sim_pid]
+    fs = app.frame_stats
+    return {
+        "t_min": round((time.monotonic() - t0) / 60, 2),
+        "face": proc_stats(me),
+        "app_tasks": len(asyncio.all_tasks()),
+        "py_threads": threading.active_count(),
+        "workers": len(workers),
+        "workers_rss_kb": sum(w["rss_kb"] for w in workers),
+        "workers_fds": sum(w["fds"] for w in workers),
+        "workers_threads": sum(w["threads"] for w in workers),
+        "worker_tasks": snap.health.worker_tasks,
+        "sim": proc_stats(sim_pid),
+        "key_ms": round(key_s * 1000, 1),
+        "loop_lag_ms": round(lag_s * 1000, 2),
+        "fps": round(fs.fps, 1),
+        "work_p99_ms": round(fs.percentile_ms(99), 2),
+        "completed": snap.completed,
+        "failed": snap.failed,
+        "errors": dict(snap.errors),
+        "in_flight": snap.in_flight,
+    }
+
+
+def progress_line(s: dict[str, Any]) -> str:
+    """One sample, for the console."""
+    face, mb = s["face"], 1024
+    return (
+        f"{s['t_min']:6.1f} min  face {face['rss_kb'] / mb:6.1f} MB {face['fds']:3d} fds "
+        f"{s['app_tasks']:3d} tasks | workers {s['workers_rss_kb'] / mb:6.1f} MB {s['workers_fds']:3d} fds "
+        f"{s['worker_tasks']:4d} tasks | key {s['key_ms']:6.1f} ms lag {s['loop_lag_ms']:5.1f} ms "
+        f"fps {s['fps']:4.1f} | done {s['completed']} failed {s['failed']}"
+    )
+
+
+def report(samples: list[dict[str, Any]], warmup_min: float) -> None:
+    """Compare the first samples after warm-up with the last ones: growth per hour of each figure."""
+    after = [s for s in samples if s["t_min"] >= warmup_min]
+    if len(after) < 4:
+        print("too few samples after the warm-up to judge growth")
+        return
+    k = max(2, len(after) // 6)
+    early, late = after[:k], after[-k:]
+    span_h = (statistics.mean(s["t_min"] for s in late) - statistics.mean(s["t_min"] for s in early)) / 60
+    figures = {
+        "face RSS MB": lambda s: s["face"]["rss_kb"] / 1024,
+        "face fds": lambda s: s["face"]["fds"],
+        "face threads": lambda s: s["face"]["threads"],
+        "app loop tasks": lambda s: s["app_tasks"],
+        "workers RSS MB": lambda s: s["workers_rss_kb"] / 1024,
+        "workers fds": lambda s: s["workers_fds"],
+        "workers threads": lambda s: s["workers_threads"],
+        "worker tasks": lambda s: s["worker_tasks"],
+        "sim RSS MB": lambda s: s["sim"]["rss_kb"] / 1024,
+    }
+    print(f"\nafter a {warmup_min:g} min warm-up: mean of the first {k} vs the last {k} samples "
+          f"({span_h * 60:.0f} min apart)")  # fmt: skip
+    for name, get in figures.items():
+        a, b = statistics.mean(map(get, early)), statistics.mean(map(get, late))
+        print(f"  {name:<16} {a:9.1f} -> {b:9.1f}  ({b - a:+.1f}; max over run {max(map(get, samples)):.1f})")
+    keys = sorted(s["key_ms"] for s in samples)
+    misses = sum(1 for s in samples if s["key_ms"] >= KEY_DEADLINE_S * 1000)
+    print(f"  key to screen    p50 {statistics.median(keys):.1f} ms, max {keys[-1]:.1f} ms over {len(keys)} "
+          f"presses ({misses} over {KEY_DEADLINE_S:g} s)")  # fmt: skip
+    lags = sorted(s["loop_lag_ms"] for s in samples)
+    print(f"  app loop lag     p50 {statistics.median(lags):.1f} ms, max {lags[-1]:.1f} ms; "
+          f"fps min {min(s['fps'] for s in after):.1f}")  # fmt: skip
+    last = samples[-1]
+    print(f"  requests         {last['completed']} completed, {last['failed']} failed: {last['errors']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--users", type=int, default=24)
+    ap.add_argument("--sample-s", type=float, default=30.0)
+    ap.add_argument("--warmup-min", type=float, default=10.0)
+    ap.add_argument("--time-scale", type=float, default=1.0, help="the simulator's speed-up")
+    ap.add_argument("--out", type=argparse.FileType("w"), default=None, help="samples as JSON lines")
+    ns = ap.parse_args()
+    if ns.out is None:
+        ns.out = open(os.devnull, "w")  # noqa: SIM115 - lives for the run
+    print(f"soak: {ns.minutes:g} min, {ns.users} users, faults {FAULTS}, a sample every {ns.sample_s:g} s")
+    with (
+        SimServer("small-gpu", faults=FAULTS, time_scale=ns.time_scale) as sim,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        sim.start()
+        assert sim.url is not None and sim.process is not None
+        samples = asyncio.run(soak(ns, sim.url, sim.process.pid, Path(tmp)))
+    report(samples, ns.warmup_min)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
