@@ -166,12 +166,6 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     return out
 
 
-def _histogram_keys(histograms: Mapping[int, Mapping[str, Any]] | None, level_id: int) -> dict[str, Any]:
-    """A level's ``histograms`` key (ttft, e2el, itl: each ``edges_ms`` and ``counts``), if it has them."""
-    mine = None if histograms is None else histograms.get(level_id)
-    return {} if mine is None else {"histograms": {name: dict(h) for name, h in mine.items()}}
-
-
 def safe_url(url: str) -> str:
     """The URL without any user:password part."""
     parts = urlsplit(url)
@@ -247,6 +241,12 @@ class ClientSummary:
     saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
     """[from, to] run seconds while flagged (to None: until the end)."""
     notices: tuple[str, ...] = ()
+
+
+def _histogram_keys(histograms: Mapping[int, Mapping[str, Any]] | None, level_id: int) -> dict[str, Any]:
+    """A level's ``histograms`` key (ttft, e2el, itl: each ``edges_ms`` and ``counts``), if it has them."""
+    mine = None if histograms is None else histograms.get(level_id)
+    return {} if mine is None else {"histograms": {name: dict(h) for name, h in mine.items()}}
 
 
 def build_results(
