@@ -237,7 +237,7 @@ def histogram_panels(levels: Sequence[Mapping[str, Any]], top: float) -> tuple[l
     counts alone: a results file redraws the same panels."""
     rows = [lv for lv in levels if any(_hist(lv, key) for key, _ in HISTOGRAMS)]
     if not rows:
-        note = "no latency histograms in these results (written before tokentop saved them, or none measured)"
+        note = "no latency histograms in these results (an older file, or nothing measured)"
         return [_text(PLOT_LEFT, top + 12, note, cls="note")], 28.0
     width = (WIDTH - PLOT_LEFT - PLOT_RIGHT - HIST_GAP * (len(HISTOGRAMS) - 1)) / len(HISTOGRAMS)
     head = "histograms in ms (log scale) over each level's window; p50 green, p99 red"
@@ -258,7 +258,7 @@ def histogram_panels(levels: Sequence[Mapping[str, Any]], top: float) -> tuple[l
         axis_y = grid_top + len(rows) * HIST_ROW_H
         for tick in log_ticks(lo, hi):
             x = x_of(tick)
-            if x > left + width - 8:  # its label would run into the next column's
+            if not left + 10 <= x <= left + width - 10:  # its label would run into a neighbour column's
                 continue
             out.append(f'<line class="axis" x1="{x:.1f}" y1="{axis_y - 12}" x2="{x:.1f}" y2="{axis_y - 8}"/>')
             out.append(_text(x, axis_y + 4, _ms_label(tick), anchor="middle", cls="note"))
