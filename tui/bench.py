@@ -60,10 +60,12 @@ class _Goal:
 
 @dataclass
 class _RunClock:
-    """When the run began and how long each finished level took (the progress line's run ETA)."""
+    """When the run began, how long each finished level took and how long its drain took (the progress
+    line's run ETA)."""
 
     started: float = field(default_factory=time.monotonic)
     level_s: list[float] = field(default_factory=list)
+    drain_s: list[float] = field(default_factory=list)
 
 
 def default_requests(mode: str, value: float) -> int:
@@ -109,6 +111,7 @@ def _level_progress(
         unit=goal.unit,
         phase=phase,
         finished_level_s=tuple(clock.level_s),
+        finished_drain_s=tuple(clock.drain_s),
         failed=0 if lv is None else lv.failed,
         output_tps=snap.output_tps,
         ttft_p50_ms=math.nan if lv is None else lv.ttft.p50,
@@ -256,7 +259,9 @@ def _run(
                 handle.set_load(load)
             fatal = _run_level(handle, ns, i, len(targets), load, progress, clock)
             if fatal is None:
+                drain_from = time.monotonic()
                 fatal = _drain(handle, load, target.timeout_s + 5.0)
+                clock.drain_s.append(time.monotonic() - drain_from)
             if fatal is not None:
                 progress.done()
                 print(f"tokentop: error: {fatal}", file=err)

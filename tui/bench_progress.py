@@ -44,6 +44,9 @@ class LevelProgress:
     """"starting", "warming up", "steady"."""
     finished_level_s: tuple[float, ...] = ()
     """How long each earlier level took (run ETA: the remaining levels at the same per-level time)."""
+    finished_drain_s: tuple[float, ...] = ()
+    """How long each earlier level's drain took: after its goal, its in-flight requests finish before the next
+    level starts (a level of long requests can drain for as long as it ran)."""
     failed: int = 0
     output_tps: float = math.nan
     ttft_p50_ms: float = math.nan
@@ -68,13 +71,16 @@ def level_eta_s(done: float, goal: float, elapsed_s: float) -> float | None:
 
 
 def run_eta_s(p: LevelProgress) -> float | None:
-    """Seconds left in the run, an estimate: this level's ETA plus the remaining levels at the mean time a
-    level has taken (the earlier ones and this one's expected total). None while this level's is unknown."""
+    """Seconds left in the run, an estimate: this level's ETA, then its drain and the remaining levels, each
+    at the mean time a level has taken (the earlier ones and this one's expected total) plus the mean drain
+    measured so far (none before the first level has drained). None while this level's ETA is unknown."""
     eta = level_eta_s(p.done, p.goal, p.level_elapsed_s)
     if eta is None:
         return None
     per_level = (sum(p.finished_level_s) + p.level_elapsed_s + eta) / (len(p.finished_level_s) + 1)
-    return eta + max(0, p.count - p.index) * per_level
+    drains = p.finished_drain_s
+    drain = sum(drains) / len(drains) if drains else 0.0
+    return eta + drain + max(0, p.count - p.index) * (per_level + drain)
 
 
 def bar(fraction: float, width: int) -> str:

@@ -98,14 +98,15 @@ async def test_s_saves_results_log_and_screenshot(
         await pilot.press("s")
         await settle(pilot)
     names = sorted(p.suffix for p in out.iterdir() if p.is_file())
-    assert names == [".csv", ".json", ".jsonl", ".svg"]
+    assert names == [".csv", ".json", ".jsonl", ".svg", ".svg"]  # the screen, and the report plot
     assert engine.results and engine.results[0].parent == out
     # the exports beside the results: the level table, and one vLLM-shaped file per level
     base = engine.results[0].with_suffix("")
     assert base.with_suffix(".csv").read_text().startswith("level_id,")
     vllm_files = sorted(base.with_name(base.name + "-vllm").glob("*.json"))
     assert len(vllm_files) == len(engine.snap.levels) > 0
-    assert next(out.glob("*.svg")).read_text().startswith("<svg")
+    assert all(svg.read_text().startswith("<svg") for svg in out.glob("*.svg"))
+    assert base.with_name(base.name + "-plot.svg").exists()
 
 
 async def test_question_mark_opens_help_with_metric_definitions(make_app: MakeApp) -> None:

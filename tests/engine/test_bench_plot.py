@@ -32,6 +32,19 @@ def test_bench_writes_the_plot_of_its_results(tmp_path: Path) -> None:
     assert len(steady) == 2  # both levels of this sweep settle (as in test_bench's sweep)
     (line,) = root.findall("s:polyline", NS)
     assert len(line.attrib["points"].split()) == len(steady)
+    # the histogram panels: every level's TTFT, ITL and E2E, counting what its results saved
+    panels = {
+        (int(g.attrib["data-level"]), g.attrib["data-metric"]): g
+        for g in root.findall("s:g[@class='hist']", NS)
+    }
+    assert set(panels) == {(lv["level_id"], k) for lv in results["levels"] for k in ("ttft", "itl", "e2el")}
+    for lv in results["levels"]:
+        assert int(panels[(lv["level_id"], "e2el")].attrib["data-n"]) == lv["completed"] > 0
+        assert (
+            int(panels[(lv["level_id"], "itl")].attrib["data-n"])
+            == sum(lv["histograms"]["itl"]["counts"])
+            > 0
+        )
 
 
 def test_an_unwritable_plot_is_one_line_and_exit_1_with_the_results_kept(tmp_path: Path) -> None:

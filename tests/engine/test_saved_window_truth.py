@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
@@ -62,6 +63,48 @@ def assert_rates_match_truth(level: dict[str, Any], expected: dict[str, float]) 
     assert level["request_throughput"] == pytest.approx(expected["ends"] / duration, abs=1.01 / duration)
 
 
+def _binned(hist: dict[str, Any], values: list[float]) -> list[int]:
+    """``values`` counted over a saved histogram's own bins, [edges_ms[i], edges_ms[i+1]); every value must
+    fall inside them."""
+    edges = np.asarray(hist["edges_ms"], dtype=np.float64)
+    idx = np.searchsorted(edges, np.asarray(values, dtype=np.float64), side="right") - 1
+    assert ((idx >= 0) & (idx < edges.size - 1)).all(), "a value outside the saved bins"
+    return [int(c) for c in np.bincount(idx, minlength=edges.size - 1)]
+
+
+def assert_histograms_match_truth(level: dict[str, Any], t0_ns: int, tmp_path: Path, truth_log: Path) -> None:
+    """The level's saved histograms count exactly its stats' population, the successful requests sent in
+    its window (by the server's truth), bin by bin as the client stamped them; the ITL counts one gap per
+    pair of chunks the server wrote; no TTFT is counted below the server's own first write."""
+    lo = t0_ns + level["window_from_s"] * 1e9
+    hi = t0_ns + level["window_to_s"] * 1e9
+    truth = {t["client_request_id"]: t for t in read_jsonl(truth_log)}
+    sent = [
+        r
+        for r in read_jsonl(tmp_path / "requests.jsonl")
+        if r["level"] == level["level_id"]
+        and lo <= r["sent_ns"] < hi
+        and truth[r["client_request_id"]]["status"] == "ok"
+    ]
+    h = level["histograms"]
+    assert sum(h["e2el"]["counts"]) == sum(h["ttft"]["counts"]) == level["completed"] == len(sent) > 0
+    assert _binned(h["e2el"], [(r["end_ns"] - r["sent_ns"]) / 1e6 for r in sent]) == h["e2el"]["counts"]
+    assert (
+        _binned(h["ttft"], [(r["first_content_ns"] - r["sent_ns"]) / 1e6 for r in sent])
+        == h["ttft"]["counts"]
+    )
+    gaps = [g / 1e6 for r in sent for g in np.diff(np.asarray(r["chunk_ns"], dtype=np.int64)).tolist()]
+    assert _binned(h["itl"], gaps) == h["itl"]["counts"]
+    assert sum(h["itl"]["counts"]) == sum(len(truth[r["client_request_id"]]["chunk_ns"]) - 1 for r in sent)
+    # below each edge, no more saved TTFTs than the server's truth has (the client reads after the write)
+    server_ttft = (
+        np.asarray([truth[r["client_request_id"]]["chunk_ns"][0] - r["sent_ns"] for r in sent]) / 1e6
+    )
+    saved_below = np.cumsum([0, *h["ttft"]["counts"]])
+    truth_below = [int((server_ttft < e).sum()) for e in h["ttft"]["edges_ms"]]
+    assert all(s <= t for s, t in zip(saved_below.tolist(), truth_below, strict=True))
+
+
 def _quit(handle: EngineHandle, why: str = "quit") -> dict[str, Any]:
     """What `q` does: stop (cancelling what is in flight), then the results."""
     handle.stop(drain=False, timeout_s=5.0)
@@ -90,6 +133,7 @@ def test_last_level_at_quit_with_requests_mid_stream(tmp_path: Path) -> None:
     assert level["steady"] is True and level["too_short"] is False
     assert level["completed"] >= MIN_STEADY_REQUESTS
     assert_rates_match_truth(level, truth_in_window(level, t0_ns, tmp_path, truth_log))
+    assert_histograms_match_truth(level, t0_ns, tmp_path, truth_log)
     # ~4 streams of 100 tok/s (less their TTFT): the dropped-token bug read far lower
     assert level["output_throughput"] == pytest.approx(400.0, rel=0.25)
     # what the table shows after quit is what was saved
@@ -143,6 +187,7 @@ def test_a_level_too_short_to_measure_has_no_rates(tmp_path: Path) -> None:
     for level in (results["levels"][0], results["levels"][2]):
         assert level["too_short"] is False
         assert_rates_match_truth(level, truth_in_window(level, t0_ns, tmp_path, truth_log))
+        assert_histograms_match_truth(level, t0_ns, tmp_path, truth_log)
 
 
 def test_an_unsteady_level_is_marked_and_measured_over_its_window(tmp_path: Path) -> None:

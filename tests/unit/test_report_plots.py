@@ -9,12 +9,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
 from tests.app import frozen
+from tui.engine.aggregate.level_histograms import compact_histogram
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.report_plots import nice_ceiling, plotted_levels, throughput_svg, write_plot, x_positions
+from tui.engine.host.report_plots import (
+    log_ticks,
+    nice_ceiling,
+    plotted_levels,
+    throughput_svg,
+    write_plot,
+    x_positions,
+)
 from tui.engine.host.results import ClientSummary, RunInfo, build_results, write_results
 
 NS = {"s": "http://www.w3.org/2000/svg"}
@@ -36,6 +45,18 @@ def _results(*, rate: bool = False) -> dict[str, Any]:
     )
     views = [(lv, {"cancelled": 0}) for lv in levels]
     return build_results(info, replace(snap, levels=levels), views, ClientSummary(1.0, 0.2, saturated=False))
+
+
+def _with_histograms(results: dict[str, Any]) -> dict[str, Any]:
+    """Each level given histograms whose shape moves with its load (TTFT grows with concurrency)."""
+    rng = np.random.default_rng(7)
+    for k, lv in enumerate(results["levels"], 1):
+        lv["histograms"] = {
+            "ttft": compact_histogram(rng.lognormal(np.log(40.0 * k), 0.3, 30 + k)),
+            "itl": compact_histogram(np.append(rng.lognormal(np.log(12.0), 0.5, 300), [0.0, 0.0])),
+            "e2el": compact_histogram(rng.lognormal(np.log(900.0 + 100 * k), 0.2, 30 + k)),
+        }
+    return results
 
 
 def _svg(results: dict[str, Any]) -> ET.Element:
@@ -134,3 +155,51 @@ def test_from_a_saved_results_file(tmp_path: Path) -> None:
     )
     out = write_plot(results, tmp_path / "direct.svg")
     assert not (tmp_path / "direct.svg.tmp").exists() and ET.parse(out).getroot() is not None
+
+
+def test_the_histogram_panels_are_drawn_from_the_saved_counts_alone(tmp_path: Path) -> None:
+    results = _with_histograms(_results())
+    saved = write_results(results, tmp_path / "run.json")
+    svg = throughput_svg(orjson.loads(saved.read_bytes()))  # from the file: the same panels
+    assert svg == throughput_svg(results)
+    root = ET.fromstring(svg)
+    panels = root.findall("s:g[@class='hist']", NS)
+    assert len(panels) == 3 * len(results["levels"])
+    by_level = {lv["level_id"]: lv for lv in results["levels"]}
+    for g in panels:
+        lv = by_level[int(g.attrib["data-level"])]
+        counts = lv["histograms"][g.attrib["data-metric"]]["counts"]
+        bars = g.findall("s:rect[@class='bar']", NS)
+        assert int(g.attrib["data-n"]) == sum(counts) == sum(int(b.attrib["data-count"]) for b in bars)
+        assert len(bars) == sum(1 for c in counts if c)
+        assert len(g.findall("s:line[@class='p50']", NS)) == len(g.findall("s:line[@class='p99']", NS)) == 1
+        assert all(float(b.attrib["height"]) > 0 for b in bars)
+    # one log axis per column: the level with the higher TTFT has its tallest bar further right
+    ttft = [g for g in panels if g.attrib["data-metric"] == "ttft"]
+
+    def peak_x(g: ET.Element) -> float:
+        bars = g.findall("s:rect[@class='bar']", NS)
+        return float(max(bars, key=lambda b: int(b.attrib["data-count"])).attrib["x"])
+
+    assert peak_x(ttft[0]) < peak_x(ttft[-1])
+    texts = " ".join("".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "TTFT" in texts and "ITL (chunk gap)" in texts and "E2E" in texts
+    assert root.attrib["height"] == root.attrib["viewBox"].split()[-1]
+
+
+def test_a_results_file_from_before_histograms_gets_a_note() -> None:
+    root = _svg(_results())
+    assert root.findall("s:g[@class='hist']", NS) == []
+    assert "no latency histograms in these results" in throughput_svg(_results())
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "ticks"),
+    [
+        (0.1, 1000.0, [0.1, 1, 10, 100, 1000]),  # decades
+        (15.0, 90.0, [20, 50]),  # under two decades: 1, 2, 5 steps
+        (120.0, 400.0, [120, 400]),  # not two of those either: the ends
+    ],
+)
+def test_log_ticks(lo: float, hi: float, ticks: list[float]) -> None:
+    assert log_ticks(lo, hi) == pytest.approx(ticks)

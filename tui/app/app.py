@@ -22,7 +22,7 @@ from textual.theme import Theme
 from tui.app import control, keys
 from tui.app.frames import FrameStats
 from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
-from tui.app.saving import save_snapshot
+from tui.app.saving import save_snapshot, saved_list
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.detail import RequestDetailScreen
@@ -464,8 +464,7 @@ class TokentopApp(App[int]):
         except Exception as exc:
             self.notify(f"save failed: {exc}", severity="error", timeout=10)
             return
-        names = ", ".join(path.name for path in saved)
-        self.notify(f"{names}\nin {self.save_dir}", title="saved", timeout=8)
+        self.notify(f"{saved_list(saved, self.save_dir)}\nin {self.save_dir}", title="saved", timeout=8)
 
     def _save_svg(self, filename: str, folder: str) -> str:
         return self.save_screenshot(filename=filename, path=folder)

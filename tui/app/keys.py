@@ -56,7 +56,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("ITL convention", "Chunk gap → TPOT → E2E/OSL", "cycle_itl"),
     ("Histogram window", "10 s → 30 s → 60 s → whole run", "cycle_window"),
     ("Freeze text", "Pause / resume the token lanes", "freeze_text"),
-    ("Save", "Results JSON, requests log and an SVG screenshot", "save"),
+    ("Save", "Results JSON with its CSV, vLLM files and plot, requests log, SVG screenshot", "save"),
     ("Next theme", "Cycle the themes folder", "next_theme"),
     ("Help", "Keys and what every metric means", "help"),
     ("Quit", "Cancel in-flight requests and exit", "quit"),

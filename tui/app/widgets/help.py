@@ -43,7 +43,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("`v`", "next view, when the terminal is too small to show every pane"),
     ("`p`", "freeze / unfreeze the token text"),
     ("`tab`, `up` `down`, `enter`", "pick a lane, open its request (chunk timeline, TTFT, ITL, error)"),
-    ("`s`", "save results JSON, the requests log and an SVG screenshot into the current folder"),
+    ("`s`", "save results JSON, its CSV, vLLM files and plot, the requests log and a screenshot here"),
     ("`t`", "next theme (files in the themes folder; `--theme` takes a name or a path)"),
     ("`ctrl+p`", "command palette: every action by name"),
     ("`?`", "this help"),

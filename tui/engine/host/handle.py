@@ -248,6 +248,7 @@ class EngineHandle:
     def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
         """The results JSON as a dict, built from plain data (see `tui.engine.host.results`); ``interrupted``
         says why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
+        from tui.engine.aggregate.level_histograms import level_histograms
         from tui.engine.host.results import ClientSummary, build_results, server_summary
 
         with self._lock:
@@ -263,7 +264,12 @@ class EngineHandle:
                 notices=tuple(store.notices),
             )
             server = server_summary(self.server_view(), [lv for lv, _ in views], store.t0_ns, now)
-            return build_results(self.run_info(), snap, views, client, interrupted=interrupted, server=server)
+            # under the same lock as the views: the histograms count exactly the requests the stats do
+            histograms = {
+                lv.level_id: level_histograms(store.levels[lv.level_id], lv, store.t0_ns) for lv, _ in views
+            }
+            return build_results(self.run_info(), snap, views, client, interrupted=interrupted, server=server,
+                                 histograms=histograms)  # fmt: skip
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `RunInfo.of`)."""

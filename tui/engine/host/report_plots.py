@@ -4,8 +4,10 @@ A pure function of the results dict that `tui.engine.host.results.build_results`
 read back: ``python -m tui.engine.host.report_plots results.json [-o plot.svg]``), like the exports. Only
 steady levels with a measured rate are plotted (a level too short to measure has null rates and never
 makes a point: its fall would not be real); the knee is marked; under the curve a table gives each level's
-TTFT and ITL p50/p99. Plain string building (no plotting library: plotext is the app's, and the engine loads
-no UI library); an SVG opens in any browser and embeds in a report.
+TTFT and ITL p50/p99, and under it each level's TTFT, ITL (vLLM's chunk gaps) and E2E histograms as the
+results saved them (``histograms``: the population of the level's stats), with p50 and p99 marked; a file
+from before histograms were saved gets a note instead. Plain string building (no plotting library: plotext
+is the app's, and the engine loads no UI library); an SVG opens in any browser and embeds in a report.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -40,7 +42,13 @@ _STYLE = (
     ".title{font-size:14px;font-weight:bold}.axis{stroke:#444;stroke-width:1}.grid{stroke:#ddd;stroke-width:1}"
     ".tps{fill:none;stroke:#1f77b4;stroke-width:2}.point{fill:#1f77b4}"
     ".knee{fill:none;stroke:#d62728;stroke-width:2}.kneelabel{fill:#d62728}.note{fill:#777}"
+    ".bar{fill:#1f77b4;fill-opacity:.7}.frame{fill:none;stroke:#ccc;stroke-width:1}"
+    ".p50{stroke:#2ca02c;stroke-width:1.5}.p99{stroke:#d62728;stroke-width:1.5}"
 )
+HISTOGRAMS: tuple[tuple[str, str], ...] = (("ttft", "TTFT"), ("itl", "ITL (chunk gap)"), ("e2el", "E2E"))
+"""The histogram panels, left to right: the results' key (as its stats' prefix) and the panel's title."""
+HIST_ROW_H, HIST_BAR_H, HIST_GAP = 52, 36, 14
+"""A level's row of panels, the bars' full height in it, the space between two panels."""
 
 
 def _finite(x: Any) -> float | None:
@@ -119,7 +127,9 @@ def throughput_svg(results: Mapping[str, Any]) -> str:
     plot_right = WIDTH - PLOT_RIGHT
     bottom = PLOT_TOP + PLOT_HEIGHT
     table_top = bottom + 64
-    height = table_top + ROW_H * (len(levels) + 2) + 16
+    hist_top = table_top + ROW_H * (len(levels) + 2) + 16
+    hist, hist_h = histogram_panels(levels, hist_top)
+    height = hist_top + hist_h
     target = results.get("target") or {}
     title = f"output tok/s vs {x_title.split(' ')[0]}: {target.get('model') or '?'}"
     sub = " · ".join(str(x) for x in (target.get("url"), results.get("started_at")) if x)
@@ -173,6 +183,7 @@ def throughput_svg(results: Mapping[str, Any]) -> str:
             dx = -12 if anchor == "end" else 12
             out.append(_text(x + dx, y - 10, f"knee: {level_name(lv)}", anchor=anchor, cls="kneelabel"))
     out.extend(_table(levels, points, table_top))
+    out.extend(hist)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -201,6 +212,120 @@ def _table(levels: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, An
             why = "too short" if lv.get("too_short") else "not steady" if not lv.get("steady") else "no rate"
             cells.append(f"(not plotted: {why})")
         row(top + k * ROW_H, cells)
+    return out
+
+
+def _hist(level: Mapping[str, Any], key: str) -> tuple[list[float], list[int]] | None:
+    """A level's saved histogram ``key`` as (edges, counts), None when absent, malformed or empty."""
+    h = (level.get("histograms") or {}).get(key)
+    if not isinstance(h, Mapping):
+        return None
+    edges = [_finite(e) for e in h.get("edges_ms") or ()]
+    counts = [c for c in h.get("counts") or () if isinstance(c, int) and not isinstance(c, bool)]
+    if not counts or len(edges) != len(counts) + 1 or any(e is None for e in edges) or not sum(counts):
+        return None
+    return [e for e in edges if e is not None], counts
+
+
+def _ms_label(ms: float) -> str:
+    return f"{ms / 1000:.3g} s" if ms >= 1000 else f"{ms:.3g}"
+
+
+def histogram_panels(levels: Sequence[Mapping[str, Any]], top: float) -> tuple[list[str], float]:
+    """Each level's row of TTFT, ITL and E2E histograms (a column shares one log ms axis, so a shift between
+    levels shows), bars scaled to the panel's tallest; and the height they take. Drawn from the saved
+    counts alone: a results file redraws the same panels."""
+    rows = [lv for lv in levels if any(_hist(lv, key) for key, _ in HISTOGRAMS)]
+    if not rows:
+        note = "no latency histograms in these results (an older file, or nothing measured)"
+        return [_text(PLOT_LEFT, top + 12, note, cls="note")], 28.0
+    width = (WIDTH - PLOT_LEFT - PLOT_RIGHT - HIST_GAP * (len(HISTOGRAMS) - 1)) / len(HISTOGRAMS)
+    head = "histograms in ms (log scale) over each level's window; p50 green, p99 red"
+    out = [_text(PLOT_LEFT, top + 12, head, cls="note")]
+    grid_top = top + 40
+    for k, (key, title) in enumerate(HISTOGRAMS):
+        left = PLOT_LEFT + k * (width + HIST_GAP)
+        out.append(_text(left + width / 2, grid_top - 8, title, anchor="middle"))
+        spans = [h[0] for h in (_hist(lv, key) for lv in rows) if h]
+        positive = [e for edges in spans for e in edges if e > 0]
+        lo, hi = (min(positive), max(positive)) if positive else (0.1, 1.0)
+        if any(e <= 0 for edges in spans for e in edges):  # a bin from 0 (gaps of 0 ms): one bin's width
+            lo /= 10**0.1
+        hi = max(hi, lo * 10)
+        x_of = _log_axis(lo, hi, left, width)
+        for r, lv in enumerate(rows):
+            out.extend(_panel(lv, key, title, x_of, left, width, grid_top + r * HIST_ROW_H))
+        axis_y = grid_top + len(rows) * HIST_ROW_H
+        for tick in log_ticks(lo, hi):
+            x = x_of(tick)
+            if not left + 10 <= x <= left + width - 10:  # its label would run into a neighbour column's
+                continue
+            out.append(f'<line class="axis" x1="{x:.1f}" y1="{axis_y - 12}" x2="{x:.1f}" y2="{axis_y - 8}"/>')
+            out.append(_text(x, axis_y + 4, _ms_label(tick), anchor="middle", cls="note"))
+    for r, lv in enumerate(rows):
+        y = grid_top + r * HIST_ROW_H
+        out.append(_text(PLOT_LEFT - 6, y + HIST_BAR_H / 2, level_name(lv), anchor="end"))
+        n = f"n={lv.get('completed', '?')}"
+        out.append(_text(PLOT_LEFT - 6, y + HIST_BAR_H / 2 + 14, n, anchor="end", cls="note"))
+    return out, 40 + len(rows) * HIST_ROW_H + 20
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis from ``lo`` to ``hi``: the powers of ten inside, or 1, 2, 5 x 10^k when
+    fewer than two are (a histogram within one decade still gets a scale)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for steps in ((1.0,), (1.0, 2.0, 5.0)):
+        ticks = [m * 10.0**d for d in range(first, last + 1) for m in steps]
+        inside = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+        if len(inside) >= 2:
+            return inside
+    return [lo, hi]
+
+
+def _log_axis(lo: float, hi: float, left: float, width: float) -> Callable[[float], float]:
+    """Pixel x of a value in ms on a log axis from ``lo`` to ``hi`` (a value at or under 0 sits at ``lo``)."""
+    a, b = math.log10(lo), math.log10(hi)
+    return lambda ms: left + (math.log10(max(ms, lo)) - a) / (b - a) * width
+
+
+def _panel(
+    lv: Mapping[str, Any],
+    key: str,
+    title: str,
+    x_of: Callable[[float], float],
+    left: float,
+    width: float,
+    y: float,
+) -> list[str]:
+    """One level's histogram of ``key``: a frame, a bar per bin, the p50 and p99 marks."""
+    h = _hist(lv, key)
+    n = 0 if h is None else sum(h[1])
+    out = [
+        f'<g class="hist" data-level="{lv.get("level_id")}" data-metric="{key}" data-n="{n}">',
+        f'<rect class="frame" x="{left:.1f}" y="{y:.1f}" width="{width:.1f}" height="{HIST_BAR_H}"/>',
+    ]
+    if h is not None:
+        edges, counts = h
+        tallest = max(counts)
+        base = y + HIST_BAR_H
+        for e0, e1, c in zip(edges, edges[1:], counts, strict=False):
+            if c:
+                x0, x1 = x_of(e0), x_of(e1)
+                bar_h = c / tallest * (HIST_BAR_H - 2)
+                tip = f"{level_name(lv)} {title} {e0:.4g}-{e1:.4g} ms: {c}"
+                out.append(
+                    f'<rect class="bar" data-count="{c}" x="{x0:.1f}" y="{base - bar_h:.1f}" '
+                    f'width="{max(x1 - x0 - 0.5, 0.5):.1f}" height="{bar_h:.1f}">'
+                    f"<title>{escape(tip)}</title></rect>"
+                )
+        for stat in ("p50", "p99"):
+            v = _finite(lv.get(f"{stat}_{key}_ms"))
+            if v is not None:
+                x = x_of(v)
+                out.append(f'<line class="{stat}" x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{base:.1f}"/>')
+    else:
+        out.append(_text(left + width / 2, y + HIST_BAR_H / 2 + 4, "no samples", anchor="middle", cls="note"))
+    out.append("</g>")
     return out
 
 

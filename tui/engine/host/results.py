@@ -64,6 +64,11 @@ DEFINITIONS: dict[str, str] = {
     "tokens_per_chunk": "output tokens / content chunks, mean over requests (>1 with speculative decoding)",
     "per_request_output_throughput": "median over requests of (output tokens - 1) / (E2E - TTFT), tokens/s",
     "sched_lag": "open loop: actual send time minus scheduled arrival time",
+    "histograms": "per level, counts of ttft, e2el and itl (vLLM's chunk gaps) in ms over exactly the "
+    "population of its latency stats (the successful requests sent in the window, and their chunk gaps), "
+    "in log-spaced bins [edges_ms[i], edges_ms[i+1]), 10 per decade, from the first to the last non-empty "
+    "one; a value beyond 0.1 ms..100 s widens its end bin. The e2el counts sum to completed while "
+    "exact_stats (else to the uniform sample the stats come from); ttft counts those with generated text",
     "output tokens": "server usage.completion_tokens when reported, else one per content chunk",
     "input tokens": "server usage.prompt_tokens when reported, else the requested input length",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
@@ -238,6 +243,12 @@ class ClientSummary:
     notices: tuple[str, ...] = ()
 
 
+def _histogram_keys(histograms: Mapping[int, Mapping[str, Any]] | None, level_id: int) -> dict[str, Any]:
+    """A level's ``histograms`` key (ttft, e2el, itl: each ``edges_ms`` and ``counts``), if it has them."""
+    mine = None if histograms is None else histograms.get(level_id)
+    return {} if mine is None else {"histograms": {name: dict(h) for name, h in mine.items()}}
+
+
 def build_results(
     info: RunInfo,
     snap: Snapshot,
@@ -246,11 +257,14 @@ def build_results(
     *,
     interrupted: str | None = None,
     server: ServerSummary | None = None,
+    histograms: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole results document for what was measured so far, from plain data. ``views``: each level's
     view with its extras (``cancelled``, ``max_loop_lag_p99_ms``, ``max_cpu_share``). ``interrupted``: why
     the run was cut short ("quit", "SIGINT", ...), as the face that saw it says; None for a run that
-    finished. ``server``: what the server's own /metrics said, per level and overall (None: not scraped)."""
+    finished. ``server``: what the server's own /metrics said, per level and overall (None: not scraped).
+    ``histograms``: per level id, its latency histograms over its window
+    (`tui.engine.aggregate.level_histograms`); a level without any has no ``histograms`` key."""
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = []
@@ -261,6 +275,7 @@ def build_results(
         level = level_result(lv, extra, load_info)
         if server is not None:
             level["server"] = server.levels.get(lv.level_id)
+        level.update(_histogram_keys(histograms, lv.level_id))
         levels.append(level)
     peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
     store_health = snap.health

@@ -3,13 +3,15 @@
 `read_results` takes what `tui.engine.host.results.build_results` wrote and returns a `ResultsFile`; each
 level's numbers carry the same names and units as `tui.engine.snapshot.LevelView` (``output_tps``,
 ``ttft.p99``...), so code written for live views reads files too. JSON ``null`` (a NaN when written, e.g. no
-samples) reads back as NaN. A missing, non-JSON or wrong-shape file raises `ResultsFileError`: one line
-that names the file and, for a wrong shape, the key.
+samples) reads back as NaN. A level's latency histograms (``histograms``: ttft, e2el, itl) read as
+`LatencyHistogram`s, None in a file from before they were saved. A missing, non-JSON or wrong-shape file
+raises `ResultsFileError`: one line that names the file and, for a wrong shape, the key.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -35,6 +37,20 @@ class LatencyStats:
     p99: float
     min: float = NAN
     max: float = NAN
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    """Counts of one latency metric of a level over log-spaced bins [edges_ms[i], edges_ms[i+1]) (ms); empty
+    when the level had no samples."""
+
+    edges_ms: tuple[float, ...] = ()
+    counts: tuple[int, ...] = ()
+
+    @property
+    def total(self) -> int:
+        """Samples counted."""
+        return sum(self.counts)
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,11 @@ class ResultsLevel:
     """The window was too short to measure: the rates read NaN (they were written null)."""
     arrival: str | None = None
     max_concurrency: int | None = None
+    ttft_hist: LatencyHistogram | None = None
+    """The histograms over the population of the stats; None in files written before they were saved."""
+    e2el_hist: LatencyHistogram | None = None
+    itl_chunk_hist: LatencyHistogram | None = None
+    """Of vLLM's ITL, the gaps between content chunks (the file's ``histograms.itl``)."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +222,28 @@ def _stats(r: _Reader, prefix: str, *, required: bool = True) -> LatencyStats:
     )
 
 
+def _histogram(r: _Reader, key: str) -> LatencyHistogram | None:
+    """``histograms.<key>`` of a level: edges one more than counts (or both empty), rising; counts whole and
+    not negative. None when the level has no histograms (a file from before they were saved)."""
+    if r.get("histograms", None) is None:
+        return None
+    h = r.child("histograms").child(key)
+    edges, counts = h.get("edges_ms"), h.get("counts")
+    if not isinstance(edges, list) or not all(
+        isinstance(e, int | float) and not isinstance(e, bool) for e in edges
+    ):
+        raise h.error(f"expected a list of numbers{h.at('edges_ms')}")
+    if not isinstance(counts, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts
+    ):
+        raise h.error(f"expected a list of whole numbers, none negative{h.at('counts')}")
+    if len(edges) != (len(counts) + 1 if counts else 0):
+        raise h.error(f"{len(edges)} edges for {len(counts)} counts{h.at('')}")
+    if any(b <= a for a, b in pairwise(edges)):
+        raise h.error(f"edges must rise{h.at('edges_ms')}")
+    return LatencyHistogram(tuple(float(e) for e in edges), tuple(counts))
+
+
 def _level(r: _Reader) -> ResultsLevel:
     mode = r.text("mode")
     if mode not in ("concurrency", "rate"):
@@ -232,6 +275,9 @@ def _level(r: _Reader) -> ResultsLevel:
         too_short=r.flag("too_short", False),
         arrival=r.optional_text("arrival"),
         max_concurrency=r.optional_whole("max_concurrency"),
+        ttft_hist=_histogram(r, "ttft"),
+        e2el_hist=_histogram(r, "e2el"),
+        itl_chunk_hist=_histogram(r, "itl"),
     )
 
 
