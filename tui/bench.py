@@ -41,6 +41,7 @@ from tui.options import (
     engine_options_from_args,
     level_targets_from_args,
     target_from_args,
+    url_note,
     workload_from_args,
 )
 from tui.outputs import check_outputs
@@ -239,6 +240,8 @@ def _run(
     status = 0
     try:
         target = target_from_args(ns, demo_url=demo_url)
+        if (note := url_note(ns)) is not None:
+            progress.note(note)  # the first line: the target came from the environment, not the demo
         # a slow /models would otherwise look like a hung start (issue 13)
         progress.show(f"probing {target.base_url}/models…", force=True)
         try:

@@ -31,7 +31,11 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_target_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("target")
-    g.add_argument("--url", help="server base URL, with or without /v1 (default: the built-in simulator)")
+    g.add_argument(
+        "--url",
+        help="server base URL, with or without /v1 (default: $OPENAI_BASE_URL if set, else the built-in "
+        "simulator)",
+    )
     g.add_argument("--model", help="model name (default: the first from /v1/models)")
     g.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
     g.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never printed or saved")
@@ -180,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tokentop",
         description="top for LLM inference servers: stream load at an OpenAI-compatible server, "
-        "turn it up and down live, and watch TTFT, ITL and tokens/s. With no --url it runs a demo "
-        "against its built-in simulated server.",
+        "turn it up and down live, and watch TTFT, ITL and tokens/s. With no --url (and no "
+        "$OPENAI_BASE_URL) it runs a demo against its built-in simulated server.",
         epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
         "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
         "no load. `tokentop CMD --help` for each.",

@@ -27,6 +27,9 @@ from tui.engine.config import (
     normalise_base_url,
 )
 
+BASE_URL_ENV = "OPENAI_BASE_URL"
+"""The OpenAI SDK's variable for the server's base URL: honoured when ``--url`` is not given."""
+
 DEMO_CONCURRENCY = 4
 """The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
 
@@ -35,24 +38,51 @@ class UsageError(Exception):
     """A flag value that parsed but cannot be used; reported in one line, exit status 2."""
 
 
-def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoConfig | None:
-    """The built-in simulator to start, or None when the user gave ``--url``. ``time_scale``: bench's
-    ``--sim-time-scale`` (the live app runs the demo in real time)."""
+def url_from_args(ns: argparse.Namespace) -> str | None:
+    """``--url``, else ``$OPENAI_BASE_URL`` (as the OpenAI SDK reads it; empty counts as unset), else None:
+    the demo. A user with the variable set for their other tools would otherwise get the simulator."""
     if ns.url is not None:
+        return str(ns.url)
+    return os.environ.get(BASE_URL_ENV, "").strip() or None
+
+
+def url_note(ns: argparse.Namespace) -> str | None:
+    """One line saying the target came from the environment (never its credentials), or None."""
+    if ns.url is not None or (url := url_from_args(ns)) is None:
+        return None
+    return f"using ${BASE_URL_ENV}={_without_credentials(url)}"
+
+
+def _url_flag(ns: argparse.Namespace) -> str:
+    return "--url" if ns.url is not None else f"${BASE_URL_ENV}"
+
+
+def _without_credentials(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    return scheme + sep + netloc.rpartition("@")[2] + slash + path
+
+
+def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoConfig | None:
+    """The built-in simulator to start, or None when there is a target (``--url`` or ``$OPENAI_BASE_URL``).
+    ``time_scale``: bench's ``--sim-time-scale`` (the live app runs the demo in real time)."""
+    if url_from_args(ns) is not None:
         return None
     return DemoConfig(profile=ns.sim_profile, seed=ns.seed, time_scale=time_scale)
 
 
 def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
     """Build the target; `demo_url` is the simulator's URL when tokentop started it itself."""
-    url = ns.url or demo_url
+    given = url_from_args(ns)
+    url = given or demo_url
     if url is None:
         raise UsageError("no --url given")
-    _refuse_credentials(url)
+    _refuse_credentials(url, _url_flag(ns))
     try:
         base_url = normalise_base_url(url)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        from_env = ns.url is None and given is not None
+        raise UsageError(f"${BASE_URL_ENV}: {exc}" if from_env else str(exc)) from None
     headers: list[tuple[str, str]] = []
     for item in ns.header:
         name, sep, value = item.partition(":")
@@ -77,7 +107,7 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
         headers=tuple(headers),
         extra_body=extra,
         timeout_s=ns.timeout,
-        demo=ns.url is None,
+        demo=given is None,
     )
     return _with_trust(ns, target)
 
@@ -115,7 +145,7 @@ def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     return target
 
 
-def _refuse_credentials(url: str) -> None:
+def _refuse_credentials(url: str, flag: str = "--url") -> None:
     """Refuse ``http://user:PASS@host`` up front, in one line that does not repeat it.
 
     Credentials in the URL would be shown wherever the URL is (the live header, errors, results), and the
@@ -128,7 +158,7 @@ def _refuse_credentials(url: str) -> None:
         has_credentials = "@" in url.split("/", 3)[2] if url.count("/") >= 2 else False
     if has_credentials:
         raise UsageError(
-            "--url must not carry credentials (user:password@host): give a key with --api-key, "
+            f"{flag} must not carry credentials (user:password@host): give a key with --api-key, "
             "or Basic auth with --header 'Authorization: Basic ...'"
         )
 
