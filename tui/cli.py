@@ -37,7 +37,20 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         "simulator)",
     )
     g.add_argument("--model", help="model name (default: the first from /v1/models)")
-    g.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
+    g.add_argument(
+        "--endpoint",
+        type=_endpoint,
+        default="chat",
+        metavar="chat|completions|/PATH",
+        help="the API (default chat), or the full request path for a server whose API is not under /v1, "
+        "joined to --url as given, nothing added (e.g. /api/v2/chat; its API: --endpoint-type)",
+    )
+    g.add_argument(
+        "--endpoint-type",
+        choices=["chat", "completions"],
+        default=None,
+        help="the API spoken at an --endpoint /PATH (default chat)",
+    )
     g.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never printed or saved")
     g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra HTTP header")
     g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
@@ -160,6 +173,15 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
         default=1,
         metavar="K",
         help="closed loop: each user carries a conversation for K turns, then starts anew (chat only)",
+    )
+
+
+def _endpoint(text: str) -> str:
+    """``chat``, ``completions``, or a request path (it starts with ``/``; a URL belongs in --url)."""
+    if text in ("chat", "completions") or (text.startswith("/") and not any(c.isspace() for c in text)):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"want chat, completions or a request path starting with /, got {text!r}"
     )
 
 

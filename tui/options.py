@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from tui.demo import DemoConfig
 from tui.engine.config import (
     DatasetConfig,
+    Endpoint,
     EngineOptions,
     LengthDist,
     LoadTarget,
@@ -68,7 +69,21 @@ def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoCo
     ``time_scale``: bench's ``--sim-time-scale`` (the live app runs the demo in real time)."""
     if url_from_args(ns) is not None:
         return None
+    if endpoint_from_args(ns)[1] is not None:
+        raise UsageError("--endpoint /PATH needs --url: the built-in simulator serves its API under /v1 only")
     return DemoConfig(profile=ns.sim_profile, seed=ns.seed, time_scale=time_scale)
+
+
+def endpoint_from_args(ns: argparse.Namespace) -> tuple[Endpoint, str | None]:
+    """The API flavour and the request path (None: the flavour's standard one under ``/v1``) from
+    ``--endpoint chat|completions|/PATH`` and ``--endpoint-type``."""
+    value = getattr(ns, "endpoint", "chat") or "chat"
+    kind = getattr(ns, "endpoint_type", None)
+    if value.startswith("/"):
+        return ("completions" if kind == "completions" else "chat"), value
+    if kind is not None and kind != value:
+        raise UsageError(f"--endpoint {value} and --endpoint-type {kind} contradict each other: give one")
+    return ("completions" if value == "completions" else "chat"), None
 
 
 def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
@@ -78,8 +93,9 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
     if url is None:
         raise UsageError("no --url given")
     _refuse_credentials(url, _url_flag(ns))
+    endpoint, path = endpoint_from_args(ns)
     try:
-        base_url = normalise_base_url(url)
+        base_url = normalise_base_url(url, add_v1=path is None)
     except ValueError as exc:
         from_env = ns.url is None and given is not None
         raise UsageError(f"${BASE_URL_ENV}: {exc}" if from_env else str(exc)) from None
@@ -102,7 +118,8 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
     target = TargetConfig(
         base_url=base_url,
         model=ns.model,
-        endpoint=ns.endpoint,
+        endpoint=endpoint,
+        endpoint_path=path,
         api_key=api_key,
         headers=tuple(headers),
         extra_body=extra,
@@ -199,7 +216,7 @@ def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
         raise UsageError("--dataset-format and --dataset-order need --dataset")
     if path is not None and (scenarios or isl_dist or osl_dist):
         raise UsageError("--isl-dist, --osl-dist and --scenarios shape synthetic prompts: not with --dataset")
-    endpoint = getattr(ns, "endpoint", "chat")
+    endpoint = endpoint_from_args(ns)[0]
     if turns > 1:
         if endpoint != "chat":
             raise UsageError("--turns needs the chat endpoint (a conversation is chat messages)")
