@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
+from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
-from tui.options import UsageError
+from tui.options import UsageError, api_key_from_args
 from tui.sim.flags import add_sim_args
 
 
@@ -51,7 +52,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the API spoken at an --endpoint /PATH (default chat)",
     )
-    g.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never printed or saved")
+    _add_api_key_args(g)
     g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra HTTP header")
     g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
     g.add_argument(
@@ -131,6 +132,17 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="closed loop: new users start this far apart, a whole step within 1 s (0: all at once)",
     )
+
+
+def _add_api_key_args(p: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "API key") -> None:
+    key = p.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"{what} (default: $OPENAI_API_KEY); never printed or saved. Other users can see a command "
+        "line: tokentop overwrites it in its own (on Linux), but prefer the variable or --api-key-file",
+    )
+    key.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file (one line)")
 
 
 def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
@@ -237,9 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_watch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, help="server base URL, with or without /v1")
-    p.add_argument(
-        "--api-key", help="API key for /metrics (default: $OPENAI_API_KEY); never printed or saved"
-    )
+    _add_api_key_args(p, what="API key for /metrics")
     p.add_argument("--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside /v1)")
     p.add_argument(
         "--interval",
@@ -384,7 +394,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
     command = ns.command or "live"
+    if getattr(ns, "api_key", None) and not hide_in_argv(ns.api_key):
+        print(
+            "tokentop: warning: --api-key is visible to other users in the process list; "
+            "give it by $OPENAI_API_KEY or --api-key-file",
+            file=sys.stderr,
+        )
     try:
+        if hasattr(ns, "api_key"):  # --api-key-file read once, here, before any face starts anything
+            ns.api_key, ns.api_key_file = api_key_from_args(ns), None
         if command == "sim":
             from tui.sim.server import run_from_args as run_sim
 

@@ -13,6 +13,7 @@ import json
 import os
 import ssl
 from dataclasses import replace
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from tui.demo import DemoConfig
@@ -114,7 +115,7 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
         if not isinstance(body, dict):
             raise UsageError("--extra-body must be a JSON object")
         extra = tuple(body.items())
-    api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
+    api_key = api_key_from_args(ns)
     target = TargetConfig(
         base_url=base_url,
         model=ns.model,
@@ -127,6 +128,25 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
         demo=given is None,
     )
     return _with_trust(ns, target)
+
+
+def api_key_from_args(ns: argparse.Namespace) -> str | None:
+    """``--api-key``, else the file ``--api-key-file`` names (read once, stripped), else ``$OPENAI_API_KEY``.
+    The file and the variable keep the key out of the process list, which every user can read."""
+    if key := getattr(ns, "api_key", None):
+        return str(key)
+    if (path := getattr(ns, "api_key_file", None)) is not None:
+        try:
+            key = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise UsageError(f"--api-key-file {path}: cannot read it: {reason.lower()}") from None
+        if not key:
+            raise UsageError(f"--api-key-file {path}: the file is empty")
+        if any(c in key for c in "\r\n"):
+            raise UsageError(f"--api-key-file {path}: holds more than one line; want the key alone")
+        return key
+    return os.environ.get("OPENAI_API_KEY") or None
 
 
 def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
