@@ -29,7 +29,7 @@ from typing import Literal
 from tui.bench_progress import LevelProgress, Progress, load_label
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
-from tui.engine.config import LoadTarget, TargetConfig
+from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.exports import write_exports
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
@@ -41,6 +41,7 @@ from tui.options import (
     engine_options_from_args,
     level_targets_from_args,
     target_from_args,
+    url_note,
     workload_from_args,
 )
 from tui.outputs import check_outputs
@@ -195,6 +196,8 @@ def run_from_args(
     output = Path(ns.output) if ns.output else None
     log_path = Path(ns.requests_log) if ns.requests_log else None
     check_outputs(output=output, requests_log=log_path)
+    # the dataset (or tokenizer) is checked before the demo simulator starts: a bad file is one line, fast
+    workload = workload_from_args(ns)
     demo = demo_from_args(ns, time_scale=ns.sim_time_scale)
     try:
         with signals_as_interrupt():
@@ -202,7 +205,9 @@ def run_from_args(
                 if demo is not None:
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
-                    status = _run(ns, demo_url, targets, output, log_path, progress, engine_factory, probe)
+                    status = _run(
+                        ns, demo_url, workload, targets, output, log_path, progress, engine_factory, probe
+                    )
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
     except DemoError as exc:
@@ -223,6 +228,7 @@ def run_from_args(
 def _run(
     ns: argparse.Namespace,
     demo_url: str | None,
+    workload: WorkloadConfig,
     targets: list[LoadTarget],
     output: Path | None,
     log_path: Path | None,
@@ -237,7 +243,8 @@ def _run(
     status = 0
     try:
         target = target_from_args(ns, demo_url=demo_url)
-        workload = workload_from_args(ns)
+        if (note := url_note(ns)) is not None:
+            progress.note(note)  # the first line: the target came from the environment, not the demo
         # a slow /models would otherwise look like a hung start (issue 13)
         progress.show(f"probing {target.base_url}/models…", force=True)
         try:

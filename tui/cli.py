@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
+from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
-from tui.options import UsageError
+from tui.options import UsageError, api_key_from_args
 from tui.sim.flags import add_sim_args
 
 
@@ -31,10 +32,27 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_target_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("target")
-    g.add_argument("--url", help="server base URL, with or without /v1 (default: the built-in simulator)")
+    g.add_argument(
+        "--url",
+        help="server base URL, with or without /v1 (default: $OPENAI_BASE_URL if set, else the built-in "
+        "simulator)",
+    )
     g.add_argument("--model", help="model name (default: the first from /v1/models)")
-    g.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
-    g.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY); never printed or saved")
+    g.add_argument(
+        "--endpoint",
+        type=_endpoint,
+        default="chat",
+        metavar="chat|completions|/PATH",
+        help="the API (default chat), or the full request path for a server whose API is not under /v1, "
+        "joined to --url as given, nothing added (e.g. /api/v2/chat; its API: --endpoint-type)",
+    )
+    g.add_argument(
+        "--endpoint-type",
+        choices=["chat", "completions"],
+        default=None,
+        help="the API spoken at an --endpoint /PATH (default chat)",
+    )
+    _add_api_key_args(g)
     g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra HTTP header")
     g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
     g.add_argument(
@@ -116,6 +134,17 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_api_key_args(p: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "API key") -> None:
+    key = p.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"{what} (default: $OPENAI_API_KEY); never printed or saved. Other users can see a command "
+        "line: tokentop overwrites it in its own (on Linux), but prefer the variable or --api-key-file",
+    )
+    key.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file (one line)")
+
+
 def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
     """Lengths that vary, prompts from a file, a shared prefix, conversations (README "Workloads")."""
     g = p.add_argument_group("workload shape (synthetic lengths, datasets, prefixes, conversations)")
@@ -159,6 +188,15 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _endpoint(text: str) -> str:
+    """``chat``, ``completions``, or a request path (it starts with ``/``; a URL belongs in --url)."""
+    if text in ("chat", "completions") or (text.startswith("/") and not any(c.isspace() for c in text)):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"want chat, completions or a request path starting with /, got {text!r}"
+    )
+
+
 def _level_list(kind: type[int] | type[float]):  # type: ignore[no-untyped-def]
     def parse(text: str) -> list[float]:
         try:
@@ -180,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tokentop",
         description="top for LLM inference servers: stream load at an OpenAI-compatible server, "
-        "turn it up and down live, and watch TTFT, ITL and tokens/s. With no --url it runs a demo "
-        "against its built-in simulated server.",
+        "turn it up and down live, and watch TTFT, ITL and tokens/s. With no --url (and no "
+        "$OPENAI_BASE_URL) it runs a demo against its built-in simulated server.",
         epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
         "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
         "no load. `tokentop CMD --help` for each.",
@@ -211,9 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_watch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, help="server base URL, with or without /v1")
-    p.add_argument(
-        "--api-key", help="API key for /metrics (default: $OPENAI_API_KEY); never printed or saved"
-    )
+    _add_api_key_args(p, what="API key for /metrics")
     p.add_argument("--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside /v1)")
     p.add_argument(
         "--interval",
@@ -358,7 +394,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
     command = ns.command or "live"
+    if getattr(ns, "api_key", None) and not hide_in_argv(ns.api_key):
+        print(
+            "tokentop: warning: --api-key is visible to other users in the process list; "
+            "give it by $OPENAI_API_KEY or --api-key-file",
+            file=sys.stderr,
+        )
     try:
+        if hasattr(ns, "api_key"):  # --api-key-file read once, here, before any face starts anything
+            ns.api_key, ns.api_key_file = api_key_from_args(ns), None
         if command == "sim":
             from tui.sim.server import run_from_args as run_sim
 

@@ -13,11 +13,13 @@ import json
 import os
 import ssl
 from dataclasses import replace
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from tui.demo import DemoConfig
 from tui.engine.config import (
     DatasetConfig,
+    Endpoint,
     EngineOptions,
     LengthDist,
     LoadTarget,
@@ -27,6 +29,9 @@ from tui.engine.config import (
     normalise_base_url,
 )
 
+BASE_URL_ENV = "OPENAI_BASE_URL"
+"""The OpenAI SDK's variable for the server's base URL: honoured when ``--url`` is not given."""
+
 DEMO_CONCURRENCY = 4
 """The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
 
@@ -35,24 +40,66 @@ class UsageError(Exception):
     """A flag value that parsed but cannot be used; reported in one line, exit status 2."""
 
 
-def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoConfig | None:
-    """The built-in simulator to start, or None when the user gave ``--url``. ``time_scale``: bench's
-    ``--sim-time-scale`` (the live app runs the demo in real time)."""
+def url_from_args(ns: argparse.Namespace) -> str | None:
+    """``--url``, else ``$OPENAI_BASE_URL`` (as the OpenAI SDK reads it; empty counts as unset), else None:
+    the demo. A user with the variable set for their other tools would otherwise get the simulator."""
     if ns.url is not None:
+        return str(ns.url)
+    return os.environ.get(BASE_URL_ENV, "").strip() or None
+
+
+def url_note(ns: argparse.Namespace) -> str | None:
+    """One line saying the target came from the environment (never its credentials), or None."""
+    if ns.url is not None or (url := url_from_args(ns)) is None:
         return None
+    return f"using ${BASE_URL_ENV}={_without_credentials(url)}"
+
+
+def _url_flag(ns: argparse.Namespace) -> str:
+    return "--url" if ns.url is not None else f"${BASE_URL_ENV}"
+
+
+def _without_credentials(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    return scheme + sep + netloc.rpartition("@")[2] + slash + path
+
+
+def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoConfig | None:
+    """The built-in simulator to start, or None when there is a target (``--url`` or ``$OPENAI_BASE_URL``).
+    ``time_scale``: bench's ``--sim-time-scale`` (the live app runs the demo in real time)."""
+    if url_from_args(ns) is not None:
+        return None
+    if endpoint_from_args(ns)[1] is not None:
+        raise UsageError("--endpoint /PATH needs --url: the built-in simulator serves its API under /v1 only")
     return DemoConfig(profile=ns.sim_profile, seed=ns.seed, time_scale=time_scale)
+
+
+def endpoint_from_args(ns: argparse.Namespace) -> tuple[Endpoint, str | None]:
+    """The API flavour and the request path (None: the flavour's standard one under ``/v1``) from
+    ``--endpoint chat|completions|/PATH`` and ``--endpoint-type``."""
+    value = getattr(ns, "endpoint", "chat") or "chat"
+    kind = getattr(ns, "endpoint_type", None)
+    if value.startswith("/"):
+        return ("completions" if kind == "completions" else "chat"), value
+    if kind is not None and kind != value:
+        raise UsageError(f"--endpoint {value} and --endpoint-type {kind} contradict each other: give one")
+    return ("completions" if value == "completions" else "chat"), None
 
 
 def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
     """Build the target; `demo_url` is the simulator's URL when tokentop started it itself."""
-    url = ns.url or demo_url
+    given = url_from_args(ns)
+    url = given or demo_url
     if url is None:
         raise UsageError("no --url given")
-    _refuse_credentials(url)
+    _refuse_credentials(url, _url_flag(ns))
+    endpoint, path = endpoint_from_args(ns)
     try:
-        base_url = normalise_base_url(url)
+        base_url = normalise_base_url(url, add_v1=path is None)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        from_env = ns.url is None and given is not None
+        raise UsageError(f"${BASE_URL_ENV}: {exc}" if from_env else str(exc)) from None
     headers: list[tuple[str, str]] = []
     for item in ns.header:
         name, sep, value = item.partition(":")
@@ -68,18 +115,38 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
         if not isinstance(body, dict):
             raise UsageError("--extra-body must be a JSON object")
         extra = tuple(body.items())
-    api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
+    api_key = api_key_from_args(ns)
     target = TargetConfig(
         base_url=base_url,
         model=ns.model,
-        endpoint=ns.endpoint,
+        endpoint=endpoint,
+        endpoint_path=path,
         api_key=api_key,
         headers=tuple(headers),
         extra_body=extra,
         timeout_s=ns.timeout,
-        demo=ns.url is None,
+        demo=given is None,
     )
     return _with_trust(ns, target)
+
+
+def api_key_from_args(ns: argparse.Namespace) -> str | None:
+    """``--api-key``, else the file ``--api-key-file`` names (read once, stripped), else ``$OPENAI_API_KEY``.
+    The file and the variable keep the key out of the process list, which every user can read."""
+    if key := getattr(ns, "api_key", None):
+        return str(key)
+    if (path := getattr(ns, "api_key_file", None)) is not None:
+        try:
+            key = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise UsageError(f"--api-key-file {path}: cannot read it: {reason.lower()}") from None
+        if not key:
+            raise UsageError(f"--api-key-file {path}: the file is empty")
+        if any(c in key for c in "\r\n"):
+            raise UsageError(f"--api-key-file {path}: holds more than one line; want the key alone")
+        return key
+    return os.environ.get("OPENAI_API_KEY") or None
 
 
 def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
@@ -115,7 +182,7 @@ def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     return target
 
 
-def _refuse_credentials(url: str) -> None:
+def _refuse_credentials(url: str, flag: str = "--url") -> None:
     """Refuse ``http://user:PASS@host`` up front, in one line that does not repeat it.
 
     Credentials in the URL would be shown wherever the URL is (the live header, errors, results), and the
@@ -128,7 +195,7 @@ def _refuse_credentials(url: str) -> None:
         has_credentials = "@" in url.split("/", 3)[2] if url.count("/") >= 2 else False
     if has_credentials:
         raise UsageError(
-            "--url must not carry credentials (user:password@host): give a key with --api-key, "
+            f"{flag} must not carry credentials (user:password@host): give a key with --api-key, "
             "or Basic auth with --header 'Authorization: Basic ...'"
         )
 
@@ -169,7 +236,7 @@ def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
         raise UsageError("--dataset-format and --dataset-order need --dataset")
     if path is not None and (scenarios or isl_dist or osl_dist):
         raise UsageError("--isl-dist, --osl-dist and --scenarios shape synthetic prompts: not with --dataset")
-    endpoint = getattr(ns, "endpoint", "chat")
+    endpoint = endpoint_from_args(ns)[0]
     if turns > 1:
         if endpoint != "chat":
             raise UsageError("--turns needs the chat endpoint (a conversation is chat messages)")

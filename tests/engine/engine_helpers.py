@@ -85,8 +85,9 @@ def joined(requests_log: Path, truth_log: Path) -> list[tuple[dict[str, Any], di
 
 
 def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """`tokentop bench ARGS` in a subprocess, with no API key from the environment; never raises on exit."""
-    env = dict(os.environ, OPENAI_API_KEY="")
+    """`tokentop bench ARGS` in a subprocess, with no API key or base URL from the environment (an empty
+    value counts as unset); never raises on exit."""
+    env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL="")
     return subprocess.run(
         [sys.executable, "-m", "tui", "bench", *args],
         capture_output=True,

@@ -22,6 +22,7 @@ from tui.options import (
     engine_options_from_args,
     initial_load,
     target_from_args,
+    url_note,
     workload_from_args,
 )
 from tui.outputs import check_outputs
@@ -64,6 +65,8 @@ def _run_app(
 ) -> int:
     """The engine and the app, against ``demo_url`` or ``--url``; the engine is stopped however it ends."""
     target = target_from_args(ns, demo_url=demo_url)
+    if (note := url_note(ns)) is not None:  # left above the app's screen (its header shows the URL)
+        print(f"tokentop: {note}", file=sys.stderr)
     workload = workload_from_args(ns)
 
     from tui.app.app import TokentopApp

@@ -20,10 +20,15 @@ class TargetConfig:
     """Where the load goes and how each request is shaped on the wire."""
 
     base_url: str
-    """Server base URL, normalised to end in `/v1` (the user may give it with or without)."""
+    """Server base URL, normalised to end in `/v1` (the user may give it with or without); with
+    `endpoint_path`, the URL as given (nothing added: a server off `/v1` is not guessed at)."""
     model: str | None = None
     """Model name; None means ask `/v1/models` and take the first."""
     endpoint: Endpoint = "chat"
+    """The API flavour, which shapes the body and the chunks (``--endpoint``, ``--endpoint-type``)."""
+    endpoint_path: str | None = None
+    """The request path joined to `base_url` (``--endpoint /api/v2/chat``, as ``vllm bench serve`` joins
+    ``--base-url`` and ``--endpoint``); None: the flavour's own ``/chat/completions`` or ``/completions``."""
     api_key: str | None = field(default=None, repr=False)
     """Secret: never printed, logged or written to results (repr=False keeps it out of reprs)."""
     headers: tuple[tuple[str, str], ...] = ()
@@ -191,8 +196,9 @@ class EngineOptions:
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
 
 
-def normalise_base_url(url: str) -> str:
-    """Accept `http://host:port`, `.../v1` or `.../v1/`; return `.../v1` without a trailing slash.
+def normalise_base_url(url: str, *, add_v1: bool = True) -> str:
+    """Accept `http://host:port`, `.../v1` or `.../v1/`; return `.../v1` without a trailing slash (with
+    ``add_v1=False``, for a target with its own request path: the URL as given, without a trailing slash).
 
     Raises `ValueError` with a one-line reason for a URL no request could use (no host, a port that is not
     a number in 1..65535, a space in the host): found here, before any load, instead of as a traceback from
@@ -212,7 +218,7 @@ def normalise_base_url(url: str) -> str:
         raise ValueError(f"URL port must be a number in 1..65535, got {port_text!r}") from None
     if port == 0 or netloc.endswith(":"):
         raise ValueError(f"URL port must be a number in 1..65535, got {netloc.rpartition(':')[2]!r}")
-    if not url.endswith("/v1"):
+    if add_v1 and not url.endswith("/v1"):
         url += "/v1"
     return url
 

@@ -21,7 +21,8 @@ class ProbeError(Exception):
 
 def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str:
     """Check that the server answers and return the model to use (``target.model`` or the first listed
-    by ``/v1/models``). Blocking; raises `ProbeError` with a one-line reason. Never shows the API key."""
+    by ``/v1/models``; with ``--endpoint /PATH``, ``/models`` beside the URL as given: nothing guessed).
+    Blocking; raises `ProbeError` with a one-line reason. Never shows the API key."""
     url = target.base_url + "/models"
     headers = {name: value for name, value in target.headers}
     if target.api_key:

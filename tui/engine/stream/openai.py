@@ -53,7 +53,10 @@ def build_body(
 
 
 def endpoint_url(target: TargetConfig) -> str:
-    """The streaming endpoint for the target's API flavour."""
+    """Where every request goes (the workers' and the ISL probe's): the target's own path, else the
+    flavour's standard one."""
+    if target.endpoint_path is not None:
+        return target.base_url + target.endpoint_path
     return target.base_url + ("/chat/completions" if target.endpoint == "chat" else "/completions")
 
 
