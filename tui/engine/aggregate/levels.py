@@ -273,13 +273,21 @@ def measurable(duration_s: float, median_e2e_ns: float | None) -> bool:
     return duration_s >= max(MIN_WINDOW_S, median_e2e_ns / 1e9)
 
 
+def _median_e2e_ns(rows: Mapping[str, npt.NDArray[Any]], level_end_ns: int | None) -> float | None:
+    """The level's median E2E, which sets its steady start and the shortest window it can measure: once the
+    level has ended, of the requests that had ended by then. So an ended level's window stays put: its
+    requests still in flight at the load change end later, slower under the next load, and would otherwise
+    push the start (a level judged steady turned unsteady after it ended)."""
+    e2e = rows["e2e_ms"] if level_end_ns is None else rows["e2e_ms"][rows["end_ns"] <= level_end_ns]
+    return float(np.median(e2e)) * 1e6 if e2e.size else None
+
+
 def level_view(
     lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
 ) -> tuple[LevelView, dict[str, Any]]:
     """The summary of one level, plus the extra figures the results JSON wants."""
     rows = lv.req.view()
-    ok_e2e = rows["e2e_ms"]
-    median_e2e_ns = float(np.median(ok_e2e)) * 1e6 if ok_e2e.size else None
+    median_e2e_ns = _median_e2e_ns(rows, lv.end_ns)
     # The transient starts when the last worker applied the level, not when the face asked for it.
     applied = max([lv.start_ns, *lv.applied_ns.values()])
     steady_from = m.steady_from_ns(
