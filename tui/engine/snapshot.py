@@ -165,6 +165,12 @@ class LevelView:
     does not reason."""
     reasoning_tokens: float = float("nan")
     """Mean reasoning tokens per request where the server reports them (they are part of the OSL)."""
+    # --- prefix cache (issue 10) ---
+    cached_tokens: int | None = None
+    """Prompt tokens of the window's population the server served from its prefix cache
+    (``usage.prompt_tokens_details.cached_tokens``); None when it reported none."""
+    cache_hit_rate: float | None = None
+    """``cached_tokens`` / prompt tokens of the requests that reported it; None when none did."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

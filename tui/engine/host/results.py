@@ -66,6 +66,8 @@ DEFINITIONS: dict[str, str] = {
     "sched_lag": "open loop: actual send time minus scheduled arrival time",
     "output tokens": "server usage.completion_tokens when reported, else one per content chunk",
     "input tokens": "server usage.prompt_tokens when reported, else the requested input length",
+    "prefix_cache_hit_rate": "cached_prompt_tokens (usage.prompt_tokens_details.cached_tokens, summed over "
+    "the window's population) / the prompt tokens of the requests that reported it; null when none did",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
     "server": "per level, the server's own /metrics over the level's steady window (its whole span when it "
@@ -158,6 +160,9 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     out["mean_output_tokens"] = _num(lv.mean_osl)
     out["mean_reasoning_tokens"] = _num(lv.reasoning_tokens)
     out.update(_stats_keys("ttfa", lv.ttfa))
+    # the server's prefix cache over the window's population (issue 10); null when it did not report it
+    out["cached_prompt_tokens"] = lv.cached_tokens
+    out["prefix_cache_hit_rate"] = _num(lv.cache_hit_rate)
     return out
 
 
