@@ -31,6 +31,7 @@ from tui import __version__
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.run_config import isl_probe_record, workload_record
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 
@@ -290,6 +291,8 @@ def build_results(
             "slo_tpot_ms": options.slo_tpot_ms,
             "min_window_s": MIN_WINDOW_S,
             "min_steady_requests": MIN_STEADY_REQUESTS,
+            "workload": workload_record(workload),
+            "isl_probe": isl_probe_record(workload, options),
         },
         "definitions": DEFINITIONS,
         "levels": levels,
