@@ -258,3 +258,22 @@ async def test_status_says_probing_until_the_engine_started(make_app: MakeApp, e
         engine.snap = replace(engine.snap, seq=44)
         app.poll()
         assert "▶ running" in app._status.plain
+
+
+async def test_the_prefix_cache_column_appears_once_a_level_has_a_hit_rate(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        table = app.query_one(LevelTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "prefix cache" not in labels  # no server reported cached tokens: no column
+        levels = engine.snap.levels
+        cached = replace(levels[3], cached_tokens=420, cache_hit_rate=0.42)
+        engine.snap = replace(engine.snap, seq=43, levels=(*levels[:3], cached))
+        app.poll(force=True)
+        await settle(pilot)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels.index("prefix cache") == labels.index("ISL/OSL") + 1 and table.row_count == 4
+        assert table.get_cell("4", "cache").plain == "42%" and table.get_cell("1", "cache").plain == "-"
