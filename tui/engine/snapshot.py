@@ -64,12 +64,15 @@ class LaneView:
     level_id: int
     state: LaneState
     text_tail: str
-    """The last few hundred characters of generated text (reasoning then content)."""
+    """The last few hundred characters of the answer text (``content``)."""
     output_tokens: int
     age_s: float
     ttft_ms: float | None
     tokens_per_s: float | None
     error: str | None = None
+    reasoning_tail: str = ""
+    """The end of the reasoning text, as much as fits before `text_tail` in the same few hundred characters
+    (all of them while no answer has come): the reasoning precedes the answer."""
 
 
 @dataclass(frozen=True)
