@@ -16,6 +16,7 @@ from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.status import SATURATED_BADGE, FatalBanner
+from tui.app.widgets.streams import StreamLanes
 from tui.engine.snapshot import ClientHealth
 
 
@@ -277,3 +278,25 @@ async def test_the_prefix_cache_column_appears_once_a_level_has_a_hit_rate(
         labels = [str(c.label) for c in table.columns.values()]
         assert labels.index("prefix cache") == labels.index("ISL/OSL") + 1 and table.row_count == 4
         assert table.get_cell("4", "cache").plain == "42%" and table.get_cell("1", "cache").plain == "-"
+
+
+async def test_a_lanes_reasoning_is_drawn_apart_from_its_answer(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    thinking = replace(
+        frozen.LANES[0], reasoning_tail="weighing both options", text_tail="Take the first one"
+    )
+    only_thinking = replace(frozen.LANES[1], reasoning_tail="still thinking it over", text_tail="")
+    engine.snap = replace(engine.snap, seq=43, lanes=(thinking, only_thinking, *frozen.LANES[2:]))
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        lanes = app.query_one(StreamLanes)
+        segments = [seg for y in range(3) for seg in lanes.render_line(y)]
+    assert "weighing both options▸ Take the first one" in text
+    assert "still thinking it over" in text and "still thinking it over▸" not in text
+    style = {seg.text: seg.style for seg in segments if seg.text.strip()}
+    reasoning, answer = style["weighing both options"], style["Take the first one"]
+    assert reasoning is not None and reasoning.italic and answer is not None and not answer.italic
+    assert reasoning.color != answer.color  # dim: the lanes' meta colour, not the text's
