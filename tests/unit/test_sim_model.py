@@ -131,7 +131,9 @@ def test_chat_adds_template_tokens_per_message_and_for_the_reply() -> None:
     assert chat_prompt_tokens(["be brief", "the cat"]) == (3 + 2) + 2 * 4 + 3
 
 
-@pytest.mark.parametrize("text", ["abcdefghi", "x" * 80, "Hi, there!", "  ", "a-b_c d"])
+@pytest.mark.parametrize(
+    "text", ["abcdefghi", "x" * 80, "Hi, there!", "  ", "a-b_c d", "ünïcödé_wörds 123456789 ¿qué?"]
+)
 def test_the_prefix_caches_tokens_are_the_counted_ones(text: str) -> None:
     assert len(text_units(text)) == count_prompt_tokens(text)
     assert len(chat_units([text, "be brief"])) == chat_prompt_tokens([text, "be brief"])
