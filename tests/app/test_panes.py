@@ -14,6 +14,7 @@ from tui.app.widgets.help import HelpScreen, MarkdownText
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.status import SATURATED_BADGE, FatalBanner
+from tui.app.widgets.streams import StreamLanes
 from tui.engine.snapshot import ClientHealth
 
 
@@ -256,3 +257,44 @@ async def test_status_says_probing_until_the_engine_started(make_app: MakeApp, e
         engine.snap = replace(engine.snap, seq=44)
         app.poll()
         assert "▶ running" in app._status.plain
+
+
+async def test_the_prefix_cache_column_appears_once_a_level_has_a_hit_rate(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        table = app.query_one(LevelTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "prefix cache" not in labels  # no server reported cached tokens: no column
+        levels = engine.snap.levels
+        cached = replace(levels[3], cached_tokens=420, cache_hit_rate=0.42)
+        engine.snap = replace(engine.snap, seq=43, levels=(*levels[:3], cached))
+        app.poll(force=True)
+        await settle(pilot)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels.index("prefix cache") == labels.index("ISL/OSL") + 1 and table.row_count == 4
+        assert table.get_cell("4", "cache").plain == "42%" and table.get_cell("1", "cache").plain == "-"
+
+
+async def test_a_lanes_reasoning_is_drawn_apart_from_its_answer(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    thinking = replace(
+        frozen.LANES[0], reasoning_tail="weighing both options", text_tail="Take the first one"
+    )
+    only_thinking = replace(frozen.LANES[1], reasoning_tail="still thinking it over", text_tail="")
+    engine.snap = replace(engine.snap, seq=43, lanes=(thinking, only_thinking, *frozen.LANES[2:]))
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        lanes = app.query_one(StreamLanes)
+        segments = [seg for y in range(3) for seg in lanes.render_line(y)]
+    assert "weighing both options▸ Take the first one" in text
+    assert "still thinking it over" in text and "still thinking it over▸" not in text
+    style = {seg.text: seg.style for seg in segments if seg.text.strip()}
+    reasoning, answer = style["weighing both options"], style["Take the first one"]
+    assert reasoning is not None and reasoning.italic and answer is not None and not answer.italic
+    assert reasoning.color != answer.color  # dim: the lanes' meta colour, not the text's

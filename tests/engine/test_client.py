@@ -150,7 +150,8 @@ async def test_reasoning_then_content_counts_both() -> None:
     assert len(rec.chunk_ns) == 3 and rec.reasoning_chunks == 2
     assert (rec.output_tokens, rec.output_source) == (3, "chunks")
     assert rec.input_source == "estimate"
-    assert _text(acc) == "think moreanswer"
+    # the lanes get the two apart (a face draws the reasoning apart from the answer)
+    assert _text(acc) == "answer" and "".join(acc.pending_reasoning) == "think more"
 
 
 async def test_completions_endpoint() -> None:

@@ -28,6 +28,10 @@ def test_reasoning_and_answer_are_timed_apart(tmp_path: Path) -> None:
         running_handle(sim.start().url, LoadTarget(concurrency=1), tmp_path, workload=workload) as handle,
     ):
         wait_for(handle, lambda s: s.completed >= 6, 30, "6 requests")
+        # the lanes carry the reasoning apart from the answer, from the worker on
+        _, seen, _ = wait_for(
+            handle, lambda s: any(ln.reasoning_tail and ln.text_tail for ln in s.lanes), 10, "a lane of both"
+        )
         handle.set_load(LoadTarget(concurrency=1, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
         snap = handle.snapshot()
@@ -38,6 +42,8 @@ def test_reasoning_and_answer_are_timed_apart(tmp_path: Path) -> None:
         # TTFT is the first reasoning token; the answer starts 8 tokens (~10 ms apart at 100 tok/s) later
         assert rec["first_answer_ns"] == rec["chunk_ns"][8]
         assert 60 < rec["ttfa_ms"] - rec["ttft_ms"] < 200
+    both = next(ln for ln in seen.lanes if ln.reasoning_tail and ln.text_tail)
+    assert both.text_tail not in both.reasoning_tail and both.reasoning_tail not in both.text_tail
     (lv,) = snap.levels
     assert lv.ttfa.n >= 1 and lv.ttfa.p50 - lv.ttft.p50 > 60 and lv.reasoning_tokens == 8
     (res,) = results["levels"]

@@ -5,6 +5,7 @@ that never became steady. One window rule (`tui.engine.aggregate.levels.window_e
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
+from tui.engine.snapshot import Snapshot
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -208,3 +210,34 @@ def test_an_unsteady_level_is_marked_and_measured_over_its_window(tmp_path: Path
     assert 0 < level["completed"] < MIN_STEADY_REQUESTS
     assert_rates_match_truth(level, truth_in_window(level, t0_ns, tmp_path, truth_log))
     assert level["output_throughput"] > 0
+
+
+def _completed(goal: int) -> Callable[[Snapshot], bool]:
+    return lambda snap: snap.completed >= goal
+
+
+def test_an_ended_levels_saved_figures_do_not_change_as_later_levels_run(tmp_path: Path) -> None:
+    """Level 1 ends while its requests are in flight; once they have ended, what is saved for it is fixed:
+    the same in every results taken while levels 2 and 3 run, and after quit."""
+    with (
+        SimServer("small-gpu", time_scale=4.0) as sim,
+        running_handle(
+            sim.start().url, LoadTarget(concurrency=2), tmp_path, workload=WorkloadConfig(isl=32, osl=32)
+        ) as handle,
+    ):
+        wait_for(handle, lambda s: s.levels and s.levels[0].steady, 30, "level 1 steady")
+        handle.set_load(LoadTarget(concurrency=8))
+        # a request of level 1 still in flight caps its window: wait until none is
+        wait_for(
+            handle, lambda s: s.levels[0].ended_s is not None and s.levels[0].in_flight == 0, 30, "drain"
+        )
+        saved = [handle.results()["levels"][0]]
+        for users in (16, 4):
+            goal = handle.snapshot().completed + 3 * users
+            handle.set_load(LoadTarget(concurrency=users))
+            wait_for(handle, _completed(goal), 30, f"{users} users run")
+            saved.append(handle.results()["levels"][0])
+        saved.append(_quit(handle)["levels"][0])
+    assert saved[0]["steady"] and saved[0]["level_id"] == 1
+    for later in saved[1:]:
+        assert later == saved[0]

@@ -68,7 +68,12 @@ async def test_chat_stream_shape_and_exact_token_count(sim: SimServer) -> None:
     assert len(content) == 12 and all(content)
     assert chunks[-2]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
     assert chunks[-1]["choices"] == []
-    assert chunks[-1]["usage"] == {"prompt_tokens": 7 + 7, "completion_tokens": 12, "total_tokens": 26}
+    assert chunks[-1]["usage"] == {
+        "prompt_tokens": 7 + 7,
+        "completion_tokens": 12,
+        "total_tokens": 26,
+        "prompt_tokens_details": {"cached_tokens": 0},  # shorter than one cache block
+    }
     assert len({c["id"] for c in chunks}) == 1
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == MODEL for c in chunks)
 
@@ -88,7 +93,12 @@ async def test_non_streaming_chat_and_completions(sim: SimServer) -> None:
     body = reply.json()
     assert reply.status == 200 and body["object"] == "chat.completion"
     assert body["choices"][0]["message"]["role"] == "assistant" and body["choices"][0]["message"]["content"]
-    assert body["usage"] == {"prompt_tokens": 4 + 7, "completion_tokens": 9, "total_tokens": 20}
+    assert body["usage"] == {
+        "prompt_tokens": 4 + 7,
+        "completion_tokens": 9,
+        "total_tokens": 20,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     reply = await call(sim.port, "POST", "/v1/completions", {"prompt": [[1, 2, 3]], "max_tokens": 3})
     body = reply.json()
     assert body["object"] == "text_completion" and body["choices"][0]["text"]
@@ -286,3 +296,35 @@ async def test_expect_100_continue(sim: SimServer) -> None:
         await conn.close()
     assert interim.startswith(b"HTTP/1.1 100 Continue")
     assert reply.status == 200 and reply.json()["usage"]["completion_tokens"] == 2
+
+
+# --- the prefix cache ---------------------------------------------------------------------------------------
+
+
+def _prompt(head: str, words: int) -> dict[str, Any]:
+    body = chat_body(2, words=words, stream=False)
+    body["messages"][0]["content"] = head + " " + body["messages"][0]["content"]
+    return body
+
+
+async def test_a_shared_prefix_is_served_from_the_cache_in_whole_blocks(sim: SimServer) -> None:
+    async def cached(body: dict[str, Any]) -> tuple[int, int]:
+        usage = (await call(sim.port, "POST", "/v1/chat/completions", body)).json()["usage"]
+        return usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"]
+
+    first = await cached(_prompt("prefixcachetest alpha", 60))
+    again = await cached(_prompt("prefixcachetest alpha", 60))
+    other = await cached(_prompt("prefixcachetest beta", 60))
+    fresh = await cached(_prompt("elsewhere entirely", 60))
+    assert first == (4 + 2 + 60 + CHAT_TEMPLATE_TOKENS, 0)  # "prefixcachetest" is 4 tokens, "alpha" 2
+    assert again == (73, 64)  # whole 16-token blocks only
+    assert other == (72, 0)  # the first block already differs
+    assert fresh[1] == 0
+
+
+async def test_without_the_prefix_cache_nothing_is_reported() -> None:
+    with SimServer("small-gpu", time_scale=20, extra_args=("--no-prefix-cache",)) as server:
+        body = _prompt("prefixcachetest", 60)
+        for _ in range(2):
+            usage = (await call(server.port, "POST", "/v1/chat/completions", body)).json()["usage"]
+            assert "prompt_tokens_details" not in usage

@@ -7,6 +7,7 @@ from array import array
 
 import pytest
 
+from tui.engine.aggregate import lanes as lanes_mod
 from tui.engine.aggregate.lanes import Lanes, lane_detail, record_detail
 from tui.engine.records import RequestRecord
 from tui.engine.wire import LaneDelta
@@ -73,3 +74,19 @@ def test_a_lane_whose_record_left_the_ring_keeps_text_and_times_but_no_timeline(
     d = lane_detail(lanes.finished[9], 0)
     assert d.state == "ok" and d.chunk_offsets_ms == () and d.tpot_ms is None
     assert d.ttft_ms == pytest.approx(100.0) and d.e2e_ms == pytest.approx(201.0) and d.text == "ab" * 2
+
+
+def test_reasoning_is_kept_apart_from_the_answer_and_fills_the_tail_before_it() -> None:
+    lanes = Lanes()
+    lanes.apply(LaneDelta(3, 1, SENT_NS, "", 2, SENT_NS + MS, b"", None, "let me think"))
+    (view,), _ = lanes.views(SENT_NS + 10 * MS)
+    assert (view.reasoning_tail, view.text_tail) == ("let me think", "")
+    lanes.apply(LaneDelta(3, 1, SENT_NS, "Paris.", 4, SENT_NS + MS, b"", None, " hard"))
+    (view,), _ = lanes.views(SENT_NS + 20 * MS)
+    assert (view.reasoning_tail, view.text_tail) == ("let me think hard", "Paris.")
+    # the answer's tail first; the reasoning gets what is left of the tail's characters
+    lanes.apply(LaneDelta(3, 1, SENT_NS, "x" * (lanes_mod.TEXT_TAIL - 10), 5, SENT_NS + MS, b"", None))
+    (view,), _ = lanes.views(SENT_NS + 30 * MS)
+    assert len(view.text_tail) == lanes_mod.TEXT_TAIL - 4 and view.reasoning_tail == "nk hard"[-4:]
+    detail = lanes.detail(3, 0)
+    assert detail is not None and detail.text.startswith("let me think hard\n\nParis.")

@@ -14,7 +14,8 @@ from tui.sim.model import (
     get_profile,
     step_time_s,
 )
-from tui.sim.tokens import chat_prompt_tokens, count_prompt_tokens
+from tui.sim.prefix_cache import PrefixCache, block_hashes
+from tui.sim.tokens import chat_prompt_tokens, chat_units, count_prompt_tokens, text_units
 
 SMALL = PROFILES["small-gpu"]
 REAL_PROFILES = [p for p in PROFILES.values() if p.name != "flat"]
@@ -128,6 +129,26 @@ def test_prompt_tokens_differ_from_words(text: str, tokens: int) -> None:
 def test_chat_adds_template_tokens_per_message_and_for_the_reply() -> None:
     assert chat_prompt_tokens(["the cat"]) == 2 + 4 + 3
     assert chat_prompt_tokens(["be brief", "the cat"]) == (3 + 2) + 2 * 4 + 3
+
+
+@pytest.mark.parametrize(
+    "text", ["abcdefghi", "x" * 80, "Hi, there!", "  ", "a-b_c d", "ünïcödé_wörds 123456789 ¿qué?"]
+)
+def test_the_prefix_caches_tokens_are_the_counted_ones(text: str) -> None:
+    assert len(text_units(text)) == count_prompt_tokens(text)
+    assert len(chat_units([text, "be brief"])) == chat_prompt_tokens([text, "be brief"])
+
+
+def test_prefix_cache_hits_whole_leading_blocks_and_forgets_the_oldest() -> None:
+    cache = PrefixCache(capacity_blocks=4)
+    a = block_hashes([str(i) for i in range(40)])  # two whole blocks, 8 tokens left over
+    assert len(a) == 2 and cache.lookup_insert(a, 40) == 0 and cache.lookup_insert(a, 40) == 32
+    assert cache.lookup_insert(a[:1], 16) == 15  # never the whole prompt: its last token is computed
+    b = block_hashes(["x", *map(str, range(31))])  # differs in the first block: no hit at all
+    assert cache.lookup_insert(b, 32) == 0
+    assert cache.lookup_insert(a, 40) == 32  # still held (4 blocks: a's two and b's two)
+    cache.lookup_insert(block_hashes(["y"] * 48), 48)  # three more blocks push out b's, the oldest used
+    assert cache.lookup_insert(b, 32) == 0
 
 
 # --- the scheduler ------------------------------------------------------------------------------------------

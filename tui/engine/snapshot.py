@@ -64,12 +64,15 @@ class LaneView:
     level_id: int
     state: LaneState
     text_tail: str
-    """The last few hundred characters of generated text (reasoning then content)."""
+    """The last few hundred characters of the answer text (``content``)."""
     output_tokens: int
     age_s: float
     ttft_ms: float | None
     tokens_per_s: float | None
     error: str | None = None
+    reasoning_tail: str = ""
+    """The end of the reasoning text, as much as fits before `text_tail` in the same few hundred characters
+    (all of them while no answer has come): the reasoning precedes the answer."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,12 @@ class LevelView:
     does not reason."""
     reasoning_tokens: float = float("nan")
     """Mean reasoning tokens per request where the server reports them (they are part of the OSL)."""
+    # --- prefix cache (issue 10) ---
+    cached_tokens: int | None = None
+    """Prompt tokens of the window's population the server served from its prefix cache
+    (``usage.prompt_tokens_details.cached_tokens``); None when it reported none."""
+    cache_hit_rate: float | None = None
+    """``cached_tokens`` / prompt tokens of the requests that reported it; None when none did."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

@@ -124,6 +124,9 @@ class LaneDelta(NamedTuple):
     first_content_ns: int | None
     chunk_ns: bytes
     chunk_tokens: bytes | None
+    reasoning: str = ""
+    """Reasoning text (``reasoning_content``/``reasoning`` deltas) streamed since the last delta, kept apart
+    from the answer in `text` so a face can draw it apart."""
 
 
 _lane_delta_from_tuple = partial(tuple.__new__, LaneDelta)

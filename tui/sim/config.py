@@ -32,6 +32,9 @@ class SimConfig:
     """Stop at end of file on standard input (`SimServer` holds the other end: the child dies with it)."""
     keep_alive_s: float = 5.0
     """Close a connection idle this long (uvicorn's default, as under vLLM and SGLang); 0: never."""
+    prefix_cache: bool = True
+    """Serve prompts' leading blocks from a prefix cache and report ``cached_tokens``, as vLLM does by
+    default (`tui.sim.prefix_cache`)."""
 
 
 def config_from_args(ns: argparse.Namespace) -> SimConfig:
@@ -66,4 +69,5 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         metrics=getattr(ns, "metrics", True),
         exit_with_parent=getattr(ns, "exit_with_parent", False),
         keep_alive_s=keep_alive_s,
+        prefix_cache=getattr(ns, "prefix_cache", True),
     )

@@ -68,6 +68,12 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
         help="answer GET /metrics with 404, like a server started without its metrics switch",
     )
     p.add_argument(
+        "--no-prefix-cache",
+        dest="prefix_cache",
+        action="store_false",
+        help="no prefix cache: never report cached prompt tokens (as vLLM with --no-enable-prefix-caching)",
+    )
+    p.add_argument(
         "--keep-alive",
         type=non_negative_float,
         default=5.0,

@@ -52,6 +52,7 @@ class GenRequest(Seq):
     __slots__ = (
         "admitted_ns",
         "arrival_ns",
+        "cached_tokens",
         "chunk_ns",
         "chunk_tokens",
         "client_request_id",
@@ -91,6 +92,7 @@ class GenRequest(Seq):
         client_request_id: str | None,
         arrival_ns: int,
         keep_alive: bool,
+        cached_tokens: int | None = None,
     ) -> None:
         super().__init__(seq_id, params.prompt_tokens, target_tokens)
         self.sim = sim
@@ -110,6 +112,8 @@ class GenRequest(Seq):
         self.chunk_ns: list[int] = []
         self.chunk_tokens: list[int] = []
         self.keep_alive = keep_alive
+        self.cached_tokens = cached_tokens
+        """Prompt tokens the prefix cache served (None: no prefix cache, not reported)."""
         self.reasoning = min(sim.config.reasoning_tokens, target_tokens) if params.chat else 0
         self.finish_reason = "length" if target_tokens >= params.max_tokens else "stop"
         self.sent = 0
@@ -227,6 +231,8 @@ class GenRequest(Seq):
     def _usage(self) -> dict[str, Any]:
         p, c = self.params.prompt_tokens, self.target_tokens
         usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
         if self.reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning}
         return usage
@@ -305,6 +311,7 @@ class GenRequest(Seq):
             "chunk_tokens": self.chunk_tokens,
             "end_ns": time.perf_counter_ns(),
             "prompt_tokens": self.params.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "completion_tokens": self.sent,
             "status": status,
             "http_status": http_status,

@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from tui.sim.model import Profile
-from tui.sim.tokens import chat_prompt_tokens, count_prompt_tokens
+from tui.sim.prefix_cache import block_hashes
+from tui.sim.tokens import chat_units, text_units
 
 PLACEHOLDER = "@@tokentop-sim@@"
 _PLACEHOLDER_JSON = orjson.dumps(PLACEHOLDER)
@@ -101,10 +102,13 @@ class GenParams:
     ignore_eos: bool
     min_tokens: int
     seed: int | None
+    prompt_blocks: tuple[int, ...] = ()
+    """The prompt's block hashes for the prefix cache (`tui.sim.prefix_cache`); empty when not asked for."""
 
 
-def parse_generation(chat: bool, body: bytes, profile: Profile) -> GenParams:
-    """Validate a chat or completions body; HttpError (400/404) with OpenAI's message style otherwise."""
+def parse_generation(chat: bool, body: bytes, profile: Profile, *, blocks: bool = False) -> GenParams:
+    """Validate a chat or completions body; HttpError (400/404) with OpenAI's message style otherwise.
+    ``blocks``: also hash the prompt's blocks for the prefix cache."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -123,18 +127,18 @@ def parse_generation(chat: bool, body: bytes, profile: Profile) -> GenParams:
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise HttpError(400, f"messages[{i}] must be an object with a role", param="messages")
             contents.append(_content_text(message.get("content"), f"messages[{i}]"))
-        text_tokens = chat_prompt_tokens(contents)
+        units = chat_units(contents)
     else:
         prompt = obj.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            text_tokens = count_prompt_tokens(prompt)
+            units = text_units(prompt)
         elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-            text_tokens = len(prompt)  # token ids
+            units = [str(t) for t in prompt]  # token ids
         else:
             raise HttpError(400, "prompt is required: a string, or one list of token ids", param="prompt")
-    prompt_tokens = max(1, text_tokens)
+    prompt_tokens = max(1, len(units))
     if obj.get("n", 1) not in (1, None):
         raise HttpError(400, "only n=1 is supported", param="n")
     max_tokens = _int_field(obj, "max_completion_tokens", minimum=1)
@@ -178,4 +182,5 @@ def parse_generation(chat: bool, body: bytes, profile: Profile) -> GenParams:
         ignore_eos=_bool_field(obj, "ignore_eos"),
         min_tokens=min_tokens,
         seed=seed,
+        prompt_blocks=tuple(block_hashes(units)) if blocks else (),
     )

@@ -23,6 +23,7 @@ from tui.sim.http import HttpProtocol, response, stream_head
 from tui.sim.metrics import ServerMetrics
 from tui.sim.model import Scheduler
 from tui.sim.openai_api import GenParams, HttpError, parse_generation
+from tui.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from tui.sim.text import TABLE_SIZE, WordTable
 from tui.sim.truth import StateLog, TruthLog, rejected_record
 
@@ -67,6 +68,9 @@ class Simulator:
         self.truth_log = truth_log
         self.state_log = state_log
         self.metrics = ServerMetrics()
+        self.prefix_cache = (
+            PrefixCache(config.profile.kv_cache_tokens // BLOCK_TOKENS) if config.prefix_cache else None
+        )
         self.connections: set[HttpProtocol] = set()
         self._fault_rng = random.Random(f"{config.seed}:faults")
         self._request_rng = random.Random(f"{config.seed}:requests")
@@ -204,7 +208,7 @@ class Simulator:
         seq_id = self._next_seq
         request_id = f"{'chatcmpl' if chat else 'cmpl'}-{self._request_rng.getrandbits(64):016x}{seq_id:x}"
         try:
-            params = parse_generation(chat, body, self.profile)
+            params = parse_generation(chat, body, self.profile, blocks=self.prefix_cache is not None)
         except HttpError as err:
             self._log_rejected(request_id, client_request_id, arrival_ns, err.status, None, 0, chat)
             raise
@@ -239,6 +243,11 @@ class Simulator:
                     headers=(("retry-after", "1"),),
                 ),
             )
+        cached = (
+            None
+            if self.prefix_cache is None
+            else self.prefix_cache.lookup_insert(params.prompt_blocks, params.prompt_tokens)
+        )
         req = GenRequest(
             self,
             proto,
@@ -252,6 +261,7 @@ class Simulator:
             client_request_id=client_request_id,
             arrival_ns=arrival_ns,
             keep_alive=keep_alive,
+            cached_tokens=cached,
         )
         self.counters["prompt_tokens"] += params.prompt_tokens
         proto.current = req

@@ -39,3 +39,28 @@ def chat_prompt_tokens(contents: list[str]) -> int:
     `CHAT_TOKENS_PER_MESSAGE` per message and `CHAT_ASSISTANT_PROMPT_TOKENS` for the assistant's turn."""
     text = sum(count_prompt_tokens(c) for c in contents)
     return text + CHAT_TOKENS_PER_MESSAGE * len(contents) + CHAT_ASSISTANT_PROMPT_TOKENS
+
+
+CHAT_MESSAGE_MARK = "\x00msg"
+"""Stands for each of a chat message's template tokens in `prompt_units` (never a piece of text)."""
+CHAT_REPLY_MARK = "\x00reply"
+
+
+_UNITS = re.compile(rf"\w{{1,{WORD_CHARS_PER_TOKEN}}}|[^\w\s]")
+"""A run of word characters cut every 4 characters (ceil(len / 4) pieces), and each punctuation mark."""
+
+
+def text_units(text: str) -> list[str]:
+    """The tokens of ``text`` by `count_prompt_tokens`'s rule, as strings (a long word cut every 4
+    characters): what the prefix cache compares (`tui.sim.prefix_cache`). One regex pass, in C."""
+    return _UNITS.findall(text)
+
+
+def chat_units(contents: list[str]) -> list[str]:
+    """A chat request's tokens in order, template included: as many as `chat_prompt_tokens` counts."""
+    out: list[str] = []
+    for content in contents:
+        out.extend([CHAT_MESSAGE_MARK] * CHAT_TOKENS_PER_MESSAGE)
+        out.extend(text_units(content))
+    out.extend([CHAT_REPLY_MARK] * CHAT_ASSISTANT_PROMPT_TOKENS)
+    return out

@@ -51,6 +51,7 @@ def rejected_record(
         "chunk_tokens": [],
         "end_ns": time.perf_counter_ns(),
         "prompt_tokens": prompt_tokens,
+        "cached_tokens": None,
         "completion_tokens": 0,
         "status": "error",
         "http_status": http_status,

@@ -30,6 +30,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("ttfa", "TTFA p50/90/99"),
 )
 """Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
+CACHE_COLUMN = ("cache", "prefix cache")
+"""Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
 FIXED_COLUMNS = 1
 """The level column stays put when the table scrolls sideways, so every row still says its load."""
 
@@ -120,7 +122,14 @@ def level_cells(
         "srv": server_cell(server),
         "len": lengths(level),
         "ttfa": triple(level.ttfa),
+        "cache": cache_cell(level),
     }
+
+
+def cache_cell(level: LevelView) -> str:
+    """The share of prompt tokens the server's prefix cache served ("-" where it reported none)."""
+    rate = level.cache_hit_rate
+    return "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"
 
 
 def lengths(level: LevelView) -> str:
@@ -140,10 +149,12 @@ class LevelTable(DataTable[Text]):
         self.fixed_columns = FIXED_COLUMNS
         self._shown: dict[tuple[str, str], str] = {}
         self._followed = -1
+        self._columns = COLUMNS
+        """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate)."""
         self.component_style = ComponentStyles(self)
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
+        for key, label in self._columns:
             self.add_column(label, key=key)
         self.app.theme_changed_signal.subscribe(
             self, lambda _theme: self._shown.clear()
@@ -162,17 +173,22 @@ class LevelTable(DataTable[Text]):
         title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
         if self.border_title != title:
             self.border_title = title
+        if CACHE_COLUMN not in self._columns and any(lv.cache_hit_rate is not None for lv in levels):
+            self._add_cache_column()
+            changed = True
+        keys = [key for key, _ in self._columns]
         for level in levels:
             row = str(level.level_id)
             cells = level_cells(level, current_id, knee, convention, (server or {}).get(level.level_id))
             if row not in self.rows:
                 self.add_row(
-                    *(self._style(key, cells[key], level, current_id, knee) for key, _ in COLUMNS), key=row
+                    *(self._style(key, cells[key], level, current_id, knee) for key in keys), key=row
                 )
-                self._shown.update({(row, key): value for key, value in cells.items()})
+                self._shown.update({(row, key): cells[key] for key in keys})
                 changed = True
                 continue
-            for key, value in cells.items():
+            for key in keys:
+                value = cells[key]
                 if self._shown.get((row, key)) != value:
                     self.update_cell(
                         row, key, self._style(key, value, level, current_id, knee), update_width=True
@@ -184,6 +200,17 @@ class LevelTable(DataTable[Text]):
             self._followed = current_id
             self.move_cursor(row=self.get_row_index(str(current_id)), scroll=True)
         return changed
+
+    def _add_cache_column(self) -> None:
+        """Put the prefix-cache column beside ISL/OSL: the table is rebuilt once (a DataTable only appends
+        columns, and one at the far right is off screen on most terminals)."""
+        at = [key for key, _ in COLUMNS].index("len") + 1
+        self._columns = (*COLUMNS[:at], CACHE_COLUMN, *COLUMNS[at:])
+        self.clear(columns=True)
+        for key, label in self._columns:
+            self.add_column(label, key=key)
+        self._shown.clear()
+        self._followed = -1
 
     def _style(self, key: str, value: str, level: LevelView, current_id: int, knee: Knee | None) -> Text:
         if key == "level" and knee is not None and knee.level_id == level.level_id:

@@ -61,6 +61,22 @@ def _one_line(text: str) -> str:
     return text.replace("\r", "").replace("\n", "⏎").replace("\t", " ")
 
 
+REASONING_MARK = "▸ "
+"""Between a lane's reasoning (drawn dim and italic) and its answer, when both show."""
+
+
+def lane_text(lane: LaneView, width: int) -> tuple[str, str, str]:
+    """Pure: the (reasoning, mark, answer) that fit ``width`` cells, newest text at the right edge: the
+    answer's end, and before it the reasoning's end (what a reasoning model thought before it answered)."""
+    answer = tail_cells(_one_line(lane.text_tail), width)
+    if not lane.reasoning_tail:
+        return "", "", answer
+    mark = REASONING_MARK if answer else ""
+    room = width - cell_len(answer) - len(mark)
+    reasoning = tail_cells(_one_line(lane.reasoning_tail), room)
+    return reasoning, mark if reasoning else "", answer
+
+
 def lane_meta(lane: LaneView) -> str:
     """The fixed-width columns before a lane's text: id, age, TTFT, tokens/s."""
     ttft = f"{lane.ttft_ms:5.0f}ms" if lane.ttft_ms is not None else "     - "
@@ -80,6 +96,7 @@ class StreamLanes(Widget, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "lanes--meta",
         "lanes--text",
+        "lanes--reasoning",
         "lanes--waiting",
         "lanes--ok",
         "lanes--error",
@@ -145,6 +162,7 @@ class StreamLanes(Widget, can_focus=True):
             return [strip(("no requests in flight", self.component_style("lanes--waiting")))]
         meta_style = self.component_style("lanes--meta")
         text_style = self.component_style("lanes--text")
+        reasoning_style = self.component_style("lanes--reasoning")
         cursor = self.component_style("lanes--cursor")
         selected = self.selected if self.has_focus else None
         rows: list[Strip] = []
@@ -156,11 +174,13 @@ class StreamLanes(Widget, can_focus=True):
             if state == "waiting":
                 parts.append(("waiting for first token…", self.component_style("lanes--waiting")))
             elif state == "streaming":
-                parts.append((tail_cells(_one_line(lane.text_tail), room), text_style))
+                reasoning, mark, answer = lane_text(lane, room)
+                parts += [(reasoning, reasoning_style), (mark, meta_style), (answer, text_style)]
             elif state == "ok":
                 done = f"✓ done, {lane.output_tokens} tok  "
                 parts.append((done, self.component_style("lanes--ok")))
-                parts.append((tail_cells(_one_line(lane.text_tail), room - len(done)), meta_style))
+                reasoning, mark, answer = lane_text(lane, room - len(done))
+                parts += [(reasoning, reasoning_style), (mark, meta_style), (answer, meta_style)]
             elif state == "error":
                 parts.append((f"✗ {_one_line(lane.error or 'error')}", self.component_style("lanes--error")))
             else:

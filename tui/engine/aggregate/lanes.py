@@ -42,6 +42,44 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
+class TextTail:
+    """Streamed text kept to its last `TEXT_CAP` characters (trimmed now and then, not per piece)."""
+
+    __slots__ = ("chars", "parts")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.chars = 0
+
+    def append(self, text: str) -> None:
+        """Add streamed text, trimming to the last `TEXT_CAP` characters now and then."""
+        if not text:
+            return
+        self.parts.append(text)
+        self.chars += len(text)
+        if self.chars > 2 * TEXT_CAP:
+            joined = "".join(self.parts)[-TEXT_CAP:]
+            self.parts = [joined]
+            self.chars = len(joined)
+
+    def text(self) -> str:
+        """The kept text (its last `TEXT_CAP` characters)."""
+        return "".join(self.parts)[-TEXT_CAP:]
+
+    def tail(self, n: int = TEXT_TAIL) -> str:
+        """The last ``n`` characters."""
+        if n <= 0:
+            return ""
+        out: list[str] = []
+        got = 0
+        for part in reversed(self.parts):
+            out.append(part)
+            got += len(part)
+            if got >= n:
+                break
+        return "".join(reversed(out))[-n:]
+
+
 @dataclass
 class Lane:
     """The face's view of one request's token stream (text capped to its tail)."""
@@ -49,8 +87,10 @@ class Lane:
     request_id: int
     level_id: int
     sent_ns: int
-    parts: list[str] = field(default_factory=list)
-    chars: int = 0
+    answer: TextTail = field(default_factory=TextTail)
+    """The answer text (``content``)."""
+    reasoning: TextTail = field(default_factory=TextTail)
+    """The reasoning text (``reasoning_content``/``reasoning``), kept apart so a face draws it apart."""
     tokens: int = 0
     first_content_ns: int | None = None
     state: LaneState = "waiting"
@@ -86,31 +126,26 @@ class Lane:
         self.chunk_tokens = None
         self.chunks_dropped = 0
 
-    def append(self, text: str) -> None:
-        """Add streamed text, trimming to the last `TEXT_CAP` characters now and then."""
-        if not text:
-            return
-        self.parts.append(text)
-        self.chars += len(text)
-        if self.chars > 2 * TEXT_CAP:
-            joined = "".join(self.parts)[-TEXT_CAP:]
-            self.parts = [joined]
-            self.chars = len(joined)
+    @property
+    def chars(self) -> int:
+        """Answer characters kept."""
+        return self.answer.chars
+
+    def append(self, text: str, reasoning: str = "") -> None:
+        """Add streamed answer and reasoning text."""
+        self.answer.append(text)
+        self.reasoning.append(reasoning)
 
     def text(self) -> str:
-        """The kept text (its last `TEXT_CAP` characters)."""
-        return "".join(self.parts)[-TEXT_CAP:]
+        """The kept text, reasoning before the answer (a reasoning model thinks first)."""
+        reasoning = self.reasoning.text()
+        return f"{reasoning}\n\n{self.answer.text()}" if reasoning else self.answer.text()
 
-    def tail(self, n: int = TEXT_TAIL) -> str:
-        """The last ``n`` characters."""
-        out: list[str] = []
-        got = 0
-        for part in reversed(self.parts):
-            out.append(part)
-            got += len(part)
-            if got >= n:
-                break
-        return "".join(reversed(out))[-n:]
+    def tails(self, n: int = TEXT_TAIL) -> tuple[str, str]:
+        """The last ``n`` characters as (reasoning, answer): the answer's tail, and before it as much of the
+        reasoning's as fits (all of it while no answer has come)."""
+        answer = self.answer.tail(n)
+        return self.reasoning.tail(n - len(answer)), answer
 
 
 class Lanes:
@@ -127,14 +162,14 @@ class Lanes:
 
     def apply(self, delta: LaneDelta) -> None:
         """Fold one worker lane delta in (a delta of an already finished request is late: ignored)."""
-        rid, level_id, sent_ns, text, tokens, first_ns, stamps, counts = delta
+        rid, level_id, sent_ns, text, tokens, first_ns, stamps, counts, reasoning = delta
         lane = self.live.get(rid)
         if lane is None:
             if rid in self.finished:
                 return
             lane = self.live[rid] = Lane(rid, level_id, sent_ns)
         lane.sent_ns = sent_ns  # a retry restamps the send: offsets count from the latest
-        lane.append(text)
+        lane.append(text, reasoning)
         lane.tokens = tokens
         if first_ns is not None:
             lane.first_content_ns = first_ns
@@ -190,6 +225,7 @@ class Lanes:
 
 
 def _lane_view(lane: Lane, now_ns: int) -> LaneView:
+    reasoning, answer = lane.tails()
     end = lane.end_ns if lane.end_ns is not None else now_ns
     ttft = None if lane.first_content_ns is None else (lane.first_content_ns - lane.sent_ns) / 1e6
     tps = None
@@ -199,7 +235,8 @@ def _lane_view(lane: Lane, now_ns: int) -> LaneView:
         request_id=lane.request_id,
         level_id=lane.level_id,
         state=lane.state,
-        text_tail=lane.tail(),
+        text_tail=answer,
+        reasoning_tail=reasoning,
         output_tokens=lane.tokens,
         age_s=max(0.0, (end - lane.sent_ns) / 1e9),
         ttft_ms=ttft,

@@ -42,6 +42,8 @@ _REQ_COLUMNS: dict[str, Any] = {
     "sched_lag_ms": np.float64,
     "ttfa_ms": np.float64,
     "reasoning_tokens": np.float64,
+    "isl": np.float64,
+    "cached_tokens": np.float64,
 }
 _GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
 
@@ -115,6 +117,8 @@ class OkColumns:
     """Time to first answer token; NaN without answer text."""
     reasoning_tokens: FloatArray
     """NaN where the server did not report them."""
+    cached_tokens: FloatArray
+    """Prompt tokens served from the server's prefix cache; NaN where it did not say."""
     fig: m.RequestFigures
     good: BoolArray
     """Met every SLO (goodput)."""
@@ -164,6 +168,11 @@ def ok_columns(
         dtype=np.float64,
         count=n,
     )
+    cached = np.fromiter(
+        (r.cached_tokens if r.cached_tokens is not None else np.nan for r in recs),
+        dtype=np.float64,
+        count=n,
+    )
     fig = m.request_figures(sent, first, end, osl, nch)
     good = m.good_mask(fig.ttft_ms, fig.tpot_ms, slo_ttft_ms, slo_tpot_ms)
     # Every request's chunk stamps in one array; gaps are diffs within a request.
@@ -189,6 +198,7 @@ def ok_columns(
         sched_lag_ms=sched,
         ttfa_ms=ttfa,
         reasoning_tokens=reasoning,
+        cached_tokens=cached,
         fig=fig,
         good=good,
         chunk_t=ct,
@@ -222,6 +232,8 @@ def fold_ok(cols: OkColumns, levels: Mapping[int, LevelAgg]) -> None:
                 "sched_lag_ms": cols.sched_lag_ms[s],
                 "ttfa_ms": cols.ttfa_ms[s],
                 "reasoning_tokens": cols.reasoning_tokens[s],
+                "isl": cols.isl[s],
+                "cached_tokens": cols.cached_tokens[s],
             }
         )
         gsel = cols.gap_level == level_id
@@ -273,13 +285,21 @@ def measurable(duration_s: float, median_e2e_ns: float | None) -> bool:
     return duration_s >= max(MIN_WINDOW_S, median_e2e_ns / 1e9)
 
 
+def _median_e2e_ns(rows: Mapping[str, npt.NDArray[Any]], level_end_ns: int | None) -> float | None:
+    """The level's median E2E, which sets its steady start and the shortest window it can measure: once the
+    level has ended, of the requests that had ended by then. So an ended level's window stays put: its
+    requests still in flight at the load change end later, slower under the next load, and would otherwise
+    push the start (a level judged steady turned unsteady after it ended)."""
+    e2e = rows["e2e_ms"] if level_end_ns is None else rows["e2e_ms"][rows["end_ns"] <= level_end_ns]
+    return float(np.median(e2e)) * 1e6 if e2e.size else None
+
+
 def level_view(
     lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
 ) -> tuple[LevelView, dict[str, Any]]:
     """The summary of one level, plus the extra figures the results JSON wants."""
     rows = lv.req.view()
-    ok_e2e = rows["e2e_ms"]
-    median_e2e_ns = float(np.median(ok_e2e)) * 1e6 if ok_e2e.size else None
+    median_e2e_ns = _median_e2e_ns(rows, lv.end_ns)
     # The transient starts when the last worker applied the level, not when the face asked for it.
     applied = max([lv.start_ns, *lv.applied_ns.values()])
     steady_from = m.steady_from_ns(
@@ -355,6 +375,7 @@ def level_view(
         exact=lv.req.exact and lv.gaps.exact,
         too_short=not measured,
         **_lengths(pick, in_tokens, out_tokens, completed),
+        **_prefix_cache(pick),
     )
     extra = {"max_loop_lag_p99_ms": lv.max_lag_ms, "max_cpu_share": lv.max_cpu, "cancelled": lv.cancelled}
     return view, extra
@@ -373,6 +394,18 @@ def _lengths(
         "ttfa": m.stats(pick["ttfa_ms"]),
         "reasoning_tokens": float(reasoning.mean()) if reasoning.size else float("nan"),
     }
+
+
+def _prefix_cache(pick: Mapping[str, FloatArray]) -> dict[str, Any]:
+    """Prompt tokens the server served from its prefix cache over the window's population, and the hit rate
+    (cached / prompt tokens of the requests it reported them for); None when it reported none."""
+    cached = pick["cached_tokens"]
+    said = ~np.isnan(cached)
+    if not said.any():
+        return {"cached_tokens": None, "cache_hit_rate": None}
+    total = float(cached[said].sum())
+    prompt = float(pick["isl"][said].sum())
+    return {"cached_tokens": round(total), "cache_hit_rate": total / prompt if prompt > 0 else None}
 
 
 def length_mismatch(view: LevelView, isl: int, osl: int | None, tolerance: float = 2.0) -> str | None:

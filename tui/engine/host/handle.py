@@ -30,7 +30,7 @@ from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.guard import AuthGuard
-from tui.engine.host.isl_probe import probe_isl
+from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
 from tui.engine.load.runner import split_load
@@ -385,7 +385,7 @@ class EngineHandle:
                 self._fatal = str(exc)
                 return
             self._model = model
-            if self.options.isl_probe:
+            if self.options.isl_probe and skip_reason(self.workload) is None:  # results say why not
                 self._probe_isl(model)
             with self._lock:
                 if self._stopping:

@@ -9,6 +9,10 @@ counted to every worker (`WorkloadConfig.isl_observations`): the first measured 
 Works on any OpenAI-compatible server that reports ``usage`` (it needs no tokenize endpoint, and includes the
 chat template by construction). Blocking, a few seconds at most; never shows the API key. The probe requests
 carry ``x-tokentop-request-id: probe-<n>`` and are not part of the run's records.
+
+Only for synthetic prompts (shared prefix or not): a dataset's prompts have the file's lengths, and a
+conversation's later turns are mostly its history, so neither is sized from ``--isl`` and `skip_reason`
+says why the probe is not sent.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from tui.engine.workload import RequestKey, SyntheticWorkload
 PROBE_REQUESTS = 4
 """Enough for the calibration's slope (two lengths) and an overhead averaged over the per-request head words;
 each asks for one output token, so on a slow server the probe costs about four prefills."""
+PROBE_WORKER = -1
+"""The probe's prompts are built as by a worker no engine worker is: the same lengths and body text, but
+other head words than the run's first prompts, so the probe does not warm a prefix cache for them."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,15 @@ class IslProbe:
     """What the server counted for each probe prompt, in order."""
     notice: str | None = None
     """One line when the probe could not finish (the run goes on, sizing prompts from its own answers)."""
+
+
+def skip_reason(workload: WorkloadConfig) -> str | None:
+    """Why the probe would teach this workload nothing (None: send it): the probe sizes synthetic prompts."""
+    if workload.dataset is not None:
+        return "dataset prompts: their lengths are the file's"
+    if workload.turns > 1:
+        return "multi-turn conversations: later turns are their history"
+    return None
 
 
 def probe_isl(
@@ -62,7 +78,7 @@ def probe_isl(
     notice: str | None = None
     with sync_client(target, timeout) as client:  # trusted and routed as the workers are
         for seq in range(requests):
-            key = RequestKey(0, seq)
+            key = RequestKey(PROBE_WORKER, seq)
             spec = probe.next_request(key)
             body = orjson.loads(build_body(target, model, spec, fixed_osl_fields=False))
             body["stream"] = False

@@ -31,6 +31,7 @@ from tui import __version__
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.run_config import isl_probe_record, workload_record
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 
@@ -71,6 +72,8 @@ DEFINITIONS: dict[str, str] = {
     "exact_stats (else to the uniform sample the stats come from); ttft counts those with generated text",
     "output tokens": "server usage.completion_tokens when reported, else one per content chunk",
     "input tokens": "server usage.prompt_tokens when reported, else the requested input length",
+    "prefix_cache_hit_rate": "cached_prompt_tokens (usage.prompt_tokens_details.cached_tokens, summed over "
+    "the window's population) / the prompt tokens of the requests that reported it; null when none did",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
     "server": "per level, the server's own /metrics over the level's steady window (its whole span when it "
@@ -163,6 +166,9 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     out["mean_output_tokens"] = _num(lv.mean_osl)
     out["mean_reasoning_tokens"] = _num(lv.reasoning_tokens)
     out.update(_stats_keys("ttfa", lv.ttfa))
+    # the server's prefix cache over the window's population (issue 10); null when it did not report it
+    out["cached_prompt_tokens"] = lv.cached_tokens
+    out["prefix_cache_hit_rate"] = _num(lv.cache_hit_rate)
     return out
 
 
@@ -300,6 +306,8 @@ def build_results(
             "slo_tpot_ms": options.slo_tpot_ms,
             "min_window_s": MIN_WINDOW_S,
             "min_steady_requests": MIN_STEADY_REQUESTS,
+            "workload": workload_record(workload),
+            "isl_probe": isl_probe_record(workload, options),
         },
         "definitions": DEFINITIONS,
         "levels": levels,

@@ -124,9 +124,12 @@ class Worker:
         text = "".join(acc.pending_text) if acc.pending_text else ""
         if acc.pending_text:
             acc.pending_text.clear()
+        reasoning = "".join(acc.pending_reasoning) if acc.pending_reasoning else ""
+        if acc.pending_reasoning:
+            acc.pending_reasoning.clear()
         tokens = acc.tokens
         self.tokens += tokens - lane.reported_tokens
-        if lane.announced and not text and tokens == lane.reported_tokens:
+        if lane.announced and not text and not reasoning and tokens == lane.reported_tokens:
             return None
         lane.announced = True
         lane.reported_tokens = tokens
@@ -144,7 +147,9 @@ class Worker:
         elif acc.tokens_known:
             counts = b""
         lane.reported_chunks = n
-        return LaneDelta(rec.request_id, rec.level_id, rec.sent_ns, text, tokens, first, stamps, counts)
+        return LaneDelta(
+            rec.request_id, rec.level_id, rec.sent_ns, text, tokens, first, stamps, counts, reasoning
+        )
 
     # --- batches ------------------------------------------------------------------------------
 

@@ -106,6 +106,7 @@ class StreamAccumulator:
         "first_answer_ns",
         "last_completion_tokens",
         "last_read_ns",
+        "pending_reasoning",
         "pending_text",
         "reasoning_chunks",
         "reply",
@@ -134,7 +135,9 @@ class StreamAccumulator:
         self.first_answer_ns: int | None = None
         """Arrival of the first chunk of answer text (not reasoning): time to first answer token."""
         self.pending_text: list[str] = []
-        """Generated text not yet handed to the live lanes (the worker drains it every batch)."""
+        """Answer text not yet handed to the live lanes (the worker drains it every batch)."""
+        self.pending_reasoning: list[str] = []
+        """Reasoning text not yet handed to the live lanes, kept apart so they draw it apart."""
         self.reply: list[str] | None = None
         """The whole answer text (no reasoning), kept only when the workload asks to see it (set to a list
         before the request starts): a multi-turn conversation appends it to the user's history."""
@@ -184,7 +187,7 @@ def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
             acc.chunk_ns.append(now_ns)
             if reasoning:
                 acc.reasoning_chunks += 1
-                acc.pending_text.append(reasoning)
+                acc.pending_reasoning.append(reasoning)
             else:
                 if acc.first_answer_ns is None:
                     acc.first_answer_ns = now_ns

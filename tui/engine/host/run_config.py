@@ -1,0 +1,32 @@
+"""The workload as the results' ``config`` records it: every setting `tui.options.workload_from_args` built
+(length distributions, scenarios, seed, dataset, shared prefix, turns, tokenizer path), so a results file
+says what was asked without the command line beside it; and whether the ISL probe ran, or why not."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from tui.engine.config import EngineOptions, WorkloadConfig
+from tui.engine.host.isl_probe import skip_reason
+
+
+def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
+    """Every field of ``workload`` as plain JSON data (a dataclass added to it later is recorded too), but
+    the probe's measurements, which `isl_probe_record` reports. The tokenizer and dataset appear by path
+    only; the dataset with the format, order, entry count and size it was checked with."""
+    record = asdict(workload)
+    record.pop("isl_observations", None)
+    return record
+
+
+def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[str, Any]:
+    """Whether the ISL probe was asked for and sent, why it was skipped (None: it was not), and the (words,
+    prompt tokens) pairs it measured."""
+    skipped = skip_reason(workload) if options.isl_probe else None
+    return {
+        "asked": options.isl_probe,
+        "sent": options.isl_probe and skipped is None,
+        "skipped": skipped,
+        "observations": [list(pair) for pair in workload.isl_observations],
+    }
