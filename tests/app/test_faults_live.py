@@ -14,13 +14,14 @@ import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 import pytest
 from textual.pilot import Pilot
 
+from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.engine.conftest import no_dns  # noqa: F401 - the DNS row asks for it by name
 from tests.engine.fault_server import FaultServer
@@ -35,6 +36,7 @@ from tests.engine.scripted_server import (
 )
 from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, make_self_signed, serve, tls_server
 from tui.app.app import TokentopApp
+from tui.app.widgets.errors import errors_content
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 
@@ -522,5 +524,21 @@ async def test_a_rejected_fixed_osl_field_is_dropped_with_a_notice(
         "server rejected ignore_eos/min_tokens (HTTP 400); sending without them, so output lengths may vary"
     )
     assert "failed 0" in status and "▶ running" in status, status
-    assert notice in errors, errors
+    assert errors.startswith(f"no errors last: {notice}"), errors  # a notice, not a failure
     assert errors.count("ignore_eos") == 1, errors  # once, however many requests were rejected
+
+
+def test_a_notice_is_told_apart_from_the_failures() -> None:
+    """The pane's content itself: a notice takes the warning colour, a failure's message the error one."""
+    failure = "#7 http_5xx: HTTP 500: boom"
+    snap = replace(
+        frozen.snapshot(),
+        errors=(("http_5xx", 1),),
+        recent_errors=("a notice", failure),
+        notices=("a notice",),
+    )
+    content = errors_content(snap)
+    styles = {content.plain[span.start : span.end]: span.style for span in content.spans}
+    assert styles["a notice"] == "$text-warning" and styles[failure] == "$text-error", styles
+    only = errors_content(replace(snap, errors=(), recent_errors=("a notice",)))
+    assert only.plain == "no errors\nlast:\na notice"
