@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 
 
 @dataclass
@@ -147,6 +149,33 @@ class ScriptedServer:
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
+
+
+class ThreadedServer:
+    """A `ScriptedServer` on its own event loop in a thread: for a test whose own loop must stay free (a
+    subprocess under test, or an app under Pilot that a busy server on its loop would slow down)."""
+
+    def __init__(self, server: ScriptedServer) -> None:
+        self.server = server
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def __enter__(self) -> ThreadedServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(10)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
 
 
 def sse(obj: dict[str, object] | str) -> bytes:

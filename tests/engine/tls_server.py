@@ -3,16 +3,13 @@ it that serves ``/v1/models`` and a short chat stream; `ThreadedTlsServer` runs 
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import ssl
 import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
-from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
+from tests.engine.scripted_server import Request, Responder, ScriptedServer, ThreadedServer, normal_stream
 
 MODELS = b'{"object": "list", "data": [{"id": "tls-model"}]}'
 HAVE_OPENSSL = shutil.which("openssl") is not None
@@ -58,31 +55,8 @@ def tls_server(pair: SelfSigned) -> ScriptedServer:
     return ScriptedServer(serve, tls=server_context(pair))
 
 
-class ThreadedTlsServer:
+class ThreadedTlsServer(ThreadedServer):
     """`tls_server` on its own event loop in a thread, for a test that runs tokentop in a subprocess."""
 
     def __init__(self, pair: SelfSigned) -> None:
-        self._pair = pair
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self.server: ScriptedServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return self.server.url
-
-    def __enter__(self) -> ThreadedTlsServer:
-        self._thread.start()
-        started = asyncio.run_coroutine_threadsafe(tls_server(self._pair).start(), self._loop)
-        self.server = started.result(10)
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self.server is not None:
-            asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
+        super().__init__(tls_server(pair))

@@ -33,7 +33,7 @@ from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable, server_means
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.server import ServerPane
-from tui.app.widgets.status import FatalBanner, StatusBar, UiState
+from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
@@ -251,7 +251,7 @@ class TokentopApp(App[int]):
         if knee_ready != self._knee_ready:
             self._knee_ready = knee_ready
             self.refresh_bindings()  # `k` joins or leaves the footer
-        self._fatal.show(snap.fatal)
+        self._fatal.show(snap.fatal, hint=fatal_hint(snap))
         self._status.show(snap, self._ui_state())
         self._lanes.show(snap.lanes, snap.in_flight)
         self._errors.show(snap)

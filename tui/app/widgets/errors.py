@@ -9,16 +9,19 @@ from tui.engine.snapshot import Snapshot
 
 
 def errors_content(snap: Snapshot, max_messages: int = 5) -> Content:
-    """Pure: counts by class then the newest messages (newest first)."""
+    """Pure: counts by class then the newest messages (newest first). The run's notices come among the
+    messages in the warning colour, and with no failure the pane still says "no errors" first: a notice
+    (a dropped ignore_eos, lengths off target) is not a failed request."""
     if not snap.errors and not snap.recent_errors:
         return Content.styled("no errors", "$success")
-    parts: list[str | tuple[str, str]] = []
+    notices = set(snap.notices)
+    parts: list[str | tuple[str, str]] = [] if snap.errors else [("no errors", "$success"), "\n"]
     for name, count in sorted(snap.errors, key=lambda item: -item[1]):
         parts += [(f"{count:>5} ", "bold $error"), (name, "$error"), "\n"]
     if snap.recent_errors:
         parts.append(("last:\n", "$text-muted"))
         for message in reversed(snap.recent_errors[-max_messages:]):
-            parts += [(message, "$text-error"), "\n"]
+            parts += [(message, "$text-warning" if message in notices else "$text-error"), "\n"]
     return Content.assemble(*parts).rstrip("\n")
 
 

@@ -69,6 +69,8 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
     load: list[Span] = [(target.label(), style("load")), (" ", None)]
     if ui.watching:
         load = [("watching: no load sent, the server's own /metrics only", style("running"))]
+    elif snap.fatal:  # the banner says why; "running" under it would say the opposite
+        load.append(("■ stopped", style("failed")))
     elif target.paused:
         load.append(("⏸ paused", style("paused")))
     elif ui.probing:
@@ -168,19 +170,31 @@ class StatusBar(TextLines):
             self.show(*self._shown)
 
 
+def fatal_hint(snap: Snapshot) -> str:
+    """What to check when the fatal reason does not say it: a 404 names only what the server said (often
+    just "Not Found"), so the hint names the URL and the model that were asked for."""
+    if not snap.fatal or "HTTP 404" not in snap.fatal:
+        return ""
+    path = "/chat/completions" if snap.endpoint == "chat" else "/completions"
+    return f"{snap.base_url}{path} with model {snap.model}: check --url, --endpoint and --model"
+
+
 class FatalBanner(Static):
     """The engine's fatal reason, shown across the top until the user quits."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._reason: str | None = None
+        self._shown: tuple[str | None, str] = (None, "")
 
-    def show(self, reason: str | None, *, prefix: str = "✗ engine stopped: ") -> None:
-        if reason == self._reason:
+    def show(self, reason: str | None, *, prefix: str = "✗ engine stopped: ", hint: str = "") -> None:
+        if (reason, hint) == self._shown:
             return
-        self._reason = reason
+        self._shown = (reason, hint)
         self.display = bool(reason)
         if reason:
             # The contract says one line; a multi-line reason must not eat the screen.
             one_line = " ".join(reason.split())
-            self.update(Content.assemble((prefix, "bold"), one_line, "   (q quits)"))
+            parts: list[str | tuple[str, str]] = [(prefix, "bold"), one_line]
+            if hint:
+                parts += [" · ", hint]
+            self.update(Content.assemble(*parts, "   (q quits)"))
