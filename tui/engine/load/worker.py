@@ -162,7 +162,8 @@ class Worker:
             if delta is not None:
                 lanes.append(delta)
         records, self.finished = self.finished, []
-        notices, self.notices = self.notices, []
+        notices = self.notices[:]  # emptied in place: the session holds `self.notices.append`
+        self.notices.clear()
         tokens, self.tokens = self.tokens, 0
         t_ns = time.perf_counter_ns()
         health = Health(self.lag.p99_ms(), self.cpu.share())
