@@ -20,7 +20,7 @@ from tests.engine.scripted_server import (
 )
 from tui.engine.config import Endpoint, TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, run_request
+from tui.engine.stream.client import MAX_SKIPPED_LINES, RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import TransportName, make_client
 
@@ -183,14 +183,28 @@ async def test_error_object_inside_stream(transport: TransportName) -> None:
     assert len(rec.chunk_ns) == 1
 
 
-async def test_malformed_chunk() -> None:
+async def test_a_malformed_line_is_skipped_and_counted_and_the_stream_goes_on() -> None:
     async def handler(req: Request, resp: Responder) -> None:
         await resp.head()
         await resp.send(b'data: {"choices": [\n\n')
+        await resp.send(b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n')
+        await resp.send(b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
         await resp.end()
 
     (rec,), _, _ = await _run(handler)
-    assert rec.error_class == "malformed"
+    assert (rec.status, rec.skipped_lines, len(rec.chunk_ns)) == ("ok", 1, 1)
+
+
+async def test_a_stream_of_malformed_lines_fails_as_malformed_past_the_cap() -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head()
+        for _ in range(MAX_SKIPPED_LINES + 1):
+            await resp.send(b"data: <html>\n\n")
+        await resp.end()
+
+    (rec,), _, _ = await _run(handler)
+    assert (rec.error_class, rec.skipped_lines) == ("malformed", MAX_SKIPPED_LINES + 1)
+    assert rec.error is not None and f"more than {MAX_SKIPPED_LINES} malformed lines" in rec.error
 
 
 async def test_an_oversized_line_fails_the_request_as_oversized() -> None:

@@ -96,6 +96,9 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     """``usage.completion_tokens_details.reasoning_tokens`` where the server reports it (they count in
     `output_tokens` too); else None."""
+    skipped_lines: int = 0
+    """Malformed data lines (not JSON) skipped in this stream, which went on (class `malformed` only when
+    there were more than the client's cap)."""
 
     # --- derived ---------------------------------------------------------------------------------
 

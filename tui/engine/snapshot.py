@@ -252,6 +252,8 @@ class Snapshot:
     """Set when the engine cannot go on (e.g. server unreachable at start): a one-line reason."""
     cancelled: int = 0
     """Requests cut off by a stop (neither completed nor failed)."""
+    skipped_lines: int = 0
+    """Malformed stream lines skipped over the run: their streams went on, so they are not failures."""
     notices: tuple[str, ...] = ()
     """One-line warnings of the run, each once (a server that rejected the fixed-OSL fields, a level whose
     achieved ISL/OSL is off what was asked): a face shows them beside the errors."""

@@ -76,6 +76,8 @@ class Store:
         self.completed = 0
         self.failed = 0
         self.cancelled = 0
+        self.skipped_lines = 0
+        """Malformed stream lines skipped over the run (their streams went on; not failures)."""
         self.errors: Counter[str] = Counter()
         self.recent_errors: deque[str] = deque(maxlen=RECENT_ERRORS)
         self.notices: list[str] = []
@@ -151,6 +153,7 @@ class Store:
         ok_recs: list[RequestRecord] = []
         for rec in records:
             self.lanes.finish(rec)
+            self.skipped_lines += rec.skipped_lines
             lv = self.levels.get(rec.level_id)
             if lv is not None:
                 lv.count(rec)
@@ -298,5 +301,6 @@ class Store:
             health=self.saturation.health(),
             fatal=fatal,
             cancelled=self.cancelled,
+            skipped_lines=self.skipped_lines,
             **meta,
         )

@@ -343,6 +343,7 @@ def build_results(
             "failed": snap.failed,
             "cancelled": snap.cancelled,
             "errors": dict(snap.errors),
+            "malformed_lines_skipped": snap.skipped_lines,
         },
         "fatal": snap.fatal,
         "notices": list(client.notices),

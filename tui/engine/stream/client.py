@@ -37,6 +37,8 @@ from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workloa
 REQUEST_ID_HEADER = "x-tokentop-request-id"
 _ERROR_BODY_LIMIT = 4096
 _DRAIN_S = 1.0
+MAX_SKIPPED_LINES = 16
+"""Malformed data lines skipped in one stream before it fails as `malformed`."""
 
 
 class RequestSession:
@@ -257,6 +259,7 @@ def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestS
         estimate = spec.expected_input_tokens if spec is not None else None
         record.input_tokens, record.input_source = estimate, "estimate"
     record.cached_tokens = acc.usage_cached
+    record.skipped_lines = acc.skipped_lines
     if acc.usage_completion is not None:
         record.output_tokens, record.output_source = acc.usage_completion, "usage"
     elif record.chunk_tokens is not None:
@@ -270,6 +273,7 @@ async def _attempt(
 ) -> None:
     headers = dict(session.headers)
     headers[REQUEST_ID_HEADER] = f"{record.worker}-{record.seq}"
+    sent_fixed_osl = session.fixed_osl_fields
     body = session.body(spec)
     request = session.client.build_request("POST", session.url, content=body, headers=headers)
     record.send_start_ns = record.sent_ns = time.perf_counter_ns()
@@ -287,7 +291,7 @@ async def _attempt(
         record.first_byte_ns = time.perf_counter_ns()
         record.http_status = response.status_code
         if response.status_code >= 400:
-            await _http_error(session, response)
+            await _http_error(session, response, sent_fixed_osl)
         content_type = response.headers.get("content-type", "")
         if content_type and not content_type.lower().startswith("text/event-stream"):
             await _not_sse(session, response, content_type)
@@ -310,16 +314,20 @@ def _unlink(response: httpx.Response) -> None:
     response.stream = _CLOSED_STREAM
 
 
-async def _http_error(session: RequestSession, response: httpx.Response) -> None:
+async def _http_error(session: RequestSession, response: httpx.Response, sent_fixed_osl: bool) -> None:
+    """Raise the failure for an HTTP error status; or `_RetryWithoutFixedOsl` when this request carried the
+    fixed-OSL fields and the server rejected them (``sent_fixed_osl``: what this request sent, not the
+    session's flag now: with several in flight, another one's 400 may have switched the flag already)."""
     body = await _read_some(response)
     status = response.status_code
     text = body.decode("utf-8", "replace")
-    if session.fixed_osl_fields and rejects_fixed_osl_fields(status, text):
-        session.fixed_osl_fields = False
-        session.notice(
-            f"server rejected ignore_eos/min_tokens (HTTP {status}); sending without them, "
-            "so output lengths may vary"
-        )
+    if sent_fixed_osl and rejects_fixed_osl_fields(status, text):
+        if session.fixed_osl_fields:  # the first such 400 of the run says so, once
+            session.fixed_osl_fields = False
+            session.notice(
+                f"server rejected ignore_eos/min_tokens (HTTP {status}); sending without them, "
+                "so output lengths may vary"
+            )
         raise _RetryWithoutFixedOsl
     # masked before error_message cuts it: a key cut in half would leak its first characters
     message = f"HTTP {status}: {error_message(session.scrub(text).encode())}"
@@ -428,7 +436,15 @@ def _handle_event(
     try:
         obj = loads(data)
     except orjson.JSONDecodeError:
-        raise _Failure("malformed", "malformed chunk: " + one_line(data, 80)) from None
+        # One bad line (a proxy's keep-alive comment without its colon, a cut chunk) costs that line, not
+        # the stream: skipped and counted. A stream of nothing but bad lines still fails, once the cap says
+        # it is not a glitch.
+        acc.skipped_lines += 1
+        if acc.skipped_lines > MAX_SKIPPED_LINES:
+            raise _Failure(
+                "malformed", f"more than {MAX_SKIPPED_LINES} malformed lines, last: " + one_line(data, 80)
+            ) from None
+        return False
     apply_chunk(acc, obj, now)
     if acc.error is not None:
         raise _Failure("stream_error", "stream error: " + acc.error)

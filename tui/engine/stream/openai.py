@@ -111,6 +111,7 @@ class StreamAccumulator:
         "reasoning_chunks",
         "reply",
         "retry_after_s",
+        "skipped_lines",
         "tokens",
         "tokens_known",
         "usage_cached",
@@ -152,6 +153,8 @@ class StreamAccumulator:
         """An ``error`` object seen inside the stream (one line)."""
         self.done = False
         """``[DONE]`` seen."""
+        self.skipped_lines = 0
+        """Data lines that were not JSON, skipped (the stream went on)."""
 
 
 def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
