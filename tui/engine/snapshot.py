@@ -165,6 +165,9 @@ class LevelView:
     does not reason."""
     reasoning_tokens: float = float("nan")
     """Mean reasoning tokens per request where the server reports them (they are part of the OSL)."""
+    dropped: int = 0
+    """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
+    `tui.engine.load.backoff.ArrivalGate`)."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

@@ -153,6 +153,7 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     )
     if lv.mode == "rate":
         out.update(_stats_keys("sched_lag", lv.sched_lag))
+        out["dropped_arrivals"] = lv.dropped
     # achieved lengths (compare with the run's workload isl/osl) and reasoning (issue 10)
     out["mean_input_tokens"] = _num(lv.mean_isl)
     out["mean_output_tokens"] = _num(lv.mean_osl)
@@ -320,6 +321,7 @@ def build_results(
             "failed": snap.failed,
             "cancelled": snap.cancelled,
             "errors": dict(snap.errors),
+            "dropped_arrivals": sum(lv.dropped for lv, _ in views),
         },
         "fatal": snap.fatal,
         "notices": list(client.notices),

@@ -178,6 +178,7 @@ class Worker:
             health=health,
             notices=notices,
             health_window=window,
+            dropped=self.runner.take_dropped(),
         )
 
     def send(self, msg: WorkerMessage) -> None:
