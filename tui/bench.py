@@ -31,6 +31,7 @@ from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.host.exports import write_exports
+from tui.engine.host.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.report_plots import write_plot
@@ -341,6 +342,7 @@ def _run_level(
     goal_requests = ns.requests or default_requests(load.mode, load.value)
     goal = _Goal(ns.duration, "s") if ns.duration else _Goal(goal_requests, "requests")
     first = True
+    ended_early: str | None = None
     while True:
         time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
         snap = handle.snapshot()
@@ -352,6 +354,11 @@ def _run_level(
         first = False
         if lv is None:
             continue
+        ended_early = persistent_failure(lv, elapsed_s)
+        if ended_early is not None:
+            if snap.completed == 0:
+                return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
+            break
         if ns.duration:
             if elapsed_s >= ns.duration:
                 break
@@ -367,6 +374,8 @@ def _run_level(
     final = _level_progress(i, n, load, _level(snap, level_id), snap, goal, elapsed_s, clock)
     clock.level_s.append(elapsed_s)
     progress.level(final, keep=True)  # one line per finished level stays, on a terminal too
+    if ended_early is not None:
+        say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
 
 

@@ -32,7 +32,9 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> SelfSigned:
     return make_self_signed(tmp_path_factory.mktemp("tls"))
 
 
-def _record(status: Literal["ok", "error"], error_class: str | None = None, error: str | None = None) -> RequestRecord:
+def _record(
+    status: Literal["ok", "error"], error_class: str | None = None, error: str | None = None
+) -> RequestRecord:
     rec = RequestRecord(1, 0, 0, 1, 0)
     rec.status, rec.error_class, rec.error = status, error_class, error
     return rec

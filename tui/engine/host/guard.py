@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tui.engine.records import RequestRecord
+from tui.engine.snapshot import LevelView
 
 AUTH_FATAL_AFTER = 3
 """Rejections (HTTP 401/403) in a row, with no success among them, that stop the load."""
@@ -69,3 +70,20 @@ class ConfigGuard:
             return f"load stopped after {self.tls_in_a_row} requests in a row failed: {tls_error}"
         return None
 
+
+PERSISTENT_S = 5.0
+"""A level failing this long with no success at all has a broken server, not a slow one: bench ends it."""
+PERSISTENT_FAILURES = 8
+"""...provided at least this many of its requests failed (one user backing off from 50 ms to its 5 s cap
+has failed 8 times in about 5 s)."""
+
+
+def persistent_failure(level: LevelView, elapsed_s: float) -> str | None:
+    """Why ``level`` should end now (one line: how long, how many, of which classes), or None.
+
+    Peers end a run whose every request fails; tokentop's users back off (`tui.engine.load.backoff`), so
+    waiting for ``--requests`` failures against an always-failing server took minutes."""
+    if level.completed or level.failed < PERSISTENT_FAILURES or elapsed_s < PERSISTENT_S:
+        return None
+    classes = ", ".join(f"{k} {v}" for k, v in sorted(level.errors, key=lambda kv: -kv[1]))
+    return f"every request failed for {elapsed_s:.0f} s, none completed ({level.failed} failed: {classes})"
