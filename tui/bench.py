@@ -174,6 +174,11 @@ def _summary(snap: Snapshot) -> str:
         lines.append("knee: not found (output throughput still rising at the highest level measured)")
     if snap.errors:
         lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
+    dropped = sum(lv.dropped for lv in snap.levels)
+    if dropped:
+        lines.append(
+            f"dropped: {dropped} arrivals, due while the server's failures held the open loop (never sent)"
+        )
     if snap.health.saturated:
         lines.append("warning: " + snap.health.reason)
     lines.extend("warning: " + notice for notice in snap.notices)
