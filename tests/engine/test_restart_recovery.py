@@ -81,6 +81,35 @@ def test_the_live_engine_backs_off_while_the_server_is_gone_and_resumes_at_once(
     assert refused and all("refused" in r["error"] for r in refused), refused[:2]
 
 
+def test_the_open_loop_holds_while_the_server_is_gone_and_keeps_its_schedule_after(tmp_path: Path) -> None:
+    rate = 8.0
+    port = _free_port()
+    sim = _sim(port).start()
+    load = LoadTarget(mode="rate", rate=rate, arrival="constant")
+    try:
+        with running_handle(sim.url, load, tmp_path, workload=WorkloadConfig(isl=32, osl=32)) as handle:
+            wait_for(handle, lambda s: s.completed >= 4, 60.0, "completions before the outage")
+            sim.stop()
+            _, snap, _ = wait_for(handle, lambda s: s.failed >= 1, 10.0, "the in-flight requests to fail")
+            failed_at = snap.failed
+            time.sleep(DOWN_S)
+            down = handle.snapshot()
+            # the schedule alone: rate x DOWN_S = 48 refused; held by the 1 s connect back-off: 1-2 a second
+            assert 0 < down.failed - failed_at <= _max_attempts(1, DOWN_S), down.failed - failed_at
+            assert set(dict(down.errors)) <= GONE
+            completed_at = down.completed
+            sim = _sim(port).start()
+            _, _, waited_s = wait_for(handle, lambda s: s.completed > completed_at, 10.0, "a completion")
+            assert waited_s <= BACK_WITHIN_S, waited_s
+            t0, done0 = time.monotonic(), handle.snapshot().completed
+            _, snap, _ = wait_for(handle, lambda s: s.completed >= done0 + 2 * rate, 10.0, "the schedule")
+            achieved = (snap.completed - done0) / (time.monotonic() - t0)
+            assert achieved >= rate * 0.6, achieved  # held no longer: the scheduled rate again
+            assert sum(lv.dropped for lv in snap.levels) >= rate * DOWN_S / 2  # what was due while held
+    finally:
+        sim.stop()
+
+
 def test_bench_rides_out_a_restart_and_exits_0_with_the_failures_counted(tmp_path: Path) -> None:
     port = _free_port()
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
