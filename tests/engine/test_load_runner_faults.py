@@ -4,6 +4,7 @@ once when the server does, the open loop never sends more than its schedule and 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -120,3 +121,28 @@ async def test_open_loop_late_arrivals_meeting_fast_failures_are_not_a_burst() -
     # the schedule alone would send 50 in these 0.5 s; backing off from the 2nd failure: a handful
     assert burst <= 10, burst
     assert runner.take_dropped() >= 40
+
+
+async def test_woken_users_come_back_on_the_stagger_grid_not_all_at_once() -> None:
+    """200 users woken together would be the connection storm the start-up stagger exists to avoid."""
+    server = FlakyServer(Outcome("connect"))
+    step_s, users = 0.05, 4
+    runner = LoadRunner(server, stagger_step_s=step_s, stagger_max_s=1.0)
+    runner.apply(WorkerShare(level_id=1, concurrency=users))
+    await asyncio.sleep(2.0)  # every user at the connect cap
+    server.outcome = Outcome(None)
+    back = time.perf_counter()
+
+    def first_ok(k: int) -> float | None:
+        return min(
+            (t for t, u, o in server.starts if u == k and t >= back and o.error_class is None), default=None
+        )
+
+    await _until(lambda: all(first_ok(k) is not None for k in range(users)), 3.0)
+    await runner.stop(drain=False, timeout_s=1.0)
+    times = sorted(t for k in range(users) if (t := first_ok(k)) is not None)
+    gaps = sorted(b - a for a, b in itertools.pairwise(times))
+    # the first finds the server; the rest wake on its success and start one step apart (user 0 at once,
+    # beside the finder: the one gap allowed to be short), all within the grid's span
+    assert gaps[1] >= step_s * 0.8, gaps
+    assert times[-1] - times[0] <= users * step_s + 0.1, times

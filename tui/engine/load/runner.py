@@ -186,20 +186,24 @@ class LoadRunner:
             outcome = _outcome(await self._run(self.share.level_id, None, idx))
             wait_s = backoff.delay_s(outcome)
             if wait_s > 0 and outcome.retry_after_s is None and outcome.error_class in SERVER_GONE:
-                await self._back_off_until_served(wait_s)
+                await self._back_off_until_served(wait_s, idx)
             else:
                 # Finishing one request and starting the next is ~1 ms of Python; yielding in between
                 # (sleep(0) after a success) has chunks of other streams that came meanwhile stamped first.
                 await asyncio.sleep(wait_s)
 
-    async def _back_off_until_served(self, wait_s: float) -> None:
-        """Wait ``wait_s``, or less if a request of this worker succeeds meanwhile: the server is back."""
+    async def _back_off_until_served(self, wait_s: float, idx: int) -> None:
+        """Wait ``wait_s``, or less if a request of this worker succeeds meanwhile: the server is back. Woken
+        users come back on the start-up stagger grid, so a restarted server meets no connection storm."""
         self._awaiting_server += 1
         try:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._served.wait(), wait_s)
+            await asyncio.wait_for(self._served.wait(), wait_s)
+        except asyncio.TimeoutError:
+            return
         finally:
             self._awaiting_server -= 1
+        users = self.share.concurrency if self.share is not None else 1
+        await asyncio.sleep((idx * self.workers + self.worker) * self._stagger_step(users))
 
     async def _run(
         self, level_id: int, scheduled_ns: int | None, user: int | None = None
