@@ -110,3 +110,16 @@ def test_the_gate_lets_a_stray_5xx_pass_and_a_success_resets_it() -> None:
     assert gate.admit(4 * MS) and gate.dropped == 0
     gate.see(Outcome("http_5xx"), sent_ns=5 * MS, now_ns=6 * MS)  # two in a row: a hold
     assert not gate.admit(7 * MS) and gate.dropped == 1
+
+
+def test_after_a_hold_one_probe_at_a_time_until_a_success() -> None:
+    """At a high rate, arrivals sent while the first request after a hold is out would multiply the
+    attempts by rate x latency: they are dropped until it is back, and all pass again after a success."""
+    gate = ArrivalGate(random.Random(10))
+    gate.see(Outcome("connect"), sent_ns=0, now_ns=MS)
+    after_ns = gate.hold_until_ns
+    assert gate.admit(after_ns)  # the probe
+    assert not gate.admit(after_ns + MS) and not gate.admit(after_ns + 2 * MS)  # it is still out
+    gate.see(Outcome(None), sent_ns=after_ns, now_ns=after_ns + 3 * MS)  # the server is back
+    assert all(gate.admit(after_ns + k * MS) for k in range(4, 10))
+    assert gate.dropped == 2

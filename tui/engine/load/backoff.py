@@ -79,31 +79,46 @@ class ArrivalGate:
     held ones at its end would be a burst above the rate); the schedule runs on, so the offered rate is the
     scheduled one again the moment the hold ends. A ``Retry-After`` always sets a hold that long. Otherwise a
     failure of a request sent before the current hold began does not lengthen it: when a server goes away all
-    requests in flight fail together, and that is one failure to learn from, not one per request."""
+    requests in flight fail together, and that is one failure to learn from, not one per request. After a
+    hold, until a request succeeds, one request at a time probes the server (a circuit breaker's half-open
+    state) and the arrivals due while it is out are dropped too: at a high rate those would otherwise
+    multiply the attempts by the rate times the probe's latency."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._backoff = Backoff(rng)
         self.hold_until_ns = 0
         """No arrival is sent before this (``perf_counter_ns``)."""
         self._hold_from_ns = 0
+        self._failing = False
+        """A hold was set and no request has succeeded since: only probes are sent."""
+        self._probe_from_ns: int | None = None
+        """When the probe now out was admitted; None: none is out."""
         self.dropped = 0
-        """Arrivals dropped in a hold, since the owner last took them."""
+        """Arrivals dropped (in a hold, or while a probe was out) since the owner last took them."""
 
     def see(self, outcome: Outcome, sent_ns: int, now_ns: int) -> None:
         """Learn from one finished open-loop request sent at ``sent_ns``."""
         error = outcome.error_class
+        if self._probe_from_ns is not None and sent_ns >= self._probe_from_ns:
+            self._probe_from_ns = None  # the probe is back (a later request can only be the probe)
         if error == "cancelled":
             return
-        if error is not None and outcome.retry_after_s is None and sent_ns < self._hold_from_ns:
+        if error is None:
+            self._failing = False
+        elif outcome.retry_after_s is None and sent_ns < self._hold_from_ns:
             return
         delay_s = self._backoff.delay_s(outcome)
         if delay_s > 0:
             self.hold_until_ns = max(self.hold_until_ns, now_ns + int(delay_s * 1e9))
             self._hold_from_ns = now_ns
+            self._failing = True
 
     def admit(self, now_ns: int) -> bool:
-        """Whether an arrival due now may be sent; False counts it as dropped."""
-        if now_ns < self.hold_until_ns:
+        """Whether an arrival due now may be sent (then call `see` with its outcome); False counts it as
+        dropped."""
+        if now_ns < self.hold_until_ns or (self._failing and self._probe_from_ns is not None):
             self.dropped += 1
             return False
+        if self._failing:
+            self._probe_from_ns = now_ns
         return True
