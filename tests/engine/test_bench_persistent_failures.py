@@ -31,12 +31,13 @@ def test_an_always_failing_server_ends_the_run_in_bounded_time(load: list[str], 
     errors = [line for line in r.stderr.splitlines() if line.startswith("tokentop: error:")]
     assert len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
     said = re.fullmatch(
-        rf"tokentop: error: every request failed for {PERSISTENT_S:.0f} s, none completed "
-        r"\((\d+) failed: http_5xx \1\): run stopped",
+        r"tokentop: error: every request failed for (\d+) s, none completed "
+        r"\((\d+) failed: http_5xx \2\): run stopped",
         errors[0],
     )
     assert said is not None, errors[0]
-    assert PERSISTENT_FAILURES <= int(said[1]) <= hits  # (a request may have been on its way meanwhile)
+    assert int(said[1]) >= PERSISTENT_S  # (more on a busy machine: 8 failures take longer to come)
+    assert PERSISTENT_FAILURES <= int(said[2]) <= hits  # (a request may have been on its way meanwhile)
     doc = json.loads(out.read_text())
     assert len(doc["levels"]) == 1  # the second level never started
     assert doc["totals"]["completed"] == 0 and doc["totals"]["failed"] <= hits

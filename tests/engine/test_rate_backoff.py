@@ -94,7 +94,8 @@ def test_a_partly_rate_limited_server_completes_and_the_table_says_what_was_drop
     holds the arrivals a second, and the summary under the table and the results count the dropped ones."""
     out = tmp_path / "results.json"
     with SimServer("small-gpu", time_scale=10, faults={"error429": 0.3}) as sim:
-        r = bench("--url", sim.url, "--rate", "10", "--duration", str(DURATION_S), "--no-isl-probe",
+        # a goal in requests, not seconds: however late the worker process is up, the level sees 429s
+        r = bench("--url", sim.url, "--rate", "10", "--requests", "12", "--no-isl-probe",
                   "--output", str(out), "--quiet")  # fmt: skip
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
