@@ -31,6 +31,7 @@ from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.exports import write_exports
+from tui.engine.host.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.report_plots import write_plot
@@ -177,6 +178,11 @@ def _summary(snap: Snapshot) -> str:
         lines.append("knee: not found (output throughput still rising at the highest level measured)")
     if snap.errors:
         lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
+    dropped = sum(lv.dropped for lv in snap.levels)
+    if dropped:
+        lines.append(
+            f"dropped: {dropped} arrivals, due while the server's failures held the open loop (never sent)"
+        )
     if snap.health.saturated:
         lines.append("warning: " + snap.health.reason)
     lines.extend("warning: " + notice for notice in snap.notices)
@@ -353,6 +359,7 @@ def _run_level(
     goal_requests = ns.requests or default_requests(load.mode, load.value)
     goal = _Goal(ns.duration, "s") if ns.duration else _Goal(goal_requests, "requests")
     first = True
+    ended_early: str | None = None
     while True:
         time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
         snap = handle.snapshot()
@@ -364,6 +371,11 @@ def _run_level(
         first = False
         if lv is None:
             continue
+        ended_early = persistent_failure(lv, elapsed_s)
+        if ended_early is not None:
+            if snap.completed == 0:
+                return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
+            break
         if ns.duration:
             if elapsed_s >= ns.duration:
                 break
@@ -379,6 +391,8 @@ def _run_level(
     final = _level_progress(i, n, load, _level(snap, level_id), snap, goal, elapsed_s, clock)
     clock.level_s.append(elapsed_s)
     progress.level(final, keep=True)  # one line per finished level stays, on a terminal too
+    if ended_early is not None:
+        say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
 
 

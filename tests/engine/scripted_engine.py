@@ -34,9 +34,14 @@ class _Level:
     started_s: float
     steps: int = 0
     ended_s: float | None = None
+    failing: bool = False
+    """Every request of this level fails (one per snapshot, HTTP 500)."""
 
     def view(self) -> LevelView:
         steady, done = SCRIPT[min(self.steps, len(SCRIPT)) - 1] if self.steps else (False, 0)
+        failed = self.steps if self.failing else 0
+        if self.failing:
+            steady, done = False, 0
         users = self.load.value
         tps = min(50.0 * users, CAPACITY_TPS)
         return LevelView(
@@ -48,7 +53,7 @@ class _Level:
             steady_from_s=self.started_s if steady else None,
             steady=steady,
             completed=done,
-            failed=0,
+            failed=failed,
             output_tps=tps,
             request_per_s=tps / 16,
             per_request_tps=tps / users,
@@ -59,6 +64,7 @@ class _Level:
             e2el=_stats(20.0 * users + 150.0),
             tokens_per_chunk=1.0,
             sched_lag=Stats(),
+            errors=(("http_5xx", failed),) if failed else (),
             window_s=1.0 if steady else 0.0,
             window_completed=done,
             input_tokens=32 * done,
@@ -80,6 +86,8 @@ class ScriptedEngine:
     probe: bool = True
     fatal_at_level: int | None = None
     """Report a fatal error once this level has had a snapshot."""
+    failing_level: int | None = None
+    """Every request of this level fails."""
     fatal_on_start: str | None = None
     """The engine cannot start (as when the server check fails): `fatal` from the first moment."""
     loads: list[LoadTarget] = field(default_factory=list)
@@ -111,7 +119,9 @@ class ScriptedEngine:
         if target.paused:
             current.ended_s = current.ended_s or self._elapsed_s()
         elif old.paused or old.value != target.value or old.mode != target.mode:
-            self._levels.append(_Level(len(self._levels) + 1, target, self._elapsed_s()))
+            level_id = len(self._levels) + 1
+            failing = level_id == self.failing_level
+            self._levels.append(_Level(level_id, target, self._elapsed_s(), failing=failing))
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         self.stop_calls += 1
@@ -166,7 +176,7 @@ class ScriptedEngine:
             level_id=self.level_id,
             in_flight=in_flight,
             completed=sum(v.completed for v in views),
-            failed=0,
+            failed=sum(v.failed for v in views),
             output_tps=views[-1].output_tps,
             request_per_s=views[-1].request_per_s,
             levels=views,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from tui.calibrate import floor
 from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig
+from tui.engine.host import guard
 from tui.engine.host.results_file import read_results
 
 pytestmark = pytest.mark.timeout(60)
@@ -113,3 +115,25 @@ def test_calibrate_reports_an_engine_that_cannot_start(
     rates = [e.initial.rate for e in factory.made]
     assert len(rates) == 3 and rates[0] == pytest.approx(2 * rates[1]) == pytest.approx(4 * rates[2])
     assert all(e.stopped and e.requests_log is not None for e in factory.made)
+
+
+def test_a_level_failing_every_request_ends_early_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Something completed before (the server may be back for the next level): one warning, not an error."""
+    monkeypatch.setattr(bench, "POLL_S", 0.005)
+    monkeypatch.setattr(guard, "PERSISTENT_S", 0.0)
+    monkeypatch.setattr(guard, "PERSISTENT_FAILURES", 2)  # (before --requests 4 failures end it silently)
+    factory = Factory(failing_level=2)
+    assert _bench(tmp_path, factory, "--quiet") == 0
+    out, err = capsys.readouterr()
+    (engine,) = factory.made
+    assert [load.value for load in engine.loads] == [1, 2, 2, 4, 4]  # level 3 still ran
+    (warning,) = err.splitlines()
+    assert re.fullmatch(
+        r"tokentop: warning: 2 users: every request failed for 0 s, none completed "
+        r"\((\d+) failed: http_5xx \1\): level ended early",
+        warning,
+    ), warning
+    rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines() if line.startswith("c=")}
+    assert rows["c=1"] == ["5", "0"] and rows["c=2"][0] == "0" and rows["c=4"] == ["5", "0"], rows

@@ -174,6 +174,9 @@ class LevelView:
     (``usage.prompt_tokens_details.cached_tokens``); None when it reported none."""
     cache_hit_rate: float | None = None
     """``cached_tokens`` / prompt tokens of the requests that reported it; None when none did."""
+    dropped: int = 0
+    """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
+    `tui.engine.load.backoff.ArrivalGate`)."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

@@ -157,6 +157,9 @@ class Batch(NamedTuple):
     """One-line warnings the worker raised (each at most once)."""
     health_window: Health | None = None
     """Once every ``health_window_s``: the readings over that window alone (what saturation is judged on)."""
+    dropped: int = 0
+    """Open-loop arrivals dropped since the last batch: due while the server's failures held the arrivals
+    (`tui.engine.load.backoff.ArrivalGate`), never sent."""
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         """Pickle the lane deltas and records as plain tuples (pickle's C fast path, no Python call per item)
@@ -180,12 +183,14 @@ def _batch_from_wire(
     health: Health | None,
     notices: Sequence[str],
     health_window: Health | None,
+    dropped: int = 0,
 ) -> Batch:
     deltas = list(map(_lane_delta_from_tuple, lanes))
     recs = list(starmap(RequestRecord, records))
     return Batch(
-        worker, t_ns, level_id, level_at_ns, in_flight, deltas, tokens, recs, health, notices, health_window
-    )
+        worker, t_ns, level_id, level_at_ns, in_flight, deltas, tokens, recs, health, notices, health_window,
+        dropped,
+    )  # fmt: skip
 
 
 class WorkerFailed(NamedTuple):

@@ -63,6 +63,8 @@ class LevelAgg:
     completed: int = 0
     failed: int = 0
     cancelled: int = 0
+    dropped: int = 0
+    """Open-loop arrivals the workers dropped while holding off a failing server (never sent)."""
     cancelled_sent_ns: int | None = None
     """Send stamp of the earliest request of this level that was cancelled (at quit): its chunks are not
     all known, so the level's window ends before it, exactly as it did while it was in flight."""
@@ -374,6 +376,7 @@ def level_view(
         in_flight=ctx.in_flight,
         exact=lv.req.exact and lv.gaps.exact,
         too_short=not measured,
+        dropped=lv.dropped,
         **_lengths(pick, in_tokens, out_tokens, completed),
         **_prefix_cache(pick),
     )

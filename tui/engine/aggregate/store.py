@@ -141,6 +141,11 @@ class Store:
             self.saturation.window(w, batch.health_window, t_ns)
         for notice in batch.notices:
             self.add_notice(notice)
+        if batch.dropped:
+            dropped_in = self.levels.get(batch.level_id)
+            if dropped_in is not None:
+                dropped_in.dropped += batch.dropped
+                dropped_in.version += 1
         for delta in batch.lanes:
             self.lanes.apply(delta)
         if batch.tokens:

@@ -1,10 +1,12 @@
-"""When to stop issuing on purpose: the server keeps rejecting our credentials.
+"""When to stop issuing on purpose: a configuration error that every further request would repeat.
 
-HTTP 401/403 is a configuration error, not load: every further request is rejected the same way, so going
-on only hammers the server (the live app used to send the rejected key at hundreds of requests per second
-under its "every request fails" banner). The handle feeds every finished record here, across all workers in
-the order they reached it; a few rejections in a row with no success in between trip the guard once, and
-the handle then pauses every worker through the wire. The message names the flag, never the key.
+Two such errors: the server keeps rejecting our credentials (HTTP 401/403), or the TLS handshake keeps failing
+(a certificate that does not verify, a protocol the server does not speak: class ``tls``). Going on only
+hammers the server (the live app used to send a rejected key at hundreds of requests per second under its
+"every request fails" banner) and measures nothing. The handle feeds every finished record here, across all
+workers in the order they reached it; a few of the same error in a row with no success in between trip the
+guard once, and the handle then pauses every worker through the wire. The message names the flag or the
+certificate problem, never the key.
 """
 
 from __future__ import annotations
@@ -12,19 +14,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tui.engine.records import RequestRecord
+from tui.engine.snapshot import LevelView
 
 AUTH_FATAL_AFTER = 3
 """Rejections (HTTP 401/403) in a row, with no success among them, that stop the load."""
+TLS_FATAL_AFTER = 3
+"""TLS failures in a row, with no success among them, that stop the load (a certificate does not fix
+itself; a few, not one, so a single broken handshake on a healthy server passes)."""
 AUTH_STATUSES = (401, 403)
 
 
-class AuthGuard:
-    """Counts credential rejections in a row; a success resets the count, other failures leave it."""
+class ConfigGuard:
+    """Counts credential rejections and TLS failures in a row; a success resets both, other failures leave
+    them."""
 
-    def __init__(self, *, has_key: bool, after: int = AUTH_FATAL_AFTER) -> None:
+    def __init__(
+        self, *, has_key: bool, after: int = AUTH_FATAL_AFTER, tls_after: int = TLS_FATAL_AFTER
+    ) -> None:
         self.has_key = has_key
         self.after = after
+        self.tls_after = tls_after
         self.in_a_row = 0
+        """Credential rejections in a row."""
+        self.tls_in_a_row = 0
         self.tripped = False
 
     def see(self, records: Iterable[RequestRecord]) -> str | None:
@@ -32,19 +44,46 @@ class AuthGuard:
         if self.tripped:
             return None
         status = 0
+        tls_error = ""
         for rec in records:
             if rec.status == "ok":
-                self.in_a_row = 0
+                self.in_a_row = self.tls_in_a_row = 0
             elif rec.status == "error" and rec.http_status in AUTH_STATUSES:
                 self.in_a_row += 1
                 status = rec.http_status
-        if self.in_a_row < self.after:
-            return None
-        self.tripped = True
-        what = (
-            "the API key was rejected" if self.has_key else "the server wants an API key and none was given"
-        )
-        return (
-            f"{what} (HTTP {status}, {self.in_a_row} requests in a row): load stopped; "
-            "check --api-key or $OPENAI_API_KEY"
-        )
+            elif rec.status == "error" and rec.error_class == "tls":
+                self.tls_in_a_row += 1
+                tls_error = rec.error or "TLS handshake failed"
+        if self.in_a_row >= self.after:
+            self.tripped = True
+            what = (
+                "the API key was rejected"
+                if self.has_key
+                else "the server wants an API key and none was given"
+            )
+            return (
+                f"{what} (HTTP {status}, {self.in_a_row} requests in a row): load stopped; "
+                "check --api-key or $OPENAI_API_KEY"
+            )
+        if self.tls_in_a_row >= self.tls_after and tls_error:
+            self.tripped = True
+            return f"load stopped after {self.tls_in_a_row} requests in a row failed: {tls_error}"
+        return None
+
+
+PERSISTENT_S = 5.0
+"""A level failing this long with no success at all has a broken server, not a slow one: bench ends it."""
+PERSISTENT_FAILURES = 8
+"""...provided at least this many of its requests failed (one user backing off from 50 ms to its 5 s cap
+has failed 8 times in about 5 s)."""
+
+
+def persistent_failure(level: LevelView, elapsed_s: float) -> str | None:
+    """Why ``level`` should end now (one line: how long, how many, of which classes), or None.
+
+    Peers end a run whose every request fails; tokentop's users back off (`tui.engine.load.backoff`), so
+    waiting for ``--requests`` failures against an always-failing server took minutes."""
+    if level.completed or level.failed < PERSISTENT_FAILURES or elapsed_s < PERSISTENT_S:
+        return None
+    classes = ", ".join(f"{k} {v}" for k, v in sorted(level.errors, key=lambda kv: -kv[1]))
+    return f"every request failed for {elapsed_s:.0f} s, none completed ({level.failed} failed: {classes})"

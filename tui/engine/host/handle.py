@@ -29,7 +29,7 @@ from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.guard import AuthGuard
+from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
@@ -90,7 +90,7 @@ class EngineHandle:
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
-        self._guard = AuthGuard(has_key=bool(target.api_key))
+        self._guard = ConfigGuard(has_key=bool(target.api_key))
         self._halted = False
         """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
         self._procs: list[Any] = []

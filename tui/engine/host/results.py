@@ -161,6 +161,7 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     )
     if lv.mode == "rate":
         out.update(_stats_keys("sched_lag", lv.sched_lag))
+        out["dropped_arrivals"] = lv.dropped
     # achieved lengths (compare with the run's workload isl/osl) and reasoning (issue 10)
     out["mean_input_tokens"] = _num(lv.mean_isl)
     out["mean_output_tokens"] = _num(lv.mean_osl)
@@ -344,6 +345,7 @@ def build_results(
             "cancelled": snap.cancelled,
             "errors": dict(snap.errors),
             "malformed_lines_skipped": snap.skipped_lines,
+            "dropped_arrivals": sum(lv.dropped for lv, _ in views),
         },
         "fatal": snap.fatal,
         "notices": list(client.notices),

@@ -12,6 +12,11 @@ reconciles toward its `WorkerShare` (`tui.engine.wire`, as it crosses to the wor
   the previous *scheduled* time plus an interval, so a late wake-up does not slow the rate down), optionally
   capped at ``max_concurrency`` in flight (arrivals beyond it wait; their scheduling lag is recorded).
 
+Neither becomes a hot loop against a failing server (`tui.engine.load.backoff`): each closed-loop user backs
+off on its own, and a success after the server was gone wakes the users waiting out such a back-off, so a
+restarted server gets its full load back at once; the open loop holds its arrivals and drops the ones due
+in a hold (`ArrivalGate`; counted in `dropped`).
+
 Every request is tagged with the level id of the share it started under.
 """
 
@@ -24,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from tui.engine.config import LoadTarget
-from tui.engine.load.backoff import Backoff, Outcome
+from tui.engine.load.backoff import SERVER_GONE, ArrivalGate, Backoff, Outcome
 from tui.engine.wire import WorkerShare
 
 
@@ -91,6 +96,16 @@ class LoadRunner:
         self._slot_freed = asyncio.Event()
         self._stopping = False
         self.in_flight = 0
+        self._served = asyncio.Event()
+        """Set (and replaced) when a request succeeds: wakes the users backing off after the server left."""
+        self._awaiting_server = 0
+        """Users waiting on `_served` now (a success with none waiting swaps no event)."""
+        self._gate = ArrivalGate(random.Random(f"gate:{worker}"))
+
+    def take_dropped(self) -> int:
+        """Open-loop arrivals dropped in a back-off hold since the last call."""
+        dropped, self._gate.dropped = self._gate.dropped, 0
+        return dropped
 
     # --- control ------------------------------------------------------------------------------
 
@@ -168,21 +183,41 @@ class LoadRunner:
         backoff = Backoff(random.Random(f"{self.worker}:{idx}"))
         while self._wants_user(idx):
             assert self.share is not None
-            outcome = await self._run(self.share.level_id, None, idx)
-            wait_s = backoff.delay_s(outcome if isinstance(outcome, Outcome) else Outcome(outcome))
-            # Finishing one request and starting the next is ~1 ms of Python; yielding in between (sleep(0)
-            # after a success) lets other streams' chunks that arrived meanwhile be stamped first.
-            await asyncio.sleep(wait_s)
+            outcome = _outcome(await self._run(self.share.level_id, None, idx))
+            wait_s = backoff.delay_s(outcome)
+            if wait_s > 0 and outcome.retry_after_s is None and outcome.error_class in SERVER_GONE:
+                await self._back_off_until_served(wait_s, idx)
+            else:
+                # Finishing one request and starting the next is ~1 ms of Python; yielding in between
+                # (sleep(0) after a success) has chunks of other streams that came meanwhile stamped first.
+                await asyncio.sleep(wait_s)
+
+    async def _back_off_until_served(self, wait_s: float, idx: int) -> None:
+        """Wait ``wait_s``, or less if a request of this worker succeeds meanwhile: the server is back. Woken
+        users come back on the start-up stagger grid, so a restarted server meets no connection storm."""
+        self._awaiting_server += 1
+        try:
+            await asyncio.wait_for(self._served.wait(), wait_s)
+        except asyncio.TimeoutError:
+            return
+        finally:
+            self._awaiting_server -= 1
+        users = self.share.concurrency if self.share is not None else 1
+        await asyncio.sleep((idx * self.workers + self.worker) * self._stagger_step(users))
 
     async def _run(
         self, level_id: int, scheduled_ns: int | None, user: int | None = None
     ) -> Outcome | str | None:
         self.in_flight += 1
         try:
-            return await self._issue(level_id, scheduled_ns, user)
+            outcome = await self._issue(level_id, scheduled_ns, user)
         finally:
             self.in_flight -= 1
             self._slot_freed.set()
+        if self._awaiting_server and _outcome(outcome).error_class is None:
+            served, self._served = self._served, asyncio.Event()
+            served.set()
+        return outcome
 
     # --- open loop ----------------------------------------------------------------------------
 
@@ -205,12 +240,21 @@ class LoadRunner:
             while cap is not None and self._open_in_flight() >= cap:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
+            if not self._gate.admit(time.perf_counter_ns()):
+                continue
             task = asyncio.ensure_future(self._run_open(share.level_id, next_ns))
             self._open.add(task)
             task.add_done_callback(self._open.discard)
 
     async def _run_open(self, level_id: int, scheduled_ns: int) -> None:
-        await self._run(level_id, scheduled_ns)
+        sent_ns = time.perf_counter_ns()
+        outcome = _outcome(await self._run(level_id, scheduled_ns))
+        self._gate.see(outcome, sent_ns, time.perf_counter_ns())
 
     def _open_in_flight(self) -> int:
         return sum(1 for t in self._open if not t.done())
+
+
+def _outcome(result: Outcome | str | None) -> Outcome:
+    """What an `IssueFn` returned, as an `Outcome` (a bare error class, or None, has no Retry-After)."""
+    return result if isinstance(result, Outcome) else Outcome(result)

@@ -186,6 +186,7 @@ class Worker:
             health=health,
             notices=notices,
             health_window=window,
+            dropped=self.runner.take_dropped(),
         )
 
     def send(self, msg: WorkerMessage) -> None:
