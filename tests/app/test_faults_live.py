@@ -347,17 +347,7 @@ async def test_a_server_that_cannot_be_used_stops_the_run_with_a_banner(
 
 STOP_ROWS = [
     pytest.param("http_401", "the API key was rejected (HTTP 401", id="401"),
-    pytest.param(
-        "http_404",
-        "every request fails: HTTP 404",
-        id="404",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="engine: the handle halts the load only on a rejected key (AuthGuard); the Store's "
-            "'every request fails' fatal (connect, non-429 4xx) is shown as 'engine stopped' while every "
-            "worker goes on sending (backed off)",
-        ),
-    ),
+    pytest.param("http_404", "every request fails: HTTP 404", id="404"),
 ]
 
 
@@ -377,6 +367,9 @@ async def test_a_configuration_error_says_so_and_stops_every_request(
         text = await watch(app, pilot, 0.5)
         status, errors = pane(app, text, "#status"), pane(app, text, "#errors")
     assert reason in banner and "check --" in banner, banner
+    if "404" in reason:  # the banner names what was asked for, and which flags to check
+        assert f"{served.url}/chat/completions" in banner and "model fault-model" in banner, banner
+        assert "check --url, --endpoint and --model" in banner, banner
     assert took_s < STARTED_WITHIN_S
     assert served.posts() == hits and 3 <= hits <= 3 + 2 * USERS, (hits, served.posts())
     assert "■ stopped" in status and "concurrency 6" in status, status
@@ -387,23 +380,21 @@ async def test_a_configuration_error_says_so_and_stops_every_request(
 # --- failing requests: counted, and backed off ------------------------------------------------------
 
 BACKOFF_ROWS = [
-    # (row, error class, most requests per user in the window, what the banner says or None)
-    pytest.param("http_404", "http_4xx", 12, "check --url, --endpoint and --model", id="404"),
-    pytest.param("http_429", "http_429", 4, None, id="429-retry-after"),  # Retry-After 1: one a second
-    pytest.param("http_500", "http_5xx", 12, None, id="5xx"),
+    # (row, error class, most requests per user in the window); a 404 stops the load (above)
+    pytest.param("http_429", "http_429", 4, id="429-retry-after"),  # Retry-After 1: one a second
+    pytest.param("http_500", "http_5xx", 12, id="5xx"),
 ]
 WINDOW_S = 1.5
 """How long a back-off row watches the server after the first failures are on screen."""
 
 
-@pytest.mark.parametrize(("served", "error_class", "per_user", "banner"), BACKOFF_ROWS, indirect=["served"])
+@pytest.mark.parametrize(("served", "error_class", "per_user"), BACKOFF_ROWS, indirect=["served"])
 async def test_failing_requests_are_counted_and_backed_off(
     served: Served,
     engine: EngineHandle,
     make_app: MakeApp,
     error_class: str,
     per_user: int,
-    banner: str | None,
 ) -> None:
     """Every request fails the same way: counted under its class, named with its status, and sent at a
     bounded rate (with no back-off each user would send hundreds a second)."""
@@ -427,11 +418,7 @@ async def test_failing_requests_are_counted_and_backed_off(
     assert f"errors · {on_screen}" in errors
     code = error_class.removeprefix("http_").replace("xx", "")
     assert f"HTTP {code}" in errors, errors  # the newest message, with its status
-    if banner is None:
-        assert fatal == "" and "▶ running" in status, (fatal, status)
-    else:  # the banner names what was asked for, and which flags to check
-        assert f"{served.url}/chat/completions" in fatal and "model fault-model" in fatal, fatal
-        assert banner in fatal, fatal
+    assert fatal == "" and "▶ running" in status, (fatal, status)
 
 
 # --- a fault in some streams: named, and the run goes on -------------------------------------------
