@@ -20,6 +20,14 @@ def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
     return record
 
 
+def asked_isl(workload: WorkloadConfig) -> int | None:
+    """The mean ISL a level should reach, by the server's count: ``--isl`` plus the shared prefix; None when
+    there is no one target (a dataset's lengths are the file's, a conversation's grow with its history)."""
+    if workload.dataset is not None or workload.turns > 1:
+        return None
+    return workload.isl + workload.shared_prefix
+
+
 def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[str, Any]:
     """Whether the ISL probe was asked for and sent, why it was skipped (None: it was not), and the (words,
     prompt tokens) pairs it measured."""
