@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from tui.engine.config import EngineOptions, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
+from tui.engine.secrets import mask_secret
+
+HIDDEN = "hidden"
+"""What a query value of the endpoint path is recorded as (a gateway may take its key there)."""
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
@@ -18,6 +23,19 @@ def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
     record = asdict(workload)
     record.pop("isl_observations", None)
     return record
+
+
+def endpoint_path_record(path: str | None, api_key: str | None) -> str | None:
+    """``--endpoint /PATH`` as the results record it: the path, its query's names but no values, and the
+    API key masked should it be in the path itself; None for the flavour's own path."""
+    if path is None:
+        return None
+    route, _, query = path.partition("?")
+    route = mask_secret(route, api_key)
+    if not query:
+        return route
+    names = [(name, HIDDEN) for name, _ in parse_qsl(query, keep_blank_values=True)]
+    return f"{route}?{urlencode(names)}"
 
 
 def asked_isl(workload: WorkloadConfig) -> int | None:
