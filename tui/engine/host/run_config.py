@@ -40,10 +40,19 @@ def endpoint_path_record(path: str | None, api_key: str | None) -> str | None:
 
 def asked_isl(workload: WorkloadConfig) -> int | None:
     """The mean ISL a level should reach, by the server's count: ``--isl`` plus the shared prefix; None when
-    there is no one target (a dataset's lengths are the file's, a conversation's grow with its history)."""
-    if workload.dataset is not None or workload.turns > 1:
+    there is no one target (a dataset's lengths are the file's, drawn lengths vary, a conversation's grow
+    with its history)."""
+    if workload.dataset is not None or workload.turns > 1 or workload.isl_dist or workload.scenarios:
         return None
     return workload.isl + workload.shared_prefix
+
+
+def asked_osl(workload: WorkloadConfig) -> int | None:
+    """The OSL every request should reach: ``--osl`` when pinned with ``ignore_eos``; None when left to the
+    model, or when the lengths are the file's or drawn."""
+    if not workload.fixed_osl or workload.dataset is not None or workload.osl_dist or workload.scenarios:
+        return None
+    return workload.osl
 
 
 def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[str, Any]:
