@@ -8,7 +8,8 @@ counted to every worker (`WorkloadConfig.isl_observations`): the first measured 
 
 Works on any OpenAI-compatible server that reports ``usage`` (it needs no tokenize endpoint, and includes the
 chat template by construction). Blocking, a few seconds at most; never shows the API key. The probe requests
-carry ``x-tokentop-request-id: probe-<n>`` and are not part of the run's records.
+carry ``x-tokentop-request-id: probe-<n>`` (``probe-prefix-<n>`` sizing a shared prefix) and are not part of
+the run's records.
 
 Synthetic prompts, alone, behind a shared prefix or as a conversation's new messages, are sized this way; a
 dataset's prompts have the file's lengths, so `skip_reason` says why no probe is sent for them (unless a
@@ -164,7 +165,7 @@ def probe_isl(
             )
             if isinstance(got, str):
                 notice = got.replace(
-                    "prompts sized", f"--shared-prefix {workload.shared_prefix} words; prompts sized"
+                    "prompts sized", f"the shared prefix is {workload.shared_prefix} words; prompts sized"
                 )
             else:
                 sized = got
