@@ -129,8 +129,12 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
                              "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "tok/chunk",
                              "steady")  # fmt: skip
+    # A server that reports cached prompt tokens gets the prefix-cache hit rate (cached / prompt tokens).
+    cached = any(lv.cache_hit_rate is not None for lv in levels)
     if reasoning:
         cols = (*cols[:9], "TTFA p50", *cols[9:])
+    if cached:
+        cols = (*cols[:-1], "prefix cache", cols[-1])
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
         name = f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
@@ -151,7 +155,13 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
             f"{lv.tokens_per_chunk:.2f}" if math.isfinite(lv.tokens_per_chunk) else "-",
             "yes" if lv.steady else "no",
         )
-        rows.append((*row[:9], _ms(lv.ttfa.p50), *row[9:]) if reasoning else row)
+        if reasoning:
+            row = (*row[:9], _ms(lv.ttfa.p50), *row[9:])
+        if cached:
+            rate = lv.cache_hit_rate
+            hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column
+            row = (*row[:-1], hit, row[-1])
+        rows.append(row)
     widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
     lines = []
     for k, r in enumerate(rows):

@@ -177,14 +177,15 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="every prompt starts with the same ~N tokens (to measure prefix caching)",
+        help="every prompt starts with the same N tokens, added to --isl (to measure prefix caching)",
     )
     g.add_argument(
         "--turns",
         type=positive_int,
         default=1,
         metavar="K",
-        help="closed loop: each user carries a conversation for K turns, then starts anew (chat only)",
+        help="closed loop: each user carries a conversation for K turns, each adding --isl tokens to its"
+        " history, then starts anew (chat only)",
     )
 
 

@@ -1,10 +1,12 @@
 """Exact input lengths by the server's own count, against the simulator's tokenizer rule (not one token per
-word; chat adds a template): the ISL probe sizes even the first request, the answers keep it there."""
+word; chat adds a template): the ISL probe sizes even the first request, the answers keep it there; a shared
+prefix adds exactly its N tokens, and a conversation's turns each add ``--isl`` to the history."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +15,9 @@ from tests.engine.engine_helpers import read_jsonl, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import probe_isl
+from tui.engine.workload.prefix import prefix_text
 from tui.sim.launch import SimServer
+from tui.sim.tokens import count_prompt_tokens
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,13 +28,39 @@ def sim_url() -> Iterator[str]:
         yield sim.start().url
 
 
-def run_isl(url: str, tmp_path: Path, endpoint: str, isl: int, *, probe: bool, requests: int) -> list[int]:
+def run_isl(
+    url: str,
+    tmp_path: Path,
+    endpoint: str,
+    isl: int,
+    *,
+    probe: bool,
+    requests: int,
+    workload: WorkloadConfig | None = None,
+    users: int = 2,
+) -> list[int]:
+    """The input tokens the server counted for each request, in the order they were sent."""
+    return [
+        r["input_tokens"] for r in run_records(url, tmp_path, endpoint, isl, probe, requests, workload, users)
+    ]
+
+
+def run_records(
+    url: str,
+    tmp_path: Path,
+    endpoint: str,
+    isl: int,
+    probe: bool,
+    requests: int,
+    workload: WorkloadConfig | None = None,
+    users: int = 2,
+) -> list[dict[str, Any]]:
     target = TargetConfig(base_url=url, endpoint=endpoint)  # type: ignore[arg-type]
     log = tmp_path / f"{endpoint}-{isl}-{probe}.jsonl"
     handle = EngineHandle(
         target,
-        WorkloadConfig(isl=isl, osl=4),
-        LoadTarget(concurrency=2),
+        workload or WorkloadConfig(isl=isl, osl=4),
+        LoadTarget(concurrency=users),
         requests_log=log,
         options=EngineOptions(isl_probe=probe, server_metrics=False),
     )
@@ -42,7 +72,7 @@ def run_isl(url: str, tmp_path: Path, endpoint: str, isl: int, *, probe: bool, r
         handle.stop(drain=True, timeout_s=10.0)
     records = sorted(read_jsonl(log), key=lambda r: r["sent_ns"])
     assert all(r["status"] == "ok" and r["input_source"] == "usage" for r in records)
-    return [r["input_tokens"] for r in records]
+    return records
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
@@ -77,3 +107,48 @@ def test_a_probe_that_gets_no_usage_says_so_once(tmp_path: Path) -> None:
     )
     assert probe.notice is not None and probe.notice.startswith("ISL probe:") and probe.prompt_tokens == ()
     assert probe.workload.isl_observations == ()
+
+
+# --- a shared prefix adds its N tokens (issue 10) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("probe", [True, False])
+def test_the_probe_sizes_a_shared_prefix_to_n_tokens(sim_url: str, probe: bool, tokenizer_file: str) -> None:
+    workload = WorkloadConfig(isl=32, shared_prefix=256, tokenizer=None if probe else tokenizer_file)
+    found = probe_isl(TargetConfig(base_url=sim_url), workload, "sim-flat")
+    if probe:  # no tokenizer: the probe measured which word count the server counts as 256 tokens
+        assert found.notice is None and found.workload.shared_prefix_sized is not None
+        assert found.workload.shared_prefix_sized[1] == 256
+    else:  # a tokenizer cuts the prefix itself: nothing to measure
+        assert found.workload.shared_prefix_sized is None
+    prefix = prefix_text(found.workload)
+    assert prefix.endswith("\n\n") and count_prompt_tokens(prefix) == 256  # the simulator's own rule
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize("local_tokenizer", [False, True])
+def test_a_shared_prefix_adds_n_tokens_to_the_isl(
+    sim_url: str, tmp_path: Path, endpoint: str, local_tokenizer: bool, tokenizer_file: str
+) -> None:
+    tokenizer = tokenizer_file if local_tokenizer else None
+    workload = WorkloadConfig(isl=32, osl=4, shared_prefix=256, tokenizer=tokenizer)
+    isls = run_isl(sim_url, tmp_path, endpoint, 32, probe=True, requests=12, workload=workload)
+    assert abs(np.mean(isls) - (256 + 32)) <= 1.0, isls
+
+
+# --- a conversation's turns each add --isl to its history (issue 10) --------------------------------------
+
+
+def test_each_turn_adds_isl_tokens_to_the_turn_before(sim_url: str, tmp_path: Path) -> None:
+    turns, isl = 3, 40
+    workload = WorkloadConfig(isl=isl, osl=16, turns=turns)
+    records = run_records(sim_url, tmp_path, "chat", isl, True, 8 * turns, workload, users=1)
+    isls = [r["input_tokens"] for r in records]
+    osls = [r["output_tokens"] for r in records]
+    assert osls == [16] * len(records)
+    first = [isls[i] for i in range(0, len(isls), turns)]  # one user: turns 1, 2, 3, 1, 2, 3, ...
+    added = [isls[i] - isls[i - 1] - osls[i - 1] for i in range(len(isls)) if i % turns]
+    assert all(isls[i] > isls[i - 1] + osls[i - 1] for i in range(len(isls)) if i % turns), isls  # it grows
+    assert abs(np.mean(first) - isl) <= 1.0, first  # the first turn is --isl, sized by the probe
+    # the later turns' questions calibrate from their own first answers, then add --isl each
+    assert abs(np.mean(added[2:]) - isl) <= 1.0, added

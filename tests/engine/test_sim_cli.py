@@ -77,6 +77,26 @@ def test_signal_stops_cleanly_and_logs_what_was_in_flight(tmp_path: Path, sig: s
     assert record["status"] == "disconnected" and record["completion_tokens"] > 0
 
 
+def _cached_tokens(url: str, prompt: str) -> int:
+    body = orjson.dumps({"messages": [{"role": "user", "content": prompt}], "max_tokens": 1})
+    request = urllib.request.Request(url + "/chat/completions", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        usage = orjson.loads(response.read())["usage"]
+    return int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_tokentop_sim_takes_no_prefix_cache(cache: bool) -> None:
+    sim = SimServer("flat", time_scale=20, extra_args=() if cache else ("--no-prefix-cache",))
+    sim.args = [*SIM, *sim.args[3:]]  # `tokentop sim`, not `python -m tui.sim`: the same flags
+    prompt = " ".join(["word"] * 100)
+    with sim:
+        url = sim.start().url
+        _cached_tokens(url, prompt)
+        cached = _cached_tokens(url, prompt)  # the same prompt again: whole 16-token blocks are held
+    assert (cached >= 96) if cache else (cached == 0), cached
+
+
 def test_sim_imports_no_ui_and_no_engine() -> None:
     code = (
         "import sys, tui.sim.server, tui.sim.launch, tui.sim.model; "

@@ -84,14 +84,14 @@ def test_a_dataset_run_records_the_dataset_and_sends_no_probe(sim: tuple[str, Pa
     assert dataset["entries"] > 0
 
 
-def test_a_conversation_sends_no_probe_and_its_history_is_cached(
+def test_a_conversation_is_probed_for_its_first_turns_and_its_history_is_cached(
     sim: tuple[str, Path], tmp_path: Path
 ) -> None:
     before = probes_sent(sim[1])
     results, _ = run(sim, tmp_path, "--turns", "3", "--isl", "40")
-    assert probes_sent(sim[1]) == before
+    assert probes_sent(sim[1]) == before + 4  # each first turn is a synthetic prompt of --isl tokens
     config = results["config"]
-    assert config["isl_probe"]["sent"] is False and "multi-turn" in config["isl_probe"]["skipped"]
+    assert config["isl_probe"]["sent"] is True and config["isl_probe"]["skipped"] is None
     assert config["workload"]["turns"] == 3
     (level,) = results["levels"]
     assert level["prefix_cache_hit_rate"] > 0.2  # turns 2 and 3 start with the turn before

@@ -121,3 +121,41 @@ def test_csv_is_the_level_table(tmp_path: Path) -> None:
         for key in ("output_throughput", "p99_ttft_ms", "duration"):
             assert float(row[key]) == level[key]
         assert orjson.loads(row["errors"]) == level["errors"]
+
+
+# --- prefix-cache hit rate, histograms, the endpoint path (issue 10 follow-ups) ---------------------------
+
+
+def test_vllm_files_carry_the_prefix_cache_hit_rate_under_tokentop_keys() -> None:
+    results = _results()
+    level = dict(results["levels"][0], cached_prompt_tokens=2048, prefix_cache_hit_rate=0.8)
+    record = vllm_level(results, level)
+    assert record["tokentop_cached_prompt_tokens"] == 2048 and record["tokentop_prefix_cache_hit_rate"] == 0.8
+    # vLLM's serve.py has no such key: nothing outside tokentop_ besides vLLM's own
+    assert {k for k in record if not k.startswith("tokentop_")} == set(VLLM_KEYS) | set(VLLM_METRIC_KEYS)
+    unreported = vllm_level(results, dict(level, cached_prompt_tokens=None, prefix_cache_hit_rate=None))
+    assert unreported["tokentop_prefix_cache_hit_rate"] is None
+
+
+def test_csv_leaves_the_histograms_to_the_json() -> None:
+    results = _results()
+    histogram = {"ttft": {"edges_ms": [1.0, 10.0], "counts": [3]}}
+    levels = [dict(level, histograms=histogram) for level in results["levels"]]
+    rows = list(csv.DictReader(io.StringIO(levels_csv({**results, "levels": levels}))))
+    assert rows and not [k for k in rows[0] if k.startswith("histograms")]
+    assert "p99_ttft_ms" in rows[0]
+
+
+def test_the_results_record_a_custom_endpoint_path_but_never_the_key() -> None:
+    key = "sk-path-secret-123"
+    target = TargetConfig(
+        base_url="http://127.0.0.1:8000", api_key=key, endpoint_path=f"/gw/{key}/chat?api-key={key}&v=2"
+    )
+    info = RunInfo.of(
+        target, WorkloadConfig(), LoadTarget(concurrency=1), options=EngineOptions(), workers=1, model="m",
+        started_at_s=0.0,
+    )  # fmt: skip
+    results = build_results(info, frozen.snapshot(), [], ClientSummary(1.0, 0.2, saturated=False))
+    assert results["config"]["endpoint_path"] == "/gw/***/chat?api-key=hidden&v=hidden"
+    assert key not in orjson.dumps(results).decode()
+    assert _results()["config"]["endpoint_path"] is None  # the flavour's own path

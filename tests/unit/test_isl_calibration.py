@@ -79,24 +79,7 @@ def test_no_usage_teaches_nothing_and_the_estimate_is_the_target() -> None:
     assert workload.calibrator.observations == 0 and spec.expected_input_tokens == 50
 
 
-# --- with a local tokenizer ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tokenizer_file(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A tiny BPE tokenizer trained here, offline, on the workload's own words (so long words split)."""
-    tokenizers = pytest.importorskip("tokenizers")
-    from tokenizers import models, pre_tokenizers, trainers
-
-    from tui.engine.workload.synthetic import _VOCAB
-
-    tok = tokenizers.Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"])
-    tok.train_from_iterator([" ".join(_VOCAB)] * 4, trainer=trainer)
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    tok.save(str(path))
-    return str(path)
+# --- with a local tokenizer (the `tokenizer_file` fixture is in tests/conftest.py) --------------------------
 
 
 @pytest.mark.parametrize("isl", [1, 17, 64, 200, 1000])

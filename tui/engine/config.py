@@ -70,7 +70,9 @@ class WorkloadConfig:
     dataset: DatasetConfig | None = None
     """Prompts from a file instead of synthetic ones."""
     shared_prefix: int = 0
-    """Every prompt starts with the same text of about this many tokens, added before the prompt's own."""
+    """Every prompt starts with the same text of this many tokens (by the server's count once probed, or by
+    the tokenizer), added to the prompt's own ``isl``: the ISL is ``shared_prefix + isl``, as vLLM's
+    ``--random-prefix-len``."""
     turns: int = 1
     """Closed loop: each user carries a conversation this many turns (history grows with the replies)."""
     # --- exact input lengths (see `tui.engine.workload.synthetic.IslCalibrator`) ---
@@ -79,6 +81,10 @@ class WorkloadConfig:
     (`tui.engine.host.isl_probe`): each worker starts its ISL calibration from them."""
     tokenizer: str | None = None
     """A local ``tokenizer.json`` (``--tokenizer``): prompts are cut to the exact token count by it."""
+    shared_prefix_sized: tuple[int, int] | None = None
+    """(words, prompt tokens the server counted for them): the word count the ISL probe found to cost
+    ``shared_prefix`` tokens (`tui.engine.host.isl_probe`); None: cut by the tokenizer, or ``shared_prefix``
+    words (no probe)."""
 
 
 LengthKind = Literal["fixed", "normal", "uniform"]

@@ -1,8 +1,7 @@
 """The simulator's own flags, so the simulator can stand alone (`python -m tui.sim`).
 
-`tokentop sim` (in `tui.cli`) still declares its copy of the older flags; it should call `add_sim_args`
-instead, so that the two cannot drift. Until it does, the flags only this module knows (`--no-metrics`,
-`--state-log`) work through `python -m tui.sim`, which is what `tui.sim.launch.SimServer` runs, and
+`tokentop sim` (in `tui.cli`) declares the same flags by calling `add_sim_args`, so the two cannot drift:
+every flag here (`--no-metrics`, `--state-log`, `--no-prefix-cache` included) works on both entry points.
 `tui.sim.config.config_from_args` reads them with defaults, so a namespace without them still works.
 """
 

@@ -411,13 +411,14 @@ def _prefix_cache(pick: Mapping[str, FloatArray]) -> dict[str, Any]:
     return {"cached_tokens": round(total), "cache_hit_rate": total / prompt if prompt > 0 else None}
 
 
-def length_mismatch(view: LevelView, isl: int, osl: int | None, tolerance: float = 2.0) -> str | None:
+def length_mismatch(view: LevelView, isl: int | None, osl: int | None, tolerance: float = 2.0) -> str | None:
     """One line when a settled level's achieved mean ISL or OSL is more than ``tolerance`` tokens off what
-    was asked (``osl`` None: the output length was left to the model, not checked); else None."""
+    was asked (``isl`` or ``osl`` None: that length has no one target, or was left to the model: not
+    checked); else None."""
     if not (view.steady or view.ended_s is not None) or view.window_completed == 0:
         return None
     off = []
-    if abs(view.mean_isl - isl) > tolerance:
+    if isl is not None and abs(view.mean_isl - isl) > tolerance:
         off.append(f"mean ISL {view.mean_isl:.1f} (asked {isl})")
     if osl is not None and abs(view.mean_osl - osl) > tolerance:
         off.append(f"mean OSL {view.mean_osl:.1f} (asked {osl})")

@@ -12,7 +12,9 @@ vLLM's shape is taken from ``vllm/benchmarks/serve.py`` (``main_async`` builds `
 ``total_input_tokens``, ``total_output_tokens``, ``request_throughput``, ``request_goodput``,
 ``output_throughput``, ``total_token_throughput``, and per metric ``mean_/median_/std_/pNN_`` + ``_ms``).
 By default vLLM writes only ``p99`` and only for ``ttft``, ``tpot``, ``itl``; these files carry what
-``--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99`` would, a superset.
+``--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99`` would, a superset. vLLM
+has no prefix-cache key (its result holds spec-decode stats, nothing on cached prompt tokens), so the
+level's hit rate goes under ``tokentop_`` keys.
 """
 
 from __future__ import annotations
@@ -133,6 +135,8 @@ def vllm_level(results: Mapping[str, Any], level: Mapping[str, Any]) -> dict[str
             "tokentop_too_short": level.get("too_short", False),
             "tokentop_interrupted": results.get("interrupted", False),
             "tokentop_url": target.get("url"),
+            "tokentop_cached_prompt_tokens": level.get("cached_prompt_tokens"),
+            "tokentop_prefix_cache_hit_rate": level.get("prefix_cache_hit_rate"),
         }
     )
     return out
@@ -171,11 +175,17 @@ def write_vllm_results(results: Mapping[str, Any], directory: Path) -> list[Path
 # --- CSV ----------------------------------------------------------------------------------------------
 
 
+NOT_IN_CSV = frozenset({"histograms"})
+"""Level keys left out of the CSV: bucket counts are no table cell (they are in the results JSON)."""
+
+
 def _flat(level: Mapping[str, Any]) -> dict[str, Any]:
     """A level's keys as CSV cells: nested objects spread to ``parent.child`` columns, except ``errors``
-    (its keys vary by level), which stays one JSON cell."""
+    (its keys vary by level), which stays one JSON cell, and the `NOT_IN_CSV` keys."""
     out: dict[str, Any] = {}
     for key, value in level.items():
+        if key in NOT_IN_CSV:
+            continue
         if isinstance(value, Mapping) and key != "errors":
             for sub, v in value.items():
                 out[f"{key}.{sub}"] = v

@@ -32,6 +32,7 @@ from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadC
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.run_config import asked_isl, asked_osl
 from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
@@ -234,7 +235,7 @@ class EngineHandle:
         for view in levels:
             if view.level_id in self._length_flagged:
                 continue
-            message = length_mismatch(view, w.isl, w.osl if w.fixed_osl else None)
+            message = length_mismatch(view, asked_isl(w), asked_osl(w))
             if message is not None:
                 self._length_flagged.add(view.level_id)
                 self._store.notices.append(message)

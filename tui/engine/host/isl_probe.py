@@ -8,15 +8,21 @@ counted to every worker (`WorkloadConfig.isl_observations`): the first measured 
 
 Works on any OpenAI-compatible server that reports ``usage`` (it needs no tokenize endpoint, and includes the
 chat template by construction). Blocking, a few seconds at most; never shows the API key. The probe requests
-carry ``x-tokentop-request-id: probe-<n>`` and are not part of the run's records.
+carry ``x-tokentop-request-id: probe-<n>`` (``probe-prefix-<n>`` sizing a shared prefix) and are not part of
+the run's records.
 
-Only for synthetic prompts (shared prefix or not): a dataset's prompts have the file's lengths, and a
-conversation's later turns are mostly its history, so neither is sized from ``--isl`` and `skip_reason`
-says why the probe is not sent.
+Synthetic prompts, alone, behind a shared prefix or as a conversation's new messages, are sized this way; a
+dataset's prompts have the file's lengths, so `skip_reason` says why no probe is sent for them (unless a
+shared prefix needs sizing). A ``--shared-prefix N`` without ``--tokenizer`` is sized here too
+(`size_prefix`): the word count whose cost by the server's count is N, found from a few one-token requests
+that each put the candidate prefix after the same few probe words and subtract what those words alone cost
+(so they do not warm a prefix cache for the run: its prompts start with the prefix, these with other words).
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import httpx
@@ -27,11 +33,15 @@ from tui.engine.network import sync_client
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
-from tui.engine.workload import RequestKey, SyntheticWorkload
+from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
+from tui.engine.workload.text import shared_prefix_text, unique_head
 
 PROBE_REQUESTS = 4
 """Enough for the calibration's slope (two lengths) and an overhead averaged over the per-request head words;
 each asks for one output token, so on a slow server the probe costs about four prefills."""
+PREFIX_STEPS = 6
+"""At most this many candidate prefix lengths are tried (each a request): the first guess from the slope is
+within a few tokens, and each step moves by the measured cost per word."""
 PROBE_WORKER = -1
 """The probe's prompts are built as by a worker no engine worker is: the same lengths and body text, but
 other head words than the run's first prompts, so the probe does not warm a prefix cache for them."""
@@ -50,12 +60,50 @@ class IslProbe:
 
 
 def skip_reason(workload: WorkloadConfig) -> str | None:
-    """Why the probe would teach this workload nothing (None: send it): the probe sizes synthetic prompts."""
-    if workload.dataset is not None:
+    """Why the probe would teach this workload nothing (None: send it): it sizes synthetic prompts, and a
+    shared prefix that no tokenizer cuts."""
+    if workload.dataset is not None and not _prefix_to_size(workload):
         return "dataset prompts: their lengths are the file's"
-    if workload.turns > 1:
-        return "multi-turn conversations: later turns are their history"
     return None
+
+
+def _prefix_to_size(workload: WorkloadConfig) -> bool:
+    return workload.shared_prefix > 0 and workload.tokenizer is None
+
+
+Count = Callable[[int, RequestSpec], "int | str"]
+"""Sends probe request ``n`` and returns the server's prompt tokens, or a notice."""
+
+
+def size_prefix(workload: WorkloadConfig, count: Count, slope: float | None) -> tuple[int, int] | str:
+    """(words, tokens): the prefix word count whose cost is nearest ``workload.shared_prefix`` tokens by the
+    server's count, or a notice. ``slope``: tokens per word, if the calibration learned it."""
+    target = workload.shared_prefix
+    guard = unique_head(random.Random(f"{workload.seed}:prefix-probe"), 4) + " "
+    tail = "end"
+
+    def spec(text: str) -> RequestSpec:
+        return RequestSpec(prompt=guard + text + tail, max_tokens=1)
+
+    base = count(0, spec(""))
+    if isinstance(base, str):
+        return base
+    words = max(1, round(target / (slope or 1.0)))
+    tried: dict[int, int] = {}
+    for step in range(PREFIX_STEPS):
+        got = count(step + 1, spec(shared_prefix_text(workload.seed, words)))
+        if isinstance(got, str):
+            return got
+        tried[words] = got - base
+        cost = tried[words]
+        if cost == target:
+            break
+        move = round((target - cost) * words / max(1, cost))
+        words = max(1, words + (move or (1 if target > cost else -1)))
+        if words in tried:
+            break
+    best = min(tried, key=lambda w: (abs(tried[w] - target), w))
+    return best, tried[best]
 
 
 def probe_isl(
@@ -66,8 +114,9 @@ def probe_isl(
     requests: int = PROBE_REQUESTS,
     timeout_s: float | None = None,
 ) -> IslProbe:
-    """Send ``requests`` one-token prompts shaped by ``workload`` and return it with what the server counted.
-    Never raises for a server's answer: a failure ends the probe with a notice."""
+    """Send ``requests`` one-token prompts shaped by ``workload`` (none for a dataset) and, when a shared
+    prefix needs it, `size_prefix`'s; return the workload with what the server counted. Never raises for a
+    server's answer: a failure ends the probe with a notice."""
     probe = SyntheticWorkload(replace(workload, osl=1, fixed_osl=False, isl_observations=()))
     headers = {"content-type": "application/json", **dict(target.headers)}
     if target.api_key:
@@ -76,10 +125,10 @@ def probe_isl(
     timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
     counted: list[int] = []
     notice: str | None = None
+    sized = workload.shared_prefix_sized
     with sync_client(target, timeout) as client:  # trusted and routed as the workers are
-        for seq in range(requests):
-            key = RequestKey(PROBE_WORKER, seq)
-            spec = probe.next_request(key)
+
+        def count(name: str, spec: RequestSpec) -> int | str:
             body = orjson.loads(build_body(target, model, spec, fixed_osl_fields=False))
             body["stream"] = False
             body.pop("stream_options", None)
@@ -87,26 +136,44 @@ def probe_isl(
                 response = client.post(
                     endpoint_url(target),
                     content=orjson.dumps(body),
-                    headers={**headers, "x-tokentop-request-id": f"probe-{seq}"},
+                    headers={**headers, "x-tokentop-request-id": name},
                 )
             except httpx.HTTPError as exc:
-                notice = f"ISL probe: {type(exc).__name__}: {exc}"
-                break
+                return f"ISL probe: {type(exc).__name__}: {exc}"
             tokens = _prompt_tokens(response)
             if tokens is None:
                 # masked before error_message cuts it: a long key cut in half would leak its start
                 masked = mask_secret(response.content.decode("utf-8", "replace"), target.api_key).encode()
                 detail = error_message(masked) if response.status_code >= 400 else "no usage"
-                notice = f"ISL probe: HTTP {response.status_code} {detail}; prompts sized from answers only"
+                return f"ISL probe: HTTP {response.status_code} {detail}; prompts sized from answers only"
+            return tokens
+
+        for seq in range(requests if workload.dataset is None else 0):
+            key = RequestKey(PROBE_WORKER, seq)
+            spec = probe.next_request(key)
+            tokens = count(f"probe-{seq}", spec)
+            if isinstance(tokens, str):
+                notice = tokens
                 break
             counted.append(tokens)
             record = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=0, sent_ns=0)
             record.input_tokens, record.input_source = tokens, "usage"
             probe.on_response(key, spec, None, record)
+        if notice is None and _prefix_to_size(workload):
+            got = size_prefix(
+                workload, lambda n, spec: count(f"probe-prefix-{n}", spec), probe.calibrator.slope
+            )
+            if isinstance(got, str):
+                notice = got.replace(
+                    "prompts sized", f"the shared prefix is {workload.shared_prefix} words; prompts sized"
+                )
+            else:
+                sized = got
     if notice is not None:
         notice = mask_secret(notice, target.api_key)
     observations = tuple(probe.observed)
-    return IslProbe(replace(workload, isl_observations=observations), tuple(counted), notice)
+    sized_workload = replace(workload, isl_observations=observations, shared_prefix_sized=sized)
+    return IslProbe(sized_workload, tuple(counted), notice)
 
 
 def _prompt_tokens(response: httpx.Response) -> int | None:

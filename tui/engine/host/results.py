@@ -31,7 +31,7 @@ from tui import __version__
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.run_config import isl_probe_record, workload_record
+from tui.engine.host.run_config import endpoint_path_record, isl_probe_record, workload_record
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 
@@ -203,6 +203,9 @@ class RunInfo:
     header_names: tuple[str, ...] = ()
     extra_body: tuple[tuple[str, object], ...] = ()
     demo: bool = False
+    endpoint_path: str | None = None
+    """``--endpoint /PATH`` as `endpoint_path_record` keeps it (no query values, no key); None: the
+    flavour's own path."""
     tool: str = "tokentop"
     version: str = __version__
 
@@ -232,6 +235,7 @@ class RunInfo:
             header_names=tuple(name for name, _ in target.headers),
             extra_body=target.extra_body,
             demo=target.demo,
+            endpoint_path=endpoint_path_record(target.endpoint_path, target.api_key),
         )
 
 
@@ -303,6 +307,7 @@ def build_results(
             "header_names": list(info.header_names),
             "extra_body": dict(info.extra_body),
             "demo": info.demo,
+            "endpoint_path": info.endpoint_path,
             "slo_ttft_ms": options.slo_ttft_ms,
             "slo_tpot_ms": options.slo_tpot_ms,
             "min_window_s": MIN_WINDOW_S,

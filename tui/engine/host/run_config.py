@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from tui.engine.config import EngineOptions, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
+from tui.engine.secrets import mask_secret
+
+HIDDEN = "hidden"
+"""What a query value of the endpoint path is recorded as (a gateway may take its key there)."""
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
@@ -18,6 +23,36 @@ def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
     record = asdict(workload)
     record.pop("isl_observations", None)
     return record
+
+
+def endpoint_path_record(path: str | None, api_key: str | None) -> str | None:
+    """``--endpoint /PATH`` as the results record it: the path, its query's names but no values, and the
+    API key masked should it be in the path itself; None for the flavour's own path."""
+    if path is None:
+        return None
+    route, _, query = path.partition("?")
+    route = mask_secret(route, api_key)
+    if not query:
+        return route
+    names = [(name, HIDDEN) for name, _ in parse_qsl(query, keep_blank_values=True)]
+    return f"{route}?{urlencode(names)}"
+
+
+def asked_isl(workload: WorkloadConfig) -> int | None:
+    """The mean ISL a level should reach, by the server's count: ``--isl`` plus the shared prefix; None when
+    there is no one target (a dataset's lengths are the file's, drawn lengths vary, a conversation's grow
+    with its history)."""
+    if workload.dataset is not None or workload.turns > 1 or workload.isl_dist or workload.scenarios:
+        return None
+    return workload.isl + workload.shared_prefix
+
+
+def asked_osl(workload: WorkloadConfig) -> int | None:
+    """The OSL every request should reach: ``--osl`` when pinned with ``ignore_eos``; None when left to the
+    model, or when the lengths are the file's or drawn."""
+    if not workload.fixed_osl or workload.dataset is not None or workload.osl_dist or workload.scenarios:
+        return None
+    return workload.osl
 
 
 def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[str, Any]:

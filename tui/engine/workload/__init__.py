@@ -7,6 +7,8 @@ face side.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tui.engine.config import WorkloadConfig
 from tui.engine.workload.conversation import Conversations
 from tui.engine.workload.dataset import DatasetWorkload, check_dataset, load_dataset
@@ -44,15 +46,19 @@ def build_workload(config: WorkloadConfig, *, workers: int = 1) -> Workload:
 
     The source of the prompts (a dataset, shaped lengths, or today's synthetic prompts, byte for byte when
     nothing else is asked), then a shared prefix, then conversations, each only when configured."""
-    base: Workload
-    if config.dataset is not None:
-        base = DatasetWorkload(config, workers=workers)
-    elif config.isl_dist is not None or config.osl_dist is not None or config.scenarios:
-        base = ShapedWorkload(config)
-    else:
-        base = SyntheticWorkload(config)
+    base = _source(config, workers)
     if config.turns > 1:
-        return Conversations(base, config.turns, seed=config.seed, shared_prefix=config.shared_prefix)
+        # later turns' questions calibrate apart (their cost comes with the history's templates), unprobed
+        later = None if config.dataset is not None else _source(replace(config, isl_observations=()), workers)
+        return Conversations(base, config, later)
     if config.shared_prefix > 0:
-        return SharedPrefix(base, config.seed, config.shared_prefix)
+        return SharedPrefix(base, config)
     return base
+
+
+def _source(config: WorkloadConfig, workers: int) -> Workload:
+    if config.dataset is not None:
+        return DatasetWorkload(config, workers=workers)
+    if config.isl_dist is not None or config.osl_dist is not None or config.scenarios:
+        return ShapedWorkload(config)
+    return SyntheticWorkload(config)

@@ -45,12 +45,17 @@ def unique_head(rng: random.Random, n: int) -> str:
     return " ".join(rng.choices(VOCAB, k=n))
 
 
+PREFIX_VOCAB: tuple[str, ...] = tuple(w for w in VOCAB if len(w) <= 4)
+"""The shared prefix's words: one token each by the simulator's rule and most tokenizers, so one word more or
+less moves its cost by one token and the probe can size it to exactly N (`tui.engine.host.isl_probe`)."""
+
+
 def shared_prefix_text(seed: int, words: int) -> str:
-    """The text every prompt starts with under ``--shared-prefix``: fixed per seed, drawn apart from the
-    prompts' own text, ending in a blank line so it reads as a preamble."""
+    """The text every prompt starts with under ``--shared-prefix``: fixed per seed (a longer one extends a
+    shorter one), drawn apart from the prompts' own text, ending in a blank line so it reads as a preamble."""
     if words <= 0:
         return ""
-    return unique_head(random.Random(f"{seed}:shared-prefix"), words) + "\n\n"
+    return " ".join(random.Random(f"{seed}:shared-prefix").choices(PREFIX_VOCAB, k=words)) + "\n\n"
 
 
 def word_tokens(text: str) -> int:

@@ -1,0 +1,22 @@
+"""Fixtures shared by the unit and engine tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tokenizer_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny BPE tokenizer trained here, offline, on the workload's own words (so long words split)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers, trainers
+
+    from tui.engine.workload.synthetic import _VOCAB
+
+    tok = tokenizers.Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"])
+    tok.train_from_iterator([" ".join(_VOCAB)] * 4, trainer=trainer)
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tok.save(str(path))
+    return str(path)

@@ -1,0 +1,28 @@
+"""`tokentop bench`'s printed level table: a prefix-cache column once some level's server reported one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.app import frozen
+from tui.bench import format_table
+
+
+def _header_and_rows(text: str) -> tuple[str, list[str]]:
+    lines = text.splitlines()
+    return lines[0], lines[2 : 2 + len(frozen.snapshot().levels)]
+
+
+def test_no_prefix_cache_column_when_no_level_reported_one() -> None:
+    levels = tuple(replace(lv, cache_hit_rate=None) for lv in frozen.snapshot().levels)
+    header, _ = _header_and_rows(format_table(levels))
+    assert "prefix cache" not in header
+
+
+def test_the_prefix_cache_hit_rate_is_a_column_before_steady() -> None:
+    first, *rest = (replace(lv, cache_hit_rate=None) for lv in frozen.snapshot().levels)
+    levels = (replace(first, cache_hit_rate=0.889), *rest)
+    header, rows = _header_and_rows(format_table(levels))
+    assert header.split()[-3:] == ["prefix", "cache", "steady"]
+    assert rows[0].split()[-2] == "89%"
+    assert all(row.split()[-2] == "-" for row in rows[1:])  # a level whose server said nothing
