@@ -28,6 +28,7 @@ from tui.engine.config import (
     WorkloadConfig,
     normalise_base_url,
 )
+from tui.engine.secrets import display_url
 
 BASE_URL_ENV = "OPENAI_BASE_URL"
 """The OpenAI SDK's variable for the server's base URL: honoured when ``--url`` is not given."""
@@ -52,17 +53,11 @@ def url_note(ns: argparse.Namespace) -> str | None:
     """One line saying the target came from the environment (never its credentials), or None."""
     if ns.url is not None or (url := url_from_args(ns)) is None:
         return None
-    return f"using ${BASE_URL_ENV}={_without_credentials(url)}"
+    return f"using ${BASE_URL_ENV}={display_url(url)}"
 
 
 def _url_flag(ns: argparse.Namespace) -> str:
     return "--url" if ns.url is not None else f"${BASE_URL_ENV}"
-
-
-def _without_credentials(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    netloc, slash, path = rest.partition("/")
-    return scheme + sep + netloc.rpartition("@")[2] + slash + path
 
 
 def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoConfig | None:

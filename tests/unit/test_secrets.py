@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.engine.secrets import mask_secret
+from tui.engine.secrets import display_url, mask_secret
 from tui.engine.stream.openai import error_message, one_line
 
 KEY = "sk-" + "abcdefghij" * 20  # 203 characters
@@ -26,3 +26,11 @@ def test_a_key_cut_by_the_line_limit_leaks_no_prefix() -> None:
 
 def test_short_common_endings_are_left_alone() -> None:
     assert mask_secret(one_line("the end: sk-"), KEY) == "the end: sk-"  # 3 characters: not a key
+
+
+def test_a_url_is_shown_without_credentials_or_query_values() -> None:
+    assert display_url("http://user:pw@host:8000/v1") == "http://host:8000/v1"
+    assert display_url("https://gw.example/v1?api-key=sk-123&api-version=2") == (
+        "https://gw.example/v1?api-key=hidden&api-version=hidden"
+    )
+    assert display_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"  # nothing to hide

@@ -8,6 +8,8 @@ key where a cut ended the text (an ellipsis after a prefix of it).
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 MASK = "***"
 MIN_PARTIAL = 4
 """A cut-off prefix shorter than this is not masked (it would mask ordinary words ending a message)."""
@@ -23,3 +25,21 @@ def mask_secret(text: str, secret: str | None) -> str:
         if body.endswith(secret[:k]):
             return body[:-k] + MASK + ellipsis
     return text
+
+
+HIDDEN = "hidden"
+"""What a query value of a URL is shown and saved as: a gateway may take its key there (``?api-key=``)."""
+
+
+def display_url(url: str) -> str:
+    """``url`` fit to show and save: no ``user:password@`` part and every query value replaced by
+    `HIDDEN` (the names stay: ``?api-version=hidden``). A value is not worth the risk of guessing which
+    names hold keys."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.username is not None or parts.password is not None:
+        netloc = netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        query = urlencode([(name, HIDDEN) for name, _ in parse_qsl(query, keep_blank_values=True)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -36,6 +36,7 @@ from tui.engine.host.run_config import asked_isl, asked_osl
 from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
+from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
 
@@ -214,7 +215,7 @@ class EngineHandle:
                 self._store.refresh_views(now)
             snap = self._store.snapshot(
                 now,
-                base_url=self.target.base_url,
+                base_url=display_url(self.target.base_url),
                 model=self._model,
                 endpoint=self.target.endpoint,
                 demo=self.target.demo,

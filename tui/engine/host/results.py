@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -32,6 +31,7 @@ from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.run_config import endpoint_path_record, isl_probe_record, workload_record
+from tui.engine.secrets import display_url
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 
@@ -174,13 +174,8 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
 
 
 def safe_url(url: str) -> str:
-    """The URL without any user:password part."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = host + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
+    """The URL without any user:password part or query value (`tui.engine.secrets.display_url`)."""
+    return display_url(url)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from tui.engine.config import EngineOptions, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
-from tui.engine.secrets import mask_secret
-
-HIDDEN = "hidden"
-"""What a query value of the endpoint path is recorded as (a gateway may take its key there)."""
+from tui.engine.secrets import HIDDEN, mask_secret
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from tui import __version__
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.results import safe_url, write_results
+from tui.engine.secrets import display_url
 from tui.engine.server_metrics import ServerMetricsPoller, ServerView
 from tui.engine.server_metrics.poller import poller_for
 from tui.engine.snapshot import RequestDetail, Snapshot
@@ -85,7 +86,7 @@ class WatchEngine:
         """No requests, no levels: the header fields and the poller's notices."""
         return self._store.snapshot(
             time.perf_counter_ns(),
-            base_url=self.target.base_url,
+            base_url=display_url(self.target.base_url),
             model=self.model,
             endpoint=self.target.endpoint,
             demo=False,
