@@ -380,6 +380,7 @@ class EngineHandle:
     # --- background thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
+        spawned = False
         try:
             try:
                 model = probe_server(self.target) if self._probe else self.target.model or ""
@@ -394,11 +395,13 @@ class EngineHandle:
                     return
                 self._spawn(model)
                 self._send_shares()
+                spawned = True
         except Exception as exc:  # keep the face informed rather than dying silently
             self._fatal = f"engine failed to start: {type(exc).__name__}: {exc}"
             return
         finally:
-            self._ready.set()
+            if not spawned:  # a failed start is ready too (see `fatal`); a good one once workers report
+                self._ready.set()
         self._read_loop()
 
     def _probe_isl(self, model: str) -> None:
@@ -431,6 +434,7 @@ class EngineHandle:
         try:
             self._drain()
         finally:
+            self._ready.set()  # the workers are gone before they all reported: nothing left to wait for
             with self._lock:
                 self._reader_owns_views = False
                 self._published.notify_all()
@@ -438,7 +442,15 @@ class EngineHandle:
     def _drain(self) -> None:
         open_conns = {id(c): i for i, c in enumerate(self._data)}
         pending = list(self._data)
+        silent = set(open_conns)
+        """Workers not heard from yet: `wait_ready` returns once every one has sent something (a worker
+        process takes a second or more to start on a busy machine: a 1 s bench level timed from its spawn
+        could end before it sent a request)."""
         while pending:
+            if silent and not (silent & {id(c) for c in pending}):
+                silent.clear()
+            if not silent:
+                self._ready.set()
             with self._lock:
                 self._store.refresh_views(time.perf_counter_ns())
                 self._published.notify_all()
@@ -458,6 +470,7 @@ class EngineHandle:
                         self._fatal = f"engine worker {i} exited unexpectedly (exit code {code})"
                     continue
                 msg: WorkerMessage = pickle.loads(raw)
+                silent.discard(id(conn))
                 if isinstance(msg, Goodbye):
                     pending.remove(conn)
                     continue
