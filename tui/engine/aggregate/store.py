@@ -82,6 +82,8 @@ class Store:
         self.recent_errors: deque[str] = deque(maxlen=RECENT_ERRORS)
         self.notices: list[str] = []
         self.fatal: str | None = None
+        self.fatal_halts = False
+        """`fatal` is a configuration error (HTTP 4xx on every request): the handle stops issuing."""
         self._early: list[RequestRecord] = []
         """Finished records before the first success (to tell an unusable target)."""
         self._any_ok = False
@@ -202,6 +204,9 @@ class Store:
         if unusable:
             last = self._early[-1]
             self.fatal = f"every request fails: {last.error}"
+            # a wrong URL, path or model repeats on every request; a refused connection may be a server
+            # still starting or restarting, which the users' back-off waits out
+            self.fatal_halts = all(r.error_class == "http_4xx" for r in self._early)
 
     # --- the costly views ---------------------------------------------------------------------
 

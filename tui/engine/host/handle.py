@@ -482,9 +482,9 @@ class EngineHandle:
                     records = self._store.ingest(msg)
                     log = self._log
                     reason = self._guard.see(records)
-                    if reason is None and not self._halted:
-                        # the store's "every request fails" (the first requests all refused or a
-                        # non-429 4xx: a wrong URL, path or model): every further request repeats it
+                    if reason is None and not self._halted and self._store.fatal_halts:
+                        # the store's "every request fails" with a non-429 4xx (a wrong URL, path or
+                        # model): every further request repeats it
                         reason = self._store.fatal
                     if reason is not None:
                         self._halt(reason)
