@@ -177,6 +177,9 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, OPENAI_API_KEY=""),
+        # Ctrl-C as a terminal delivers it: a suite started in the background (`cmd &` in a script) hands
+        # its children SIGINT ignored, which Python keeps, and the bench would rightly not hear it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 30  # bounded wait for a few finished requests
