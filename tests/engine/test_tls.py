@@ -16,13 +16,17 @@ from pathlib import Path
 import pytest
 
 from tests.engine.scripted_server import ScriptedServer
-from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, ThreadedTlsServer, make_self_signed, tls_server
-from tui.engine.config import TargetConfig, WorkloadConfig
+from tests.engine.tls_server import (
+    HAVE_OPENSSL,
+    SelfSigned,
+    ThreadedTlsServer,
+    make_self_signed,
+    one_request,
+    tls_server,
+)
+from tui.engine.config import TargetConfig
 from tui.engine.host.probe import ProbeError, probe_server
-from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, run_request
-from tui.engine.stream.openai import StreamAccumulator
-from tui.engine.stream.transport import TransportName, make_client
+from tui.engine.stream.transport import TransportName
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -47,15 +51,6 @@ async def server(pair: SelfSigned) -> AsyncIterator[ScriptedServer]:
         await srv.close()
 
 
-async def _request(target: TargetConfig, transport: TransportName) -> RequestRecord:
-    client = make_client(target, transport)
-    try:
-        session = RequestSession(client, target, WorkloadConfig(isl=8, osl=3), "tls-model")
-        return await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
-    finally:
-        await client.aclose()
-
-
 def _trusts(pair: SelfSigned) -> dict[str, TargetConfig]:
     return {
         "ca_cert": TargetConfig(base_url="", ca_cert=str(pair.cert)),
@@ -67,7 +62,7 @@ def _trusts(pair: SelfSigned) -> dict[str, TargetConfig]:
 async def test_a_self_signed_server_fails_by_default_naming_the_certificate(
     server: ScriptedServer, transport: TransportName
 ) -> None:
-    rec = await _request(TargetConfig(base_url=server.url, model="tls-model", timeout_s=10), transport)
+    rec = await one_request(TargetConfig(base_url=server.url, model="tls-model", timeout_s=10), transport)
     assert rec.error_class == "tls", rec.error
     assert rec.error is not None and rec.error.startswith(NAMED) and rec.error.endswith(HINT), rec.error
 
@@ -87,7 +82,7 @@ async def test_ca_cert_and_insecure_both_pass_probe_and_workers(
     base = _trusts(pair)[trust]
     target = replace(base, base_url=server.url, timeout_s=10)
     assert await asyncio.to_thread(probe_server, target) == "tls-model"
-    rec = await _request(replace(target, model="tls-model"), transport)
+    rec = await one_request(replace(target, model="tls-model"), transport)
     assert rec.status == "ok", rec.error
     assert len(rec.chunk_ns) == 3
 
@@ -97,7 +92,7 @@ async def test_a_ca_bundle_that_trusts_another_certificate_still_fails(
 ) -> None:
     other = make_self_signed(tmp_path)
     target = TargetConfig(base_url=server.url, model="tls-model", ca_cert=str(other.cert), timeout_s=10)
-    rec = await _request(target, "aiohttp")
+    rec = await one_request(target, "aiohttp")
     assert rec.error_class == "tls" and rec.error is not None and rec.error.endswith(HINT), rec.error
 
 

@@ -18,15 +18,12 @@ from typing import Any
 import pytest
 
 from tests.engine.scripted_server import ScriptedServer
-from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, make_self_signed, serve, tls_server
+from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, make_self_signed, one_request, serve, tls_server
 from tui.cli import build_parser
-from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.config import TargetConfig
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.network import ProxyError, bypassed, proxy_for
-from tui.engine.records import RequestRecord
-from tui.engine.stream.client import RequestSession, run_request
-from tui.engine.stream.openai import StreamAccumulator
-from tui.engine.stream.transport import TransportName, make_client
+from tui.engine.stream.transport import TransportName
 from tui.options import UsageError, target_from_args
 
 pytestmark = pytest.mark.timeout(30)
@@ -54,15 +51,6 @@ async def proxy() -> AsyncIterator[ScriptedServer]:
 
 def _target(url: str = UPSTREAM, **kw: Any) -> TargetConfig:
     return TargetConfig(**{"base_url": url, "model": "tls-model", "timeout_s": 10, **kw})
-
-
-async def _request(target: TargetConfig, transport: TransportName) -> RequestRecord:
-    client = make_client(target, transport)
-    try:
-        session = RequestSession(client, target, WorkloadConfig(isl=8, osl=3), "tls-model")
-        return await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
-    finally:
-        await client.aclose()
 
 
 # --- which proxy, pure ------------------------------------------------------------------------------
@@ -134,7 +122,7 @@ async def test_workers_go_through_the_environments_proxy(
     monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, no_dns: list[str], transport: TransportName
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
-    rec = await _request(_target(), transport)
+    rec = await one_request(_target(), transport)
     assert rec.status == "ok", rec.error
     assert [r.path for r in proxy.requests] == [UPSTREAM + "/chat/completions"]  # absolute form: a proxy
     assert no_dns == []  # the proxy resolves the target, not us
@@ -154,7 +142,7 @@ async def test_no_trust_env_ignores_the_proxy(
     monkeypatch: pytest.MonkeyPatch, proxy: ScriptedServer, no_dns: list[str], transport: TransportName
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
-    rec = await _request(_target(trust_env=False), transport)
+    rec = await one_request(_target(trust_env=False), transport)
     assert (rec.error_class, rec.error) == ("connect", "cannot resolve host upstream.invalid")
     assert proxy.requests == [] and no_dns
     with pytest.raises(ProbeError, match=r"cannot resolve host upstream\.invalid"):
@@ -178,8 +166,8 @@ async def test_ssl_cert_file_is_honoured_unless_told_not_to(
     monkeypatch.setenv("SSL_CERT_FILE", str(pair.cert))
     server = await tls_server(pair).start()
     try:
-        trusted = await _request(_target(server.url), transport)
-        ignored = await _request(_target(server.url, trust_env=False), transport)
+        trusted = await one_request(_target(server.url), transport)
+        ignored = await one_request(_target(server.url, trust_env=False), transport)
         assert await asyncio.to_thread(probe_server, _target(server.url)) == "tls-model"
     finally:
         await server.close()

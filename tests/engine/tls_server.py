@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, ThreadedServer, normal_stream
+from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.records import RequestRecord
+from tui.engine.stream.client import RequestSession, run_request
+from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import TransportName, make_client
 
 MODELS = b'{"object": "list", "data": [{"id": "tls-model"}]}'
 HAVE_OPENSSL = shutil.which("openssl") is not None
@@ -60,3 +65,14 @@ class ThreadedTlsServer(ThreadedServer):
 
     def __init__(self, pair: SelfSigned) -> None:
         super().__init__(tls_server(pair))
+
+
+async def one_request(target: TargetConfig, transport: TransportName) -> RequestRecord:
+    """One streaming request to ``target`` through the engine's own client and session, as a worker sends it
+    (model "tls-model"): the record says how the TLS or proxy settings fared."""
+    client = make_client(target, transport)
+    try:
+        session = RequestSession(client, target, WorkloadConfig(isl=8, osl=3), "tls-model")
+        return await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
+    finally:
+        await client.aclose()
