@@ -447,10 +447,8 @@ class EngineHandle:
         process takes a second or more to start on a busy machine: a 1 s bench level timed from its spawn
         could end before it sent a request)."""
         while pending:
-            if silent and not (silent & {id(c) for c in pending}):
-                silent.clear()
-            if not silent:
-                self._ready.set()
+            if not self._ready.is_set() and not silent & {id(c) for c in pending}:
+                self._ready.set()  # every worker still running has reported
             with self._lock:
                 self._store.refresh_views(time.perf_counter_ns())
                 self._published.notify_all()
