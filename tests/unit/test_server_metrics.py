@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -99,7 +98,7 @@ def test_a_hand_made_sglang_scrape() -> None:
     assert reading.gauges["prefix_cache_hit_rate"] == pytest.approx(0.0075, abs=1e-4)
     assert reading.gauges["generation_tok_s"] == 355.0  # the gauge SGLang exports beside the counter
     assert reading.counters["sglang:prompt_tokens_total"] == 8_128_902 + 1_000
-    assert reading.histograms["ttft_s"].cumulative == (10.0, 30.0, 40.0, 40.0)
+    assert tuple(reading.histograms["ttft_s"].cumulative) == (10.0, 30.0, 40.0, 40.0)
     assert model_of(families) == "meta-llama/Llama-3.1-8B-Instruct"
 
 
@@ -127,17 +126,6 @@ def test_an_unknown_server_shows_its_gauges_by_name() -> None:
 def test_a_body_that_is_not_prometheus_text(body: str) -> None:
     with pytest.raises(NotPrometheusError):
         parse_text(body)
-
-
-def test_parse_time_of_a_realistic_vllm_scrape() -> None:
-    """A vLLM-sized scrape (the simulator's, ~120 samples) parses in a few ms at worst on a busy machine."""
-    text = fixture("vllm_sim.txt")
-    best_s = math.inf
-    for _ in range(20):
-        t0 = time.perf_counter()
-        read(parse_text(text), 0, VLLM)
-        best_s = min(best_s, time.perf_counter() - t0)
-    assert best_s < 0.005, best_s
 
 
 def test_server_kind_guesses_and_the_metrics_url() -> None:

@@ -19,7 +19,8 @@ ranks export one series each, and the server's view is their sum.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -55,10 +56,12 @@ class Family:
 class Buckets:
     """A histogram summed over label sets: cumulative counts at each upper edge (`le`), ascending.
 
-    The last edge is `inf` (the +Inf bucket), whose count is the number of observations."""
+    The last edge is `inf` (the +Inf bucket), whose count is the number of observations. A parsed one holds
+    its counts in an `array('d')` (a quarter of a tuple of floats: the poller keeps an hour of these) and
+    shares its edges with every other scrape of the same layout."""
 
     edges: tuple[float, ...]
-    cumulative: tuple[float, ...]
+    cumulative: Sequence[float]
     sum: float
 
     @property
@@ -166,8 +169,20 @@ def histogram(families: Mapping[str, Family], metric: str) -> Buckets | None:
             sum_value += s.value
     if not by_edge:
         return None
-    edges = tuple(sorted(by_edge))
-    return Buckets(edges, tuple(by_edge[e] for e in edges), sum_value)
+    edges = _shared_edges(tuple(sorted(by_edge)))
+    return Buckets(edges, array("d", [by_edge[e] for e in edges]), sum_value)
+
+
+_EDGES: dict[tuple[float, ...], tuple[float, ...]] = {}
+_EDGES_CAP = 256
+
+
+def _shared_edges(edges: tuple[float, ...]) -> tuple[float, ...]:
+    """One tuple per distinct bucket layout: a server's edges are the same every scrape, and the poller keeps
+    an hour of readings, where each histogram's own copy was 0.8 kB of the 7.2 kB a reading held."""
+    if len(_EDGES) >= _EDGES_CAP:
+        _EDGES.clear()  # many layouts (many servers or relabelled ones): start over rather than grow
+    return _EDGES.setdefault(edges, edges)
 
 
 def label_values(families: Mapping[str, Family], label: str) -> tuple[str, ...]:
