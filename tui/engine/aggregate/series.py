@@ -29,9 +29,11 @@ class MetricSeries:
     def __init__(self, t0_ns: int, cap: int | None = None) -> None:
         self.t0_ns = t0_ns
         self.cap = cap = cap or SERIES_CAP
-        self.t = np.zeros(cap, dtype=np.int64)
-        self.v = np.zeros(cap, dtype=np.float64)
-        self.bins = np.zeros(cap, dtype=np.int16)
+        # Written now (np.full), not left to np.zeros' lazy pages: an untouched ring became resident only as
+        # samples filled it, so the face's memory crept for the hour or two that took (+9 MB in a soak).
+        self.t = np.full(cap, 0, dtype=np.int64)
+        self.v = np.full(cap, 0.0, dtype=np.float64)
+        self.bins = np.full(cap, 0, dtype=np.int16)
         """Each raw sample's fine bin (computed once on add: a window's histogram is then one bincount)."""
         self.count = 0
         """Samples ever added."""
