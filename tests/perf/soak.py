@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -107,15 +109,85 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
             t0 = time.monotonic()
             end = t0 + ns.minutes * 60
             next_at = t0
+            traces = TraceWindow(ns.trace_from_min, ns.trace_base_min)
             while time.monotonic() < end:
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 next_at += ns.sample_s
+                traces.tick((time.monotonic() - t0) / 60)
                 samples.append(await sample(app, engine, t0, sim_pid))
                 print(json.dumps(samples[-1]), file=ns.out, flush=True)
                 print(progress_line(samples[-1]), flush=True)
+            traces.report()
     finally:
         engine.stop(drain=False, timeout_s=10.0)
     return samples
+
+
+class TraceWindow:
+    """Where the face's memory grows: tracemalloc from ``from_min`` (after warm-up, so start-up allocations
+    are not counted), a baseline snapshot at ``base_min`` and one at the end; the report lists the source
+    lines whose live allocations grew most between the two. Off unless ``--trace-from-min`` is given."""
+
+    def __init__(self, from_min: float | None, base_min: float | None) -> None:
+        self.from_min = from_min
+        self.base_min = base_min if base_min is not None else (from_min or 0) + 5
+        self.base: tracemalloc.Snapshot | None = None
+
+    def tick(self, t_min: float) -> None:
+        if self.from_min is None:
+            return
+        if t_min >= self.from_min and not tracemalloc.is_tracing():
+            tracemalloc.start(12)
+        if t_min >= self.base_min and self.base is None and tracemalloc.is_tracing():
+            self.base = tracemalloc.take_snapshot()
+
+    def report(self, top: int = 25) -> None:
+        if self.base is None:
+            return
+        ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
+        end = tracemalloc.take_snapshot().filter_traces(ignore)
+        base = self.base.filter_traces(ignore)
+        diff = end.compare_to(base, "lineno")
+        print(f"\ntracemalloc: live allocations grown since the baseline (top {top} lines)")
+        for stat in diff[:top]:
+            print(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  {stat.traceback[0]}")
+        print(f"  total {sum(s.size_diff for s in diff) / 1024 / 1024:+.2f} MiB")
+        for stat in end.compare_to(base, "traceback")[:6]:
+            print(f"\n  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks")
+            for line in stat.traceback.format()[-16:]:
+                print(f"    {line}")
+
+
+def deep_size(objs: list[Any]) -> int:
+    """Bytes held by ``objs`` and everything they reach, each object counted once (strings, types and
+    modules left out: they are shared)."""
+    seen: set[int] = set()
+    total, stack = 0, list(objs)
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, (str, type)):
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        stack.extend(gc.get_referents(o))
+    return total
+
+
+def bounded_kb(engine: EngineHandle) -> dict[str, float]:
+    """What the face's bounded buffers hold now (kB): they fill once and then stop, so their growth is
+    subtracted from the RSS growth before anything is called a leak. The server-metrics poller's ring of
+    readings (an hour at 1 Hz) and each level's reservoirs (rows written so far; numpy's pages become
+    resident as they are written). Read through private names: a measurement script, not an API."""
+    poller = getattr(engine, "_server_poller", None)
+    ring = list(getattr(poller, "_ring", ()))
+    store = getattr(engine, "_store", None)
+    levels = list(getattr(store, "levels", {}).values())
+    rows = 0
+    for lv in levels:
+        for res in (lv.req, lv.gaps):
+            rows += res.size * sum(col.itemsize for col in res.cols.values())
+    return {"poller_ring": round(deep_size(ring) / 1024, 1), "poller_readings": len(ring),
+            "reservoirs": round(rows / 1024, 1)}  # fmt: skip
 
 
 async def sample(app: TokentopApp, engine: EngineHandle, t0: float, sim_pid: int) -> dict[str, Any]:
@@ -136,6 +208,7 @@ async def sample(app: TokentopApp, engine: EngineHandle, t0: float, sim_pid: int
         "workers_threads": sum(w["threads"] for w in workers),
         "worker_tasks": snap.health.worker_tasks,
         "sim": proc_stats(sim_pid),
+        "bounded_kb": bounded_kb(engine),
         "key_ms": round(key_s * 1000, 1),
         "loop_lag_ms": round(lag_s * 1000, 2),
         "fps": round(fs.fps, 1),
@@ -169,6 +242,10 @@ def report(samples: list[dict[str, Any]], warmup_min: float) -> None:
     span_h = (statistics.mean(s["t_min"] for s in late) - statistics.mean(s["t_min"] for s in early)) / 60
     figures = {
         "face RSS MB": lambda s: s["face"]["rss_kb"] / 1024,
+        "  bounded MB": lambda s: (s["bounded_kb"]["poller_ring"] + s["bounded_kb"]["reservoirs"]) / 1024,
+        "  the rest MB": lambda s: (
+            (s["face"]["rss_kb"] - s["bounded_kb"]["poller_ring"] - s["bounded_kb"]["reservoirs"]) / 1024
+        ),
         "face fds": lambda s: s["face"]["fds"],
         "face threads": lambda s: s["face"]["threads"],
         "app loop tasks": lambda s: s["app_tasks"],
@@ -201,6 +278,8 @@ def main() -> int:
     ap.add_argument("--sample-s", type=float, default=30.0)
     ap.add_argument("--warmup-min", type=float, default=10.0)
     ap.add_argument("--time-scale", type=float, default=1.0, help="the simulator's speed-up")
+    ap.add_argument("--trace-from-min", type=float, default=None, help="start tracemalloc at this minute")
+    ap.add_argument("--trace-base-min", type=float, default=None, help="its baseline snapshot (default +5)")
     ap.add_argument("--out", type=argparse.FileType("w"), default=None, help="samples as JSON lines")
     ns = ap.parse_args()
     if ns.out is None:
