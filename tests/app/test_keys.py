@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from tests.app import frozen
@@ -12,7 +13,7 @@ from tui.app.widgets.help import HelpBody, HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable
 from tui.app.widgets.streams import StreamLanes
-from tui.engine.snapshot import ITL_NAMES, LevelView
+from tui.engine.snapshot import ITL_NAMES, ClientHealth, LevelView
 
 
 async def test_plus_three_times_adds_three_users(make_app: MakeApp, engine: FakeEngine) -> None:
@@ -175,6 +176,32 @@ async def test_help_scrolls_at_once_with_the_usual_keys(make_app: MakeApp, engin
         await settle(pilot)
         assert "What the numbers mean" in screen_text(app).splitlines()[2]  # the body's first row
         assert engine.loads == []  # up/down scrolled the help, not the load
+
+
+async def test_help_opened_again_is_the_same_screen_from_the_top_with_the_newest_health(
+    make_app: MakeApp, engine: FakeEngine
+) -> None:
+    """The app builds the help once (building it was most of what `?` cost) and shows it again after: it must
+    not come back scrolled where it was left, nor with the client health of the first opening."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await settle(pilot)
+        first = app.screen
+        assert isinstance(first, HelpScreen) and "1 worker," in screen_text(app)
+        await pilot.press("end")
+        assert first.query_one(HelpBody).scroll_y > 0
+        await pilot.press("escape")
+        await settle(pilot)
+        engine.snap = replace(engine.snap, health=ClientHealth(workers=3, loop_lag_p99_ms=1.5, cpu_share=0.2))
+        app.poll(force=True)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert app.screen is first
+        assert first.query_one(HelpBody).scroll_y == 0
+        assert "3 workers" in screen_text(app) and "1 worker," not in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
 
 
 async def test_q_stops_the_engine_writes_output_and_exits_zero(

@@ -450,7 +450,13 @@ class TokentopApp(App[int]):
             self.notify(f"theme: {self.theme}", timeout=2)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(lambda: self._snap.health if self._snap is not None else None))
+        # One help screen, installed on first use and pushed again after: building it (Rich's Markdown
+        # parsed and laid out) was most of the time `?` took to act.
+        if not self.is_screen_installed("help"):
+            self.install_screen(
+                HelpScreen(lambda: self._snap.health if self._snap is not None else None), "help"
+            )
+        self.push_screen("help")
 
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:

@@ -188,7 +188,14 @@ class HelpScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.set_interval(self.HEALTH_EVERY_S, self._refresh_health)
 
+    def on_screen_resume(self) -> None:
+        """Shown again (the app keeps one help screen): the newest health, from the top."""
+        self._refresh_health()
+        self.query_one(HelpBody).scroll_home(animate=False)
+
     def _refresh_health(self) -> None:
+        if not self.is_current:
+            return  # installed but not shown: nothing to redraw
         text = health_md(self._health())
         if text != self._health_md:
             self._health_md = text
