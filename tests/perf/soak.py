@@ -11,8 +11,8 @@ the bounded aggregates fill once and then must stay flat.
 Every ``--sample-s`` it records, for the face (this process) and for each worker process: resident memory
 (VmRSS), open file descriptors and threads; the asyncio tasks of the app's loop and of the workers
 (`snapshot.health.worker_tasks`); and the app's responsiveness: how long a key takes to act (``?`` opens
-help, ``escape`` closes it, posted as a terminal's keys: the time until the screen has changed), its frame
-rate and work per tick.
+help, ``escape`` closes it, posted as a terminal's keys: the time until the app has painted the result),
+its frame rate and work per tick.
 At the end it compares the warm-up's end with the run's end and prints one line per figure. Samples go to
 ``--out`` as JSON lines. Not a pytest test (tests/perf is excluded); 127.0.0.1 only.
 """
@@ -36,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.perf.paint_clock import PaintClock  # noqa: E402
 from tui.app.app import TokentopApp  # noqa: E402
 from tui.app.themes import load_themes  # noqa: E402
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig  # noqa: E402
@@ -67,22 +68,14 @@ def children(pid: int) -> list[int]:
     return kids
 
 
-async def key_latency_s(app: TokentopApp) -> float:
-    """Post ``?`` as a key press and time it until the help screen is up and mounted, then ``escape`` until
-    it is gone; the slower of the two (seconds, capped at `KEY_DEADLINE_S`). Posted like a terminal's key,
-    not through `Pilot.press`, which also waits for the app to be idle (up to 1 s, twice, in an app whose
-    10 Hz timer never lets it idle) and so timed the pilot, not the app."""
-    worst = 0.0
-    for key, want_help in (("question_mark", True), ("escape", False)):
-        t0 = time.perf_counter()
-        app.simulate_key(key)
-        while time.perf_counter() - t0 < KEY_DEADLINE_S:
-            up = len(app.screen_stack) > 1
-            if up == want_help and (not up or app.screen.is_mounted):
-                break
-            await asyncio.sleep(0.002)
-        worst = max(worst, time.perf_counter() - t0)
-    return min(worst, KEY_DEADLINE_S)
+async def key_latency_s(clock: PaintClock) -> float:
+    """Post ``?`` as a key press and time it until the app has painted the help, then ``escape`` until it
+    has painted the main screen again; the slower of the two (seconds, capped at `KEY_DEADLINE_S`). Posted
+    like a terminal's key, not through `Pilot.press`, which also waits for the app to be idle (up to 1 s,
+    twice, in an app whose 10 Hz timer never lets it idle) and so timed the pilot, not the app."""
+    up = await clock.key_to_paint("question_mark", help_up=True, deadline_s=KEY_DEADLINE_S)
+    down = await clock.key_to_paint("escape", help_up=False, deadline_s=KEY_DEADLINE_S)
+    return max(up, down)
 
 
 async def loop_lag_s() -> float:
@@ -106,6 +99,7 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
     try:
         app = TokentopApp(engine, themes=load_themes(), theme="dark", save_dir=workdir, freeze_gc=True)
         async with app.run_test(size=(140, 45)):
+            clock = PaintClock(app)
             t0 = time.monotonic()
             end = t0 + ns.minutes * 60
             next_at = t0
@@ -114,7 +108,7 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 next_at += ns.sample_s
                 traces.tick((time.monotonic() - t0) / 60)
-                samples.append(await sample(app, engine, t0, sim_pid))
+                samples.append(await sample(app, clock, engine, t0, sim_pid))
                 print(json.dumps(samples[-1]), file=ns.out, flush=True)
                 print(progress_line(samples[-1]), flush=True)
             traces.report()
@@ -190,8 +184,10 @@ def bounded_kb(engine: EngineHandle) -> dict[str, float]:
             "reservoirs": round(rows / 1024, 1)}  # fmt: skip
 
 
-async def sample(app: TokentopApp, engine: EngineHandle, t0: float, sim_pid: int) -> dict[str, Any]:
-    key_s = await key_latency_s(app)
+async def sample(
+    app: TokentopApp, clock: PaintClock, engine: EngineHandle, t0: float, sim_pid: int
+) -> dict[str, Any]:
+    key_s = await key_latency_s(clock)
     lag_s = await loop_lag_s()
     snap = engine.snapshot()
     me = os.getpid()
