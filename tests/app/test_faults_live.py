@@ -424,7 +424,12 @@ async def test_failing_requests_are_counted_and_backed_off(
 # --- a fault in some streams: named, and the run goes on -------------------------------------------
 
 STREAM_ROWS = [
-    pytest.param("disconnect", "disconnect", "disconnect: connection closed", id="disconnect"),
+    pytest.param(
+        "disconnect",
+        "disconnect",
+        "disconnect: server closed the stream after 2 chunks (incomplete chunked body)",
+        id="disconnect",
+    ),
     pytest.param("stall", "stall", "stream stalled after 2 chunks", id="stall"),
     pytest.param("stream_error", "stream_error", "stream error: engine died", id="stream-error"),
     pytest.param("not_sse", "not_sse", "expected an event stream, got a non-streamed", id="not-sse"),
