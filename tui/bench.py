@@ -49,6 +49,10 @@ from tui.outputs import check_outputs
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
 POLL_S = 0.25
+UNSETTLED_AFTER_S = 5.0
+"""A level that is not steady after 4x its request goal (+20) ends, unless it is younger than this: at a
+fast server those requests finish within a second, before any steady window is long enough to measure
+(`tui.engine.aggregate.levels.MIN_WINDOW_S`), and a level that was about to settle ended unsteady."""
 """The face's tick: how often bench looks at a snapshot."""
 
 
@@ -98,7 +102,10 @@ def _level_progress(
     clock: _RunClock,
 ) -> LevelProgress:
     """The progress line's numbers for level ``i`` of ``n`` now."""
-    done = 0.0 if lv is None else float(lv.window_completed + lv.window_failed)
+    # The goal counts requests in the steady window, so the count does too: before the level is steady its
+    # window is provisional (it starts at the load change and moves once a steady start is known), and
+    # counting it read "12/8 requests, warming up" with the bar full while the level went on.
+    done = 0.0 if lv is None or not lv.steady else float(lv.window_completed + lv.window_failed)
     if goal.unit == "s":
         done = elapsed_s
     phase = "starting" if lv is None else "steady" if lv.steady else "warming up"
@@ -393,7 +400,7 @@ def _run_level(
             (lv.steady and lv.window_completed + lv.window_failed >= goal_requests)
             or (lv.completed == 0 and lv.failed >= goal_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
-            or lv.completed + lv.failed >= 4 * goal_requests + 20
+            or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)
         ):
             break
     snap = handle.snapshot()

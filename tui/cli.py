@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_watch_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, help="server base URL, with or without /v1")
+    p.add_argument("--url", help="server base URL, with or without /v1 (default: $OPENAI_BASE_URL)")
     _add_api_key_args(p, what="API key for /metrics")
     p.add_argument("--metrics-url", metavar="URL", help="where to scrape (default: /metrics beside /v1)")
     p.add_argument(

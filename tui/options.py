@@ -82,19 +82,27 @@ def endpoint_from_args(ns: argparse.Namespace) -> tuple[Endpoint, str | None]:
     return ("completions" if value == "completions" else "chat"), None
 
 
-def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
-    """Build the target; `demo_url` is the simulator's URL when tokentop started it itself."""
+def base_url_from_args(ns: argparse.Namespace, *, demo_url: str | None = None, add_v1: bool = True) -> str:
+    """The server's base URL, normalised, from ``--url``, else ``$OPENAI_BASE_URL``, else ``demo_url``: every
+    face resolves it here, so ``tokentop watch`` reads the variable as the load commands do. A bad value is
+    a `UsageError` naming where it came from, and credentials in it are refused without being repeated."""
     given = url_from_args(ns)
     url = given or demo_url
     if url is None:
-        raise UsageError("no --url given")
+        raise UsageError(f"no server: give --url or set ${BASE_URL_ENV}")
     _refuse_credentials(url, _url_flag(ns))
-    endpoint, path = endpoint_from_args(ns)
     try:
-        base_url = normalise_base_url(url, add_v1=path is None)
+        return normalise_base_url(url, add_v1=add_v1)
     except ValueError as exc:
         from_env = ns.url is None and given is not None
         raise UsageError(f"${BASE_URL_ENV}: {exc}" if from_env else str(exc)) from None
+
+
+def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
+    """Build the target; `demo_url` is the simulator's URL when tokentop started it itself."""
+    given = url_from_args(ns)
+    endpoint, path = endpoint_from_args(ns)
+    base_url = base_url_from_args(ns, demo_url=demo_url, add_v1=path is None)
     headers: list[tuple[str, str]] = []
     for item in ns.header:
         name, sep, value = item.partition(":")

@@ -377,6 +377,30 @@ async def test_a_configuration_error_says_so_and_stops_every_request(
     assert SECRET[:12] not in text  # the key is never on screen
 
 
+def clock_s(status: str) -> int:
+    """The run time the status line shows ("MM:SS" or "H:MM:SS"), in whole seconds."""
+    found = re.search(r"(?:(\d+):)?(\d\d):(\d\d)\b", status)
+    assert found, status
+    hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+@pytest.mark.parametrize("served", ["http_401"], indirect=True)
+async def test_the_clock_stops_when_the_engine_does(
+    served: Served, engine: EngineHandle, make_app: MakeApp
+) -> None:
+    """Issue #12: after a halt the line says "■ stopped", so its run time stays where the engine stopped
+    instead of counting on (it did: 00:02, then 00:04 two seconds later)."""
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        text, _ = await until(app, pilot, "banner", lambda t: "engine stopped" in t, STARTED_WITHIN_S)
+        stopped = clock_s(pane(app, text, "#status"))
+        text = await watch(app, pilot, 2.2)  # past at least two second boundaries
+        status = pane(app, text, "#status")
+    assert "■ stopped" in status, status
+    assert clock_s(status) == stopped, (stopped, status)
+
+
 # --- failing requests: counted, and backed off ------------------------------------------------------
 
 BACKOFF_ROWS = [
@@ -424,7 +448,12 @@ async def test_failing_requests_are_counted_and_backed_off(
 # --- a fault in some streams: named, and the run goes on -------------------------------------------
 
 STREAM_ROWS = [
-    pytest.param("disconnect", "disconnect", "disconnect: connection closed", id="disconnect"),
+    pytest.param(
+        "disconnect",
+        "disconnect",
+        "disconnect: server closed the stream after 2 chunks (incomplete chunked body)",
+        id="disconnect",
+    ),
     pytest.param("stall", "stall", "stream stalled after 2 chunks", id="stall"),
     pytest.param("stream_error", "stream_error", "stream error: engine died", id="stream-error"),
     pytest.param("not_sse", "not_sse", "expected an event stream, got a non-streamed", id="not-sse"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -81,3 +82,24 @@ def test_off_a_terminal_duration_is_said_in_seconds() -> None:
     assert len(levels) == 2, lines  # the first draw and the finished level: not every 0.25 s tick
     assert "/1.5 s " in levels[0] and "requests" not in levels[0]
     assert "1.5/1.5 s" in levels[1] and "ETA 0:00" in levels[1] and "run " in levels[1]
+
+
+def test_the_count_is_of_the_steady_window_as_the_goal_is() -> None:
+    """Issue #12 ("222/8 requests"): the count is of requests in the steady window, as the goal is, so it is
+    0 while the level warms up (it counted a provisional window: "12/8 requests, warming up", the bar full
+    while the level went on); and a fast level is not cut off unsteady by the cap on all its requests before
+    its window could be long enough to measure (16 users at 20x ended "warming up" after 1.3 s)."""
+    status, _, tty = _bench_on_a_pty("--concurrency", "1,16", "--requests", "2", *SIM, columns=200)
+    assert status == 0, tty
+    draws = [d for d in tty.replace("\n", "\r\x1b[K").split("\r\x1b[K") if d.startswith("[")]
+    assert len(draws) >= 4, draws
+    for draw in draws:
+        counted = re.search(r"▏ (\d+)(?:/2 requests| requests \(goal 2\)) ", draw)
+        assert counted, draw
+        if "warming up" in draw or "starting" in draw:
+            assert counted.group(1) == "0", draw
+        else:
+            assert "steady" in draw, draw
+    kept = [line.split("\r\x1b[K")[-1] for line in tty.split("\n") if line.split("\r\x1b[K")[-1][:1] == "["]
+    assert [line[:8] for line in kept] == ["[1/2] 1 ", "[2/2] 16"], kept
+    assert all("· steady, " in line for line in kept), kept

@@ -226,14 +226,31 @@ async def test_an_oversized_line_fails_the_request_as_oversized() -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_disconnect_mid_stream(transport: TransportName) -> None:
+    """Named in tokentop's words, with how far the stream got, not aiohttp's "TransferEncodingError: 400,
+    message='Not enough data to satisfy transfer length header.'" (issue #12)."""
+
     async def handler(req: Request, resp: Responder) -> None:
         await resp.head()
+        for word in ("a", "b", "c"):
+            await resp.send(sse(chat_chunk(word)))
+        resp.abort()
+
+    (rec,), _, _ = await _run(handler, transport=transport)
+    assert rec.error_class == "disconnect", rec.error
+    assert rec.error == "server closed the stream after 3 chunks (incomplete chunked body)"
+    assert len(rec.chunk_ns) == 3
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_body_short_of_its_content_length_is_named(transport: TransportName) -> None:
+    async def handler(req: Request, resp: Responder) -> None:
+        await resp.head(headers={"content-length": "1000"}, chunked=False)
         await resp.send(sse(chat_chunk("a")))
         resp.abort()
 
     (rec,), _, _ = await _run(handler, transport=transport)
     assert rec.error_class == "disconnect", rec.error
-    assert len(rec.chunk_ns) == 1
+    assert rec.error == "server closed the stream after 1 chunk (body shorter than its content-length)"
 
 
 async def test_end_without_done_is_a_disconnect() -> None:

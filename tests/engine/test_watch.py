@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tui.app.watch import watch_target
+from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.host.watch import WatchEngine
+from tui.options import UsageError
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -47,16 +53,80 @@ def test_watching_sends_no_request_and_reads_the_server(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        ([], "the following arguments are required: --url"),
+        ([], "no server: give --url or set $OPENAI_BASE_URL"),
         (["--url", "ftp://h"], "must start with http"),
         (["--url", "http://127.0.0.1:9"], "tokentop watch needs a terminal"),
     ],
 )
 def test_bad_watch_flags_get_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
     out = subprocess.run(
         [sys.executable, "-m", "tui", "watch", *args],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, check=False,
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, check=False, env=env,
     )  # fmt: skip
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
+
+
+def _watch_ns(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["watch", *argv])
+
+
+def test_watch_reads_the_base_url_variable_as_the_load_commands_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #12: ``$OPENAI_BASE_URL`` without ``--url`` is the server (it was "--url is required"), ``--url``
+    wins, and a bad or credentialed value is refused in one line naming the variable, not repeating it."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://gpu-box:8000")
+    assert watch_target(_watch_ns())[0].base_url == "http://gpu-box:8000/v1"
+    assert watch_target(_watch_ns("--url", "http://other:9000"))[0].base_url == "http://other:9000/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://me:hunter2@gpu-box:8000")
+    with pytest.raises(UsageError, match=r"^\$OPENAI_BASE_URL must not carry credentials") as info:
+        watch_target(_watch_ns())
+    assert "hunter2" not in str(info.value)
+
+
+def test_watch_runs_against_the_variable_and_says_so_first(tmp_path: Path) -> None:
+    """The whole command in a pseudo-terminal with only ``$OPENAI_BASE_URL`` set: its first line names the
+    URL (without the credentials it would refuse anyway), and it scrapes that server's /metrics."""
+    log = tmp_path / "scrapes.jsonl"
+    master, slave = os.openpty()
+    screen = bytearray()
+
+    def drain() -> None:  # the app blocks if nobody reads its terminal
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            screen.extend(data)
+
+    with SimServer("tiny-cpu", time_scale=4.0) as sim:
+        url = sim.start().url
+        env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL=url, TERM="xterm-256color", COLUMNS="120",
+                   LINES="40")  # fmt: skip
+        cmd = [sys.executable, "-m", "tui", "watch", "--interval", "0.2", "--server-metrics-log", str(log)]
+        proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+        os.close(slave)
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and proc.poll() is None:
+                if log.exists() and log.read_text().count("\n") >= 2:
+                    break
+                time.sleep(0.05)
+            scrapes = log.read_text().count("\n") if log.exists() else 0
+            os.write(master, b"q")
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
+            reader.join(5)
+    text = bytes(screen).decode(errors="replace")
+    assert scrapes >= 2, text[-2000:]
+    assert text.startswith(f"tokentop: using $OPENAI_BASE_URL={url.removesuffix('/v1')}"), text[:300]
+    assert proc.returncode == 0, text[-2000:]

@@ -41,7 +41,7 @@ def test_load_label(mode: str, value: float, label: str) -> None:
 @pytest.mark.parametrize(
     ("done", "goal", "unit", "text"),
     [(12, 40, "requests", "12/40 requests"), (7.5, 30, "s", "7.5/30 s"), (30.2, 30, "s", "30.0/30 s"),
-     (45, 40, "requests", "45/40 requests")],
+     (45, 40, "requests", "45 requests (goal 40)")],
 )  # fmt: skip
 def test_goal_is_said_in_its_own_units(done: float, goal: float, unit: str, text: str) -> None:
     assert goal_text(done, goal, unit) == text

@@ -141,6 +141,8 @@ class TokentopApp(App[int]):
         self._ramp_result: RampResult | None = None
         """Why the last ramp stopped and where `k` goes; on screen until the next load change."""
         self._knee_ready = False
+        self._stopped_at_s: float | None = None
+        """The run time when a snapshot first carried a fatal reason (the status clock stops there)."""
         self._started = not isinstance(engine, StartsInBackground)
         """False while the engine is still asking the server for /models (the status line says so)."""
         """Whether `k` has a load to go to (the footer shows it then)."""
@@ -243,6 +245,7 @@ class TokentopApp(App[int]):
             frames=self.frame_stats.summary(),
             probing=not self._started,
             watching=self.watch_only,
+            stopped_at_s=self._stopped_at_s,
         )
 
     def _show_fast(self, snap: Snapshot) -> None:
@@ -252,6 +255,8 @@ class TokentopApp(App[int]):
             self._knee_ready = knee_ready
             self.refresh_bindings()  # `k` joins or leaves the footer
         self._fatal.show(snap.fatal, hint=fatal_hint(snap))
+        if snap.fatal and self._stopped_at_s is None:
+            self._stopped_at_s = snap.elapsed_s
         self._status.show(snap, self._ui_state())
         self._lanes.show(snap.lanes, snap.in_flight)
         self._errors.show(snap)

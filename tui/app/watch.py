@@ -8,16 +8,14 @@ import sys
 from pathlib import Path
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
-from tui.engine.config import EngineOptions, TargetConfig, normalise_base_url
-from tui.options import UsageError
+from tui.engine.config import EngineOptions, TargetConfig
+from tui.options import UsageError, base_url_from_args, url_note
 
 
 def watch_target(ns: argparse.Namespace) -> tuple[TargetConfig, EngineOptions]:
-    """The target and scrape options from `tokentop watch`'s flags (a bad URL is a usage error)."""
-    try:
-        base_url = normalise_base_url(ns.url)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    """The target and scrape options from `tokentop watch`'s flags: the URL from ``--url`` or
+    ``$OPENAI_BASE_URL`` as for the load commands (a bad one is a usage error)."""
+    base_url = base_url_from_args(ns)
     if ns.metrics_url is not None and not ns.metrics_url.startswith(("http://", "https://")):
         raise UsageError(f"--metrics-url must start with http:// or https://: {ns.metrics_url!r}")
     api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -35,6 +33,8 @@ def run_from_args(ns: argparse.Namespace) -> int:
     except ThemeError as exc:
         raise UsageError(str(exc)) from None
     target, options = watch_target(ns)
+    if (note := url_note(ns)) is not None:  # left above the app's screen, as the live app does
+        print(f"tokentop: {note}", file=sys.stderr)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("tokentop watch needs a terminal")
     from tui.app.app import TokentopApp

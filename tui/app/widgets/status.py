@@ -32,6 +32,9 @@ class UiState:
     """The engine has not started its workers yet: it is still asking the server for /models."""
     watching: bool = False
     """`tokentop watch`: no load is sent, so the line says so instead of a target."""
+    stopped_at_s: float | None = None
+    """The run time of the first snapshot that said the engine stopped: the clock stays there, as the
+    line says "■ stopped" (it used to count on after a 401 halt)."""
 
 
 def format_elapsed(seconds: float) -> str:
@@ -83,7 +86,8 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
         ("failed ", str(snap.failed), style("failed") if snap.failed else None),
     ):
         load += [gap, (label, muted), (value, value_style)]
-    load += [gap, (format_elapsed(snap.elapsed_s), muted)]
+    elapsed_s = ui.stopped_at_s if snap.fatal and ui.stopped_at_s is not None else snap.elapsed_s
+    load += [gap, (format_elapsed(elapsed_s), muted)]
     rates: list[Span] = [
         (format_rate(snap.output_tps), style("value")),
         (" tok/s", muted),

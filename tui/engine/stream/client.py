@@ -393,7 +393,7 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
                 record.end_ns = now
                 return
     except httpx.HTTPError as exc:
-        kind, message, _ = classify_exception(exc, started=True)
+        kind, message, _ = classify_exception(exc, started=True, chunks=len(acc.chunk_ns))
         if kind == "stall" and acc.chunk_ns:
             message = _stall_message(len(acc.chunk_ns), (perf_ns() - acc.last_read_ns) / 1e9)
         elif kind == "stall":  # headers, perhaps a role delta, but no output: not a stall of output

@@ -17,17 +17,16 @@ import httpx
 from tui.engine.stream.openai import one_line
 
 
-def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, bool]:
+def classify_exception(
+    exc: BaseException, *, started: bool, chunks: int | None = None
+) -> tuple[str, str, bool]:
     """(error class, one-line message, retry-on-a-fresh-connection?) for a transport exception.
 
     httpx over aiohttp maps aiohttp's exceptions loosely (a refused connection arrives as ConnectTimeout), so
-    the original exception in the cause chain decides. ``started``: response headers had arrived.
+    the original exception in the cause chain decides. ``started``: response headers had arrived;
+    ``chunks``: the output chunks read before the failure, when the body was being read.
     """
-    chain: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and len(chain) < 8:
-        chain.append(cur)
-        cur = cur.__cause__ or cur.__context__
+    chain = _chain(exc)
     names: set[str] = set()
     for e in chain:
         names.update(t.__name__ for t in type(e).__mro__)
@@ -65,9 +64,35 @@ def classify_exception(exc: BaseException, *, started: bool) -> tuple[str, str, 
         or (os_err is not None and os_err.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED))
     )
     if disconnected:
-        message = f"connection closed: {reason or _first_line(exc)}"
-        return "disconnect", message, not started
+        detail = _incomplete_body(names, exc) or reason or _first_line(exc)
+        if chunks is None:
+            return "disconnect", f"connection closed: {detail}", not started
+        # tokentop's own words, as for a stall: aiohttp's text ("TransferEncodingError: 400, message='Not
+        # enough data to satisfy transfer length header.'") names neither what happened nor when
+        plural = "s" if chunks != 1 else ""
+        return "disconnect", f"server closed the stream after {chunks} chunk{plural} ({detail})", False
     return "client", f"{type(exc).__name__}: {_first_line(exc)}", False
+
+
+def _incomplete_body(names: set[str], exc: BaseException) -> str | None:
+    """The body ended before its framing said it would: the chunked terminator or the content-length's
+    bytes never came (aiohttp: TransferEncodingError, ContentLengthError; httpx: "incomplete chunked read",
+    "received N bytes, expected M")."""
+    text = " ".join(str(e) for e in _chain(exc))
+    if "TransferEncodingError" in names or "incomplete chunked read" in text:
+        return "incomplete chunked body"
+    if "ContentLengthError" in names or ("expected" in text and "received" in text):
+        return "body shorter than its content-length"
+    return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return chain
 
 
 def tls_message(err: ssl.SSLError) -> str:
