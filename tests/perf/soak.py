@@ -103,7 +103,7 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
             t0 = time.monotonic()
             end = t0 + ns.minutes * 60
             next_at = t0
-            traces = TraceWindow(ns.trace_from_min, ns.trace_base_min)
+            traces = TraceWindow(ns.trace_from_min, ns.trace_base_min, ns.trace_frames)
             while time.monotonic() < end:
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 next_at += ns.sample_s
@@ -122,8 +122,9 @@ class TraceWindow:
     are not counted), a baseline snapshot at ``base_min`` and one at the end; the report lists the source
     lines whose live allocations grew most between the two. Off unless ``--trace-from-min`` is given."""
 
-    def __init__(self, from_min: float | None, base_min: float | None) -> None:
+    def __init__(self, from_min: float | None, base_min: float | None, frames: int = 6) -> None:
         self.from_min = from_min
+        self.frames = frames
         self.base_min = base_min if base_min is not None else (from_min or 0) + 5
         self.base: tracemalloc.Snapshot | None = None
 
@@ -131,7 +132,7 @@ class TraceWindow:
         if self.from_min is None:
             return
         if t_min >= self.from_min and not tracemalloc.is_tracing():
-            tracemalloc.start(12)
+            tracemalloc.start(self.frames)
         if t_min >= self.base_min and self.base is None and tracemalloc.is_tracing():
             self.base = tracemalloc.take_snapshot()
 
@@ -167,7 +168,7 @@ def deep_size(objs: list[Any]) -> int:
     return total
 
 
-def bounded_kb(engine: EngineHandle) -> dict[str, float]:
+def bounded_kb(engine: EngineHandle) -> dict[str, Any]:
     """What the face's bounded buffers hold now (kB): they fill once and then stop, so their growth is
     subtracted from the RSS growth before anything is called a leak. The server-metrics poller's ring of
     readings (an hour at 1 Hz) and each level's reservoirs (rows written so far; numpy's pages become
@@ -180,8 +181,10 @@ def bounded_kb(engine: EngineHandle) -> dict[str, float]:
     for lv in levels:
         for res in (lv.req, lv.gaps):
             rows += res.size * sum(col.itemsize for col in res.cols.values())
+    lanes = getattr(store, "lanes", None)
     return {"poller_ring": round(deep_size(ring) / 1024, 1), "poller_readings": len(ring),
-            "reservoirs": round(rows / 1024, 1)}  # fmt: skip
+            "reservoirs": round(rows / 1024, 1),
+            "lanes": [len(getattr(lanes, n, ())) for n in ("live", "finished", "recent")]}  # fmt: skip
 
 
 async def sample(
@@ -275,6 +278,7 @@ def main() -> int:
     ap.add_argument("--warmup-min", type=float, default=10.0)
     ap.add_argument("--time-scale", type=float, default=1.0, help="the simulator's speed-up")
     ap.add_argument("--trace-from-min", type=float, default=None, help="start tracemalloc at this minute")
+    ap.add_argument("--trace-frames", type=int, default=6, help="frames kept per allocation (cost grows)")
     ap.add_argument("--trace-base-min", type=float, default=None, help="its baseline snapshot (default +5)")
     ap.add_argument("--out", type=argparse.FileType("w"), default=None, help="samples as JSON lines")
     ns = ap.parse_args()

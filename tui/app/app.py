@@ -141,11 +141,11 @@ class TokentopApp(App[int]):
         self._ramp_result: RampResult | None = None
         """Why the last ramp stopped and where `k` goes; on screen until the next load change."""
         self._knee_ready = False
+        """Whether `k` has a load to go to (the footer shows it then)."""
         self._stopped_at_s: float | None = None
         """The run time when a snapshot first carried a fatal reason (the status clock stops there)."""
         self._started = not isinstance(engine, StartsInBackground)
         """False while the engine is still asking the server for /models (the status line says so)."""
-        """Whether `k` has a load to go to (the footer shows it then)."""
         # The panes, held directly: a DOM query per widget per tick costs more than the update itself.
         self._fatal = FatalBanner(id="fatal")
         self._status = StatusBar(id="status")
