@@ -33,6 +33,7 @@ from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.run_config import asked_isl, asked_osl
+from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
@@ -41,7 +42,7 @@ from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
 
 if TYPE_CHECKING:
-    from tui.engine.server_metrics import ServerMetricsPoller, ServerView
+    from tui.engine.server_metrics import ServerView
 
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly views when due."""
@@ -51,11 +52,6 @@ LEVEL_VIEWS_WAIT_S = 0.5
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
     return (t.mode, t.value, t.arrival, t.max_concurrency)
-
-
-SERVER_HISTORY = 3600
-"""Scrapes kept for the results' per-level server figures: an hour at the default 1 Hz (a level older
-than that gets no server figures; the --server-metrics-log keeps everything)."""
 
 
 class EngineHandle:
@@ -110,8 +106,7 @@ class EngineHandle:
         """Levels already flagged by `_flag_lengths`."""
         self._stopping = False
         self._stopped = False
-        self._server_poller: ServerMetricsPoller | None = None
-        self._server_log: IO[bytes] | None = None
+        self._scrape = ServerScrape()
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
 
@@ -145,7 +140,8 @@ class EngineHandle:
             if self.requests_log_path is not None:
                 self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
                 self._log = RequestsLog(self._log_file)
-        self._start_server_metrics()
+        if self.options.server_metrics:
+            self._scrape.start(self.target, self.options, on_notice=self._server_notice)
         ensure_resource_tracker()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -296,21 +292,7 @@ class EngineHandle:
 
     def server_view(self) -> ServerView | None:
         """The server's own signals as last scraped from its ``/metrics``, or None when scraping is off."""
-        return self._server_poller.latest() if self._server_poller is not None else None
-
-    def _start_server_metrics(self) -> None:
-        """Scrape ``/metrics`` on its own thread of this (the face's) process: a slow or missing endpoint
-        never slows the workers, which stamp tokens, nor the UI, which only reads the published view."""
-        o = self.options
-        if not o.server_metrics or self._server_poller is not None:
-            return
-        from tui.engine.server_metrics.poller import poller_for
-
-        if o.server_metrics_log is not None:
-            self._server_log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
-        self._server_poller = poller_for(
-            self.target, o, on_notice=self._server_notice, log=self._server_log, history=SERVER_HISTORY
-        ).start()
+        return self._scrape.latest()
 
     def _server_notice(self, message: str) -> None:
         """The poller's one line (metrics missing, log unwritable) joins the run's notices: shown, saved."""
@@ -320,12 +302,7 @@ class EngineHandle:
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
         the requests log, stop scraping. Idempotent."""
-        if self._server_poller is not None:
-            self._server_poller.stop()
-        if self._server_log is not None:
-            with contextlib.suppress(OSError):
-                self._server_log.close()
-            self._server_log = None
+        self._scrape.stop()
         with self._lock:
             if self._stopped or not self._started:
                 self._stopped = True

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tui import __version__
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.results import safe_url, write_results
+from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.secrets import display_url
-from tui.engine.server_metrics import ServerMetricsPoller, ServerView
-from tui.engine.server_metrics.poller import poller_for
+from tui.engine.server_metrics import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
@@ -29,21 +29,17 @@ class WatchEngine:
         self.options = options or EngineOptions()
         self._load = LoadTarget(concurrency=0, paused=True)
         self._store = Store(time.perf_counter_ns(), 0)
-        self._poller: ServerMetricsPoller | None = None
-        self._log: IO[bytes] | None = None
+        self._scrape = ServerScrape()
         self._stopped = False
         self.started_at: float | None = None
 
     def start(self) -> None:
         """Start scraping (the first scrape is immediate)."""
-        if self._poller is not None:
+        if self._scrape.started:
             return
-        o = self.options
         self.started_at = time.time()
         self._store = Store(time.perf_counter_ns(), 0)
-        if o.server_metrics_log is not None:
-            self._log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
-        self._poller = poller_for(self.target, o, on_notice=self._store.add_notice, log=self._log).start()
+        self._scrape.start(self.target, self.options, on_notice=self._store.add_notice)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Ready at once: there are no workers to wait for."""
@@ -80,7 +76,7 @@ class WatchEngine:
 
     def server_view(self) -> ServerView | None:
         """The poller's latest view (None before `start`)."""
-        return self._poller.latest() if self._poller is not None else None
+        return self._scrape.latest()
 
     def snapshot(self) -> Snapshot:
         """No requests, no levels: the header fields and the poller's notices."""
@@ -121,9 +117,5 @@ class WatchEngine:
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
-        if self._poller is not None:
-            self._poller.stop()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._scrape.stop()
         self._stopped = True
