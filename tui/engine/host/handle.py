@@ -246,28 +246,12 @@ class EngineHandle:
     def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
         """The results JSON as a dict, built from plain data (see `tui.engine.host.results`); ``interrupted``
         says why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
-        from tui.engine.aggregate.level_histograms import level_histograms
-        from tui.engine.host.results import ClientSummary, build_results, server_summary
+        from tui.engine.host.live_results import collect_results
 
         with self._lock:
-            now = time.perf_counter_ns()
-            store = self._store
-            views = store.level_views(now, force=True)
-            snap = self.snapshot()
-            client = ClientSummary(
-                max_loop_lag_p99_ms=store.max_lag_ms,
-                max_cpu_share=store.max_cpu,
-                saturated=store.saturated_ever,
-                saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
-                notices=tuple(store.notices),
+            return collect_results(
+                self._store, self.snapshot, self.run_info(), self.server_view(), interrupted=interrupted
             )
-            server = server_summary(self.server_view(), [lv for lv, _ in views], store.t0_ns, now)
-            # under the same lock as the views: the histograms count exactly the requests the stats do
-            histograms = {
-                lv.level_id: level_histograms(store.levels[lv.level_id], lv, store.t0_ns) for lv, _ in views
-            }
-            return build_results(self.run_info(), snap, views, client, interrupted=interrupted, server=server,
-                                 histograms=histograms)  # fmt: skip
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `RunInfo.of`)."""
