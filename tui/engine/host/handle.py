@@ -15,13 +15,11 @@ worker: a script that creates an `EngineHandle` must keep its top level behind
 from __future__ import annotations
 
 import contextlib
-import os
-import pickle
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -32,6 +30,7 @@ from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadC
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.reader import Reader
 from tui.engine.host.run_config import asked_isl, asked_osl
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
@@ -39,13 +38,11 @@ from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
-from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
+from tui.engine.wire import ApplyShare, Batch, Command, Stop, WorkerSpec
 
 if TYPE_CHECKING:
     from tui.engine.server_metrics import ServerView
 
-REFRESH_POLL_S = 0.1
-"""The reader thread wakes at least this often, to refresh the store's costly views when due."""
 LEVEL_VIEWS_WAIT_S = 0.5
 """After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
 
@@ -81,10 +78,7 @@ class EngineHandle:
         self._load = load
         self._level_id = 0
         self._lock = threading.RLock()
-        self._published = threading.Condition(self._lock)
-        """Notified whenever the reader thread has refreshed the store's views."""
-        self._wake_r = self._wake_w = -1
-        """A pipe that wakes the reader thread (a level changed: publish the views now); made by `start`."""
+        self._reader = Reader(self._lock)
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
@@ -97,10 +91,6 @@ class EngineHandle:
         self._thread: threading.Thread | None = None
         self._log: RequestsLog | None = None
         self._log_file: IO[bytes] | None = None
-        self._ready = threading.Event()
-        self._reader_owns_views = False
-        """The reader thread is draining batches and keeps the store's costly views fresh
-        (`Store.refresh_views`); before it starts and once it has ended, `snapshot` refreshes them."""
         self._started = False
         self._length_flagged: set[int] = set()
         """Levels already flagged by `_flag_lengths`."""
@@ -143,9 +133,7 @@ class EngineHandle:
         if self.options.server_metrics:
             self._scrape.start(self.target, self.options, on_notice=self._server_notice)
         ensure_resource_tracker()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._reader.open_wake()
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
         self._thread.start()
 
@@ -170,12 +158,12 @@ class EngineHandle:
         """Under the lock, after a level began or ended: while the reader thread owns the views, wake it and
         wait (bounded) until it has published them, so the next snapshot already shows the change, as it
         did when snapshots computed them; the reader computes, this thread only waits."""
-        if self._store.views_current or not self._reader_owns_views:
+        reader = self._reader
+        if self._store.views_current or not reader.owns_views:
             return
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"\0")
-        self._published.wait_for(
-            lambda: self._store.views_current or not self._reader_owns_views, timeout=LEVEL_VIEWS_WAIT_S
+        reader.wake()
+        reader.published.wait_for(
+            lambda: self._store.views_current or not reader.owns_views, timeout=LEVEL_VIEWS_WAIT_S
         )
 
     @property
@@ -207,7 +195,7 @@ class EngineHandle:
         results after `stop`), nobody else would, so this refreshes them when due."""
         with self._lock:
             now = time.perf_counter_ns()
-            if not self._reader_owns_views:
+            if not self._reader.owns_views:
                 self._store.refresh_views(now)
             snap = self._store.snapshot(
                 now,
@@ -310,9 +298,7 @@ class EngineHandle:
                 with contextlib.suppress(OSError):
                     conn.close()
             if self._thread is None or not self._thread.is_alive():
-                for fd in (self._wake_r, self._wake_w):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+                self._reader.close_wake()
             if self._log_file is not None:
                 try:
                     self._log_file.close()  # flushes: may fail on a full disk
@@ -326,7 +312,7 @@ class EngineHandle:
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""
-        return self._ready.wait(timeout_s)
+        return self._reader.ready.wait(timeout_s)
 
     @property
     def t0_ns(self) -> int:
@@ -362,8 +348,10 @@ class EngineHandle:
             return
         finally:
             if not spawned:  # a failed start is ready too (see `fatal`); a good one once workers report
-                self._ready.set()
-        self._read_loop()
+                self._reader.ready.set()
+        self._reader.run(
+            self._data, self._store, on_batch=self._take, on_lost=self._lost, exitcode=self._exitcode
+        )
 
     def _probe_isl(self, model: str) -> None:
         """Learn what a prompt costs on this server before the workers start (`tui.engine.host.isl_probe`)."""
@@ -389,66 +377,28 @@ class EngineHandle:
             with contextlib.suppress(OSError):
                 _send(conn, ApplyShare(share))
 
-    def _read_loop(self) -> None:
-        with self._lock:
-            self._reader_owns_views = True
-        try:
-            self._drain()
-        finally:
-            self._ready.set()  # the workers are gone before they all reported: nothing left to wait for
-            with self._lock:
-                self._reader_owns_views = False
-                self._published.notify_all()
+    def _exitcode(self, i: int) -> int | None:
+        return self._procs[i].exitcode if i < len(self._procs) else None
 
-    def _drain(self) -> None:
-        open_conns = {id(c): i for i, c in enumerate(self._data)}
-        pending = list(self._data)
-        silent = set(open_conns)
-        """Workers not heard from yet: `wait_ready` returns once every one has sent something (a worker
-        process takes a second or more to start on a busy machine: a 1 s bench level timed from its spawn
-        could end before it sent a request)."""
-        while pending:
-            if not self._ready.is_set() and not silent & {id(c) for c in pending}:
-                self._ready.set()  # every worker still running has reported
-            with self._lock:
-                self._store.refresh_views(time.perf_counter_ns())
-                self._published.notify_all()
-            for conn in wait([*pending, self._wake_r], timeout=REFRESH_POLL_S):
-                if conn == self._wake_r:
-                    with contextlib.suppress(OSError):
-                        os.read(self._wake_r, 4096)
-                    continue
-                assert isinstance(conn, Connection)
-                try:
-                    raw = conn.recv_bytes()
-                except (EOFError, OSError):
-                    pending.remove(conn)
-                    if not self._stopping and self._fatal is None:
-                        i = open_conns[id(conn)]
-                        code = self._procs[i].exitcode if i < len(self._procs) else None
-                        self._fatal = f"engine worker {i} exited unexpectedly (exit code {code})"
-                    continue
-                msg: WorkerMessage = pickle.loads(raw)
-                silent.discard(id(conn))
-                if isinstance(msg, Goodbye):
-                    pending.remove(conn)
-                    continue
-                if isinstance(msg, WorkerFailed):
-                    if not self._stopping and self._fatal is None:
-                        self._fatal = f"engine worker {open_conns[id(conn)]} failed: {msg.message}"
-                    continue
-                with self._lock:
-                    records = self._store.ingest(msg)
-                    log = self._log
-                    reason = self._guard.see(records)
-                    if reason is None and not self._halted and self._store.fatal_halts:
-                        # the store's "every request fails" with a non-429 4xx (a wrong URL, path or
-                        # model): every further request repeats it
-                        reason = self._store.fatal
-                    if reason is not None:
-                        self._halt(reason)
-                if log is not None:
-                    self._write_log(log, records)
+    def _lost(self, message: str) -> None:
+        """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
+        if not self._stopping and self._fatal is None:
+            self._fatal = message
+
+    def _take(self, batch: Batch) -> None:
+        """A worker's batch: into the store and the requests log; the guard or the store may halt the load."""
+        with self._lock:
+            records = self._store.ingest(batch)
+            log = self._log
+            reason = self._guard.see(records)
+            if reason is None and not self._halted and self._store.fatal_halts:
+                # the store's "every request fails" with a non-429 4xx (a wrong URL, path or
+                # model): every further request repeats it
+                reason = self._store.fatal
+            if reason is not None:
+                self._halt(reason)
+        if log is not None:
+            self._write_log(log, records)
 
     def _halt(self, reason: str) -> None:
         """Under the lock: stop issuing in every worker at once (paused shares through the wire; in-flight
