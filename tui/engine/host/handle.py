@@ -14,12 +14,10 @@ worker: a script that creates an `EngineHandle` must keep its top level behind
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -33,12 +31,13 @@ from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader
 from tui.engine.host.run_config import asked_isl, asked_osl
 from tui.engine.host.server_scrape import ServerScrape
-from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
+from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
 from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
-from tui.engine.wire import ApplyShare, Batch, Command, Stop, WorkerSpec
+from tui.engine.wire import ApplyShare, Batch, Stop, WorkerSpec
 
 if TYPE_CHECKING:
     from tui.engine.server_metrics import ServerView
@@ -85,9 +84,7 @@ class EngineHandle:
         self._guard = ConfigGuard(has_key=bool(target.api_key))
         self._halted = False
         """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
-        self._procs: list[Any] = []
-        self._cmd: list[Connection] = []
-        self._data: list[Connection] = []
+        self._pool = WorkerPool()
         self._thread: threading.Thread | None = None
         self._log: RequestsLog | None = None
         self._log_file: IO[bytes] | None = None
@@ -283,20 +280,12 @@ class EngineHandle:
             self._stopping = True
             if first:
                 self._store.end_level(time.perf_counter_ns())
-            for conn in self._cmd:
-                with contextlib.suppress(OSError):
-                    _send(conn, Stop(drain, timeout_s))
+            self._pool.send_all(Stop(drain, timeout_s))
         if self._thread is not None:
             self._thread.join(timeout_s + 5.0)
-        for proc in self._procs:
-            proc.join(2.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2.0)
+        self._pool.join()
         with self._lock:
-            for conn in self._cmd + self._data:
-                with contextlib.suppress(OSError):
-                    conn.close()
+            self._pool.close()
             if self._thread is None or not self._thread.is_alive():
                 self._reader.close_wake()
             if self._log_file is not None:
@@ -340,7 +329,10 @@ class EngineHandle:
             with self._lock:
                 if self._stopping:
                     return
-                self._spawn(model)
+                w = self.workers
+                self._pool.spawn(
+                    WorkerSpec(i, w, self.target, self.workload, model, self.options) for i in range(w)
+                )
                 self._send_shares()
                 spawned = True
         except Exception as exc:  # keep the face informed rather than dying silently
@@ -350,7 +342,11 @@ class EngineHandle:
             if not spawned:  # a failed start is ready too (see `fatal`); a good one once workers report
                 self._reader.ready.set()
         self._reader.run(
-            self._data, self._store, on_batch=self._take, on_lost=self._lost, exitcode=self._exitcode
+            self._pool.data,
+            self._store,
+            on_batch=self._take,
+            on_lost=self._lost,
+            exitcode=self._pool.exitcode,
         )
 
     def _probe_isl(self, model: str) -> None:
@@ -362,23 +358,10 @@ class EngineHandle:
                 self._store.notices.append(probe.notice)
                 self._store.recent_errors.append(probe.notice)
 
-    def _spawn(self, model: str) -> None:
-        for i in range(self.workers):
-            spec = WorkerSpec(i, self.workers, self.target, self.workload, model, self.options)
-            proc, cmd_w, data_r = spawn_worker(spec)
-            self._procs.append(proc)
-            self._cmd.append(cmd_w)
-            self._data.append(data_r)
-
     def _send_shares(self) -> None:
         load = replace(self._load, paused=True) if self._halted else self._load
         shares = split_load(load, self.workers, self._level_id, seed=self.workload.seed)
-        for conn, share in zip(self._cmd, shares, strict=False):
-            with contextlib.suppress(OSError):
-                _send(conn, ApplyShare(share))
-
-    def _exitcode(self, i: int) -> int | None:
-        return self._procs[i].exitcode if i < len(self._procs) else None
+        self._pool.send_each(ApplyShare(share) for share in shares)
 
     def _lost(self, message: str) -> None:
         """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
@@ -419,11 +402,6 @@ class EngineHandle:
             if not self._stopping:
                 self._fatal = f"cannot write the requests log: {exc}"
             self._log = None
-
-
-def _send(conn: Connection, command: Command) -> None:
-    """Send one command to a worker (typed, so mypy checks what the worker's `_on_command` receives)."""
-    conn.send(command)
 
 
 if TYPE_CHECKING:
