@@ -25,6 +25,7 @@ from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
@@ -40,7 +41,7 @@ from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerSpec
 
 if TYPE_CHECKING:
-    from tui.engine.server_metrics import ServerView
+    from tui.engine.host.results import RunInfo
 
 LEVEL_VIEWS_WAIT_S = 0.5
 """After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
@@ -50,7 +51,7 @@ def _level_key(t: LoadTarget) -> tuple[Any, ...]:
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
-class EngineHandle:
+class EngineHandle(EngineBase):
     """Implements `tui.engine.api.Engine` with the load generated in ``workers`` processes."""
 
     def __init__(
@@ -164,11 +165,6 @@ class EngineHandle:
         )
 
     @property
-    def load(self) -> LoadTarget:
-        """The current target."""
-        return self._load
-
-    @property
     def level_id(self) -> int:
         """The current load level's id (a new one for each change of target or resume)."""
         return self._level_id
@@ -252,17 +248,6 @@ class EngineHandle:
             started_at_s=self.started_at or time.time(),
         )
 
-    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
-        """Write the results JSON (atomically: a crash never leaves half a file); ``interrupted`` as in
-        `results`."""
-        from tui.engine.host.results import write_results
-
-        return write_results(self.results(interrupted=interrupted), Path(path))
-
-    def server_view(self) -> ServerView | None:
-        """The server's own signals as last scraped from its ``/metrics``, or None when scraping is off."""
-        return self._scrape.latest()
-
     def _server_notice(self, message: str) -> None:
         """The poller's one line (metrics missing, log unwritable) joins the run's notices: shown, saved."""
         with self._lock:
@@ -302,16 +287,6 @@ class EngineHandle:
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""
         return self._reader.ready.wait(timeout_s)
-
-    @property
-    def t0_ns(self) -> int:
-        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
-        return self._store.t0_ns
-
-    @property
-    def stopped(self) -> bool:
-        """True once `stop` has finished."""
-        return self._stopped
 
     # --- background thread ------------------------------------------------------------------------
 
@@ -405,7 +380,6 @@ class EngineHandle:
 
 
 if TYPE_CHECKING:
-    from tui.engine.host.results import RunInfo
 
     def _implements_engine(handle: EngineHandle) -> Engine:
         return handle  # mypy checks EngineHandle against the Engine protocol here

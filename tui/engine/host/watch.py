@@ -8,20 +8,19 @@ the server reported over the whole watch. Load keys set a target that nothing ac
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from tui import __version__
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
-from tui.engine.host.results import safe_url, write_results
+from tui.engine.host.engine_base import EngineBase
+from tui.engine.host.results import safe_url
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.secrets import display_url
-from tui.engine.server_metrics import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
-class WatchEngine:
+class WatchEngine(EngineBase):
     """Implements `tui.engine.api.Engine` by watching only: one poller thread, no workers, no requests."""
 
     def __init__(self, target: TargetConfig, options: EngineOptions | None = None) -> None:
@@ -50,10 +49,6 @@ class WatchEngine:
         self._load = target
 
     @property
-    def load(self) -> LoadTarget:
-        return self._load
-
-    @property
     def level_id(self) -> int:
         return 0
 
@@ -65,18 +60,6 @@ class WatchEngine:
     @property
     def fatal(self) -> str | None:
         return None
-
-    @property
-    def t0_ns(self) -> int:
-        return self._store.t0_ns
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    def server_view(self) -> ServerView | None:
-        """The poller's latest view (None before `start`)."""
-        return self._scrape.latest()
 
     def snapshot(self) -> Snapshot:
         """No requests, no levels: the header fields and the poller's notices."""
@@ -110,10 +93,6 @@ class WatchEngine:
             "notices": list(self._store.notices),
             "stopped_by": interrupted,
         }
-
-    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
-        """Write `results` atomically (a crash never leaves half a file)."""
-        return write_results(self.results(interrupted=interrupted), Path(path))
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
