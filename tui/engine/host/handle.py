@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.aggregate.store import Store
@@ -30,12 +30,12 @@ from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader
+from tui.engine.host.requests_log import RequestsLogFile
 from tui.engine.host.run_config import asked_isl, asked_osl
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker
 from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
-from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerSpec
@@ -87,8 +87,7 @@ class EngineHandle(EngineBase):
         """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
         self._pool = WorkerPool()
         self._thread: threading.Thread | None = None
-        self._log: RequestsLog | None = None
-        self._log_file: IO[bytes] | None = None
+        self._log: RequestsLogFile | None = None
         self._started = False
         self._length_flagged: set[int] = set()
         """Levels already flagged by `_flag_lengths`."""
@@ -126,8 +125,7 @@ class EngineHandle(EngineBase):
             if self._load.paused:
                 self._store.end_level(t0)
             if self.requests_log_path is not None:
-                self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
-                self._log = RequestsLog(self._log_file)
+                self._log = RequestsLogFile(self.requests_log_path)
         if self.options.server_metrics:
             self._scrape.start(self.target, self.options, on_notice=self._server_notice)
         ensure_resource_tracker()
@@ -273,12 +271,9 @@ class EngineHandle(EngineBase):
             self._pool.close()
             if self._thread is None or not self._thread.is_alive():
                 self._reader.close_wake()
-            if self._log_file is not None:
-                try:
-                    self._log_file.close()  # flushes: may fail on a full disk
-                except OSError as exc:
-                    self._fatal = self._fatal or f"cannot write the requests log: {exc}"
-                self._log_file = None
+            if self._log is not None:
+                error = self._log.close()
+                self._fatal = self._fatal or error
                 self._log = None
             self._stopped = True
 
@@ -355,8 +350,9 @@ class EngineHandle(EngineBase):
                 reason = self._store.fatal
             if reason is not None:
                 self._halt(reason)
-        if log is not None:
-            self._write_log(log, records)
+        error = log.write(records) if log is not None else None
+        if error is not None and not self._stopping:
+            self._fatal = error
 
     def _halt(self, reason: str) -> None:
         """Under the lock: stop issuing in every worker at once (paused shares through the wire; in-flight
@@ -368,15 +364,6 @@ class EngineHandle(EngineBase):
         if not self._load.paused:
             self._store.end_level(time.perf_counter_ns())
         self._send_shares()
-
-    def _write_log(self, log: RequestsLog, records: Sequence[RequestRecord]) -> None:
-        try:
-            for rec in records:
-                log.write(rec)
-        except (OSError, ValueError) as exc:
-            if not self._stopping:
-                self._fatal = f"cannot write the requests log: {exc}"
-            self._log = None
 
 
 if TYPE_CHECKING:
