@@ -43,9 +43,6 @@ from tui.engine.wire import ApplyShare, Batch, Stop, WorkerSpec
 if TYPE_CHECKING:
     from tui.engine.host.results import RunInfo
 
-LEVEL_VIEWS_WAIT_S = 0.5
-"""After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
-
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
     return (t.mode, t.value, t.arrival, t.max_concurrency)
@@ -148,19 +145,7 @@ class EngineHandle(EngineBase):
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
             self._send_shares()
-            self._await_level_views()
-
-    def _await_level_views(self) -> None:
-        """Under the lock, after a level began or ended: while the reader thread owns the views, wake it and
-        wait (bounded) until it has published them, so the next snapshot already shows the change, as it
-        did when snapshots computed them; the reader computes, this thread only waits."""
-        reader = self._reader
-        if self._store.views_current or not reader.owns_views:
-            return
-        reader.wake()
-        reader.published.wait_for(
-            lambda: self._store.views_current or not reader.owns_views, timeout=LEVEL_VIEWS_WAIT_S
-        )
+            self._reader.await_views(self._store)
 
     @property
     def level_id(self) -> int:

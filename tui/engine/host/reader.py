@@ -20,6 +20,8 @@ from tui.engine.wire import Batch, Goodbye, WorkerFailed, WorkerMessage
 
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly views when due."""
+LEVEL_VIEWS_WAIT_S = 0.5
+"""After a level change, `await_views` waits at most this long for the reader to publish the new views."""
 
 
 class Reader:
@@ -41,10 +43,17 @@ class Reader:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
 
-    def wake(self) -> None:
-        """Have the reader publish the views now rather than at its next poll."""
+    def await_views(self, store: Store) -> None:
+        """Under the lock, after a level began or ended: while the reader owns the views, wake it and wait
+        (bounded) until it has published them, so the next snapshot already shows the change, as it did
+        when snapshots computed them; the reader computes, the caller only waits."""
+        if store.views_current or not self.owns_views:
+            return
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"\0")
+        self.published.wait_for(
+            lambda: store.views_current or not self.owns_views, timeout=LEVEL_VIEWS_WAIT_S
+        )
 
     def close_wake(self) -> None:
         """Close the wake pipe, once the thread has ended."""
