@@ -75,7 +75,6 @@ class EngineHandle(EngineBase):
         self._load = load
         self._level_id = 0
         self._lock = threading.RLock()
-        self._reader = Reader(self._lock)
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
@@ -83,6 +82,9 @@ class EngineHandle(EngineBase):
         self._halted = False
         """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
         self._pool = WorkerPool()
+        self._reader = Reader(
+            self._lock, on_batch=self._take, on_lost=self._lost, exitcode=self._pool.exitcode
+        )
         self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
         self._started = False
@@ -296,13 +298,7 @@ class EngineHandle(EngineBase):
         finally:
             if not spawned:  # a failed start is ready too (see `fatal`); a good one once workers report
                 self._reader.ready.set()
-        self._reader.run(
-            self._pool.data,
-            self._store,
-            on_batch=self._take,
-            on_lost=self._lost,
-            exitcode=self._pool.exitcode,
-        )
+        self._reader.run(self._pool.data, self._store)
 
     def _probe_isl(self, model: str) -> None:
         """Learn what a prompt costs on this server before the workers start (`tui.engine.host.isl_probe`)."""

@@ -27,7 +27,19 @@ LEVEL_VIEWS_WAIT_S = 0.5
 class Reader:
     """The reader's side of the handle; `run` is the thread's body, the rest is called from any thread."""
 
-    def __init__(self, lock: threading.RLock) -> None:
+    def __init__(
+        self,
+        lock: threading.RLock,
+        *,
+        on_batch: Callable[[Batch], None],
+        on_lost: Callable[[str], None],
+        exitcode: Callable[[int], int | None],
+    ) -> None:
+        """``on_batch`` gets each batch; ``on_lost`` one line for a worker that failed or exited unexpectedly
+        (``exitcode(i)`` names worker i's exit code). Both are called on the reader thread."""
+        self._on_batch = on_batch
+        self._on_lost = on_lost
+        self._exitcode = exitcode
         self.published = threading.Condition(lock)
         """Notified (under the engine's lock) whenever the reader has refreshed the store's views."""
         self.ready = threading.Event()
@@ -61,36 +73,20 @@ class Reader:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def run(
-        self,
-        conns: Sequence[Connection],
-        store: Store,
-        *,
-        on_batch: Callable[[Batch], None],
-        on_lost: Callable[[str], None],
-        exitcode: Callable[[int], int | None],
-    ) -> None:
-        """Drain ``conns`` (worker i's data pipe at index i) until every worker has said goodbye or gone.
-        ``on_batch`` gets each batch; ``on_lost`` one line for a worker that failed or exited unexpectedly
-        (``exitcode(i)`` names worker i's exit code)."""
+    def run(self, conns: Sequence[Connection], store: Store) -> None:
+        """Drain ``conns`` (worker i's data pipe at index i) until every worker has said goodbye or gone,
+        refreshing ``store``'s views between messages."""
         with self.published:
             self.owns_views = True
         try:
-            self._drain(conns, store, on_batch, on_lost, exitcode)
+            self._drain(conns, store)
         finally:
             self.ready.set()  # the workers are gone before they all reported: nothing left to wait for
             with self.published:
                 self.owns_views = False
                 self.published.notify_all()
 
-    def _drain(
-        self,
-        conns: Sequence[Connection],
-        store: Store,
-        on_batch: Callable[[Batch], None],
-        on_lost: Callable[[str], None],
-        exitcode: Callable[[int], int | None],
-    ) -> None:
+    def _drain(self, conns: Sequence[Connection], store: Store) -> None:
         open_conns = {id(c): i for i, c in enumerate(conns)}
         pending = list(conns)
         silent = set(open_conns)
@@ -114,13 +110,13 @@ class Reader:
                 except (EOFError, OSError):
                     pending.remove(conn)
                     i = open_conns[id(conn)]
-                    on_lost(f"engine worker {i} exited unexpectedly (exit code {exitcode(i)})")
+                    self._on_lost(f"engine worker {i} exited unexpectedly (exit code {self._exitcode(i)})")
                     continue
                 msg: WorkerMessage = pickle.loads(raw)
                 silent.discard(id(conn))
                 if isinstance(msg, Goodbye):
                     pending.remove(conn)
                 elif isinstance(msg, WorkerFailed):
-                    on_lost(f"engine worker {open_conns[id(conn)]} failed: {msg.message}")
+                    self._on_lost(f"engine worker {open_conns[id(conn)]} failed: {msg.message}")
                 else:
-                    on_batch(msg)
+                    self._on_batch(msg)
