@@ -324,11 +324,9 @@ class EngineHandle(EngineBase):
         with self._lock:
             records = self._store.ingest(batch)
             log = self._log
-            reason = self._guard.see(records)
-            if reason is None and not self._halted and self._store.fatal_halts:
-                # the store's "every request fails" with a non-429 4xx (a wrong URL, path or
-                # model): every further request repeats it
-                reason = self._store.fatal
+            # the guard's rejected key or certificate, or the store's "every request fails" with a non-429
+            # 4xx (a wrong URL, path or model): every further request repeats it
+            reason = self._guard.see(records) or (self._store.fatal if self._store.fatal_halts else None)
             if reason is not None:
                 self._halt(reason)
         error = log.write(records) if log is not None else None
