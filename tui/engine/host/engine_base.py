@@ -7,16 +7,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tui.engine.aggregate.store import Store
-from tui.engine.config import LoadTarget
+from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.secrets import display_url
+from tui.engine.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from tui.engine.server_metrics import ServerView
 
 
 class EngineBase:
-    """A part of `tui.engine.api.Engine`; a subclass sets these four attributes in its ``__init__``."""
+    """A part of `tui.engine.api.Engine`; a subclass sets these five attributes in its ``__init__``."""
 
+    target: TargetConfig
     _load: LoadTarget
     _store: Store
     _stopped: bool
@@ -41,6 +44,22 @@ class EngineBase:
         """The server's own signals as last scraped from its ``/metrics``, or None when not scraping (off,
         or not started)."""
         return self._scrape.latest()
+
+    def _store_snapshot(
+        self, now_ns: int, *, model: str, demo: bool, level_id: int, fatal: str | None
+    ) -> Snapshot:
+        """The store's snapshot with the header every engine fills from its target the same way (the URL
+        shown without credentials)."""
+        return self._store.snapshot(
+            now_ns,
+            base_url=display_url(self.target.base_url),
+            model=model,
+            endpoint=self.target.endpoint,
+            demo=demo,
+            load=self._load,
+            level_id=level_id,
+            fatal=fatal,
+        )
 
     def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
         """The results document; each engine builds its own."""

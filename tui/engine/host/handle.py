@@ -36,7 +36,6 @@ from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker
 from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
-from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerSpec
 
@@ -175,15 +174,8 @@ class EngineHandle(EngineBase):
             now = time.perf_counter_ns()
             if not self._reader.owns_views:
                 self._store.refresh_views(now)
-            snap = self._store.snapshot(
-                now,
-                base_url=display_url(self.target.base_url),
-                model=self._model,
-                endpoint=self.target.endpoint,
-                demo=self.target.demo,
-                load=self._load,
-                level_id=self._level_id,
-                fatal=self._fatal,
+            snap = self._store_snapshot(
+                now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
             )
             self._flag_lengths(snap.levels)
             return replace(

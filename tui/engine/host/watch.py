@@ -16,7 +16,6 @@ from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.results import safe_url
 from tui.engine.host.server_scrape import ServerScrape
-from tui.engine.secrets import display_url
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
@@ -63,15 +62,8 @@ class WatchEngine(EngineBase):
 
     def snapshot(self) -> Snapshot:
         """No requests, no levels: the header fields and the poller's notices."""
-        return self._store.snapshot(
-            time.perf_counter_ns(),
-            base_url=display_url(self.target.base_url),
-            model=self.model,
-            endpoint=self.target.endpoint,
-            demo=False,
-            load=self._load,
-            level_id=0,
-            fatal=None,
+        return self._store_snapshot(
+            time.perf_counter_ns(), model=self.model, demo=False, level_id=0, fatal=None
         )
 
     def detail(self, request_id: int) -> RequestDetail | None:
