@@ -21,17 +21,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
+from tui.engine.host.length_check import LengthCheck
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader
 from tui.engine.host.requests_log import RequestsLogFile
-from tui.engine.host.run_config import asked_isl, asked_osl
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker
 from tui.engine.host.worker_pool import WorkerPool
@@ -87,8 +86,7 @@ class EngineHandle(EngineBase):
         self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
         self._started = False
-        self._length_flagged: set[int] = set()
-        """Levels already flagged by `_flag_lengths`."""
+        self._lengths = LengthCheck()
         self._stopping = False
         self._stopped = False
         self._scrape = ServerScrape()
@@ -183,18 +181,9 @@ class EngineHandle(EngineBase):
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """A notice, once per level, when a settled level's mean ISL or OSL is more than 2 tokens off what was
-        asked (OSL only when it was pinned with ``ignore_eos``): a server that streams 4 tokens for
-        ``--osl 128`` must not pass without a word."""
-        w = self.workload
-        for view in levels:
-            if view.level_id in self._length_flagged:
-                continue
-            message = length_mismatch(view, asked_isl(w), asked_osl(w))
-            if message is not None:
-                self._length_flagged.add(view.level_id)
-                self._store.notices.append(message)
-                self._store.recent_errors.append(message)
+        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`)."""
+        for message in self._lengths.notices(levels, self.workload):
+            self._store.add_notice(message)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         """A recent or in-flight request's full record, or None if it is no longer kept."""
@@ -256,8 +245,6 @@ class EngineHandle(EngineBase):
                 self._log = None
             self._stopped = True
 
-    # --- helpers for faces and tests --------------------------------------------------------------
-
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""
         return self._reader.ready.wait(timeout_s)
@@ -298,8 +285,7 @@ class EngineHandle(EngineBase):
         with self._lock:
             self.workload = probe.workload
             if probe.notice is not None:
-                self._store.notices.append(probe.notice)
-                self._store.recent_errors.append(probe.notice)
+                self._store.add_notice(probe.notice)
 
     def _send_shares(self) -> None:
         load = replace(self._load, paused=True) if self._halted else self._load
