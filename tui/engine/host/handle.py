@@ -5,7 +5,9 @@ checks the server (`/v1/models`, also resolving the model name), spawns the work
 context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
 into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
-the store with numpy on demand.
+the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop),
+`worker_pool`, `requests_log`, `server_scrape`, `live_results`, `length_check`; `engine_base` what it shares
+with `watch`.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
