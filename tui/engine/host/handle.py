@@ -5,7 +5,9 @@ checks the server (`/v1/models`, also resolving the model name), spawns the work
 context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
 into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
-the store with numpy on demand.
+the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop),
+`worker_pool`, `requests_log`, `server_scrape`, `live_results`, `length_check`; `engine_base` what it shares
+with `watch`.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
@@ -14,51 +16,39 @@ worker: a script that creates an `EngineHandle` must keep its top level behind
 
 from __future__ import annotations
 
-import contextlib
-import os
-import pickle
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
-from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
+from tui.engine.host.length_check import LengthCheck
 from tui.engine.host.probe import ProbeError, probe_server
-from tui.engine.host.run_config import asked_isl, asked_osl
-from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
+from tui.engine.host.reader import Reader
+from tui.engine.host.requests_log import RequestsLogFile
+from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
-from tui.engine.records import RequestRecord, RequestsLog
-from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
-from tui.engine.wire import ApplyShare, Command, Goodbye, Stop, WorkerFailed, WorkerMessage, WorkerSpec
+from tui.engine.wire import ApplyShare, Batch, Stop, WorkerSpec
 
 if TYPE_CHECKING:
-    from tui.engine.server_metrics import ServerMetricsPoller, ServerView
-
-REFRESH_POLL_S = 0.1
-"""The reader thread wakes at least this often, to refresh the store's costly views when due."""
-LEVEL_VIEWS_WAIT_S = 0.5
-"""After a level change, `set_load` waits at most this long for the reader to publish the new level views."""
+    from tui.engine.host.results import RunInfo
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
-SERVER_HISTORY = 3600
-"""Scrapes kept for the results' per-level server figures: an hour at the default 1 Hz (a level older
-than that gets no server figures; the --server-metrics-log keeps everything)."""
-
-
-class EngineHandle:
+class EngineHandle(EngineBase):
     """Implements `tui.engine.api.Engine` with the load generated in ``workers`` processes."""
 
     def __init__(
@@ -85,33 +75,23 @@ class EngineHandle:
         self._load = load
         self._level_id = 0
         self._lock = threading.RLock()
-        self._published = threading.Condition(self._lock)
-        """Notified whenever the reader thread has refreshed the store's views."""
-        self._wake_r = self._wake_w = -1
-        """A pipe that wakes the reader thread (a level changed: publish the views now); made by `start`."""
         self._store = self._new_store(time.perf_counter_ns())
         self._model = target.model or ""
         self._fatal: str | None = None
         self._guard = ConfigGuard(has_key=bool(target.api_key))
         self._halted = False
         """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
-        self._procs: list[Any] = []
-        self._cmd: list[Connection] = []
-        self._data: list[Connection] = []
+        self._pool = WorkerPool()
+        self._reader = Reader(
+            self._lock, on_batch=self._take, on_lost=self._lost, exitcode=self._pool.exitcode
+        )
         self._thread: threading.Thread | None = None
-        self._log: RequestsLog | None = None
-        self._log_file: IO[bytes] | None = None
-        self._ready = threading.Event()
-        self._reader_owns_views = False
-        """The reader thread is draining batches and keeps the store's costly views fresh
-        (`Store.refresh_views`); before it starts and once it has ended, `snapshot` refreshes them."""
+        self._log: RequestsLogFile | None = None
         self._started = False
-        self._length_flagged: set[int] = set()
-        """Levels already flagged by `_flag_lengths`."""
+        self._lengths = LengthCheck()
         self._stopping = False
         self._stopped = False
-        self._server_poller: ServerMetricsPoller | None = None
-        self._server_log: IO[bytes] | None = None
+        self._scrape = ServerScrape()
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
 
@@ -143,13 +123,11 @@ class EngineHandle:
             if self._load.paused:
                 self._store.end_level(t0)
             if self.requests_log_path is not None:
-                self._log_file = open(self.requests_log_path, "ab")  # noqa: SIM115 - closed in stop()
-                self._log = RequestsLog(self._log_file)
-        self._start_server_metrics()
+                self._log = RequestsLogFile(self.requests_log_path)
+        if self.options.server_metrics:
+            self._scrape.start(self.target, self.options, on_notice=self._server_notice)
         ensure_resource_tracker()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._reader.open_wake()
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
         self._thread.start()
 
@@ -168,24 +146,7 @@ class EngineHandle:
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
             self._send_shares()
-            self._await_level_views()
-
-    def _await_level_views(self) -> None:
-        """Under the lock, after a level began or ended: while the reader thread owns the views, wake it and
-        wait (bounded) until it has published them, so the next snapshot already shows the change, as it
-        did when snapshots computed them; the reader computes, this thread only waits."""
-        if self._store.views_current or not self._reader_owns_views:
-            return
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"\0")
-        self._published.wait_for(
-            lambda: self._store.views_current or not self._reader_owns_views, timeout=LEVEL_VIEWS_WAIT_S
-        )
-
-    @property
-    def load(self) -> LoadTarget:
-        """The current target."""
-        return self._load
+            self._reader.await_views(self._store)
 
     @property
     def level_id(self) -> int:
@@ -211,17 +172,10 @@ class EngineHandle:
         results after `stop`), nobody else would, so this refreshes them when due."""
         with self._lock:
             now = time.perf_counter_ns()
-            if not self._reader_owns_views:
+            if not self._reader.owns_views:
                 self._store.refresh_views(now)
-            snap = self._store.snapshot(
-                now,
-                base_url=display_url(self.target.base_url),
-                model=self._model,
-                endpoint=self.target.endpoint,
-                demo=self.target.demo,
-                load=self._load,
-                level_id=self._level_id,
-                fatal=self._fatal,
+            snap = self._store_snapshot(
+                now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
             )
             self._flag_lengths(snap.levels)
             return replace(
@@ -229,18 +183,9 @@ class EngineHandle:
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """A notice, once per level, when a settled level's mean ISL or OSL is more than 2 tokens off what was
-        asked (OSL only when it was pinned with ``ignore_eos``): a server that streams 4 tokens for
-        ``--osl 128`` must not pass without a word."""
-        w = self.workload
-        for view in levels:
-            if view.level_id in self._length_flagged:
-                continue
-            message = length_mismatch(view, asked_isl(w), asked_osl(w))
-            if message is not None:
-                self._length_flagged.add(view.level_id)
-                self._store.notices.append(message)
-                self._store.recent_errors.append(message)
+        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`)."""
+        for message in self._lengths.notices(levels, self.workload):
+            self._store.add_notice(message)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         """A recent or in-flight request's full record, or None if it is no longer kept."""
@@ -250,28 +195,12 @@ class EngineHandle:
     def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
         """The results JSON as a dict, built from plain data (see `tui.engine.host.results`); ``interrupted``
         says why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
-        from tui.engine.aggregate.level_histograms import level_histograms
-        from tui.engine.host.results import ClientSummary, build_results, server_summary
+        from tui.engine.host.live_results import collect_results
 
         with self._lock:
-            now = time.perf_counter_ns()
-            store = self._store
-            views = store.level_views(now, force=True)
-            snap = self.snapshot()
-            client = ClientSummary(
-                max_loop_lag_p99_ms=store.max_lag_ms,
-                max_cpu_share=store.max_cpu,
-                saturated=store.saturated_ever,
-                saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
-                notices=tuple(store.notices),
+            return collect_results(
+                self._store, self.snapshot, self.run_info(), self.server_view(), interrupted=interrupted
             )
-            server = server_summary(self.server_view(), [lv for lv, _ in views], store.t0_ns, now)
-            # under the same lock as the views: the histograms count exactly the requests the stats do
-            histograms = {
-                lv.level_id: level_histograms(store.levels[lv.level_id], lv, store.t0_ns) for lv, _ in views
-            }
-            return build_results(self.run_info(), snap, views, client, interrupted=interrupted, server=server,
-                                 histograms=histograms)  # fmt: skip
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `RunInfo.of`)."""
@@ -287,31 +216,6 @@ class EngineHandle:
             started_at_s=self.started_at or time.time(),
         )
 
-    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
-        """Write the results JSON (atomically: a crash never leaves half a file); ``interrupted`` as in
-        `results`."""
-        from tui.engine.host.results import write_results
-
-        return write_results(self.results(interrupted=interrupted), Path(path))
-
-    def server_view(self) -> ServerView | None:
-        """The server's own signals as last scraped from its ``/metrics``, or None when scraping is off."""
-        return self._server_poller.latest() if self._server_poller is not None else None
-
-    def _start_server_metrics(self) -> None:
-        """Scrape ``/metrics`` on its own thread of this (the face's) process: a slow or missing endpoint
-        never slows the workers, which stamp tokens, nor the UI, which only reads the published view."""
-        o = self.options
-        if not o.server_metrics or self._server_poller is not None:
-            return
-        from tui.engine.server_metrics.poller import poller_for
-
-        if o.server_metrics_log is not None:
-            self._server_log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
-        self._server_poller = poller_for(
-            self.target, o, on_notice=self._server_notice, log=self._server_log, history=SERVER_HISTORY
-        ).start()
-
     def _server_notice(self, message: str) -> None:
         """The poller's one line (metrics missing, log unwritable) joins the run's notices: shown, saved."""
         with self._lock:
@@ -320,12 +224,7 @@ class EngineHandle:
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
         the requests log, stop scraping. Idempotent."""
-        if self._server_poller is not None:
-            self._server_poller.stop()
-        if self._server_log is not None:
-            with contextlib.suppress(OSError):
-                self._server_log.close()
-            self._server_log = None
+        self._scrape.stop()
         with self._lock:
             if self._stopped or not self._started:
                 self._stopped = True
@@ -334,48 +233,23 @@ class EngineHandle:
             self._stopping = True
             if first:
                 self._store.end_level(time.perf_counter_ns())
-            for conn in self._cmd:
-                with contextlib.suppress(OSError):
-                    _send(conn, Stop(drain, timeout_s))
+            self._pool.send_all(Stop(drain, timeout_s))
         if self._thread is not None:
             self._thread.join(timeout_s + 5.0)
-        for proc in self._procs:
-            proc.join(2.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2.0)
+        self._pool.join()
         with self._lock:
-            for conn in self._cmd + self._data:
-                with contextlib.suppress(OSError):
-                    conn.close()
+            self._pool.close()
             if self._thread is None or not self._thread.is_alive():
-                for fd in (self._wake_r, self._wake_w):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-            if self._log_file is not None:
-                try:
-                    self._log_file.close()  # flushes: may fail on a full disk
-                except OSError as exc:
-                    self._fatal = self._fatal or f"cannot write the requests log: {exc}"
-                self._log_file = None
+                self._reader.close_wake()
+            if self._log is not None:
+                error = self._log.close()
+                self._fatal = self._fatal or error
                 self._log = None
             self._stopped = True
 
-    # --- helpers for faces and tests --------------------------------------------------------------
-
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""
-        return self._ready.wait(timeout_s)
-
-    @property
-    def t0_ns(self) -> int:
-        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
-        return self._store.t0_ns
-
-    @property
-    def stopped(self) -> bool:
-        """True once `stop` has finished."""
-        return self._stopped
+        return self._reader.ready.wait(timeout_s)
 
     # --- background thread ------------------------------------------------------------------------
 
@@ -393,7 +267,10 @@ class EngineHandle:
             with self._lock:
                 if self._stopping:
                     return
-                self._spawn(model)
+                w = self.workers
+                self._pool.spawn(
+                    WorkerSpec(i, w, self.target, self.workload, model, self.options) for i in range(w)
+                )
                 self._send_shares()
                 spawned = True
         except Exception as exc:  # keep the face informed rather than dying silently
@@ -401,8 +278,8 @@ class EngineHandle:
             return
         finally:
             if not spawned:  # a failed start is ready too (see `fatal`); a good one once workers report
-                self._ready.set()
-        self._read_loop()
+                self._reader.ready.set()
+        self._reader.run(self._pool.data, self._store)
 
     def _probe_isl(self, model: str) -> None:
         """Learn what a prompt costs on this server before the workers start (`tui.engine.host.isl_probe`)."""
@@ -410,84 +287,31 @@ class EngineHandle:
         with self._lock:
             self.workload = probe.workload
             if probe.notice is not None:
-                self._store.notices.append(probe.notice)
-                self._store.recent_errors.append(probe.notice)
-
-    def _spawn(self, model: str) -> None:
-        for i in range(self.workers):
-            spec = WorkerSpec(i, self.workers, self.target, self.workload, model, self.options)
-            proc, cmd_w, data_r = spawn_worker(spec)
-            self._procs.append(proc)
-            self._cmd.append(cmd_w)
-            self._data.append(data_r)
+                self._store.add_notice(probe.notice)
 
     def _send_shares(self) -> None:
         load = replace(self._load, paused=True) if self._halted else self._load
         shares = split_load(load, self.workers, self._level_id, seed=self.workload.seed)
-        for conn, share in zip(self._cmd, shares, strict=False):
-            with contextlib.suppress(OSError):
-                _send(conn, ApplyShare(share))
+        self._pool.send_each(ApplyShare(share) for share in shares)
 
-    def _read_loop(self) -> None:
+    def _lost(self, message: str) -> None:
+        """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
+        if not self._stopping and self._fatal is None:
+            self._fatal = message
+
+    def _take(self, batch: Batch) -> None:
+        """A worker's batch: into the store and the requests log; the guard or the store may halt the load."""
         with self._lock:
-            self._reader_owns_views = True
-        try:
-            self._drain()
-        finally:
-            self._ready.set()  # the workers are gone before they all reported: nothing left to wait for
-            with self._lock:
-                self._reader_owns_views = False
-                self._published.notify_all()
-
-    def _drain(self) -> None:
-        open_conns = {id(c): i for i, c in enumerate(self._data)}
-        pending = list(self._data)
-        silent = set(open_conns)
-        """Workers not heard from yet: `wait_ready` returns once every one has sent something (a worker
-        process takes a second or more to start on a busy machine: a 1 s bench level timed from its spawn
-        could end before it sent a request)."""
-        while pending:
-            if not self._ready.is_set() and not silent & {id(c) for c in pending}:
-                self._ready.set()  # every worker still running has reported
-            with self._lock:
-                self._store.refresh_views(time.perf_counter_ns())
-                self._published.notify_all()
-            for conn in wait([*pending, self._wake_r], timeout=REFRESH_POLL_S):
-                if conn == self._wake_r:
-                    with contextlib.suppress(OSError):
-                        os.read(self._wake_r, 4096)
-                    continue
-                assert isinstance(conn, Connection)
-                try:
-                    raw = conn.recv_bytes()
-                except (EOFError, OSError):
-                    pending.remove(conn)
-                    if not self._stopping and self._fatal is None:
-                        i = open_conns[id(conn)]
-                        code = self._procs[i].exitcode if i < len(self._procs) else None
-                        self._fatal = f"engine worker {i} exited unexpectedly (exit code {code})"
-                    continue
-                msg: WorkerMessage = pickle.loads(raw)
-                silent.discard(id(conn))
-                if isinstance(msg, Goodbye):
-                    pending.remove(conn)
-                    continue
-                if isinstance(msg, WorkerFailed):
-                    if not self._stopping and self._fatal is None:
-                        self._fatal = f"engine worker {open_conns[id(conn)]} failed: {msg.message}"
-                    continue
-                with self._lock:
-                    records = self._store.ingest(msg)
-                    log = self._log
-                    reason = self._guard.see(records)
-                    if reason is None and not self._halted and self._store.fatal_halts:
-                        # the store's "every request fails" with a non-429 4xx (a wrong URL, path or
-                        # model): every further request repeats it
-                        reason = self._store.fatal
-                    if reason is not None:
-                        self._halt(reason)
-                if log is not None:
-                    self._write_log(log, records)
+            records = self._store.ingest(batch)
+            log = self._log
+            # the guard's rejected key or certificate, or the store's "every request fails" with a non-429
+            # 4xx (a wrong URL, path or model): every further request repeats it
+            reason = self._guard.see(records) or (self._store.fatal if self._store.fatal_halts else None)
+            if reason is not None:
+                self._halt(reason)
+        error = log.write(records) if log is not None else None
+        if error is not None and not self._stopping:
+            self._fatal = error
 
     def _halt(self, reason: str) -> None:
         """Under the lock: stop issuing in every worker at once (paused shares through the wire; in-flight
@@ -500,23 +324,8 @@ class EngineHandle:
             self._store.end_level(time.perf_counter_ns())
         self._send_shares()
 
-    def _write_log(self, log: RequestsLog, records: Sequence[RequestRecord]) -> None:
-        try:
-            for rec in records:
-                log.write(rec)
-        except (OSError, ValueError) as exc:
-            if not self._stopping:
-                self._fatal = f"cannot write the requests log: {exc}"
-            self._log = None
-
-
-def _send(conn: Connection, command: Command) -> None:
-    """Send one command to a worker (typed, so mypy checks what the worker's `_on_command` receives)."""
-    conn.send(command)
-
 
 if TYPE_CHECKING:
-    from tui.engine.host.results import RunInfo
 
     def _implements_engine(handle: EngineHandle) -> Engine:
         return handle  # mypy checks EngineHandle against the Engine protocol here

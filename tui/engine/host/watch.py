@@ -8,20 +8,18 @@ the server reported over the whole watch. Load keys set a target that nothing ac
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tui import __version__
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
-from tui.engine.host.results import safe_url, write_results
-from tui.engine.secrets import display_url
-from tui.engine.server_metrics import ServerMetricsPoller, ServerView
-from tui.engine.server_metrics.poller import poller_for
+from tui.engine.host.engine_base import EngineBase
+from tui.engine.host.results import safe_url
+from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
-class WatchEngine:
+class WatchEngine(EngineBase):
     """Implements `tui.engine.api.Engine` by watching only: one poller thread, no workers, no requests."""
 
     def __init__(self, target: TargetConfig, options: EngineOptions | None = None) -> None:
@@ -29,21 +27,17 @@ class WatchEngine:
         self.options = options or EngineOptions()
         self._load = LoadTarget(concurrency=0, paused=True)
         self._store = Store(time.perf_counter_ns(), 0)
-        self._poller: ServerMetricsPoller | None = None
-        self._log: IO[bytes] | None = None
+        self._scrape = ServerScrape()
         self._stopped = False
         self.started_at: float | None = None
 
     def start(self) -> None:
         """Start scraping (the first scrape is immediate)."""
-        if self._poller is not None:
+        if self._scrape.started:
             return
-        o = self.options
         self.started_at = time.time()
         self._store = Store(time.perf_counter_ns(), 0)
-        if o.server_metrics_log is not None:
-            self._log = open(o.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
-        self._poller = poller_for(self.target, o, on_notice=self._store.add_notice, log=self._log).start()
+        self._scrape.start(self.target, self.options, on_notice=self._store.add_notice)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Ready at once: there are no workers to wait for."""
@@ -52,10 +46,6 @@ class WatchEngine:
     def set_load(self, target: LoadTarget) -> None:
         """Kept, never acted on: watching sends no load."""
         self._load = target
-
-    @property
-    def load(self) -> LoadTarget:
-        return self._load
 
     @property
     def level_id(self) -> int:
@@ -70,29 +60,10 @@ class WatchEngine:
     def fatal(self) -> str | None:
         return None
 
-    @property
-    def t0_ns(self) -> int:
-        return self._store.t0_ns
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    def server_view(self) -> ServerView | None:
-        """The poller's latest view (None before `start`)."""
-        return self._poller.latest() if self._poller is not None else None
-
     def snapshot(self) -> Snapshot:
         """No requests, no levels: the header fields and the poller's notices."""
-        return self._store.snapshot(
-            time.perf_counter_ns(),
-            base_url=display_url(self.target.base_url),
-            model=self.model,
-            endpoint=self.target.endpoint,
-            demo=False,
-            load=self._load,
-            level_id=0,
-            fatal=None,
+        return self._store_snapshot(
+            time.perf_counter_ns(), model=self.model, demo=False, level_id=0, fatal=None
         )
 
     def detail(self, request_id: int) -> RequestDetail | None:
@@ -115,15 +86,7 @@ class WatchEngine:
             "stopped_by": interrupted,
         }
 
-    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
-        """Write `results` atomically (a crash never leaves half a file)."""
-        return write_results(self.results(interrupted=interrupted), Path(path))
-
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
-        if self._poller is not None:
-            self._poller.stop()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._scrape.stop()
         self._stopped = True

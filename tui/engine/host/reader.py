@@ -1,0 +1,122 @@
+"""The engine's reader thread: it waits on every worker's data pipe, decodes their typed messages and hands
+each batch on, and between messages keeps the store's costly views published for snapshots to read.
+
+It also holds what the face's threads wait on: `ready` (every worker still running has been heard from),
+`published` (fresh views are out) and a wake pipe that has it publish at once (a level began or ended).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+
+from tui.engine.aggregate.store import Store
+from tui.engine.wire import Batch, Goodbye, WorkerFailed, WorkerMessage
+
+REFRESH_POLL_S = 0.1
+"""The reader thread wakes at least this often, to refresh the store's costly views when due."""
+LEVEL_VIEWS_WAIT_S = 0.5
+"""After a level change, `await_views` waits at most this long for the reader to publish the new views."""
+
+
+class Reader:
+    """The reader's side of the handle; `run` is the thread's body, the rest is called from any thread."""
+
+    def __init__(
+        self,
+        lock: threading.RLock,
+        *,
+        on_batch: Callable[[Batch], None],
+        on_lost: Callable[[str], None],
+        exitcode: Callable[[int], int | None],
+    ) -> None:
+        """``on_batch`` gets each batch; ``on_lost`` one line for a worker that failed or exited unexpectedly
+        (``exitcode(i)`` names worker i's exit code). Both are called on the reader thread."""
+        self._on_batch = on_batch
+        self._on_lost = on_lost
+        self._exitcode = exitcode
+        self.published = threading.Condition(lock)
+        """Notified (under the engine's lock) whenever the reader has refreshed the store's views."""
+        self.ready = threading.Event()
+        """Set once every worker still running has sent something, or the start failed, or all are gone."""
+        self.owns_views = False
+        """The reader is draining batches and keeps the store's costly views fresh (`Store.refresh_views`);
+        before it starts and once it has ended, snapshots refresh them. Read and written under the lock."""
+        self._wake_r = self._wake_w = -1
+
+    def open_wake(self) -> None:
+        """Make the wake pipe (non-blocking both ends), before the thread starts."""
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+
+    def await_views(self, store: Store) -> None:
+        """Under the lock, after a level began or ended: while the reader owns the views, wake it and wait
+        (bounded) until it has published them, so the next snapshot already shows the change, as it did
+        when snapshots computed them; the reader computes, the caller only waits."""
+        if store.views_current or not self.owns_views:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+        self.published.wait_for(
+            lambda: store.views_current or not self.owns_views, timeout=LEVEL_VIEWS_WAIT_S
+        )
+
+    def close_wake(self) -> None:
+        """Close the wake pipe, once the thread has ended."""
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def run(self, conns: Sequence[Connection], store: Store) -> None:
+        """Drain ``conns`` (worker i's data pipe at index i) until every worker has said goodbye or gone,
+        refreshing ``store``'s views between messages."""
+        with self.published:
+            self.owns_views = True
+        try:
+            self._drain(conns, store)
+        finally:
+            self.ready.set()  # the workers are gone before they all reported: nothing left to wait for
+            with self.published:
+                self.owns_views = False
+                self.published.notify_all()
+
+    def _drain(self, conns: Sequence[Connection], store: Store) -> None:
+        open_conns = {id(c): i for i, c in enumerate(conns)}
+        pending = list(conns)
+        silent = set(open_conns)
+        """Workers not heard from yet: `ready` is set once every one has sent something (a worker process
+        takes a second or more to start on a busy machine: a 1 s bench level timed from its spawn could end
+        before it sent a request)."""
+        while pending:
+            if not self.ready.is_set() and not silent & {id(c) for c in pending}:
+                self.ready.set()  # every worker still running has reported
+            with self.published:
+                store.refresh_views(time.perf_counter_ns())
+                self.published.notify_all()
+            for conn in wait([*pending, self._wake_r], timeout=REFRESH_POLL_S):
+                if conn == self._wake_r:
+                    with contextlib.suppress(OSError):
+                        os.read(self._wake_r, 4096)
+                    continue
+                assert isinstance(conn, Connection)
+                try:
+                    raw = conn.recv_bytes()
+                except (EOFError, OSError):
+                    pending.remove(conn)
+                    i = open_conns[id(conn)]
+                    self._on_lost(f"engine worker {i} exited unexpectedly (exit code {self._exitcode(i)})")
+                    continue
+                msg: WorkerMessage = pickle.loads(raw)
+                silent.discard(id(conn))
+                if isinstance(msg, Goodbye):
+                    pending.remove(conn)
+                elif isinstance(msg, WorkerFailed):
+                    self._on_lost(f"engine worker {open_conns[id(conn)]} failed: {msg.message}")
+                else:
+                    self._on_batch(msg)

@@ -1,0 +1,59 @@
+"""One run's scrape of the server's ``/metrics``: the poller thread and the log it appends to, opened and
+closed together, so the load engine and `tokentop watch` start and stop them the same way."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING
+
+from tui.engine.config import EngineOptions, TargetConfig
+
+if TYPE_CHECKING:
+    from tui.engine.server_metrics import ServerMetricsPoller, ServerView
+
+SERVER_HISTORY = 3600
+"""Scrapes kept for the results' per-level server figures: an hour at the default 1 Hz (a level older
+than that gets no server figures; the --server-metrics-log keeps everything)."""
+
+
+class ServerScrape:
+    """Scrapes on its own thread of the face's process: a slow or missing endpoint never slows the workers,
+    which stamp tokens, nor the UI, which only reads the published view."""
+
+    def __init__(self) -> None:
+        self._poller: ServerMetricsPoller | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def started(self) -> bool:
+        """True once `start` has run (also after `stop`: a scrape is started once)."""
+        return self._poller is not None
+
+    def start(
+        self, target: TargetConfig, options: EngineOptions, *, on_notice: Callable[[str], None]
+    ) -> None:
+        """Open ``options.server_metrics_log`` (if any) and start polling (the first scrape is immediate);
+        the poller's one-line notices (metrics missing, log unwritable) go to ``on_notice``."""
+        if self._poller is not None:
+            return
+        from tui.engine.server_metrics.poller import poller_for
+
+        if options.server_metrics_log is not None:
+            self._log = open(options.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
+        self._poller = poller_for(
+            target, options, on_notice=on_notice, log=self._log, history=SERVER_HISTORY
+        ).start()
+
+    def latest(self) -> ServerView | None:
+        """The view as last scraped, or None before `start`."""
+        return self._poller.latest() if self._poller is not None else None
+
+    def stop(self) -> None:
+        """Stop polling (the last view stays readable) and close the log. Idempotent."""
+        if self._poller is not None:
+            self._poller.stop()
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None
