@@ -173,7 +173,7 @@ def bounded_kb(engine: EngineHandle) -> dict[str, Any]:
     subtracted from the RSS growth before anything is called a leak. The server-metrics poller's ring of
     readings (an hour at 1 Hz) and each level's reservoirs (rows written so far; numpy's pages become
     resident as they are written). Read through private names: a measurement script, not an API."""
-    poller = getattr(engine, "_server_poller", None)
+    poller = getattr(getattr(engine, "_scrape", None), "_poller", None)
     ring = list(getattr(poller, "_ring", ()))
     store = getattr(engine, "_store", None)
     levels = list(getattr(store, "levels", {}).values())
