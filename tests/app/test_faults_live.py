@@ -237,8 +237,10 @@ def served(request: pytest.FixtureRequest) -> Iterator[Served]:
 @pytest.fixture
 def engine(served: Served) -> Iterator[EngineHandle]:
     """The real engine for `make_app` (this overrides its fake one): one worker process, short timeouts."""
+    # connect 5 s: no row waits it out, but the TLS row's handshake is with a server thread of this busy
+    # process, and on a loaded machine it took over 2 s ("connect timeout" instead of the certificate)
     target = TargetConfig(
-        base_url=served.url, api_key=served.api_key, timeout_s=TIMEOUT_S, connect_timeout_s=2
+        base_url=served.url, api_key=served.api_key, timeout_s=TIMEOUT_S, connect_timeout_s=5
     )
     options = EngineOptions(server_metrics=False)
     handle = EngineHandle(
