@@ -11,7 +11,7 @@ from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.sim.launch import SimServer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.timing]
 MS = 1e6
 
 

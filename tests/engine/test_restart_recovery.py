@@ -21,9 +21,10 @@ from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(120)
 USERS = 4
-DOWN_S = 6.0
-"""How long the server stays away (a bounded sleep: the scenario itself): long enough for a user backing off
-to its 5 s cap to be asleep for seconds when the server returns (the cap for refusals is 1 s)."""
+DOWN_S = 3 * CONNECT_CAP_S
+"""How long the server stays away (a bounded sleep: the scenario itself): the short steps up to the refusals'
+cap take at most 1.55 s (50 ms ... 0.8 s), so every user has reached the cap and is asleep in it when the
+server returns, and the no-back-off rate (thousands of refusals) is far above what the cap allows."""
 BACK_WITHIN_S = CONNECT_CAP_S + 1.0
 """From the server's return to the full load: one connect back-off step at most, then a request's length."""
 GONE = {"connect", "disconnect"}
@@ -94,7 +95,7 @@ def test_the_open_loop_holds_while_the_server_is_gone_and_keeps_its_schedule_aft
             failed_at = snap.failed
             time.sleep(DOWN_S)
             down = handle.snapshot()
-            # the schedule alone: rate x DOWN_S = 48 refused; held by the 1 s connect back-off: 1-2 a second
+            # the schedule alone: rate x DOWN_S = 24 refused; held by the 1 s connect back-off: 1-2 a second
             assert 0 < down.failed - failed_at <= _max_attempts(1, DOWN_S), down.failed - failed_at
             assert set(dict(down.errors)) <= GONE
             completed_at = down.completed
@@ -117,7 +118,7 @@ def test_bench_rides_out_a_restart_and_exits_0_with_the_failures_counted(tmp_pat
     bench: subprocess.Popen[str] | None = None
     try:
         cmd = [sys.executable, "-m", "tui", "bench", "--url", sim.url, "--concurrency", str(USERS),
-               "--duration", "16", "--osl", "32", "--isl", "32", "--output", str(out), "--requests-log",
+               "--duration", "12", "--osl", "32", "--isl", "32", "--output", str(out), "--requests-log",
                str(log), "--quiet"]  # fmt: skip
         bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 40

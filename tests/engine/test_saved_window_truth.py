@@ -19,7 +19,7 @@ from tui.engine.host.handle import EngineHandle
 from tui.engine.snapshot import Snapshot
 from tui.sim.launch import SimServer
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.timing]
 RATES = ("request_throughput", "output_throughput", "total_token_throughput")
 
 
