@@ -31,13 +31,13 @@ def test_a_rejected_key_stops_every_worker_at_once(status: int) -> None:
     with FaultServer(status) as server:
         t0 = time.monotonic()
         r = _bench("--url", server.url, "--api-key", SECRET, "--concurrency", "8", "--workers", "2",
-                   "--duration", "20", "--quiet")  # fmt: skip
+                   "--duration", "60", "--quiet")  # fmt: skip
         elapsed_s = time.monotonic() - t0
         hits = server.hits
         time.sleep(0.5)
         assert server.hits == hits  # nothing after the exit
     assert r.returncode == 1, r.stderr
-    assert elapsed_s < 10  # stopped on the key, not after the 20 s level
+    assert elapsed_s < 30  # stopped on the key, not after the 60 s level (start-up is slow on a busy machine)
     assert hits <= 60, hits  # a few per user, not hundreds per second
     assert "the API key was rejected" in r.stderr and f"HTTP {status}" in r.stderr
     assert r.stderr.count("tokentop: error:") == 1, r.stderr

@@ -26,7 +26,8 @@ def test_an_always_failing_server_ends_the_run_in_bounded_time(load: list[str], 
         elapsed_s = time.monotonic() - t0
         hits = server.hits
     assert r.returncode == 1, r.stderr
-    assert elapsed_s < PERSISTENT_S + 10, elapsed_s  # a few seconds, not 200 failures' worth of back-off
+    # a few seconds, not 200 failures' worth of back-off (~100 s); the slack is a busy machine's start-up
+    assert elapsed_s < PERSISTENT_S + 25, elapsed_s
     assert PERSISTENT_FAILURES <= hits < 200, hits
     errors = [line for line in r.stderr.splitlines() if line.startswith("tokentop: error:")]
     assert len(errors) == 1 and "Traceback" not in r.stderr, r.stderr

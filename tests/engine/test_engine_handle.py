@@ -34,7 +34,7 @@ def test_unreachable_server_is_one_fatal_line_and_start_does_not_block(tmp_path:
     handle = EngineHandle(target, WORKLOAD, LoadTarget())
     t0 = time.monotonic()
     handle.start()
-    assert time.monotonic() - t0 < 0.2
+    assert time.monotonic() - t0 < 1.0  # the probe runs on the handle's thread (its timeout is 10 s)
     try:
         assert handle.wait_ready(15)
         snap = handle.snapshot()

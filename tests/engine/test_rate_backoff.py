@@ -84,7 +84,9 @@ def test_a_refused_port_gets_a_few_attempts_a_second_not_the_rate() -> None:
         dropped = sum(lv.dropped for lv in snap.levels)
     finally:
         handle.stop()
-    assert 0 < attempts_per_s <= 4, attempts_per_s  # the 1 s connect cap: 1-2 a second; unheld: 200
+    # the 1 s connect cap: 1-2 a second (more while the first short steps still count on a busy machine);
+    # unheld: 200
+    assert 0 < attempts_per_s <= 12, attempts_per_s
     assert dict(snap.errors).keys() == {"connect"}
     assert dropped >= 400, dropped
 
