@@ -128,9 +128,8 @@ def test_stop_cancels_in_flight_and_leaves_nothing_behind(tmp_path: Path) -> Non
         assert streaming and streaming[0].ttft_ms is not None and streaming[0].text_tail
         t0 = time.monotonic()
         handle.stop(drain=False, timeout_s=2.0)
-        assert (
-            time.monotonic() - t0 < 6.0
-        )  # the 2 s timeout, then the workers' exit (slow when the machine is busy)
+        # the 2 s timeout, then the workers' exit (slow when the machine is busy)
+        assert time.monotonic() - t0 < 6.0
         snap = handle.snapshot()
         assert snap.cancelled == 4 and snap.failed == 0
         assert _children() == before, "engine worker processes left behind"
