@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.pty_app import PtyApp
 from tui.app.watch import watch_target
 from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
@@ -89,44 +89,20 @@ def test_watch_runs_against_the_variable_and_says_so_first(tmp_path: Path) -> No
     """The whole command in a pseudo-terminal with only ``$OPENAI_BASE_URL`` set: its first line names the
     URL (without the credentials it would refuse anyway), and it scrapes that server's /metrics."""
     log = tmp_path / "scrapes.jsonl"
-    master, slave = os.openpty()
-    screen = bytearray()
-
-    def drain() -> None:  # the app blocks if nobody reads its terminal
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            screen.extend(data)
-
     with SimServer("tiny-cpu", time_scale=4.0) as sim:
         url = sim.start().url
         env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL=url, TERM="xterm-256color", COLUMNS="120",
                    LINES="40")  # fmt: skip
-        cmd = [sys.executable, "-m", "tui", "watch", "--interval", "0.2", "--server-metrics-log", str(log)]
-        proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
-        os.close(slave)
-        reader = threading.Thread(target=drain, daemon=True)
-        reader.start()
-        try:
+        with PtyApp(["watch", "--interval", "0.2", "--server-metrics-log", str(log)], env) as app:
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and proc.poll() is None:
+            while time.monotonic() < deadline and app.running():
                 if log.exists() and log.read_text().count("\n") >= 2:
                     break
                 time.sleep(0.05)
             scrapes = log.read_text().count("\n") if log.exists() else 0
-            os.write(master, b"q")
-            proc.wait(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            os.close(master)
-            reader.join(5)
-    text = bytes(screen).decode(errors="replace")
+            app.write(b"q")
+            returncode = app.wait(20)
+    text = app.text()
     assert scrapes >= 2, text[-2000:]
     assert text.startswith(f"tokentop: using $OPENAI_BASE_URL={url.removesuffix('/v1')}"), text[:300]
-    assert proc.returncode == 0, text[-2000:]
+    assert returncode == 0, text[-2000:]
