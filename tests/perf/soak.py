@@ -92,7 +92,7 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
         LoadTarget(concurrency=ns.users),
         workers=2,
         requests_log=workdir / "requests.jsonl",
-        options=EngineOptions(),
+        options=EngineOptions(metrics_interval_s=ns.scrape_s),
     )
     engine.start()
     samples: list[dict[str, Any]] = []
@@ -276,6 +276,10 @@ def main() -> int:
     ap.add_argument("--users", type=int, default=24)
     ap.add_argument("--sample-s", type=float, default=30.0)
     ap.add_argument("--warmup-min", type=float, default=10.0)
+    ap.add_argument(
+        "--scrape-s", type=float, default=1.0,
+        help="/metrics scrape interval (0.25 fills the poller's 3,600-reading ring in 15 min, not an hour)",
+    )  # fmt: skip
     ap.add_argument("--time-scale", type=float, default=1.0, help="the simulator's speed-up")
     ap.add_argument("--trace-from-min", type=float, default=None, help="start tracemalloc at this minute")
     ap.add_argument("--trace-frames", type=int, default=6, help="frames kept per allocation (cost grows)")
