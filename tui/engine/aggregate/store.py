@@ -60,14 +60,17 @@ class Store:
         cpu_threshold: float = 0.6,
         max_lanes: int = 64,
         heavy_interval_s: float = 0.5,
+        series_cap: int | None = None,
     ) -> None:
+        """``series_cap``: raw samples per rolling metric (default `SERIES_CAP`, written at construction: a
+        face that never gets a request, `tokentop watch`, asks for a small one)."""
         self.t0_ns = t0_ns
         self.workers = workers
         self.slo_ttft_ms = slo_ttft_ms
         self.slo_tpot_ms = slo_tpot_ms
         self.heavy_interval_s = heavy_interval_s
         self.series: dict[str, MetricSeries] = {
-            name: MetricSeries(t0_ns) for name in ("ttft", "e2e", "tpot", "itl_e2e", "itl_chunk")
+            name: MetricSeries(t0_ns, series_cap) for name in ("ttft", "e2e", "tpot", "itl_e2e", "itl_chunk")
         }
         self.levels: dict[int, LevelAgg] = {}
         self.lanes = Lanes(max_lanes)
