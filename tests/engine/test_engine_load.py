@@ -80,7 +80,8 @@ def test_open_loop_rate_cap_and_scheduling_lag(tmp_path: Path) -> None:
         snap = handle.snapshot()
     first, capped = snap.levels
     assert (first.mode, first.value, capped.value) == ("rate", 25.0, 40.0)
-    assert first.sched_lag.n > 10 and first.sched_lag.p50 < 20.0  # on time, set against the capped level's >100 ms
+    # on time: 20 ms is set against the capped level's >100 ms, with room for a busy machine
+    assert first.sched_lag.n > 10 and first.sched_lag.p50 < 20.0
     assert capped.level_id == level_id
     # 2 in flight x 0.2 s each can only serve ~10 req/s: arrivals queue behind the cap and their lag grows
     assert capped.sched_lag.p90 > 100.0
