@@ -4,7 +4,8 @@ Talks to the handle over two one-way pipes, in the typed messages of `tui.engine
 there): in, commands (`ApplyShare`, `Stop`); out, every ``batch_interval_s`` one `Batch` of what was measured
 since the last (lane deltas of the live streams, finished records, health readings), and finally `Goodbye`
 (after a `WorkerFailed` if something broke). Writes to the pipe happen on a small sender thread, so a slow
-reader never stalls this loop (and with it the timestamps).
+reader never stalls this loop (and with it the timestamps); while one batch still waits for it, no other is
+built, so a face that falls behind gets fewer, larger batches instead of a queue that grows.
 """
 
 from __future__ import annotations
@@ -211,6 +212,12 @@ class Worker:
                 end = time.perf_counter() + self.options.test_block_loop_ms / 1e3
                 while time.perf_counter() < end:
                     pass
+            if not self.outbox.empty():
+                # The handle has not read the last batch yet (the face is behind and the pipe is full): keep
+                # what was measured for the next one rather than queue batch after batch, so a slow face
+                # costs this process one batch of memory, not one per interval. Nothing is lost: records,
+                # lane text and tokens wait in place, and the batch that goes out carries them all.
+                continue
             self.send(self.batch())
 
     # --- commands -----------------------------------------------------------------------------
