@@ -170,13 +170,17 @@ async def test_malformed_request_line_gets_400_and_close(sim: SimServer) -> None
 # --- the truth log ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.timing  # to the millisecond: beside another test on two cores the median lag read 2.4 ms
-async def test_truth_log_agrees_with_the_client(sim: SimServer, truth_path: Path) -> None:
+@pytest.mark.timing
+async def test_truth_log_agrees_with_the_client(tmp_path: Path) -> None:
+    """At the profile's own pace (a token every ~7 ms): 20x faster, chunks came every 0.4-1 ms and a client
+    delayed by a busy machine fell behind them (median lag 4.8 ms), which says nothing of the stamps."""
+    truth_path = tmp_path / "truth.jsonl"
     rid = "truth-1"
-    reply = await call(
-        sim.port, "POST", "/v1/chat/completions", chat_body(20), headers={"x-tokentop-request-id": rid}
-    )
-    truth = truth_for(truth_path, rid)
+    with SimServer("small-gpu", truth_log=truth_path) as sim:
+        reply = await call(
+            sim.port, "POST", "/v1/chat/completions", chat_body(20), headers={"x-tokentop-request-id": rid}
+        )
+        truth = truth_for(truth_path, rid)
     texts = reply.text_events()
     usage = reply.chunks()[-1]["usage"]
     assert truth["id"] == reply.chunks()[0]["id"]
@@ -186,10 +190,11 @@ async def test_truth_log_agrees_with_the_client(sim: SimServer, truth_path: Path
     assert len(truth["chunk_ns"]) == len(texts) == 20
     assert reply.sent_ns <= truth["arrival_ns"] <= truth["admitted_ns"] <= truth["first_token_ns"]
     assert truth["first_token_ns"] == truth["chunk_ns"][0] and truth["chunk_ns"][-1] <= truth["end_ns"]
-    # Same clock in both processes: each chunk arrives just after the server stamped it.
+    # Same clock in both processes: each chunk arrives just after the server stamped it, well within the
+    # ~7 ms step (a stamp taken a step early would read a lag of a step or more).
     lag_ms = [(ns - server_ns) / 1e6 for (ns, _, _), server_ns in zip(texts, truth["chunk_ns"], strict=True)]
     assert min(lag_ms) >= 0
-    assert statistics.median(lag_ms) < 2.0 and max(lag_ms) < 10.0, lag_ms
+    assert statistics.median(lag_ms) < 3.5 and max(lag_ms) < 50.0, lag_ms
 
 
 async def test_client_disconnect_is_logged_and_frees_the_slot(sim: SimServer, truth_path: Path) -> None:
