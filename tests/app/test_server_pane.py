@@ -107,3 +107,27 @@ async def test_the_level_table_shows_the_servers_column(engine: FakeEngine, make
         await settle(pilot)
         text = screen_text(app)
     assert "server run/wait/KV" in text
+
+
+def test_the_tables_server_cell_of_a_settled_level_outlives_the_ring() -> None:
+    """The table keeps a settled level's server figures once the ring has dropped its scrapes; a level not
+    yet settled (its last requests still out) is read from the ring each time."""
+    from dataclasses import replace
+
+    from tui.app.widgets.levels import ServerMeans
+
+    view = _view()  # readings at 0 s and 1 s
+    level = frozen.snapshot().levels[0]
+    assert level.span_s(0.0) == (0.0, 10.0)
+    t0 = -10 * S  # the run began 10 s before the first scrape: the level's span ends at it
+    settled = (replace(level, settled=True),)
+    unsettled = (replace(level, level_id=9, settled=False),)
+    means = ServerMeans()
+    first = means.of(view, settled + unsettled, t0, 2 * S)
+    assert first[level.level_id]["waiting"] is not None and first[9] == first[level.level_id]
+    # the ring moves on: only a scrape at 5 s is left
+    (_, last) = view.readings
+    moved = replace(view, readings=(replace(last, t_ns=5 * S),), scrapes=view.scrapes + 1)
+    again = means.of(moved, settled + unsettled, t0, 6 * S)
+    assert again[level.level_id] == first[level.level_id]
+    assert again[9]["waiting"] is None  # nothing left in the ring before its window's end

@@ -13,6 +13,7 @@ import pytest
 
 from tests.engine.engine_helpers import running_handle, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
+from tui.engine.host import server_scrape
 from tui.engine.host.handle import EngineHandle
 from tui.engine.server_metrics.view import MISSING, OK, ServerView
 from tui.sim.launch import SimServer
@@ -69,6 +70,41 @@ def test_the_servers_queue_shows_when_the_load_passes_its_slots(tmp_path: Path) 
     assert 3.0 <= server["running_mean"] <= 4.0 and server["waiting_mean"] > 1.0
     assert results["server"]["status"] == "ok" and "running" in results["server"]["found"]
     assert view.url.endswith("/metrics") and "/v1" not in view.url
+
+
+def test_an_ended_level_keeps_its_server_figures_after_the_ring_has_moved_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ring of 40 scrapes at 10 Hz holds four seconds (an hour at 1 Hz by default): the first level (8 users
+    on 4 slots) ends and settles, the second runs until the first's scrapes are all gone from the ring, and
+    the results still give the first level the server's queue as it was (from the ring at the end: null)."""
+    monkeypatch.setattr(server_scrape, "SERVER_HISTORY", 40)
+    opts = replace(FAST, metrics_interval_s=0.1)
+    with (
+        SimServer("tiny-cpu", time_scale=8.0) as sim,
+        running_handle(sim.start().url, LoadTarget(concurrency=8), tmp_path, workload=WORKLOAD, options=opts)
+        as handle,
+    ):  # fmt: skip
+        wait_for(handle, lambda s: s.levels[0].steady and s.levels[0].window_s >= 1.5, 30, "steady at 8")
+        handle.set_load(LoadTarget(concurrency=1))
+        # settled: ended, and its last requests are in (until then its window still grows)
+        _, snap, _ = wait_for(handle, lambda s: len(s.levels) == 2 and s.levels[0].settled, 10, "1st settled")
+        span = snap.levels[0].span_s(0.0)
+        assert span is not None
+        first_end_ns = handle.t0_ns + int(span[1] * 1e9)
+        # until the oldest scrape in the ring is newer than the first level's window
+        _wait_view(handle, lambda v: bool(v.readings) and v.readings[0].t_ns > first_end_ns + int(0.5e9), 20)
+        wait_for(handle, lambda s: s.levels[1].steady and s.levels[1].window_s >= 1.0, 30, "steady at 1")
+        view = handle.server_view()
+        results = handle.results()
+    assert view is not None and view.gauge_means(*_ns(handle.t0_ns, span))["running"] is None  # gone
+    kept, now = (level["server"] for level in results["levels"])
+    assert kept["scrapes"] >= 15 and 3.0 <= kept["running_mean"] <= 4.0 and kept["waiting_mean"] > 1.0
+    assert now["running_mean"] == pytest.approx(1.0, abs=0.3) and now["waiting_mean"] < 0.3
+
+
+def _ns(t0_ns: int, span_s: tuple[float, float]) -> tuple[int, int]:
+    return t0_ns + int(span_s[0] * 1e9), t0_ns + int(span_s[1] * 1e9)
 
 
 def test_a_server_without_metrics_gets_one_line_and_the_run_goes_on(tmp_path: Path) -> None:

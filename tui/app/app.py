@@ -30,7 +30,7 @@ from tui.app.widgets.errors import ErrorsPane
 from tui.app.widgets.footer import KeyFooter
 from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
-from tui.app.widgets.levels import LevelTable, server_means
+from tui.app.widgets.levels import LevelTable, ServerMeans
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.server import ServerPane
 from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
@@ -107,9 +107,8 @@ class TokentopApp(App[int]):
         super().__init__()
         self.engine = engine
         self.watch_only = watch_only
-        self._server_means_key: object = None
-        self._server_means_cache: dict[int, dict[str, float | None]] = {}
         """`tokentop watch`: no load; only the server pane (and the status line) are shown, load keys off."""
+        self._server_means = ServerMeans()
         self.output = output
         self.requests_log = requests_log
         self.save_dir = save_dir or Path.cwd()
@@ -276,7 +275,13 @@ class TokentopApp(App[int]):
             and self.screen.is_active
         ):
             changed = table.show(
-                snap.levels, snap.level_id, snap.knee, self.convention, self._server_means(snap)
+                snap.levels,
+                snap.level_id,
+                snap.knee,
+                self.convention,
+                self._server_means.of(
+                    self.engine.server_view(), snap.levels, self.engine.t0_ns, self._clock_ns()
+                ),
             )
             if changed and not force:
                 return
@@ -292,19 +297,6 @@ class TokentopApp(App[int]):
                 if not force:
                     self._next_plot = index + 1
                     break
-
-    def _server_means(self, snap: Snapshot) -> dict[int, dict[str, float | None]]:
-        """The server's gauges per level for the table, recomputed only when a new scrape or level came."""
-        view = self.engine.server_view()
-        key = (
-            id(view),
-            view.scrapes if view else 0,
-            tuple((lv.level_id, lv.window_to_s) for lv in snap.levels),
-        )
-        if key != self._server_means_key:
-            self._server_means_key = key
-            self._server_means_cache = server_means(view, snap.levels, self.engine.t0_ns, self._clock_ns())
-        return self._server_means_cache
 
     def _redraw_plots(self) -> None:
         """After a key that changes what a plot shows: redraw the visible ones now, not at the next slot."""

@@ -152,6 +152,9 @@ class LevelView:
     goodput_per_s: float | None = None
     """Requests/s meeting every SLO given (None without SLOs)."""
     in_flight: int = 0
+    settled: bool = False
+    """The level has ended and every request of it and of earlier levels is known: nothing here changes
+    any more (a level's figures stop changing only then, not when it ends: its last requests finish later)."""
     exact: bool = True
     """False once the level outgrew its exact sample caps and its latency stats come from a reservoir."""
     too_short: bool = False

@@ -10,6 +10,7 @@ from textual.widgets import DataTable
 
 from tui.app.plotting import format_rate
 from tui.app.widgets.styles import ComponentStyles
+from tui.engine.server_metrics.level_figures import LevelFigures, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
 
@@ -82,17 +83,39 @@ def server_cell(means: Mapping[str, float | None] | None) -> str:
 
 
 def server_means(
-    view: ServerView | None, levels: tuple[LevelView, ...], t0_ns: int, now_ns: int
+    view: ServerView | None,
+    levels: tuple[LevelView, ...],
+    t0_ns: int,
+    now_ns: int,
+    figures: LevelFigures[dict[str, float | None]] | None = None,
 ) -> dict[int, dict[str, float | None]]:
-    """Per level, the server's gauges over its steady window (its span when it has none), by level id."""
+    """Per level, the server's gauges over its steady window (its span when it has none), by level id: the
+    spans the results use (`level_spans_ns`). Keep one ``figures`` across calls, so an ended level's stay
+    frozen after the poller's ring has dropped its scrapes (`LevelFigures`)."""
     if view is None or not view.readings:
         return {}
-    out = {}
-    for lv in levels:
-        span = lv.span_s((now_ns - t0_ns) / 1e9)
-        if span is not None:
-            out[lv.level_id] = view.gauge_means(t0_ns + int(span[0] * 1e9), t0_ns + int(span[1] * 1e9))
-    return out
+    figures = figures if figures is not None else LevelFigures(ServerView.gauge_means)
+    return figures.of(view, level_spans_ns(levels, t0_ns, now_ns))
+
+
+class ServerMeans:
+    """The table's server gauges per level, recomputed only when a scrape or a level window came (the
+    view is published whole, so a new scrape is a new view), with one `LevelFigures` across the run."""
+
+    def __init__(self) -> None:
+        self._key: object = None
+        self._means: dict[int, dict[str, float | None]] = {}
+        self._figures: LevelFigures[dict[str, float | None]] = LevelFigures(ServerView.gauge_means)
+
+    def of(
+        self, view: ServerView | None, levels: tuple[LevelView, ...], t0_ns: int, now_ns: int
+    ) -> dict[int, dict[str, float | None]]:
+        """`server_means`, or what it last said while nothing it reads has changed."""
+        key = (id(view), view.scrapes if view else 0, tuple((lv.level_id, lv.window_to_s) for lv in levels))
+        if key != self._key:
+            self._key = key
+            self._means = server_means(view, levels, t0_ns, now_ns, self._figures)
+        return self._means
 
 
 def level_cells(

@@ -263,6 +263,8 @@ class LevelContext:
     earlier_last_end_ns: int | None
     acked: bool
     """Every worker has applied this level (so requests of earlier levels are all known)."""
+    settled: bool = False
+    """The level has ended and every request of it and of the levels before is known: its view is final."""
 
 
 def window_end_ns(
@@ -374,6 +376,7 @@ def level_view(
         total_tps=per_s(tokens + sent_in_window_in),
         goodput_per_s=goodput,
         in_flight=ctx.in_flight,
+        settled=ctx.settled,
         exact=lv.req.exact and lv.gaps.exact,
         too_short=not measured,
         dropped=lv.dropped,

@@ -133,6 +133,7 @@ class ViewMaker:
         earlier_last_end: int | None = None
         for level_id, lv in levels.items():
             mine = inputs.in_flight_sent.get(level_id, ())
+            settled = lv.end_ns is not None and not mine and horizon >= lv.end_ns and earlier_in_flight == 0
             ctx = LevelContext(
                 now_ns=now_ns,
                 horizon_ns=horizon,
@@ -141,8 +142,8 @@ class ViewMaker:
                 earlier_in_flight=earlier_in_flight,
                 earlier_last_end_ns=earlier_last_end,
                 acked=all(lvl >= level_id for lvl in inputs.worker_level),
+                settled=settled,
             )
-            settled = lv.end_ns is not None and not mine and horizon >= lv.end_ns and earlier_in_flight == 0
             key = (lv.version, 1 if settled else 0)
             cached = self._cache.get(level_id)
             if cached is None or not settled or self._cache_keys.get(level_id) != key:

@@ -178,6 +178,7 @@ class EngineHandle(EngineBase):
                 now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
             )
             self._flag_lengths(snap.levels)
+            self._scrape.keep_level_summaries(snap.levels, self._store.t0_ns, now)
             return replace(
                 snap, notices=tuple(self._store.notices), recent_errors=tuple(self._store.recent_errors)
             )
@@ -199,7 +200,7 @@ class EngineHandle(EngineBase):
 
         with self._lock:
             return collect_results(
-                self._store, self.snapshot, self.run_info(), self.server_view(), interrupted=interrupted
+                self._store, self.snapshot, self.run_info(), self._scrape, interrupted=interrupted
             )
 
     def run_info(self) -> RunInfo:

@@ -11,17 +11,18 @@ from typing import TYPE_CHECKING, Any
 from tui.engine.aggregate.level_histograms import level_histograms
 from tui.engine.aggregate.store import Store
 from tui.engine.host.results import ClientSummary, RunInfo, build_results, server_summary
+from tui.engine.server_metrics.level_figures import level_spans_ns
 from tui.engine.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from tui.engine.server_metrics import ServerView
+    from tui.engine.host.server_scrape import ServerScrape
 
 
 def collect_results(
     store: Store,
     snapshot: Callable[[], Snapshot],
     info: RunInfo,
-    server_view: ServerView | None,
+    scrape: ServerScrape,
     *,
     interrupted: str | None,
 ) -> dict[str, Any]:
@@ -37,7 +38,12 @@ def collect_results(
         saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
         notices=tuple(store.notices),
     )
-    server = server_summary(server_view, [lv for lv, _ in views], store.t0_ns, now)
+    view = scrape.latest()
+    if view is None:
+        server = None
+    else:
+        spans = level_spans_ns([lv for lv, _ in views], store.t0_ns, now)
+        server = server_summary(view, scrape.level_summaries(view, spans))
     histograms = {
         lv.level_id: level_histograms(store.levels[lv.level_id], lv, store.t0_ns) for lv, _ in views
     }

@@ -382,19 +382,13 @@ def write_results(results: dict[str, Any], path: Path) -> Path:
 
 
 def server_summary(
-    view: ServerView | None, levels: Sequence[LevelView], t0_ns: int, now_ns: int
+    view: ServerView | None, per_level: Mapping[int, Mapping[str, Any]]
 ) -> ServerSummary | None:
-    """Each level's server figures over the level's steady window (its whole span when it has none), and
-    the run's: the same clock (`perf_counter_ns`) stamps the scrapes and the requests, so they line up."""
+    """The run's server figures beside each level's (`ServerView.level_summary` over the level's steady
+    window, its whole span when it has none: the same clock, ``perf_counter_ns``, stamps the scrapes and the
+    requests, so they line up)."""
     if view is None:
         return None
-    per_level: dict[int, Mapping[str, Any]] = {}
-    for lv in levels:
-        span = lv.span_s((now_ns - t0_ns) / 1e9)
-        if span is not None:
-            per_level[lv.level_id] = view.level_summary(
-                t0_ns + int(span[0] * 1e9), t0_ns + int(span[1] * 1e9)
-            )
     run = {
         "url": safe_url(view.url),
         "kind": view.kind,
@@ -405,4 +399,4 @@ def server_summary(
         "failures": view.failures,
         "found": list(view.found),
     }
-    return ServerSummary(run=run, levels=per_level)
+    return ServerSummary(run=run, levels=dict(per_level))

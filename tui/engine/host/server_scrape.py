@@ -4,17 +4,20 @@ closed together, so the load engine and `tokentop watch` start and stop them the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import IO, TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from tui.engine.config import EngineOptions, TargetConfig
 
 if TYPE_CHECKING:
     from tui.engine.server_metrics import ServerMetricsPoller, ServerView
+    from tui.engine.server_metrics.level_figures import LevelFigures, LevelSpan
+    from tui.engine.snapshot import LevelView
 
 SERVER_HISTORY = 3600
-"""Scrapes kept for the results' per-level server figures: an hour at the default 1 Hz (a level older
-than that gets no server figures; the --server-metrics-log keeps everything)."""
+"""Scrapes kept: an hour at the default 1 Hz, for the live figures, the histories and the running level's
+server figures (a settled level's are kept apart, see `level_summaries`; the --server-metrics-log keeps
+everything)."""
 
 
 class ServerScrape:
@@ -24,6 +27,7 @@ class ServerScrape:
     def __init__(self) -> None:
         self._poller: ServerMetricsPoller | None = None
         self._log: IO[bytes] | None = None
+        self._summaries: LevelFigures[dict[str, Any]] | None = None
 
     @property
     def started(self) -> bool:
@@ -48,6 +52,29 @@ class ServerScrape:
     def latest(self) -> ServerView | None:
         """The view as last scraped, or None before `start`."""
         return self._poller.latest() if self._poller is not None else None
+
+    def level_summaries(self, view: ServerView, spans: list[LevelSpan]) -> dict[int, dict[str, Any]]:
+        """Each level's `ServerView.level_summary` over its span, by level id; an ended level's is frozen
+        once it has settled and a scrape after it came in, so it outlives the ring (`LevelFigures`)."""
+        return self._level_figures().of(view, spans)
+
+    def keep_level_summaries(self, levels: Sequence[LevelView], t0_ns: int, now_ns: int) -> None:
+        """Freeze the summary of each settled level whose scrapes are all in (`LevelFigures.keep`): called
+        on every snapshot, it costs a look-up per settled level once they are kept."""
+        view = self.latest()
+        if view is not None and view.readings:
+            from tui.engine.server_metrics.level_figures import level_spans_ns
+
+            settled = [lv for lv in levels if lv.settled]
+            self._level_figures().keep(view, level_spans_ns(settled, t0_ns, now_ns))
+
+    def _level_figures(self) -> LevelFigures[dict[str, Any]]:
+        if self._summaries is None:
+            from tui.engine.server_metrics.level_figures import LevelFigures
+            from tui.engine.server_metrics.view import ServerView
+
+            self._summaries = LevelFigures(ServerView.level_summary)
+        return self._summaries
 
     def stop(self) -> None:
         """Stop polling (the last view stays readable) and close the log. Idempotent."""

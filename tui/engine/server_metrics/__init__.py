@@ -8,6 +8,7 @@ Runs in the face process only, never in an engine worker (an import contract kee
 - `window`: counter rates (reset-aware), windowed histogram quantiles from bucket deltas, time-weighted
   gauge means.
 - `view`: one scrape reduced to a `Reading`; the frozen `ServerView` a face reads, with `level_summary`.
+- `level_figures`: each level's figures, kept once the level has settled, so they outlive the ring.
 - `poller`: `ServerMetricsPoller`, the background thread that scrapes and publishes.
 """
 

@@ -9,6 +9,7 @@ readings themselves (a bounded ring) for histories and for `level_summary` over 
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -93,6 +94,18 @@ def model_of(families: Mapping[str, Family]) -> str | None:
 
 
 # --- figures over a window ----------------------------------------------------------------------------------
+
+
+def around(readings: tuple[Reading, ...], t_from_ns: int, t_to_ns: int) -> tuple[Reading, ...]:
+    """The readings a figure over [t_from_ns, t_to_ns] can use (sorted by time): those inside, the last one
+    before (its value holds into the window) and the first one after (it ends the hold of the last inside).
+    Found by bisection, so a level's figures cost its own scrapes, not the whole ring's."""
+    start = max(bisect_right(readings, t_from_ns, key=_t_ns) - 1, 0)
+    return readings[start : bisect_left(readings, t_to_ns, key=_t_ns) + 1]
+
+
+def _t_ns(reading: Reading) -> int:
+    return reading.t_ns
 
 
 def _gauge_points(readings: tuple[Reading, ...], signal: str) -> list[Point]:
@@ -217,12 +230,13 @@ class ServerView:
 
     def gauge_means(self, t_from_ns: int, t_to_ns: int) -> dict[str, float | None]:
         """Each gauge signal time-averaged over [t_from_ns, t_to_ns] (cheap: for a table row per level)."""
-        return {s: time_weighted_mean(_gauge_points(self.readings, s), t_from_ns, t_to_ns) for s in GAUGES}
+        readings = around(self.readings, t_from_ns, t_to_ns)
+        return {s: time_weighted_mean(_gauge_points(readings, s), t_from_ns, t_to_ns) for s in GAUGES}
 
     def level_summary(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
         """The server's figures over one load level's window, for results: time-averaged gauges
         (`running_mean`, ...), rates, latency quantiles in ms, the server kind and what was found."""
-        readings = self.readings
+        readings = around(self.readings, t_from_ns, t_to_ns)
         summary: dict[str, Any] = {
             "kind": self.kind,
             "model": self.model,
@@ -252,14 +266,15 @@ def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: 
     last = readings[-1]
     t_to = last.t_ns
     t_from = t_to - int(base.window_s * 1e9)
+    recent = around(readings, t_from, t_to)
     current: dict[str, float | None] = {s: last.gauges.get(s) for s in GAUGES}
     server_map = MAPS.get(base.kind)
     quantiles: dict[str, Mapping[str, float | None]] = {}
     if server_map is not None:
         for signal in RATES:
-            current[signal] = rate_signal(server_map, readings, signal, t_from, t_to)
+            current[signal] = rate_signal(server_map, recent, signal, t_from, t_to)
         for signal in server_map.histograms:
-            quantiles[signal] = _quantiles(window_histogram(readings, signal, t_from, t_to))
+            quantiles[signal] = _quantiles(window_histogram(recent, signal, t_from, t_to))
     return ServerView(
         status=OK,
         url=base.url,

@@ -1,0 +1,112 @@
+"""What the level table's server means cost the UI thread once per scrape, with the poller's ring full.
+
+    python tests/perf/server_means.py [--readings 3600] [--levels 12] [--scrapes 30]
+
+The ring holds readings of the simulator's recorded /metrics a second apart (an hour at the default 1 Hz).
+Two runs: one level spanning the whole hour (the soak), and ``--levels`` levels splitting it, all but the
+last settled. Each is timed three ways per scrape: every level over the whole ring (before), each level over
+only the scrapes around its window, and that with the settled levels kept (`ServerMeans`, what the app does).
+Prints the median and max per scrape in ms, and the ratio to the whole-ring figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import tui.engine.server_metrics.view as view_module  # noqa: E402
+from tests.app import frozen  # noqa: E402
+from tui.app.widgets.levels import ServerMeans, server_means  # noqa: E402
+from tui.engine.server_metrics.kinds import VLLM  # noqa: E402
+from tui.engine.server_metrics.parse import parse_text  # noqa: E402
+from tui.engine.server_metrics.view import Reading, ServerView, build_view, read  # noqa: E402
+from tui.engine.snapshot import LevelView  # noqa: E402
+
+S = 1_000_000_000
+FIXTURE = ROOT / "tests" / "unit" / "fixtures" / "server_metrics" / "vllm_sim.txt"
+
+
+def ring(n: int) -> tuple[Reading, ...]:
+    first = read(parse_text(FIXTURE.read_text()), 0, VLLM)
+    return tuple(
+        Reading(i * S, {**first.gauges, "waiting": float(i % 7)}, first.counters, first.histograms)
+        for i in range(n)
+    )
+
+
+def levels(count: int, span_s: float) -> tuple[LevelView, ...]:
+    """``count`` levels splitting ``span_s`` evenly; all settled but the last, which runs."""
+    base = frozen.LEVELS[0]
+    each = span_s / count
+    out = []
+    for i in range(count):
+        last = i == count - 1
+        out.append(
+            replace(
+                base, level_id=i + 1, started_s=i * each, ended_s=None if last else (i + 1) * each,
+                window_from_s=i * each + 1.0, window_to_s=None if last else (i + 1) * each, settled=not last,
+            )
+        )  # fmt: skip
+    return tuple(out)
+
+
+def timed(fn: object, scrapes: int) -> list[float]:
+    out = []
+    for _ in range(scrapes):
+        t = time.perf_counter()
+        fn()  # type: ignore[operator]
+        out.append((time.perf_counter() - t) * 1e3)
+    return out
+
+
+def run(readings: int, level_count: int, scrapes: int) -> None:
+    readings_ = ring(readings)
+    view = build_view(ServerView(kind=VLLM), readings_, "m")
+    lv = levels(level_count, readings - 1.0)
+    t0, now = 0, (readings - 1) * S
+
+    def sliced() -> None:
+        server_means(view, lv, t0, now)
+
+    kept_means = ServerMeans()
+    scraped = [view.scrapes]
+
+    def kept() -> None:
+        # a new scrape each time (the app recomputes once a scrape): a new view of the same ring
+        scraped[0] += 1
+        kept_means.of(replace(view, scrapes=scraped[0]), lv, t0, now)
+
+    around = view_module.around
+    view_module.around = lambda r, a, b: r  # type: ignore[assignment]  # the whole ring, as before
+    try:
+        whole = timed(sliced, scrapes)
+    finally:
+        view_module.around = around
+    results = {"whole ring (before)": whole, "around each window": timed(sliced, scrapes)}
+    results["kept once settled (the app)"] = timed(kept, scrapes)
+    base = statistics.median(whole)
+    print(f"{level_count} level(s) over {readings} readings, {scrapes} scrapes:")
+    for name, ms in results.items():
+        med = statistics.median(ms)
+        print(f"  {name:30s} median {med:7.2f} ms  max {max(ms):7.2f} ms  ({med / base:.2f} of before)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--readings", type=int, default=3600)
+    ap.add_argument("--levels", type=int, default=12)
+    ap.add_argument("--scrapes", type=int, default=30)
+    args = ap.parse_args()
+    run(args.readings, 1, args.scrapes)
+    run(args.readings, args.levels, args.scrapes)
+
+
+if __name__ == "__main__":
+    main()
