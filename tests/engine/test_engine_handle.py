@@ -11,6 +11,7 @@ import pytest
 
 from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
+from tui.engine.aggregate.series import IDLE_SERIES_CAP, SERIES_CAP
 from tui.engine.aggregate.views import Views
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
@@ -47,6 +48,8 @@ def test_unreachable_server_is_one_fatal_line_and_start_does_not_block(tmp_path:
 
 def test_snapshot_and_stop_before_start_are_harmless() -> None:
     handle = EngineHandle(TargetConfig(base_url="http://127.0.0.1:9/v1"), WORKLOAD, LoadTarget(concurrency=3))
+    # The store a handle reads before `start` makes the run's own is a small one (not 11 MB written twice).
+    assert {s.cap for s in handle._store.series.values()} == {IDLE_SERIES_CAP}
     snap = handle.snapshot()
     assert (snap.completed, snap.in_flight, snap.levels, snap.fatal) == (0, 0, (), None)
     handle.set_load(LoadTarget(concurrency=5))
@@ -95,6 +98,7 @@ def test_probe_false_trusts_the_faces_own_check(tmp_path: Path, probe: bool) -> 
         try:
             assert handle.wait_ready(30.0)
             _, snap, _ = wait_for(handle, lambda s: s.completed >= 3, 20, "three requests")
+            assert {s.cap for s in handle._store.series.values()} == {SERIES_CAP}  # the run's own store
         finally:
             handle.stop()
         paths = [r.path for r in server.requests]

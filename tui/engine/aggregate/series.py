@@ -16,6 +16,9 @@ from tui.engine.snapshot import Histogram, Stats
 
 SERIES_CAP = 1 << 17
 """Raw samples kept per rolling metric (about 2 MB each)."""
+IDLE_SERIES_CAP = 1024
+"""For a store no request will reach (`tokentop watch`, a handle before `start`): the rings are written at
+construction, so not the 11 MB a load run's store writes up front."""
 RING_SLOTS = 64
 """Seconds of per-second histograms: covers the longest rolling window (60 s)."""
 

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
@@ -75,7 +76,8 @@ class EngineHandle(EngineBase):
         self._load = load
         self._level_id = 0
         self._lock = threading.RLock()
-        self._store = self._new_store(time.perf_counter_ns())
+        # Until `start` makes the run's store, snapshots and results read an empty one.
+        self._store = self._new_store(time.perf_counter_ns(), series_cap=IDLE_SERIES_CAP)
         self._model = target.model or ""
         self._fatal: str | None = None
         self._guard = ConfigGuard(has_key=bool(target.api_key))
@@ -95,7 +97,7 @@ class EngineHandle(EngineBase):
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
 
-    def _new_store(self, t0_ns: int) -> Store:
+    def _new_store(self, t0_ns: int, *, series_cap: int | None = None) -> Store:
         o = self.options
         return Store(
             t0_ns,
@@ -105,6 +107,7 @@ class EngineHandle(EngineBase):
             lag_threshold_ms=o.lag_threshold_ms,
             cpu_threshold=o.cpu_threshold,
             max_lanes=o.max_lanes,
+            series_cap=series_cap,
         )
 
     # --- Engine protocol ------------------------------------------------------------------------

@@ -11,16 +11,13 @@ import time
 from typing import Any
 
 from tui import __version__
+from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.results import safe_url
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.snapshot import RequestDetail, Snapshot
-
-WATCH_SERIES_CAP = 1024
-"""Request-metric samples kept while watching: none ever come (no load), so not the 11 MB a load run
-writes up front for its rings."""
 
 
 class WatchEngine(EngineBase):
@@ -30,7 +27,7 @@ class WatchEngine(EngineBase):
         self.target = target
         self.options = options or EngineOptions()
         self._load = LoadTarget(concurrency=0, paused=True)
-        self._store = Store(time.perf_counter_ns(), 0, series_cap=WATCH_SERIES_CAP)
+        self._store = Store(time.perf_counter_ns(), 0, series_cap=IDLE_SERIES_CAP)
         self._scrape = ServerScrape()
         self._stopped = False
         self.started_at: float | None = None
@@ -40,7 +37,7 @@ class WatchEngine(EngineBase):
         if self._scrape.started:
             return
         self.started_at = time.time()
-        self._store = Store(time.perf_counter_ns(), 0, series_cap=WATCH_SERIES_CAP)
+        self._store = Store(time.perf_counter_ns(), 0, series_cap=IDLE_SERIES_CAP)
         self._scrape.start(self.target, self.options, on_notice=self._store.add_notice)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
