@@ -261,6 +261,7 @@ async def test_end_without_done_is_a_disconnect() -> None:
 
     (rec,), _, _ = await _run(handler)
     assert rec.error_class == "disconnect"
+    assert rec.error == "stream ended after 1 chunk, before [DONE]" and len(rec.chunk_ns) == 1
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

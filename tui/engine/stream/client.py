@@ -407,7 +407,11 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
                 break
         raise _Failure("oversized", f"oversized stream: {exc}") from None
     if acc.finish_reason is None:
-        raise _Failure("disconnect", "stream ended before [DONE]")
+        # the body ended cleanly but the stream did not: say how far it got, as a broken connection does
+        chunks = len(acc.chunk_ns)
+        raise _Failure(
+            "disconnect", f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before [DONE]"
+        )
     record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
 
 
