@@ -28,7 +28,7 @@ def sim_url() -> Iterator[str]:
         yield sim.start().url
 
 
-def run_isl(
+def run_records(
     url: str,
     tmp_path: Path,
     endpoint: str,
@@ -38,23 +38,8 @@ def run_isl(
     requests: int,
     workload: WorkloadConfig | None = None,
     users: int = 2,
-) -> list[int]:
-    """The input tokens the server counted for each request, in the order they were sent."""
-    return [
-        r["input_tokens"] for r in run_records(url, tmp_path, endpoint, isl, probe, requests, workload, users)
-    ]
-
-
-def run_records(
-    url: str,
-    tmp_path: Path,
-    endpoint: str,
-    isl: int,
-    probe: bool,
-    requests: int,
-    workload: WorkloadConfig | None = None,
-    users: int = 2,
 ) -> list[dict[str, Any]]:
+    """Each request's record, in the order they were sent (every one ok, its input counted by the server)."""
     target = TargetConfig(base_url=url, endpoint=endpoint)  # type: ignore[arg-type]
     log = tmp_path / f"{endpoint}-{isl}-{probe}.jsonl"
     handle = EngineHandle(
@@ -75,17 +60,22 @@ def run_records(
     return records
 
 
+def input_tokens(records: list[dict[str, Any]]) -> list[int]:
+    """The input tokens the server counted for each record."""
+    return [r["input_tokens"] for r in records]
+
+
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 @pytest.mark.parametrize("isl", [64, 200, 1000])
 def test_mean_isl_is_the_target_from_the_first_request(
     sim_url: str, tmp_path: Path, endpoint: str, isl: int
 ) -> None:
-    isls = run_isl(sim_url, tmp_path, endpoint, isl, probe=True, requests=12)
+    isls = input_tokens(run_records(sim_url, tmp_path, endpoint, isl, probe=True, requests=12))
     assert abs(np.mean(isls) - isl) <= 1.0, isls
 
 
 def test_without_the_probe_three_answers_calibrate(sim_url: str, tmp_path: Path) -> None:
-    isls = run_isl(sim_url, tmp_path, "chat", 200, probe=False, requests=16)
+    isls = input_tokens(run_records(sim_url, tmp_path, "chat", 200, probe=False, requests=16))
     assert abs(isls[0] - 200) > 10  # sized blind: words are not tokens here
     assert abs(np.mean(isls[4:]) - 200) <= 1.0, isls  # two users: two blind, then learned
 
@@ -132,7 +122,9 @@ def test_a_shared_prefix_adds_n_tokens_to_the_isl(
 ) -> None:
     tokenizer = tokenizer_file if local_tokenizer else None
     workload = WorkloadConfig(isl=32, osl=4, shared_prefix=256, tokenizer=tokenizer)
-    isls = run_isl(sim_url, tmp_path, endpoint, 32, probe=True, requests=12, workload=workload)
+    isls = input_tokens(
+        run_records(sim_url, tmp_path, endpoint, 32, probe=True, requests=12, workload=workload)
+    )
     assert abs(np.mean(isls) - (256 + 32)) <= 1.0, isls
 
 
@@ -142,7 +134,9 @@ def test_a_shared_prefix_adds_n_tokens_to_the_isl(
 def test_each_turn_adds_isl_tokens_to_the_turn_before(sim_url: str, tmp_path: Path) -> None:
     turns, isl = 3, 40
     workload = WorkloadConfig(isl=isl, osl=16, turns=turns)
-    records = run_records(sim_url, tmp_path, "chat", isl, True, 8 * turns, workload, users=1)
+    records = run_records(
+        sim_url, tmp_path, "chat", isl, probe=True, requests=8 * turns, workload=workload, users=1
+    )
     isls = [r["input_tokens"] for r in records]
     osls = [r["output_tokens"] for r in records]
     assert osls == [16] * len(records)
