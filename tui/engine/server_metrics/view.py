@@ -99,7 +99,8 @@ def model_of(families: Mapping[str, Family]) -> str | None:
 def around(readings: tuple[Reading, ...], t_from_ns: int, t_to_ns: int) -> tuple[Reading, ...]:
     """The readings a figure over [t_from_ns, t_to_ns] can use (sorted by time): those inside, the last one
     before (its value holds into the window) and the first one after (it ends the hold of the last inside).
-    Found by bisection, so a level's figures cost its own scrapes, not the whole ring's."""
+    Found by bisection, so a level's figures cost its own scrapes, not the whole ring's. (A gauge missing from
+    the reading before holds from none earlier: servers export the same gauges in every scrape.)"""
     start = max(bisect_right(readings, t_from_ns, key=_t_ns) - 1, 0)
     return readings[start : bisect_left(readings, t_to_ns, key=_t_ns) + 1]
 
