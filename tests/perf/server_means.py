@@ -2,11 +2,12 @@
 
     python tests/perf/server_means.py [--readings 3600] [--levels 12] [--scrapes 30]
 
-The ring holds readings of the simulator's recorded /metrics a second apart (an hour at the default 1 Hz).
-Two runs: one level spanning the whole hour (the soak), and ``--levels`` levels splitting it, all but the
-last settled. Each is timed three ways per scrape: every level over the whole ring (before), each level over
-only the scrapes around its window, and that with the settled levels kept (`ServerMeans`, what the app does).
-Prints the median and max per scrape in ms, and the ratio to the whole-ring figure.
+The ring holds readings of the simulator's recorded /metrics a second apart (an hour at the default 1 Hz),
+with the running areas the poller adds (`with_areas`). Two runs: one level spanning the whole hour (the
+soak), and ``--levels`` levels splitting it, all but the last settled. Each is timed three ways per scrape:
+every level point by point over the whole ring (readings without areas: what session 5 did), every level
+from the areas by bisection, and that with the settled levels kept (`ServerMeans`, what the app does).
+Prints the median and max per scrape in ms, and the ratio to the point-by-point figure.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-import tui.engine.server_metrics.view as view_module  # noqa: E402
 from tests.app import frozen  # noqa: E402
 from tui.app.widgets.levels import ServerMeans, server_means  # noqa: E402
 from tui.engine.server_metrics.kinds import VLLM  # noqa: E402
 from tui.engine.server_metrics.parse import parse_text  # noqa: E402
-from tui.engine.server_metrics.view import Reading, ServerView, build_view, read  # noqa: E402
+from tui.engine.server_metrics.view import Hold, Reading, ServerView, build_view, read, with_areas  # noqa: E402
 from tui.engine.snapshot import LevelView  # noqa: E402
 
 S = 1_000_000_000
@@ -34,11 +34,14 @@ FIXTURE = ROOT / "tests" / "unit" / "fixtures" / "server_metrics" / "vllm_sim.tx
 
 
 def ring(n: int) -> tuple[Reading, ...]:
+    """``n`` readings a second apart, as the poller stores them."""
     first = read(parse_text(FIXTURE.read_text()), 0, VLLM)
-    return tuple(
-        Reading(i * S, {**first.gauges, "waiting": float(i % 7)}, first.counters, first.histograms)
-        for i in range(n)
-    )
+    holds: dict[str, Hold] = {}
+    out = []
+    for i in range(n):
+        gauges = {**first.gauges, "waiting": float(i % 7)}
+        out.append(with_areas(Reading(i * S, gauges, first.counters, first.histograms), holds))
+    return tuple(out)
 
 
 def levels(count: int, span_s: float) -> tuple[LevelView, ...]:
@@ -67,14 +70,11 @@ def timed(fn: object, scrapes: int) -> list[float]:
 
 
 def run(readings: int, level_count: int, scrapes: int) -> None:
-    readings_ = ring(readings)
-    view = build_view(ServerView(kind=VLLM), readings_, "m")
+    with_areas_ = ring(readings)
+    view = build_view(ServerView(kind=VLLM), with_areas_, "m")
+    by_points = replace(view, readings=tuple(replace(r, areas={}) for r in with_areas_))
     lv = levels(level_count, readings - 1.0)
     t0, now = 0, (readings - 1) * S
-
-    def sliced() -> None:
-        server_means(view, lv, t0, now)
-
     kept_means = ServerMeans()
     scraped = [view.scrapes]
 
@@ -83,19 +83,16 @@ def run(readings: int, level_count: int, scrapes: int) -> None:
         scraped[0] += 1
         kept_means.of(replace(view, scrapes=scraped[0]), lv, t0, now)
 
-    around = view_module.around
-    view_module.around = lambda r, a, b: r  # type: ignore[assignment]  # the whole ring, as before
-    try:
-        whole = timed(sliced, scrapes)
-    finally:
-        view_module.around = around
-    results = {"whole ring (before)": whole, "around each window": timed(sliced, scrapes)}
-    results["kept once settled (the app)"] = timed(kept, scrapes)
-    base = statistics.median(whole)
+    results = {
+        "point by point (session 5)": timed(lambda: server_means(by_points, lv, t0, now), scrapes),
+        "running areas, by bisection": timed(lambda: server_means(view, lv, t0, now), scrapes),
+        "and settled levels kept (app)": timed(kept, scrapes),
+    }
+    base = statistics.median(results["point by point (session 5)"])
     print(f"{level_count} level(s) over {readings} readings, {scrapes} scrapes:")
     for name, ms in results.items():
         med = statistics.median(ms)
-        print(f"  {name:30s} median {med:7.2f} ms  max {max(ms):7.2f} ms  ({med / base:.2f} of before)")
+        print(f"  {name:30s} median {med:7.3f} ms  max {max(ms):7.3f} ms  ({med / base:.3f} of before)")
 
 
 def main() -> None:

@@ -14,7 +14,8 @@ from tests.app import frozen
 from tui.engine.server_metrics.kinds import VLLM
 from tui.engine.server_metrics.level_figures import LevelFigures, LevelSpan, level_spans_ns
 from tui.engine.server_metrics.parse import Buckets
-from tui.engine.server_metrics.view import Reading, ServerView, build_view
+from tui.engine.server_metrics.view import Hold, Reading, ServerView, build_view, gauge_mean, with_areas
+from tui.engine.server_metrics.window import time_weighted_mean
 
 S = 1_000_000_000
 EDGES = (0.05, 0.2, 1.0, float("inf"))
@@ -129,3 +130,60 @@ def test_level_spans_are_the_steady_window_else_the_whole_span() -> None:
         LevelSpan(4, t0 + 2 * S, t0 + 9 * S, False),
         LevelSpan(2, t0 + 10 * S, t0 + 12 * S, False),
     ]
+
+
+# --- the running areas the poller keeps -----------------------------------------------------------------
+
+
+def _with_areas(readings: tuple[Reading, ...], *, drop_every: int = 0) -> tuple[Reading, ...]:
+    """The readings as the poller stores them (`with_areas`); ``drop_every``: every n-th lacks its waiting
+    gauge (a server that did not export it in that scrape)."""
+    holds: dict[str, Hold] = {}
+    out = []
+    for i, r in enumerate(readings):
+        if drop_every and i % drop_every == 0:
+            r = replace(r, gauges={k: v for k, v in r.gauges.items() if k != "waiting"})
+        out.append(with_areas(r, holds))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("drop_every", [0, 7])
+def test_a_mean_from_running_areas_is_the_point_by_point_mean(drop_every: int) -> None:
+    """Over any window, in the whole ring and in one that has dropped its first half (the areas' origin
+    is gone, their differences hold), with a gauge missing from some scrapes (fallen back, or carried)."""
+    readings = _with_areas(_readings(400, seed=4), drop_every=drop_every)
+    rng = random.Random(5)
+    for ring in (readings, readings[200:]):
+        times = [r.t_ns for r in ring]
+        windows = [(times[3], times[3]), (times[0] - S, times[0] - 1), (times[0] - S, times[-1] + S)]
+        windows += [(times[10], times[10] + 1), (times[-1] + 1, times[-1] + 9 * S)]
+        for _ in range(200):
+            a, b = sorted(rng.randint(times[0] - 3 * S, times[-1] + 3 * S) for _ in range(2))
+            windows.append((a, b))
+        for a, b in windows:
+            for signal in ("running", "waiting", "kv_usage"):
+                points = [(r.t_ns, r.gauges[signal]) for r in ring if signal in r.gauges]
+                expected = time_weighted_mean(points, a, b)
+                got = gauge_mean(ring, signal, a, b)
+                assert (got is None) == (expected is None), (signal, a, b)
+                if got is not None and expected is not None:
+                    # the area to a thousandth of a value-nanosecond (a window of a few ns is all rounding)
+                    span = max(b - max(a, ring[0].t_ns), 1)
+                    assert got == pytest.approx(expected, rel=1e-9, abs=1e-3 / span), (signal, a, b)
+
+
+def test_the_areas_are_carried_over_a_scrape_without_the_gauge() -> None:
+    holds: dict[str, Hold] = {}
+    a = with_areas(Reading(0, {"running": 2.0}, {}, {}), holds)
+    b = with_areas(Reading(1 * S, {}, {}, {}), holds)  # not exported in this scrape: held, not dropped
+    c = with_areas(Reading(3 * S, {"running": 6.0}, {}, {}), holds)
+    assert (a.areas["running"], "running" in b.areas, c.areas["running"]) == (0.0, False, 2.0 * 3 * S)
+    ring = (a, b, c)
+    assert gauge_mean(ring, "running", 0, 4 * S) == pytest.approx((2.0 * 3 + 6.0 * 1) / 4)
+    assert gauge_mean(ring, "running", 1 * S, 2 * S) == 2.0  # b lacks it: a's reading holds through
+    assert gauge_mean(ring, "running", 2 * S, 4 * S) == pytest.approx((2.0 * 1 + 6.0 * 1) / 2)
+    by_hand = tuple(replace(r, areas={}) for r in ring)  # no areas: point by point, the same
+    assert gauge_mean(by_hand, "running", 0, 4 * S) == gauge_mean(ring, "running", 0, 4 * S)
+    assert gauge_mean(ring, "kv_usage", 0, 4 * S) is None  # not exported at all
+    with pytest.raises(ValueError, match="before"):
+        gauge_mean(ring, "running", 2 * S, 1 * S)

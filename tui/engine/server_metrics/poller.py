@@ -38,11 +38,13 @@ from tui.engine.server_metrics.slots import Slots, parse_slots, slots_url
 from tui.engine.server_metrics.view import (
     MISSING,
     UNREACHABLE,
+    Hold,
     Reading,
     ServerView,
     build_view,
     model_of,
     read,
+    with_areas,
 )
 
 
@@ -99,6 +101,8 @@ class ServerMetricsPoller:
         self._log = log
         self._slots_on = True
         self._ring: deque[Reading] = deque(maxlen=history)
+        self._holds: dict[str, Hold] = {}
+        """Each gauge's latest reading and running area (`with_areas`), carried from scrape to scrape."""
         self._view = ServerView(url=self.url, window_s=window_s)
         self._noticed: set[str] = set()
         self._kind_guess: str | None = None
@@ -183,8 +187,9 @@ class ServerMetricsPoller:
         base = self._view
         if kind != base.kind:
             self._ring.clear()  # another server answers now: its readings do not continue the old ones
+            self._holds.clear()
             base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
-        self._ring.append(read(families, t_ns, kind))
+        self._ring.append(with_areas(read(families, t_ns, kind), self._holds))
         view = build_view(base, tuple(self._ring), model_of(families))
         if kind == LLAMACPP:
             view = replace(view, slots=self._read_slots(client))
