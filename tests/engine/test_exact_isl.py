@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from tests.engine.engine_helpers import read_jsonl, wait_for
-from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.config import EngineOptions, LengthDist, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import probe_isl
 from tui.engine.workload.prefix import prefix_text
+from tui.engine.workload.protocol import RequestKey
+from tui.engine.workload.shaped import ShapedWorkload
 from tui.sim.launch import SimServer
 from tui.sim.tokens import count_prompt_tokens
 
@@ -126,6 +128,32 @@ def test_a_shared_prefix_adds_n_tokens_to_the_isl(
         run_records(sim_url, tmp_path, endpoint, 32, probe=True, requests=12, workload=workload)
     )
     assert abs(np.mean(isls) - (256 + 32)) <= 1.0, isls
+
+
+# --- drawn lengths are each by the server's count ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize("local_tokenizer", [False, True])
+def test_each_drawn_isl_is_by_the_servers_count(
+    sim_url: str, tmp_path: Path, endpoint: str, local_tokenizer: bool, tokenizer_file: str
+) -> None:
+    """``--isl-dist uniform:40:240``: each request costs the ISL drawn for it, by the server's count (the
+    probe sized even the first). They were drawn words: the chat template alone put them 10+ tokens off."""
+    workload = WorkloadConfig(
+        isl=64,
+        osl=4,
+        isl_dist=LengthDist("uniform", 40, 240),
+        tokenizer=tokenizer_file if local_tokenizer else None,
+    )
+    records = run_records(sim_url, tmp_path, endpoint, 64, probe=True, requests=16, workload=workload)
+    drawn = ShapedWorkload(workload)
+    off = []
+    for r in records:
+        worker, seq = (int(part) for part in r["client_request_id"].split("-"))
+        asked, _, _ = drawn.lengths(RequestKey(worker, seq))
+        off.append(r["input_tokens"] - asked)
+    assert len(off) >= 16 and off == [0] * len(off), off  # the simulator counts one token a word: exact
 
 
 # --- a conversation's turns each add --isl to its history (issue 10) --------------------------------------

@@ -11,7 +11,8 @@ chat template by construction). Blocking, a few seconds at most; never shows the
 carry ``x-tokentop-request-id: probe-<n>`` (``probe-prefix-<n>`` sizing a shared prefix) and are not part of
 the run's records.
 
-Synthetic prompts, alone, behind a shared prefix or as a conversation's new messages, are sized this way; a
+Synthetic prompts, alone, behind a shared prefix or as a conversation's new messages, are sized this way
+(drawn lengths from both ends of their range, `probe_workloads`); a
 dataset's prompts have the file's lengths, so `skip_reason` says why no probe is sent for them (unless a
 shared prefix needs sizing). A ``--shared-prefix N`` without ``--tokenizer`` is sized here too
 (`size_prefix`): the word count whose cost by the server's count is N, found from a few one-token requests
@@ -28,12 +29,13 @@ from dataclasses import dataclass, replace
 import httpx
 import orjson
 
-from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.config import LengthDist, TargetConfig, WorkloadConfig
 from tui.engine.network import sync_client
 from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
+from tui.engine.workload.shaped import ShapedWorkload, longest_isl, shortest_isl
 from tui.engine.workload.text import shared_prefix_text, unique_head
 
 PROBE_REQUESTS = 4
@@ -57,6 +59,21 @@ class IslProbe:
     """What the server counted for each probe prompt, in order."""
     notice: str | None = None
     """One line when the probe could not finish (the run goes on, sizing prompts from its own answers)."""
+
+
+def probe_workloads(workload: WorkloadConfig) -> list[SyntheticWorkload | ShapedWorkload]:
+    """What the probe prompts are made by: the run's own kind of prompt text, asking for one token. For drawn
+    lengths, two: one at the shortest ISL and one at the longest, taking turns, so the cost per word is
+    measured across the range the run will ask for (two prompts a word apart give one word's cost, and a
+    slope a few percent off puts the longest prompts tokens off)."""
+    bare = replace(workload, osl=1, fixed_osl=False, isl_observations=())
+    if workload.isl_dist is None and workload.osl_dist is None and not workload.scenarios:
+        return [SyntheticWorkload(bare)]
+    lo, hi = shortest_isl(workload), longest_isl(workload)
+    return [
+        ShapedWorkload(replace(bare, isl_dist=LengthDist("fixed", isl, isl), osl_dist=None, scenarios=()))
+        for isl in dict.fromkeys((lo, hi))
+    ]
 
 
 def skip_reason(workload: WorkloadConfig) -> str | None:
@@ -117,7 +134,7 @@ def probe_isl(
     """Send ``requests`` one-token prompts shaped by ``workload`` (none for a dataset) and, when a shared
     prefix needs it, `size_prefix`'s; return the workload with what the server counted. Never raises for a
     server's answer: a failure ends the probe with a notice."""
-    probe = SyntheticWorkload(replace(workload, osl=1, fixed_osl=False, isl_observations=()))
+    probes = probe_workloads(workload)
     headers = {"content-type": "application/json", **dict(target.headers)}
     if target.api_key:
         headers["authorization"] = f"Bearer {target.api_key}"
@@ -148,8 +165,10 @@ def probe_isl(
                 return f"ISL probe: HTTP {response.status_code} {detail}; prompts sized from answers only"
             return tokens
 
+        observed: list[tuple[int, int]] = []
         for seq in range(requests if workload.dataset is None else 0):
             key = RequestKey(PROBE_WORKER, seq)
+            probe = probes[seq % len(probes)]
             spec = probe.next_request(key)
             tokens = count(f"probe-{seq}", spec)
             if isinstance(tokens, str):
@@ -159,9 +178,10 @@ def probe_isl(
             record = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=0, sent_ns=0)
             record.input_tokens, record.input_source = tokens, "usage"
             probe.on_response(key, spec, None, record)
+            observed.append(probe.sizer.observed[-1])
         if notice is None and _prefix_to_size(workload):
             got = size_prefix(
-                workload, lambda n, spec: count(f"probe-prefix-{n}", spec), probe.calibrator.slope
+                workload, lambda n, spec: count(f"probe-prefix-{n}", spec), probes[0].sizer.calibrator.slope
             )
             if isinstance(got, str):
                 notice = got.replace(
@@ -171,7 +191,7 @@ def probe_isl(
                 sized = got
     if notice is not None:
         notice = mask_secret(notice, target.api_key)
-    observations = tuple(probe.observed)
+    observations = tuple(observed)
     sized_workload = replace(workload, isl_observations=observations, shared_prefix_sized=sized)
     return IslProbe(sized_workload, tuple(counted), notice)
 

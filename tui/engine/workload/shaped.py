@@ -1,9 +1,10 @@
 """Synthetic prompts whose lengths vary per request: ISL and OSL each fixed, normal or uniform, or a
 weighted list of (ISL, OSL) scenarios (`--isl-dist`, `--osl-dist`, `--scenarios`).
 
-Deterministic in (seed, worker, seq): the same seed asks for the same lengths and the same text, request by
-request. The text follows the synthetic rule (about one token per word); exact lengths by the server's own
-count are the calibration's business (issue 10 §1), not this module's.
+Deterministic in (seed, worker, seq): the same seed asks for the same lengths, request by request. Each
+drawn ISL is by the server's own count, as a fixed ``--isl`` is: the synthetic workload's `PromptSizer`
+(the ISL probe's observations, then every answer's ``usage``, or ``--tokenizer``) says how many words make
+it, so the text is the same for the same seed until the first answer, then follows the calibration.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING
 from tui.engine.config import WorkloadConfig
 from tui.engine.workload.lengths import ScenarioPicker, draw_length
 from tui.engine.workload.protocol import RequestKey, RequestSpec
-from tui.engine.workload.text import UNIQUE_HEAD_WORDS, WordText, unique_head
+from tui.engine.workload.synthetic import PromptSizer
+from tui.engine.workload.text import PREFIX_VOCAB, UNIQUE_HEAD_WORDS, WordText, unique_head
 
 if TYPE_CHECKING:
     from tui.engine.records import RequestRecord
@@ -39,15 +41,19 @@ def shortest_isl(config: WorkloadConfig) -> int:
 
 
 class ShapedWorkload:
-    """Per request: draw (ISL, OSL), then a prompt of ISL words whose first words are its own."""
+    """Per request: draw (ISL, OSL), then a prompt of that many tokens whose first words are its own."""
 
     wants_replies = False
-    """Each prompt depends on (seed, worker, seq) only."""
+    """Each prompt depends on (seed, worker, seq) and the calibration only, never on an answer's text."""
 
     def __init__(self, config: WorkloadConfig) -> None:
         self.config = config
         self._picker = ScenarioPicker(config.scenarios) if config.scenarios else None
-        self._body = WordText(f"{config.seed}:shaped-body", longest_isl(config))
+        # One-token words: with words of 1 or 2 tokens a prompt's cost wanders off any line as it grows
+        # (+-5 tokens at 40-240 on the simulator), so no word count could hit each drawn ISL. Room for the
+        # calibration to ask for more words than tokens, and for a tokenizer's cut.
+        self._body = WordText(f"{config.seed}:shaped-body", 2 * longest_isl(config) + 16, PREFIX_VOCAB)
+        self.sizer = PromptSizer(config)
 
     def lengths(self, key: RequestKey) -> tuple[int, int, random.Random]:
         """(ISL, OSL) for request ``key``, and the generator that drew them (it goes on to draw the text)."""
@@ -61,17 +67,25 @@ class ShapedWorkload:
         return isl, osl, rng
 
     def next_request(self, key: RequestKey) -> RequestSpec:
-        """Request ``key``: its drawn lengths, and a prompt of that many words."""
+        """Request ``key``: its drawn lengths, and a prompt that costs the drawn ISL (once calibrated)."""
         isl, osl, rng = self.lengths(key)
-        head = min(UNIQUE_HEAD_WORDS, isl)
+        n = self.sizer.size(key.seq, isl)
+        tokenizer = self.sizer.tokenizer
+        if tokenizer is not None:
+            words = 2 * n + 8
+            head = min(UNIQUE_HEAD_WORDS, words)
+            prompt = tokenizer.exact_text(
+                unique_head(rng, head, PREFIX_VOCAB) + self._body.first(words - head), n
+            )
+        else:
+            head = min(UNIQUE_HEAD_WORDS, n)
+            prompt = unique_head(rng, head, PREFIX_VOCAB) + self._body.first(n - head)
         return RequestSpec(
-            prompt=unique_head(rng, head) + self._body.first(isl - head),
-            max_tokens=osl,
-            fixed_osl=self.config.fixed_osl,
-            expected_input_tokens=isl,
+            prompt=prompt, max_tokens=osl, fixed_osl=self.config.fixed_osl, expected_input_tokens=isl
         )
 
     def on_response(
         self, key: RequestKey, spec: RequestSpec, reply_text: str | None, record: RequestRecord
     ) -> None:
-        """Nothing to learn from an answer."""
+        """Learn the prompt's real cost from the server's ``usage`` (`PromptSizer.learn`)."""
+        self.sizer.learn(key.seq, record)

@@ -112,10 +112,15 @@ class IslCalibrator:
     @property
     def target_words(self) -> float | None:
         """The (fractional) word count expected to cost ``isl`` tokens; None before the first answer."""
+        return self.words_for(self.isl)
+
+    def words_for(self, isl: int) -> float | None:
+        """The (fractional) word count expected to cost ``isl`` tokens (any length: the line holds for all);
+        None before the first answer."""
         if self.slope is None or not self._offsets:
             return None
         overhead = sum(self._offsets) / len(self._offsets)
-        return max(0.0, (self.isl - overhead) / self.slope)
+        return max(0.0, (isl - overhead) / self.slope)
 
     def observe(self, words: int, tokens: int) -> None:
         """The server counted ``tokens`` prompt tokens for a prompt of ``words`` words."""
@@ -136,10 +141,11 @@ class IslCalibrator:
         assert slope is not None
         self._offsets.append(tokens - slope * words)
 
-    def next_words(self, default: int) -> int:
-        """Words for the next prompt: ``default`` before any answer, then the floor or ceiling of the target,
-        alternating so their mean is the target."""
-        target = self.target_words
+    def next_words(self, default: int, isl: int | None = None) -> int:
+        """Words for the next prompt of ``isl`` tokens (default: the calibrator's own): ``default`` before
+        any answer, then the floor or ceiling of the target, alternating so their mean is the target (over
+        prompts of different lengths too: the carry is what the earlier ones fell short)."""
+        target = self.words_for(self.isl if isl is None else isl)
         if target is None:
             return default
         low = math.floor(target)
@@ -150,22 +156,17 @@ class IslCalibrator:
         return low
 
 
-class SyntheticWorkload:
-    """Prompts of about ``isl`` tokens (by the server's count, once calibrated) asking for ``osl`` tokens:
-    every request alike but for its first words."""
-
-    wants_replies = False
-    """Each prompt depends on (seed, worker, seq) and the calibration only, never on an answer's text."""
+class PromptSizer:
+    """What a prompt of N tokens by the server's count is made of, learned from its ``usage``: a word count
+    (`IslCalibrator`), or with ``--tokenizer`` a text cut to N less the template's tokens. One per
+    workload; the synthetic prompts ask for one N, shaped ones for a new N each request."""
 
     def __init__(self, config: WorkloadConfig) -> None:
-        self.config = config
-        self.expected_input_tokens = config.isl
-        """What the prompt costs when the server reports no usage: the target."""
         self.calibrator = IslCalibrator(config.isl)
         self.tokenizer: LocalTokenizer | None = (
             load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
         )
-        self._words: dict[int, int] = {}
+        self._sent: dict[int, int] = {}
         """seq -> words (or, with a tokenizer, text tokens) of each request in flight."""
         self._overheads: deque[int] = deque(maxlen=CALIBRATION_WINDOW)
         """With a tokenizer: server tokens minus text tokens (template, BOS) of the latest answers."""
@@ -182,19 +183,59 @@ class SyntheticWorkload:
         else:
             self.calibrator.observe(words, tokens)
 
+    def size(self, seq: int, isl: int) -> int:
+        """How many words (with a tokenizer: text tokens) request ``seq``'s prompt of ``isl`` tokens gets;
+        remembered until its answer says what it cost."""
+        if self.tokenizer is not None:
+            overhead = round(sum(self._overheads) / len(self._overheads)) if self._overheads else 0
+            n = max(1, isl - overhead)
+        else:
+            n = self.calibrator.next_words(isl, isl)
+        if len(self._sent) > 65_536:  # answers that never came (a bug elsewhere): stay bounded
+            self._sent.clear()
+        self._sent[seq] = n
+        return n
+
+    def learn(self, seq: int, record: RequestRecord) -> None:
+        """Learn request ``seq``'s real cost from the server's ``usage`` (a failed request that reported it
+        counts too: the prompt was tokenized all the same)."""
+        n = self._sent.pop(seq, None)
+        if n is not None and record.input_source == "usage" and record.input_tokens:
+            self._learn(n, record.input_tokens)
+
+
+class SyntheticWorkload:
+    """Prompts of about ``isl`` tokens (by the server's count, once calibrated) asking for ``osl`` tokens:
+    every request alike but for its first words."""
+
+    wants_replies = False
+    """Each prompt depends on (seed, worker, seq) and the calibration only, never on an answer's text."""
+
+    def __init__(self, config: WorkloadConfig) -> None:
+        self.config = config
+        self.expected_input_tokens = config.isl
+        """What the prompt costs when the server reports no usage: the target."""
+        self.sizer = PromptSizer(config)
+
+    @property
+    def calibrator(self) -> IslCalibrator:
+        """The word-count calibration (what the ISL probe reads its slope from)."""
+        return self.sizer.calibrator
+
+    @property
+    def observed(self) -> deque[tuple[int, int]]:
+        """The latest (words or text tokens, server tokens) pairs learned from (`PromptSizer.observed`)."""
+        return self.sizer.observed
+
     def next_request(self, key: RequestKey) -> RequestSpec:
         """Request ``key``'s prompt, deterministic in (seed, worker, seq) and what the server said so far."""
         cfg = self.config
-        if self.tokenizer is not None:
-            overhead = round(sum(self._overheads) / len(self._overheads)) if self._overheads else 0
-            n = max(1, cfg.isl - overhead)
-            prompt = self.tokenizer.exact_text(prompt_words(cfg, key.worker, key.seq, 2 * n + 8), n)
+        n = self.sizer.size(key.seq, cfg.isl)
+        tokenizer = self.sizer.tokenizer
+        if tokenizer is not None:
+            prompt = tokenizer.exact_text(prompt_words(cfg, key.worker, key.seq, 2 * n + 8), n)
         else:
-            n = self.calibrator.next_words(cfg.isl)
             prompt = prompt_words(cfg, key.worker, key.seq, n)
-        if len(self._words) > 65_536:  # answers that never came (a bug elsewhere): stay bounded
-            self._words.clear()
-        self._words[key.seq] = n
         return RequestSpec(
             prompt=prompt,
             max_tokens=cfg.osl,
@@ -205,8 +246,5 @@ class SyntheticWorkload:
     def on_response(
         self, key: RequestKey, spec: RequestSpec, reply_text: str | None, record: RequestRecord
     ) -> None:
-        """Learn the prompt's real cost from the server's ``usage`` (a failed request that reported it counts
-        too: the prompt was tokenized all the same)."""
-        words = self._words.pop(key.seq, None)
-        if words is not None and record.input_source == "usage" and record.input_tokens:
-            self._learn(words, record.input_tokens)
+        """Learn the prompt's real cost from the server's ``usage`` (`PromptSizer.learn`)."""
+        self.sizer.learn(key.seq, record)

@@ -19,11 +19,11 @@ serve a whole prompt (the synthetic workload does the same)."""
 
 
 class WordText:
-    """One fixed text of ``words`` words for ``seed``, sliced by word count."""
+    """One fixed text of ``words`` words of ``vocab`` for ``seed``, sliced by word count."""
 
-    def __init__(self, seed: str, words: int) -> None:
+    def __init__(self, seed: str, words: int, vocab: tuple[str, ...] = VOCAB) -> None:
         rng = random.Random(seed)
-        drawn = rng.choices(VOCAB, k=max(0, words))
+        drawn = rng.choices(vocab, k=max(0, words))
         self.text = "".join(" " + w for w in drawn)
         """The whole text; every word is preceded by a space."""
         self._ends = array("q", [0])
@@ -40,14 +40,15 @@ class WordText:
         return self.text[: self._ends[min(max(0, n), self.words)]]
 
 
-def unique_head(rng: random.Random, n: int) -> str:
-    """``n`` words drawn from ``rng`` (space-separated, no leading space)."""
-    return " ".join(rng.choices(VOCAB, k=n))
-
-
 PREFIX_VOCAB: tuple[str, ...] = tuple(w for w in VOCAB if len(w) <= 4)
-"""The shared prefix's words: one token each by the simulator's rule and most tokenizers, so one word more or
-less moves its cost by one token and the probe can size it to exactly N (`tui.engine.host.isl_probe`)."""
+"""Words of one token each by the simulator's rule and most tokenizers, so one word more or less moves a
+text's cost by one token: the shared prefix's (the probe sizes it to exactly N, `tui.engine.host.isl_probe`)
+and the shaped prompts' (a drawn ISL is then a word count on a line, whatever its length)."""
+
+
+def unique_head(rng: random.Random, n: int, vocab: tuple[str, ...] = VOCAB) -> str:
+    """``n`` words of ``vocab`` drawn from ``rng`` (space-separated, no leading space)."""
+    return " ".join(rng.choices(vocab, k=n))
 
 
 def shared_prefix_text(seed: int, words: int) -> str:
