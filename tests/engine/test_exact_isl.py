@@ -176,3 +176,6 @@ def test_each_turn_adds_isl_tokens_to_the_turn_before(sim_url: str, tmp_path: Pa
     # carries the reply counted again as prompt text (the server's count of its words need not be the 16
     # tokens it generated), so it is held to ±2.5, not ±1 (seen: 38.1 and 40.5 in two runs)
     assert abs(np.mean(added[2:]) - isl) <= 2.5, added
+    # the first later turn is sized by the first turns' calibration (45-49 seen; sized blind: 77), off by
+    # the later template and the reply counted again as text (as "added" always is)
+    assert abs(added[0] - isl) <= 15, added

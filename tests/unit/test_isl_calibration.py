@@ -69,6 +69,26 @@ def test_observations_from_a_probe_size_the_first_request() -> None:
     assert abs(sum(first) / len(first) - 200) <= 1.0, first
 
 
+def test_borrowed_observations_size_the_first_prompts_and_then_only_their_slope_stays() -> None:
+    """A conversation's later turns: sized by the first turns' observations (chat, 7 template tokens) until
+    their own first answer, then by their own overhead (here the completions count: no template)."""
+    observations = []
+    for seq, isl in enumerate((200, 100, 200, 100)):  # (words, the chat count) at two lengths
+        spec = SyntheticWorkload(WorkloadConfig(isl=isl, osl=1)).next_request(RequestKey(0, seq))
+        assert spec.prompt is not None
+        observations.append((len(spec.prompt.split()), server_count(spec, True)))
+    config = WorkloadConfig(isl=200, osl=8, isl_observations=tuple(observations))
+    later = SyntheticWorkload(config, borrowed=True)
+    slope = later.calibrator.slope
+    key = RequestKey(1, 0)
+    spec = later.next_request(key)
+    assert abs(server_count(spec, True) - 200) <= 2  # the borrowed calibration sizes it
+    answer(later, key, spec, server_count(spec, False))  # its own kind costs 7 fewer
+    assert later.calibrator.slope == slope and later.calibrator.observations == len(observations) + 1
+    seen = [server_count(later.next_request(RequestKey(1, s)), False) for s in range(1, 11)]
+    assert abs(sum(seen) / len(seen) - 200) <= 1.0, seen  # its own overhead alone, not the mean of both
+
+
 def test_no_usage_teaches_nothing_and_the_estimate_is_the_target() -> None:
     workload = SyntheticWorkload(WorkloadConfig(isl=50, osl=8))
     key = RequestKey(0, 0)

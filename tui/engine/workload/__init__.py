@@ -7,8 +7,6 @@ face side.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tui.engine.config import WorkloadConfig
 from tui.engine.workload.conversation import Conversations
 from tui.engine.workload.dataset import DatasetWorkload, check_dataset, load_dataset
@@ -48,17 +46,19 @@ def build_workload(config: WorkloadConfig, *, workers: int = 1) -> Workload:
     nothing else is asked), then a shared prefix, then conversations, each only when configured."""
     base = _source(config, workers)
     if config.turns > 1:
-        # later turns' questions calibrate apart (their cost comes with the history's templates), unprobed
-        later = None if config.dataset is not None else _source(replace(config, isl_observations=()), workers)
+        # Later turns' questions calibrate apart (their cost comes with the history's templates): the first
+        # turns' observations size the first of them (77 tokens, not 40, when sized blind), then only their
+        # cost per word is kept.
+        later = None if config.dataset is not None else _source(config, workers, borrowed=True)
         return Conversations(base, config, later)
     if config.shared_prefix > 0:
         return SharedPrefix(base, config)
     return base
 
 
-def _source(config: WorkloadConfig, workers: int) -> Workload:
+def _source(config: WorkloadConfig, workers: int, *, borrowed: bool = False) -> Workload:
     if config.dataset is not None:
         return DatasetWorkload(config, workers=workers)
     if config.isl_dist is not None or config.osl_dist is not None or config.scenarios:
-        return ShapedWorkload(config)
-    return SyntheticWorkload(config)
+        return ShapedWorkload(config, borrowed=borrowed)
+    return SyntheticWorkload(config, borrowed=borrowed)

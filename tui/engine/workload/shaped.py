@@ -46,14 +46,15 @@ class ShapedWorkload:
     wants_replies = False
     """Each prompt depends on (seed, worker, seq) and the calibration only, never on an answer's text."""
 
-    def __init__(self, config: WorkloadConfig) -> None:
+    def __init__(self, config: WorkloadConfig, *, borrowed: bool = False) -> None:
+        """``borrowed``: see `PromptSizer`."""
         self.config = config
         self._picker = ScenarioPicker(config.scenarios) if config.scenarios else None
         # One-token words: with words of 1 or 2 tokens a prompt's cost wanders off any line as it grows
         # (+-5 tokens at 40-240 on the simulator), so no word count could hit each drawn ISL. Room for the
         # calibration to ask for more words than tokens, and for a tokenizer's cut.
         self._body = WordText(f"{config.seed}:shaped-body", 2 * longest_isl(config) + 16, PREFIX_VOCAB)
-        self.sizer = PromptSizer(config)
+        self.sizer = PromptSizer(config, borrowed=borrowed)
 
     def lengths(self, key: RequestKey) -> tuple[int, int, random.Random]:
         """(ISL, OSL) for request ``key``, and the generator that drew them (it goes on to draw the text)."""

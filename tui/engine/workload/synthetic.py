@@ -141,6 +141,15 @@ class IslCalibrator:
         assert slope is not None
         self._offsets.append(tokens - slope * words)
 
+    def forget_overhead(self) -> None:
+        """Keep the cost per word (the text's, whatever surrounds it) once it is measured, forget the rest:
+        for prompts of another kind, whose template differs, from their first answer on."""
+        self._offsets.clear()
+        self.points.clear()
+        if not self._slope_fixed:
+            self._first = None
+            self.slope = None
+
     def next_words(self, default: int, isl: int | None = None) -> int:
         """Words for the next prompt of ``isl`` tokens (default: the calibrator's own): ``default`` before
         any answer, then the floor or ceiling of the target, alternating so their mean is the target (over
@@ -161,8 +170,12 @@ class PromptSizer:
     (`IslCalibrator`), or with ``--tokenizer`` a text cut to N less the template's tokens. One per
     workload; the synthetic prompts ask for one N, shaped ones for a new N each request."""
 
-    def __init__(self, config: WorkloadConfig) -> None:
+    def __init__(self, config: WorkloadConfig, *, borrowed: bool = False) -> None:
+        """``borrowed``: ``config.isl_observations`` were made for prompts of another kind (a conversation's
+        first turns, for its later ones): they size the first prompts, and only their cost per word is
+        kept once this workload's own first answer comes."""
         self.calibrator = IslCalibrator(config.isl)
+        self._borrowed = borrowed and bool(config.isl_observations)
         self.tokenizer: LocalTokenizer | None = (
             load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
         )
@@ -201,6 +214,10 @@ class PromptSizer:
         counts too: the prompt was tokenized all the same)."""
         n = self._sent.pop(seq, None)
         if n is not None and record.input_source == "usage" and record.input_tokens:
+            if self._borrowed:
+                self._borrowed = False
+                self.calibrator.forget_overhead()
+                self._overheads.clear()
             self._learn(n, record.input_tokens)
 
 
@@ -211,11 +228,12 @@ class SyntheticWorkload:
     wants_replies = False
     """Each prompt depends on (seed, worker, seq) and the calibration only, never on an answer's text."""
 
-    def __init__(self, config: WorkloadConfig) -> None:
+    def __init__(self, config: WorkloadConfig, *, borrowed: bool = False) -> None:
+        """``borrowed``: see `PromptSizer`."""
         self.config = config
         self.expected_input_tokens = config.isl
         """What the prompt costs when the server reports no usage: the target."""
-        self.sizer = PromptSizer(config)
+        self.sizer = PromptSizer(config, borrowed=borrowed)
 
     @property
     def calibrator(self) -> IslCalibrator:
