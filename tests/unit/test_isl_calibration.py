@@ -63,7 +63,7 @@ def test_observations_from_a_probe_size_the_first_request() -> None:
         key = RequestKey(0, seq)
         spec = probe.next_request(key)
         answer(probe, key, spec, server_count(spec, True))
-    observations = tuple(probe.calibrator.points)
+    observations = tuple(probe.sizer.calibrator.points)
     workload = SyntheticWorkload(WorkloadConfig(isl=200, osl=8, isl_observations=observations))
     first = [server_count(workload.next_request(RequestKey(1, s)), True) for s in range(10)]
     assert abs(sum(first) / len(first) - 200) <= 1.0, first
@@ -79,12 +79,14 @@ def test_borrowed_observations_size_the_first_prompts_and_then_only_their_slope_
         observations.append((len(spec.prompt.split()), server_count(spec, True)))
     config = WorkloadConfig(isl=200, osl=8, isl_observations=tuple(observations))
     later = SyntheticWorkload(config, borrowed=True)
-    slope = later.calibrator.slope
+    slope = later.sizer.calibrator.slope
     key = RequestKey(1, 0)
     spec = later.next_request(key)
     assert abs(server_count(spec, True) - 200) <= 2  # the borrowed calibration sizes it
     answer(later, key, spec, server_count(spec, False))  # its own kind costs 7 fewer
-    assert later.calibrator.slope == slope and later.calibrator.observations == len(observations) + 1
+    assert (
+        later.sizer.calibrator.slope == slope and later.sizer.calibrator.observations == len(observations) + 1
+    )
     seen = [server_count(later.next_request(RequestKey(1, s)), False) for s in range(1, 11)]
     assert abs(sum(seen) / len(seen) - 200) <= 1.0, seen  # its own overhead alone, not the mean of both
 
@@ -96,7 +98,7 @@ def test_no_usage_teaches_nothing_and_the_estimate_is_the_target() -> None:
     record = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0)
     record.input_tokens, record.input_source = 50, "estimate"
     workload.on_response(key, spec, None, record)
-    assert workload.calibrator.observations == 0 and spec.expected_input_tokens == 50
+    assert workload.sizer.calibrator.observations == 0 and spec.expected_input_tokens == 50
 
 
 # --- with a local tokenizer (the `tokenizer_file` fixture is in tests/conftest.py) --------------------------

@@ -90,8 +90,8 @@ def server_means(
     figures: LevelFigures[dict[str, float | None]] | None = None,
 ) -> dict[int, dict[str, float | None]]:
     """Per level, the server's gauges over its steady window (its span when it has none), by level id: the
-    spans the results use (`level_spans_ns`). Keep one ``figures`` across calls, so an ended level's stay
-    frozen after the poller's ring has dropped its scrapes (`LevelFigures`)."""
+    spans the results use (`level_spans_ns`). Keep one ``figures`` across calls, so a settled level's stay
+    kept after the poller's ring has dropped its scrapes (`LevelFigures`)."""
     if view is None or not view.readings:
         return {}
     figures = figures if figures is not None else LevelFigures(ServerView.gauge_means)

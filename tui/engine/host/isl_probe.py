@@ -177,8 +177,10 @@ def probe_isl(
             counted.append(tokens)
             record = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=0, sent_ns=0)
             record.input_tokens, record.input_source = tokens, "usage"
+            learned = len(probe.sizer.observed)
             probe.on_response(key, spec, None, record)
-            observed.append(probe.sizer.observed[-1])
+            if len(probe.sizer.observed) > learned:  # a prompt counted as 0 tokens teaches nothing
+                observed.append(probe.sizer.observed[-1])
         if notice is None and _prefix_to_size(workload):
             got = size_prefix(
                 workload, lambda n, spec: count(f"probe-prefix-{n}", spec), probes[0].sizer.calibrator.slope

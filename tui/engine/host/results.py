@@ -381,14 +381,10 @@ def write_results(results: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def server_summary(
-    view: ServerView | None, per_level: Mapping[int, Mapping[str, Any]]
-) -> ServerSummary | None:
+def server_summary(view: ServerView, per_level: Mapping[int, Mapping[str, Any]]) -> ServerSummary:
     """The run's server figures beside each level's (`ServerView.level_summary` over the level's steady
     window, its whole span when it has none: the same clock, ``perf_counter_ns``, stamps the scrapes and the
     requests, so they line up)."""
-    if view is None:
-        return None
     run = {
         "url": safe_url(view.url),
         "kind": view.kind,

@@ -54,8 +54,8 @@ class ServerScrape:
         return self._poller.latest() if self._poller is not None else None
 
     def level_summaries(self, view: ServerView, spans: list[LevelSpan]) -> dict[int, dict[str, Any]]:
-        """Each level's `ServerView.level_summary` over its span, by level id; an ended level's is frozen
-        once it has settled and a scrape after it came in, so it outlives the ring (`LevelFigures`)."""
+        """Each level's `ServerView.level_summary` over its span, by level id; a level's is kept once it
+        has settled and a scrape after it came in, so it outlives the ring (`LevelFigures`)."""
         return self._level_figures().of(view, spans)
 
     def keep_level_summaries(self, levels: Sequence[LevelView], t0_ns: int, now_ns: int) -> None:

@@ -136,8 +136,9 @@ def _t_ns(reading: Reading) -> int:
 def gauge_mean(readings: tuple[Reading, ...], signal: str, t_from_ns: int, t_to_ns: int) -> float | None:
     """A gauge's time-weighted mean over [t_from_ns, t_to_ns], by `time_weighted_mean`'s rule, from the
     running areas of the two readings that hold at the window's ends (`with_areas`), found by bisection:
-    a level of an hour costs what a level of a second does. Readings made without areas (by hand, in
-    tests) are read point by point."""
+    a level of an hour costs what a level of a second does (but a gauge the server never exports costs a
+    pass over the ring to find it missing). Readings made without areas (by hand, in tests) are read point
+    by point."""
     if t_to_ns < t_from_ns:
         raise ValueError("t_to_ns is before t_from_ns")
     end_i = _last_with(readings, signal, bisect_right(readings, t_to_ns, key=_t_ns) - 1)

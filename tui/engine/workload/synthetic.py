@@ -84,7 +84,7 @@ words, few enough that the uncalibrated first requests (far from the target leng
 
 
 class IslCalibrator:
-    """Chooses how many words make ``isl`` prompt tokens on this server, from what it reported so far.
+    """Chooses how many words make a prompt of N tokens on this server, from what it reported so far.
 
     The model is a line, tokens = overhead + slope x words. The first observation gives a slope assuming no
     overhead; the first observation at a second word count gives the slope by the secant (then it stays: it
@@ -92,14 +92,13 @@ class IslCalibrator:
     per-request head words) is the mean of ``tokens - slope x words`` over the last `CALIBRATION_WINDOW`
     observations, so each answer stands on its own: answers that come back late, for prompts sized before an
     update, are still read right. The ideal word count is fractional; requests alternate between its floor
-    and ceiling (error diffusion) so the *mean* lands on ``isl`` even where one word costs 2 tokens.
+    and ceiling (error diffusion) so the *mean* lands on N even where one word costs 2 tokens.
 
     Converges in 2 to 3 answers on a tokenizer that is linear in words (the simulator's rule), and to within a
     token in a few more where words vary in cost.
     """
 
-    def __init__(self, isl: int) -> None:
-        self.isl = isl
+    def __init__(self) -> None:
         self.slope: float | None = None
         self._first: tuple[int, int] | None = None
         self._offsets: deque[float] = deque(maxlen=CALIBRATION_WINDOW)
@@ -108,11 +107,6 @@ class IslCalibrator:
         self._slope_fixed = False
         self.observations = 0
         """Answers learned from."""
-
-    @property
-    def target_words(self) -> float | None:
-        """The (fractional) word count expected to cost ``isl`` tokens; None before the first answer."""
-        return self.words_for(self.isl)
 
     def words_for(self, isl: int) -> float | None:
         """The (fractional) word count expected to cost ``isl`` tokens (any length: the line holds for all);
@@ -150,13 +144,13 @@ class IslCalibrator:
             self._first = None
             self.slope = None
 
-    def next_words(self, default: int, isl: int | None = None) -> int:
-        """Words for the next prompt of ``isl`` tokens (default: the calibrator's own): ``default`` before
-        any answer, then the floor or ceiling of the target, alternating so their mean is the target (over
-        prompts of different lengths too: the carry is what the earlier ones fell short)."""
-        target = self.words_for(self.isl if isl is None else isl)
+    def next_words(self, isl: int) -> int:
+        """Words for the next prompt of ``isl`` tokens: ``isl`` before any answer, then the floor or ceiling
+        of the target, alternating so their mean is the target (over prompts of different lengths too: the
+        carry is what the earlier ones fell short)."""
+        target = self.words_for(isl)
         if target is None:
-            return default
+            return isl
         low = math.floor(target)
         self._carry += target - low
         if self._carry >= 1.0:
@@ -174,7 +168,7 @@ class PromptSizer:
         """``borrowed``: ``config.isl_observations`` were made for prompts of another kind (a conversation's
         first turns, for its later ones): they size the first prompts, and only their cost per word is
         kept once this workload's own first answer comes."""
-        self.calibrator = IslCalibrator(config.isl)
+        self.calibrator = IslCalibrator()
         self._borrowed = borrowed and bool(config.isl_observations)
         self.tokenizer: LocalTokenizer | None = (
             load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
@@ -203,7 +197,7 @@ class PromptSizer:
             overhead = round(sum(self._overheads) / len(self._overheads)) if self._overheads else 0
             n = max(1, isl - overhead)
         else:
-            n = self.calibrator.next_words(isl, isl)
+            n = self.calibrator.next_words(isl)
         if len(self._sent) > 65_536:  # answers that never came (a bug elsewhere): stay bounded
             self._sent.clear()
         self._sent[seq] = n
@@ -234,16 +228,6 @@ class SyntheticWorkload:
         self.expected_input_tokens = config.isl
         """What the prompt costs when the server reports no usage: the target."""
         self.sizer = PromptSizer(config, borrowed=borrowed)
-
-    @property
-    def calibrator(self) -> IslCalibrator:
-        """The word-count calibration (what the ISL probe reads its slope from)."""
-        return self.sizer.calibrator
-
-    @property
-    def observed(self) -> deque[tuple[int, int]]:
-        """The latest (words or text tokens, server tokens) pairs learned from (`PromptSizer.observed`)."""
-        return self.sizer.observed
 
     def next_request(self, key: RequestKey) -> RequestSpec:
         """Request ``key``'s prompt, deterministic in (seed, worker, seq) and what the server said so far."""
