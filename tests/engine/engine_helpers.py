@@ -70,8 +70,13 @@ def running_handle(
         handle.stop(drain=False, timeout_s=5.0)
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def read_jsonl(path: Path, *, live: bool = False) -> list[dict[str, Any]]:
+    """Every record of a JSONL file. ``live``: the file is still being written, so a last line without its
+    newline is a write in progress (a reader can see half of it), not a record yet."""
+    text = path.read_text()
+    if live:
+        text = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def joined(requests_log: Path, truth_log: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:

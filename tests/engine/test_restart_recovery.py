@@ -122,7 +122,7 @@ def test_bench_rides_out_a_restart_and_exits_0_with_the_failures_counted(tmp_pat
                str(log), "--quiet"]  # fmt: skip
         bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 40
-        while not (log.exists() and sum(r["status"] == "ok" for r in read_jsonl(log)) >= USERS):
+        while not (log.exists() and sum(r["status"] == "ok" for r in read_jsonl(log, live=True)) >= USERS):
             assert time.monotonic() < deadline and bench.poll() is None, "bench never completed a request"
             time.sleep(0.05)
         down_ns = time.perf_counter_ns()  # the engine stamps on the same clock (CLOCK_MONOTONIC)
