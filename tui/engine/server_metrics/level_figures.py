@@ -60,7 +60,7 @@ class LevelFigures(Generic[T]):
             figures = self._frozen.get(key)
             if figures is None:
                 figures = self._compute(view, span.t_from_ns, span.t_to_ns)
-                if span.settled and last_ns is not None and last_ns >= span.t_to_ns:
+                if _keepable(span, last_ns):
                     self._frozen[key] = figures
             out[span.level_id] = figures
         return out
@@ -69,13 +69,16 @@ class LevelFigures(Generic[T]):
         """Freeze every level in ``spans`` that can be frozen now and is not yet, computing nothing else: for
         a face's every tick, so a settled level's figures are kept even when nobody asks for them until the
         ring has moved on (the results, written at the end)."""
-        if not view.readings:
-            return
-        last_ns = view.readings[-1].t_ns
+        last_ns = view.readings[-1].t_ns if view.readings else None
         ready = [
             s
             for s in spans
-            if s.settled and last_ns >= s.t_to_ns and (s.level_id, s.t_from_ns, s.t_to_ns) not in self._frozen
+            if _keepable(s, last_ns) and (s.level_id, s.t_from_ns, s.t_to_ns) not in self._frozen
         ]
         if ready:
             self.of(view, ready)
+
+
+def _keepable(span: LevelSpan, last_ns: int | None) -> bool:
+    """A settled level whose window a later scrape has closed: its figures no longer change."""
+    return span.settled and last_ns is not None and last_ns >= span.t_to_ns
