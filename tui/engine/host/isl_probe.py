@@ -35,7 +35,7 @@ from tui.engine.records import RequestRecord
 from tui.engine.secrets import mask_secret
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
-from tui.engine.workload.shaped import ShapedWorkload, longest_isl, shortest_isl
+from tui.engine.workload.shaped import ShapedWorkload, is_shaped, longest_isl, shortest_isl
 from tui.engine.workload.text import shared_prefix_text, unique_head
 
 PROBE_REQUESTS = 4
@@ -67,7 +67,7 @@ def probe_workloads(workload: WorkloadConfig) -> list[SyntheticWorkload | Shaped
     measured across the range the run will ask for (two prompts a word apart give one word's cost, and a
     slope a few percent off puts the longest prompts tokens off)."""
     bare = replace(workload, osl=1, fixed_osl=False, isl_observations=())
-    if workload.isl_dist is None and workload.osl_dist is None and not workload.scenarios:
+    if not is_shaped(workload):
         return [SyntheticWorkload(bare)]
     lo, hi = shortest_isl(workload), longest_isl(workload)
     return [

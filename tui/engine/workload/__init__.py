@@ -13,7 +13,7 @@ from tui.engine.workload.dataset import DatasetWorkload, check_dataset, load_dat
 from tui.engine.workload.entries import DatasetError, Entry
 from tui.engine.workload.prefix import SharedPrefix
 from tui.engine.workload.protocol import Message, RequestKey, RequestSpec, Role, UserKey, Workload
-from tui.engine.workload.shaped import ShapedWorkload, shortest_isl
+from tui.engine.workload.shaped import ShapedWorkload, is_shaped, shortest_isl
 from tui.engine.workload.synthetic import SyntheticWorkload
 
 __all__ = [
@@ -59,6 +59,6 @@ def build_workload(config: WorkloadConfig, *, workers: int = 1) -> Workload:
 def _source(config: WorkloadConfig, workers: int, *, borrowed: bool = False) -> Workload:
     if config.dataset is not None:
         return DatasetWorkload(config, workers=workers)
-    if config.isl_dist is not None or config.osl_dist is not None or config.scenarios:
+    if is_shaped(config):
         return ShapedWorkload(config, borrowed=borrowed)
     return SyntheticWorkload(config, borrowed=borrowed)

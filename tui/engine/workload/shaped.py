@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from tui.engine.records import RequestRecord
 
 
+def is_shaped(config: WorkloadConfig) -> bool:
+    """True when ``config`` draws its lengths per request (then `ShapedWorkload` makes its prompts)."""
+    return config.isl_dist is not None or config.osl_dist is not None or bool(config.scenarios)
+
+
 def longest_isl(config: WorkloadConfig) -> int:
     """The most input tokens any request of ``config`` can ask for (synthetic workloads)."""
     if config.scenarios:
@@ -70,17 +75,12 @@ class ShapedWorkload:
     def next_request(self, key: RequestKey) -> RequestSpec:
         """Request ``key``: its drawn lengths, and a prompt that costs the drawn ISL (once calibrated)."""
         isl, osl, rng = self.lengths(key)
-        n = self.sizer.size(key.seq, isl)
-        tokenizer = self.sizer.tokenizer
-        if tokenizer is not None:
-            words = 2 * n + 8
+
+        def text(words: int) -> str:
             head = min(UNIQUE_HEAD_WORDS, words)
-            prompt = tokenizer.exact_text(
-                unique_head(rng, head, PREFIX_VOCAB) + self._body.first(words - head), n
-            )
-        else:
-            head = min(UNIQUE_HEAD_WORDS, n)
-            prompt = unique_head(rng, head, PREFIX_VOCAB) + self._body.first(n - head)
+            return unique_head(rng, head, PREFIX_VOCAB) + self._body.first(words - head)
+
+        prompt = self.sizer.prompt(key.seq, isl, text)
         return RequestSpec(
             prompt=prompt, max_tokens=osl, fixed_osl=self.config.fixed_osl, expected_input_tokens=isl
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tui.engine.config import WorkloadConfig
@@ -190,7 +191,16 @@ class PromptSizer:
         else:
             self.calibrator.observe(words, tokens)
 
-    def size(self, seq: int, isl: int) -> int:
+    def prompt(self, seq: int, isl: int, text: Callable[[int], str]) -> str:
+        """Request ``seq``'s prompt of ``isl`` tokens, from ``text(words)`` (the workload's own text of that
+        many words): as many words as the calibration says, or with a tokenizer a longer text cut to the
+        tokens that leave room for the template."""
+        n = self._size(seq, isl)
+        if self.tokenizer is not None:
+            return self.tokenizer.exact_text(text(2 * n + 8), n)
+        return text(n)
+
+    def _size(self, seq: int, isl: int) -> int:
         """How many words (with a tokenizer: text tokens) request ``seq``'s prompt of ``isl`` tokens gets;
         remembered until its answer says what it cost."""
         if self.tokenizer is not None:
@@ -232,12 +242,7 @@ class SyntheticWorkload:
     def next_request(self, key: RequestKey) -> RequestSpec:
         """Request ``key``'s prompt, deterministic in (seed, worker, seq) and what the server said so far."""
         cfg = self.config
-        n = self.sizer.size(key.seq, cfg.isl)
-        tokenizer = self.sizer.tokenizer
-        if tokenizer is not None:
-            prompt = tokenizer.exact_text(prompt_words(cfg, key.worker, key.seq, 2 * n + 8), n)
-        else:
-            prompt = prompt_words(cfg, key.worker, key.seq, n)
+        prompt = self.sizer.prompt(key.seq, cfg.isl, lambda n: prompt_words(cfg, key.worker, key.seq, n))
         return RequestSpec(
             prompt=prompt,
             max_tokens=cfg.osl,
