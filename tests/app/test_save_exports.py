@@ -18,7 +18,8 @@ from tui.app.app import TokentopApp
 from tui.app.saving import saved_list
 from tui.app.themes import load_themes
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.host.exports import vllm_level
+from tui.engine.results.files import read_results
+from tui.engine.results.vllm import vllm_level
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -65,14 +66,15 @@ async def test_s_writes_the_bench_exports_of_the_results_it_saved(tmp_path: Path
     vllm_files = sorted(base.with_name(base.name + "-vllm").glob("*.json"))
     assert len(vllm_files) == len(levels)
     by_id = {json.loads(p.read_text())["tokentop_level_id"]: json.loads(p.read_text()) for p in vllm_files}
-    for lv in levels:
+    model = read_results(results_path)
+    for lv, level in zip(levels, model.levels, strict=True):
         record = by_id[lv["level_id"]]
-        assert record == json.loads(json.dumps(vllm_level(results, lv)))
+        assert record == json.loads(json.dumps(vllm_level(model, level)))
         assert record["output_throughput"] == lv["output_throughput"]
         assert record["completed"] == lv["completed"] and record["p99_ttft_ms"] == lv["p99_ttft_ms"]
     # the report plot: a point per steady level, and each level's histograms as saved
     root = ET.parse(base.with_name(base.name + "-plot.svg")).getroot()
-    points = root.findall("s:circle[@class='point']", NS)
+    points = root.findall(".//s:circle[@class='point']", NS)
     assert [int(c.attrib["data-level"]) for c in points] == [lv["level_id"] for lv in levels]
     panels = {(int(g.attrib["data-level"]), g.attrib["data-metric"]): int(g.attrib["data-n"])
               for g in root.findall("s:g[@class='hist']", NS)}  # fmt: skip
