@@ -100,7 +100,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument("--seed", type=int, default=0)
     _add_workload_shape_args(p)
-    # exact input lengths (issue 10): a local tokenizer, or a probe of the server's own count
+    # exact input lengths: a local tokenizer, or a probe of the server's own count
     w.add_argument(
         "--tokenizer",
         metavar="PATH",

@@ -357,7 +357,7 @@ async def test_n_and_b_turn_the_manual_pages_inside_the_help(make_app: MakeApp) 
         await settle(pilot)
         page = app.screen.query_one("#help-metrics", MarkdownText)
         assert page.source.startswith("# What the numbers mean")
-        following = [p for p in manual.pages() if p.topic not in ("keys", "numbers")][0]
+        following = next(p for p in manual.pages() if p.topic not in ("keys", "numbers"))
         await pilot.press("n")
         await settle(pilot)
         assert page.source == following.text
