@@ -177,3 +177,33 @@ def test_vllm_carries_the_peaks_it_lacked() -> None:
     assert record["max_output_tokens_per_s"] == 412.0 and record["max_concurrent_requests"] == 9
     keys = list(record)
     assert keys.index("total_token_throughput") + 1 == keys.index("max_output_tokens_per_s")
+
+
+def test_the_export_subcommand_writes_each_export_of_a_saved_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    results = _results()
+    saved = write_results(results, tmp_path / "run.json")
+
+    def export(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tui", "export", str(saved), *args],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    r = export("--to", "vllm")
+    assert r.returncode == 0, r.stderr
+    files = sorted((tmp_path / "run-vllm").glob("*.json"))
+    assert len(files) == len(results.levels) and set(r.stdout.split()) == {str(p) for p in files}
+    r = export("--to", "vllm", "--append", "--out", str(tmp_path / "all.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "all.jsonl").read_bytes() == vllm_appended(results)
+    r = export("--to", "csv")
+    assert r.returncode == 0 and (tmp_path / "run.csv").read_text() == levels_csv(results)
+    r = export("--to", "llmd")
+    assert r.returncode == 0 and len(list((tmp_path / "run-llmd").glob("*.json"))) == len(results.levels)
+    (tmp_path / "bad.json").write_text("{}")
+    r = subprocess.run([sys.executable, "-m", "tui", "export", str(tmp_path / "bad.json"), "--to", "csv"],
+                       capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert r.returncode == 1 and "not a tokentop results file" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = export("--to", "csv", "--append")
+    assert r.returncode == 2 and "--append" in r.stderr

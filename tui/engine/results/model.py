@@ -4,6 +4,9 @@ Field names are the file's keys (a `Stats` is spread into vLLM's ``mean_ttft_ms`
 writer and the reader use one vocabulary. A number that could not be measured is None (JSON null), never NaN
 or 0. Every field added later has a default, so older files still read; keys the model does not know are kept
 in ``extra`` and written back. The meaning of each key is `tui.engine.results.definitions.DEFINITIONS`.
+
+To add a key: a field with a default in its class (its place among the fields is its place in the file),
+set by `tui.engine.results.build`, and a line on the manual's results page (a test checks every key is there).
 """
 
 from __future__ import annotations
