@@ -8,7 +8,6 @@ run's file back as a `Results`, `read_document` either kind. A missing, non-JSON
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,6 @@ from tui.engine.results.codec import ResultsFileError, Where, decode, encode
 from tui.engine.results.model import Document, Results, WatchResults
 
 __all__ = ["ResultsFileError", "dump_results", "read_document", "read_results", "to_json", "write_results"]
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinities as null, through nested lists and objects (orjson would write them as null too)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def to_json(doc: Document) -> dict[str, Any]:
