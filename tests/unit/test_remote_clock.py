@@ -38,7 +38,7 @@ def test_estimates_over_jittery_asymmetric_links_stay_within_rtt_over_2(seed: in
     """A scripted link: each leg 0.2-3 ms, legs independent (so asymmetric); the node's clock is off by a
     random offset of either sign. The error never exceeds the bound the estimate reports."""
     rng = random.Random(seed)
-    offset = rng.randint(-10**12, 10**12)
+    offset = rng.randint(-(10**12), 10**12)
     face = [0]
 
     def face_ns() -> int:

@@ -19,7 +19,8 @@ def _done(rid: int, sent: int, level: int = 1) -> RequestRecord:
     chunks = array("q", [sent + 50 * MS + i * 10 * MS for i in range(10)])
     return RequestRecord(
         request_id=rid, worker=(rid - 1) % W, seq=(rid - 1) // W, level_id=level, sent_ns=sent,
-        first_content_ns=chunks[0], end_ns=chunks[-1], chunk_ns=chunks, output_tokens=10, output_source="usage",
+        first_content_ns=chunks[0], end_ns=chunks[-1], chunk_ns=chunks, output_tokens=10,
+        output_source="usage",
     )  # fmt: skip
 
 
@@ -37,7 +38,11 @@ def _run() -> Store:
     rid = 1
     for k in range(80):
         t = 100 * MS * (k + 1)
-        st.ingest(Batch(worker=0, t_ns=t, level_id=1, level_at_ns=0, in_flight=1, records=[_done(rid, t - 200 * MS)]))
+        st.ingest(
+            Batch(
+                worker=0, t_ns=t, level_id=1, level_at_ns=0, in_flight=1, records=[_done(rid, t - 200 * MS)]
+            )
+        )
         rid += 2
     return st
 
@@ -83,7 +88,9 @@ def test_the_horizon_and_acked_come_from_the_survivors_and_the_window_ends_at_th
     st.begin_level(2, LoadTarget(concurrency=1), 10 * S)
     for k in range(60):
         t = 10 * S + 100 * MS * (k + 1)
-        st.ingest(Batch(worker=0, t_ns=t, level_id=2, level_at_ns=10 * S, records=[_done(rid, t - 200 * MS, 2)]))
+        st.ingest(
+            Batch(worker=0, t_ns=t, level_id=2, level_at_ns=10 * S, records=[_done(rid, t - 200 * MS, 2)])
+        )
         rid += 2
     level2 = st.refresh_views(16 * S, force=True).levels[1]
     assert level2.steady and level2.workers_lost == 0
@@ -98,6 +105,8 @@ def test_without_the_loss_a_silent_worker_keeps_the_next_level_unacked() -> None
     rid = 1
     for k in range(60):
         t = 10 * S + 100 * MS * (k + 1)
-        st.ingest(Batch(worker=0, t_ns=t, level_id=2, level_at_ns=10 * S, records=[_done(rid, t - 200 * MS, 2)]))
+        st.ingest(
+            Batch(worker=0, t_ns=t, level_id=2, level_at_ns=10 * S, records=[_done(rid, t - 200 * MS, 2)])
+        )
         rid += 2
     assert not st.refresh_views(16 * S, force=True).levels[1].steady

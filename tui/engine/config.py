@@ -182,7 +182,9 @@ class RayPlacement:
     silent_after_s: float = 2.0
     """A node whose drain has not come back for this long is reported silent ..."""
     lost_after_s: float = 5.0
-    """... and lost after this long (or at Ray's own error, if sooner); its workers stop by themselves."""
+    """... and lost after this long (or at Ray's own error, if sooner)."""
+    dead_after_s: float = 5.0
+    """A node's workers stop by themselves when its agent has not been drained for this long."""
     test_clock_offset_ns: int = 0
     """Tests only: the agents' clocks read this far ahead, as another machine's would."""
 

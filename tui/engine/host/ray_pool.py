@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
-import os
 import pickle
 import platform
 import threading
@@ -47,7 +46,6 @@ def connect(address: str) -> None:
     signal handlers). Ray's own log lines stay out of the face's terminal."""
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as exc:
@@ -116,7 +114,7 @@ def start_agent(node: _Node, placement: RayPlacement) -> Any:
         max_concurrency=AGENT_CONCURRENCY,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
     )
-    return remote.remote(placement.lost_after_s, placement.test_clock_offset_ns)
+    return remote.remote(placement.dead_after_s, placement.test_clock_offset_ns)
 
 
 def agent_clock(agent: Any, info: dict[str, Any]) -> ClockEstimate:
@@ -167,6 +165,10 @@ class RayWorkerPool:
                 self._kill_agents()
                 raise PoolError(line)
             node.clock = agent_clock(node.agent, info)
+        names = [n.host for n in self._nodes]
+        for node in self._nodes:  # several nodes on one machine: told apart by their node id
+            if names.count(node.host) > 1:
+                node.host = f"{node.host}/{node.node_id[:6]}"
         self._node_of = {i: n for n in self._nodes for i in n.workers}
         self._seq = [0] * self.workers
         self._writers: dict[int, Connection] = {}

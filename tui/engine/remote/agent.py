@@ -156,6 +156,9 @@ class NodeAgent:
             return f"cannot connect to {host}:{port}: {exc.strerror or type(exc).__name__}"
         return ""
 
+    def pid(self) -> int:
+        return os.getpid()
+
     def pids(self) -> dict[int, int]:
         return {i: p.pid for i, p in self._procs.items()}
 
