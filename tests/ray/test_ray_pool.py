@@ -50,7 +50,7 @@ def cluster() -> Iterator[tuple[Any, Any]]:
         yield c, second
     finally:
         ray.shutdown()
-        c.shutdown()
+        c.shutdown()  # type: ignore[no-untyped-call]
 
 
 def _options(address: str, **placement: Any) -> EngineOptions:

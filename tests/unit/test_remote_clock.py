@@ -23,7 +23,7 @@ MS = 1_000_000
 
 def test_the_fastest_round_trip_wins_and_its_error_is_within_half_of_it() -> None:
     true_offset = 123 * MS
-    samples = []
+    samples: list[tuple[int, int, int]] = []
     for out_ns, back_ns in [(900_000, 100_000), (50_000, 60_000), (2 * MS, 2 * MS)]:
         t0 = 10 * MS * len(samples)
         node = t0 + out_ns + true_offset

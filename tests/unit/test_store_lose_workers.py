@@ -66,7 +66,7 @@ def test_a_lost_worker_no_longer_holds_the_horizon_and_its_in_flight_become_node
     # the window still ends before the lost requests' sends: their chunks were never all known
     assert after.window_to_s is not None and after.window_to_s <= 2.5
     # losing the same worker again changes nothing
-    assert st.lose_workers([1], 7.5 * S) == (0, [])
+    assert st.lose_workers([1], int(7.5 * S)) == (0, [])
 
 
 def test_the_horizon_and_acked_come_from_the_survivors_and_the_window_ends_at_the_loss() -> None:

@@ -31,7 +31,7 @@ from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.length_check import LengthCheck
-from tui.engine.host.pool import NodeInfo, Pool
+from tui.engine.host.pool import NodeInfo, Pool, PoolError
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader
 from tui.engine.host.requests_log import RequestsLogFile
@@ -90,7 +90,10 @@ class EngineHandle(EngineBase):
         self._ray: RayWorkerPool | None = None
         self._pool: Pool = WorkerPool()
         if self.options.placement is not None:
-            from tui.engine.host.ray_pool import RayWorkerPool
+            try:
+                from tui.engine.host.ray_pool import RayWorkerPool
+            except ImportError as exc:
+                raise PoolError(f"--ray needs Ray: pip install 'tokentop[ray]' ({exc})") from exc
 
             self._ray = RayWorkerPool(self.options.placement, self.workers, on_notice=self._server_notice)
             self._pool = self._ray
