@@ -39,7 +39,7 @@ WORKLOAD = WorkloadConfig(isl=32, osl=24)
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Any, Any]]:
     """A head and one more node; the driver (this process, the face) joins it."""
-    c = Cluster(
+    c: Any = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 2, "object_store_memory": STORE, "include_dashboard": False},
     )
@@ -50,7 +50,7 @@ def cluster() -> Iterator[tuple[Any, Any]]:
         yield c, second
     finally:
         ray.shutdown()
-        c.shutdown()  # type: ignore[no-untyped-call]
+        c.shutdown()
 
 
 def _options(address: str, **placement: Any) -> EngineOptions:

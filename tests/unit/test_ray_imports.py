@@ -12,8 +12,8 @@ from tui.cli import build_parser
 from tui.options import UsageError, placement_from_args
 
 FACES = (
-    "import sys, tui.cli, tui.bench, tui.app.run, tui.app.app, tui.engine.host.handle, tui.engine.load.worker, "
-    "tui.engine.remote.agent, tui.ray_check; "
+    "import sys, tui.cli, tui.bench, tui.app.run, tui.app.app, tui.engine.host.handle, "
+    "tui.engine.load.worker, tui.engine.remote.agent, tui.ray_check; "
     "tui.cli.build_parser().parse_args(['bench', '--ray', 'auto']); "
     "print('ray' in sys.modules)"
 )
@@ -39,11 +39,7 @@ def test_the_ray_flags_become_a_placement_with_each_face_s_default_on_node_loss(
     )
     live = placement_from_args(parser.parse_args(["--ray", "auto", "--ray-head-workers"]))
     assert live is not None and live.on_node_loss == "continue" and live.head_workers
-    assert (
-        placement_from_args(
-            parser.parse_args(["live", "--ray", "auto", "--on-node-loss", "stop"])
-        ).on_node_loss
-        == "stop"
-    )  # type: ignore[union-attr]
+    stop = placement_from_args(parser.parse_args(["live", "--ray", "auto", "--on-node-loss", "stop"]))
+    assert stop is not None and stop.on_node_loss == "stop"
     with pytest.raises(UsageError, match="--workers-per-node needs --ray"):
         placement_from_args(parser.parse_args(["bench", "--workers-per-node", "2"]))

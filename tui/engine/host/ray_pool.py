@@ -87,7 +87,8 @@ class _Node:
 def alive_nodes() -> list[_Node]:
     """The cluster's live nodes with their CPUs."""
     out = []
-    for n in ray.nodes():  # type: ignore[no-untyped-call]
+    cluster: Any = ray  # its `nodes` is untyped; whether ray is installed where mypy runs or not
+    for n in cluster.nodes():
         if n.get("Alive"):
             cpus = int(n.get("Resources", {}).get("CPU", 0))
             out.append(_Node(n["NodeID"], n.get("NodeManagerAddress", "?"), cpus))
