@@ -31,7 +31,8 @@ from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.length_check import LengthCheck
-from tui.engine.host.pool import NodeInfo, Pool, PoolError
+from tui.engine.host.node_loss import LostNodes, lost_line, placement_line
+from tui.engine.host.pool import Pool, PoolError
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader
 from tui.engine.host.requests_log import RequestsLogFile
@@ -98,8 +99,7 @@ class EngineHandle(EngineBase):
             self._ray = RayWorkerPool(self.options.placement, self.workers, on_notice=self._server_notice)
             self._pool = self._ray
             self.workers = self._ray.workers
-        self._lost_nodes: dict[str, tuple[int, set[int]]] = {}
-        """Per lost node: requests its workers had in flight, and which of them the reader has seen lost."""
+        self._lost_nodes = LostNodes()
         self._interrupted_by: str | None = None
         self._reader = Reader(
             self._lock,
@@ -348,22 +348,15 @@ class EngineHandle(EngineBase):
         with self._lock:
             in_flight, records = self._store.lose_workers([worker], lost.at_ns)
             log = self._log
-            count, seen = self._lost_nodes.get(lost.node, (0, set()))
-            seen.add(worker)
-            count += in_flight
-            self._lost_nodes[lost.node] = (count, seen)
-            if seen >= set(lost.workers):
-                self._node_lost(lost, count)
+            node_in_flight = self._lost_nodes.add(worker, lost, in_flight)
+            if node_in_flight is not None:
+                self._node_lost(lost, node_in_flight)
         if log is not None and records:
             log.write(records)
 
     def _node_lost(self, lost: WorkerLost, in_flight: int) -> None:
         """Under the lock: every worker of ``lost.node`` is accounted for."""
-        at_s = (lost.at_ns - self._store.t0_ns) / 1e9
-        line = (
-            f"node {lost.node} lost at {at_s:.1f} s: {len(lost.workers)} of {self.workers} workers, "
-            f"{in_flight} in flight not counted; level {self._level_id} ends there"
-        )
+        line = lost_line(lost, in_flight, self.workers, self._level_id, self._store.t0_ns)
         self._store.add_notice(line)
         if self._stopping:
             return
@@ -409,15 +402,6 @@ class EngineHandle(EngineBase):
         if not self._load.paused:
             self._store.end_level(time.perf_counter_ns())
         self._send_shares()
-
-
-def placement_line(nodes: Sequence[NodeInfo]) -> str:
-    """Where the load comes from, in one line: nodes, workers on each, each node's clock bound."""
-    parts = []
-    for n in nodes:
-        clock = "same clock" if n.same_clock else f"clock ±{n.clock_bound_ms:.2f} ms"
-        parts.append(f"{n.host} {len(n.workers)} workers ({clock})")
-    return f"load from {len(nodes)} Ray node(s): " + ", ".join(parts)
 
 
 if TYPE_CHECKING:
