@@ -5,6 +5,7 @@ drains (the dead-man switch); plus the lane budget through a real handle."""
 from __future__ import annotations
 
 import pickle
+import socket
 import time
 from pathlib import Path
 
@@ -105,3 +106,13 @@ def test_a_worker_sends_lane_deltas_only_within_its_lane_budget(tmp_path: Path) 
             assert in_flight >= 8 and known <= 4 + 1, (known, in_flight)
             snap = handle.snapshot()
             assert snap.output_tps > 0  # the tokens of lanes left out still count live
+
+
+def test_the_agent_says_whether_its_node_reaches_the_target() -> None:
+    with SimServer("flat") as sim:
+        url = sim.start().url
+        assert NodeAgent().reaches(url) == ""
+    with socket.socket() as s:  # a port nobody listens on: bound here, never listening
+        s.bind(("127.0.0.1", 0))
+        why = NodeAgent().reaches(f"http://127.0.0.1:{s.getsockname()[1]}/v1")
+    assert why.startswith("cannot connect to 127.0.0.1:") and "\n" not in why

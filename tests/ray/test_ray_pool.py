@@ -9,6 +9,7 @@ leaves the machine. Run apart from the timing tests (`-m ray`): Ray's daemons wi
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import time
 from collections.abc import Iterator
@@ -23,10 +24,11 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+import tui  # noqa: E402
 from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait_for  # noqa: E402
 from tui.engine.config import EngineOptions, LoadTarget, RayPlacement, WorkloadConfig  # noqa: E402
 from tui.engine.host.handle import EngineHandle  # noqa: E402
-from tui.engine.host.ray_pool import connect  # noqa: E402
+from tui.engine.host.ray_pool import connect, ray_check, version_mismatch  # noqa: E402
 from tui.engine.snapshot import Snapshot  # noqa: E402
 from tui.sim.launch import SimServer  # noqa: E402
 
@@ -60,7 +62,11 @@ def _options(address: str, **placement: Any) -> EngineOptions:
 
 
 def _measure(handle: EngineHandle, requests: int) -> tuple[Snapshot, dict[str, Any]]:
-    wait_for(handle, lambda s: s.completed >= requests, 40, f"{requests} requests")
+    def enough(s: Snapshot) -> bool:
+        lv = s.levels[-1] if s.levels else None
+        return s.completed >= requests and lv is not None and lv.steady and lv.window_completed >= 20
+
+    wait_for(handle, enough, 60, f"{requests} requests and a steady window")
     handle.set_load(LoadTarget(concurrency=4, paused=True))
     wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
     return handle.snapshot(), handle.results()
@@ -184,6 +190,23 @@ def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], t
         results = handle.results()
     assert results["interrupted_by"] == "node_lost"
     assert "1 of 2 workers" in handle.fatal
+
+
+def test_ray_check_names_each_node_and_whether_it_reaches_the_url(cluster: tuple[Any, Any]) -> None:
+    c, _ = cluster
+    with SimServer("flat") as sim:
+        url = sim.start().url
+        lines = ray_check(c.address, url)
+    assert len(lines) == 3, lines
+    assert all("same clock as this machine" in line and f"reaches {url}" in line for line in lines[1:]), lines
+
+
+def test_a_version_mismatch_is_one_line_naming_the_node() -> None:
+    info = {"tokentop": "0.0.9", "python": platform.python_version(), "ray": ray.__version__}
+    line = version_mismatch("gpu-7", info)
+    assert line is not None and line.startswith("node gpu-7 runs tokentop 0.0.9,") and "\n" not in line
+    assert version_mismatch("gpu-7", dict(info, tokentop=tui.__version__)) is None
+    assert version_mismatch("gpu-7", dict(info, tokentop=tui.__version__, ray="2.0.0")) is not None
 
 
 def test_a_removed_node_is_lost_within_5_s_and_the_survivors_go_on(
