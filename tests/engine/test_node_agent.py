@@ -116,3 +116,30 @@ def test_the_agent_says_whether_its_node_reaches_the_target() -> None:
         s.bind(("127.0.0.1", 0))
         why = NodeAgent().reaches(f"http://127.0.0.1:{s.getsockname()[1]}/v1")
     assert why.startswith("cannot connect to 127.0.0.1:") and "\n" not in why
+
+
+def test_files_named_by_path_are_written_on_the_node_and_the_spec_points_at_them(tmp_path: Path) -> None:
+    """What the face ships (CA bundle, tokenizer, dataset, as bytes) lands in the agent's own folder."""
+    from tui.engine.config import DatasetConfig
+    from tui.engine.remote.agent import _repoint
+
+    face = {"/face/ca.pem": b"PEM", "/face/tok.json": b"{}", "/face/prompts.jsonl": b'{"prompt": "hi"}\n'}
+    spec = WorkerSpec(
+        0, 1, TargetConfig(base_url="http://127.0.0.1:1/v1", ca_cert="/face/ca.pem"),
+        WorkloadConfig(tokenizer="/face/tok.json", dataset=DatasetConfig(path="/face/prompts.jsonl")),
+        "m", EngineOptions(),
+    )  # fmt: skip
+    agent = NodeAgent()
+    paths = agent._write_files(face)
+    moved = _repoint(spec, paths)
+    assert moved.target.ca_cert is not None and moved.workload.tokenizer is not None
+    assert moved.workload.dataset is not None
+    for was, now in (
+        ("/face/ca.pem", moved.target.ca_cert),
+        ("/face/tok.json", moved.workload.tokenizer),
+        ("/face/prompts.jsonl", moved.workload.dataset.path),
+    ):
+        assert now != was and Path(now).read_bytes() == face[was]
+    assert moved.target.api_key == spec.target.api_key and moved.model == "m"
+    agent.stop_workers(0.1)
+    assert not Path(moved.target.ca_cert).exists()  # the copies go with the agent's workers

@@ -290,7 +290,14 @@ class Store:
 
     def lane_views(self, now_ns: int) -> tuple[tuple[LaneView, ...], int]:
         """Lanes to show (in flight first, then recently finished) and how many in-flight ones did not fit."""
-        return self.lanes.views(now_ns)
+        lanes, hidden = self.lanes.views(now_ns)
+        return lanes, self._hidden(hidden)
+
+    def _hidden(self, hidden: int) -> int:
+        """In-flight requests not shown: the workers send lanes only within their budget
+        (`tui.engine.load.lane_budget`), so the count comes from what they say is in flight."""
+        shown = len(self.lanes.live) - hidden
+        return max(hidden, self.in_flight() - shown)
 
     def detail(self, request_id: int, now_ns: int) -> RequestDetail | None:
         """A recent or in-flight request's detail (`Lanes.detail`), or None if it is no longer kept."""
@@ -323,7 +330,7 @@ class Store:
         nothing costly is computed here). ``meta``: base_url, model, endpoint, demo, load, level_id, fatal."""
         self.seq += 1
         views = self.views
-        lanes, hidden = self.lanes.views(now_ns)
+        lanes, hidden = self.lane_views(now_ns)
         tps, rps = self.live.rates(now_ns)
         fatal = meta.pop("fatal", None) or self.fatal
         return Snapshot(
