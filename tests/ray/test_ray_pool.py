@@ -183,6 +183,7 @@ def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], t
             while handle.fatal is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert handle.fatal is not None and " lost at " in handle.fatal, handle.fatal
+            assert any(" silent for 2 s" in n for n in handle.snapshot().notices)  # shown before it was lost
             assert time.monotonic() - frozen <= 4.0 + 2.0
         finally:
             if psutil.pid_exists(agent_pid):
