@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import pickle
 import platform
 import threading
@@ -335,9 +336,11 @@ def ray_check(address: str, url: str | None) -> list[str]:
     try:
         infos = ray.get([n.agent.info.remote() for n in nodes], timeout=START_TIMEOUT_S)
         face = face_versions()
+        tls = os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true")
+        secrets = "" if tls else "; Ray's TLS is off: an API key crosses its connections unencrypted"
         lines = [
             f"this machine: tokentop {face['tokentop']}, Python {face['python']}, Ray {face['ray']}; "
-            f"{len(nodes)} live node(s)"
+            f"{len(nodes)} live node(s){secrets}"
         ]
         for node, info in zip(nodes, infos, strict=True):
             host = str(info.get("host") or node.host)
