@@ -311,6 +311,9 @@ class EngineHandle(EngineBase):
                 )
                 self._send_shares()
                 spawned = True
+        except PoolError as exc:  # a Ray node cannot reach the target: its one line
+            self._fatal = str(exc)
+            return
         except Exception as exc:  # keep the face informed rather than dying silently
             self._fatal = f"engine failed to start: {type(exc).__name__}: {exc}"
             return
