@@ -190,6 +190,8 @@ class Config:
     min_steady_requests: int | None = None
     workload: dict[str, Any] | None = None
     isl_probe: dict[str, Any] | None = None
+    placement: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
+    """With ``--ray``: the cluster's address, workers per node and what a lost node does."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
 
@@ -229,6 +231,8 @@ class Client:
     saturated: bool = False
     saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
     last: ClientLast = field(default_factory=ClientLast)
+    nodes: tuple[dict[str, Any], ...] | None = field(default=None, metadata=key(omit_none=True))
+    """With ``--ray``: each node the workers ran on (its clock offset, workers, when it was lost)."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
 
