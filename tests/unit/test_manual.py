@@ -49,3 +49,37 @@ def test_every_itl_convention_the_panes_name_is_defined_on_the_numbers_page() ->
         assert f"`{convention}`" in numbers.text
     for term in ("TTFT", "TPOT", "E2E", "ISL / OSL", "TPS", "req/s", "Knee"):
         assert term in numbers.text
+
+
+def test_every_definition_the_results_carry_is_defined_in_the_manual() -> None:
+    """The results file carries one-line `definitions`; the manual is where a user reads each at length, so
+    every one of them must be there: a results key in backticks, or the manual's own name for the idea."""
+    from tui.engine.results.definitions import DEFINITIONS
+
+    manual_names = {
+        "output tokens": "**ISL / OSL**",
+        "input tokens": "**ISL / OSL**",
+        "stats": "## Statistics",
+        "client_saturated": "`client.saturated`",
+    }
+    text = "".join(p.text for p in manual.pages())
+    missing = [k for k in DEFINITIONS if manual_names.get(k, f"`{k}`") not in text]
+    assert not missing, f"results definitions with no definition in the manual: {missing}"
+
+
+def test_every_page_is_listed_with_its_title_and_under_the_length_a_page_keeps() -> None:
+    listed = manual.listing()
+    for p in manual.pages():
+        assert f"  {p.topic} " in listed and p.title in listed, p.topic
+        assert len(p.text.splitlines()) <= 150, f"{p.topic}: {len(p.text.splitlines())} lines"
+
+
+def test_the_readme_is_a_front_page_that_links_every_page() -> None:
+    """The README points to each page of the manual by name and stays a front page, not a second manual."""
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    for p in manual.pages():
+        assert f"(tui/manual/{p.topic}.md)" in readme, p.topic
+    assert len(readme.splitlines()) <= 250
+    assert "bash .ci/run" in readme and "tests/app/snapshots/readme-screenshot.svg" in readme
