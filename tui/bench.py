@@ -74,10 +74,16 @@ class _RunClock:
     drain_s: list[float] = field(default_factory=list)
 
 
+TRACE_REQUESTS = 100
+"""Requests per trace level by default (each level replays the trace from its start)."""
+
+
 def default_requests(mode: str, value: float) -> int:
     """Requests per level when neither --requests nor --duration is given."""
     if mode == "concurrency":
         return max(20, 4 * int(value))
+    if mode == "trace":
+        return TRACE_REQUESTS  # the trace's rate is its own: --duration or --requests to say otherwise
     return max(20, math.ceil(5 * value))
 
 
@@ -144,7 +150,13 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
         cols = (*cols[:-1], "prefix cache", cols[-1])
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
-        name = f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
+        name = (
+            f"c={lv.value:g}"
+            if lv.mode == "concurrency"
+            else f"x{lv.value:g}"
+            if lv.mode == "trace"
+            else f"r={lv.value:g}/s"
+        )
         lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
         row: tuple[str, ...] = (
             name,
@@ -186,7 +198,7 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
 def _summary(snap: Snapshot) -> str:
     lines = [format_table(snap.levels)]
     if snap.knee is not None:
-        unit = "users" if snap.load.mode == "concurrency" else "req/s"
+        unit = {"concurrency": "users", "trace": "x speed"}.get(snap.load.mode, "req/s")
         lines.append(
             f"knee: {snap.knee.value:g} {unit} ({snap.knee.output_tps:,.0f} output tok/s of a "
             f"{snap.knee.peak_tps:,.0f} peak)"

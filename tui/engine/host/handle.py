@@ -36,6 +36,7 @@ from tui.engine.host.reader import Reader
 from tui.engine.host.requests_log import RequestsLogFile
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.trace_clock import TraceClock
 from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
+    # a trace's level is its speed (``value``); every other mode's is its users or rate
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
@@ -85,8 +87,14 @@ class EngineHandle(EngineBase):
         """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
         self._pool = WorkerPool()
         self._reader = Reader(
-            self._lock, on_batch=self._take, on_lost=self._lost, exitcode=self._pool.exitcode
+            self._lock,
+            on_batch=self._take,
+            on_lost=self._lost,
+            exitcode=self._pool.exitcode,
+            on_ready=self._workers_up,
         )
+        self._trace = TraceClock()
+        """The trace replay's timeline (used in the ``trace`` mode only)."""
         self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
         self._started = False
@@ -142,12 +150,15 @@ class EngineHandle(EngineBase):
             if not self._started or self._stopping:
                 return
             now = time.perf_counter_ns()
+            new_level = False
             if target.paused:
                 if not old.paused:
                     self._store.end_level(now)
             elif old.paused or _level_key(old) != _level_key(target):
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
+                new_level = True
+            self._trace.retarget(target, now, new_level=new_level)
             self._send_shares()
             self._reader.await_views(self._store)
 
@@ -293,9 +304,24 @@ class EngineHandle(EngineBase):
             if probe.notice is not None:
                 self._store.add_notice(probe.notice)
 
+    def _workers_up(self) -> None:
+        """Every worker has reported (on the reader thread): a trace replay starts now, for all at once."""
+        with self._lock:
+            if self._stopping or self.workload.trace is None:
+                return
+            self._trace.start(time.perf_counter_ns(), self._load)
+            self._send_shares()
+
+    def trace_position_s(self) -> float:
+        """Seconds into the trace the replay is now (0 outside a replay)."""
+        with self._lock:
+            return self._trace.position_ns(time.perf_counter_ns()) / 1e9
+
     def _send_shares(self) -> None:
         load = replace(self._load, paused=True) if self._halted else self._load
-        shares = split_load(load, self.workers, self._level_id, seed=self.workload.seed)
+        shares = split_load(
+            load, self.workers, self._level_id, seed=self.workload.seed, trace=self._trace.place()
+        )
         self._pool.send_each(ApplyShare(share) for share in shares)
 
     def _lost(self, message: str) -> None:

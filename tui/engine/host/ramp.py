@@ -66,6 +66,8 @@ class RampPolicy:
     def _target(self, current: LoadTarget, value: float) -> LoadTarget:
         if self.mode == "concurrency":
             return replace(current, mode="concurrency", concurrency=max(1, round(value)), paused=False)
+        if self.mode == "trace":
+            return replace(current, mode="trace", speed=float(value), from_start=False, paused=False)
         return replace(current, mode="rate", rate=float(value), paused=False)
 
     def needed(self, value: float) -> int:
@@ -90,7 +92,7 @@ class RampPolicy:
         enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
-        unit = "users" if self.mode == "concurrency" else "req/s"
+        unit = {"concurrency": "users", "trace": "x speed"}.get(self.mode, "req/s")
         at = f"{self.value:g} {unit}"
         breach = self._slo_breach(level)
         if breach:

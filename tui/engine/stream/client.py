@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
@@ -33,6 +33,9 @@ from tui.engine.stream.retry_after import parse_retry_after
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 from tui.engine.stream.transport import SENDING
 from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
+
+if TYPE_CHECKING:
+    from tui.engine.traces.protocol import TraceRequest
 
 REQUEST_ID_HEADER = "x-tokentop-request-id"
 _ERROR_BODY_LIMIT = 4096
@@ -124,18 +127,19 @@ async def run_request(
     acc: StreamAccumulator,
     *,
     user: int | None = None,
+    trace: TraceRequest | None = None,
 ) -> RequestRecord:
     """Send one request, stream its answer into ``acc``, and fill ``record`` (returned) with the stamps.
 
     The session's workload says what the request asks for (once, whatever the retries) and sees the finished
     record, with the reply text if it wants it; ``user``: the closed-loop user sending it (its index in this
-    worker), for a workload that keeps a conversation per user.
+    worker), for a workload that keeps a conversation per user; ``trace``: a replay's entry for it.
 
     Never raises for a failed request: the failure is classified into ``record.error_class``. A whole-request
     deadline of ``timeout_s`` is enforced on top of the per-read silence limit. If the task is cancelled from
     outside (stop), the record is finished as ``cancelled`` and the cancellation propagates.
     """
-    key = RequestKey(session.worker, record.seq, user)
+    key = RequestKey(session.worker, record.seq, user, trace)
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     deadline_hit = False

@@ -1,0 +1,52 @@
+"""The trace replay's one timeline, kept by the handle for every worker: where the replay is in the trace
+now, at what speed. Each change of target re-anchors it where it is, so the speed knob bends the timeline
+without a jump, and a pause holds the replay's place until it resumes."""
+
+from __future__ import annotations
+
+from tui.engine.config import LoadTarget
+from tui.engine.load.replay import TracePlace
+
+START_LEAD_NS = 20_000_000
+"""The replay starts this long after every worker is up, so each has its first share before its first send."""
+
+
+class TraceClock:
+    """Not started until `start` (the workers are all up); `place` is what each share carries."""
+
+    def __init__(self) -> None:
+        self.anchor_ns: int | None = None
+        self.pos_ns = 0
+        self.speed = 1.0
+        self.running = False
+        self.epoch = 0
+
+    def position_ns(self, now_ns: int) -> int:
+        """Nanoseconds into the trace at ``now_ns``."""
+        if self.anchor_ns is None or not self.running:
+            return self.pos_ns
+        return self.pos_ns + max(0, round((now_ns - self.anchor_ns) * self.speed))
+
+    def start(self, now_ns: int, target: LoadTarget) -> None:
+        """Every worker is up: the replay begins shortly, at the target's speed (held if it is paused)."""
+        if self.anchor_ns is not None:
+            return
+        self.anchor_ns = now_ns + START_LEAD_NS
+        self.speed = target.speed
+        self.running = not target.paused
+
+    def retarget(self, target: LoadTarget, now_ns: int, *, new_level: bool) -> None:
+        """The target changed at ``now_ns``: go on from where the replay is (from the start, in a new epoch,
+        for a new level whose target asks for it)."""
+        pos = self.position_ns(now_ns)
+        if new_level and target.from_start:
+            pos = 0
+            self.epoch += 1
+        self.pos_ns = pos
+        self.speed = target.speed
+        self.running = not target.paused
+        if self.anchor_ns is not None:
+            self.anchor_ns = max(now_ns, self.anchor_ns)
+
+    def place(self) -> TracePlace:
+        return TracePlace(self.anchor_ns, self.pos_ns, self.epoch)
