@@ -25,9 +25,9 @@ from tui.engine.wire import WorkerShare
 BEHIND_MS = 10.0
 """A send this late against its schedule means this client cannot keep up with the trace at this speed."""
 BEHIND_NOTICE_S = 10.0
-SPIN_NS = 1_500_000
-"""Sleep until this close to a send, then yield in a tight loop: the event loop's timers are only good to
-about a millisecond, and the schedule is kept to well under one."""
+LEAD_NS = 3_000_000
+"""A request is started this long before its time: its prompt and body are built by then, and the client
+holds it to the moment (`tui.engine.stream.client.wait_until_ns`), so building costs the schedule nothing."""
 
 
 class TracePlace(NamedTuple):
@@ -103,11 +103,9 @@ class Replay:
                 self._pending = None  # before the place an epoch starts from
                 continue
             due_ns = anchor + round((entry.at_ns - pos) / speed)
-            wait_ns = due_ns - time.perf_counter_ns()
-            if wait_ns > SPIN_NS:
-                await asyncio.sleep((wait_ns - SPIN_NS) / 1e9)
-            while time.perf_counter_ns() < due_ns:
-                await asyncio.sleep(0)
+            wait_ns = due_ns - LEAD_NS - time.perf_counter_ns()
+            if wait_ns > 0:
+                await asyncio.sleep(wait_ns / 1e9)
             self._say_if_behind(time.perf_counter_ns() - due_ns)
             await send(share, due_ns, entry)  # cancelled in the cap's wait: still pending, sent next run
             self._pending = None
