@@ -80,7 +80,9 @@ def test_a_trace_replays_at_its_times_lengths_and_prefixes(tmp_path: Path) -> No
         # the server saw each request within 2 ms of its scheduled time at p99
         late_ms = (arrival - sched) / 1e6
         assert late_ms.min() >= 0, "a request reached the server before its time"
-        assert np.percentile(late_ms, 99) < 2.0, f"arrival vs schedule p99 {np.percentile(late_ms, 99):.2f} ms"
+        assert np.percentile(late_ms, 99) < 2.0, (
+            f"arrival vs schedule p99 {np.percentile(late_ms, 99):.2f} ms"
+        )
         passes[level] = (mine, arrival)
         # ISL and OSL per request as the trace says, by the server's count
         for (rec, tr), row in zip(mine, rows, strict=True):

@@ -89,7 +89,9 @@ def test_bad_lines_are_skipped_with_the_file_and_line_named(tmp_path: Path) -> N
     reqs, notices = feed(path)
     assert [(r.line, r.input_tokens) for r in reqs] == [(1, 10), (7, 11)]  # nothing for lines 2-6
     assert len(notices) == 5
-    for line, words in zip((2, 3, 4, 5, 6), ("input_length", "not a number", "negative", "timestamp", "JSON")):
+    for line, words in zip(
+        (2, 3, 4, 5, 6), ("input_length", "not a number", "negative", "timestamp", "JSON")
+    ):
         (said,) = [n for n in notices if n.startswith(f"{path}:{line}: ")]
         assert words in said, said
 
@@ -129,7 +131,9 @@ def test_shared_hash_ids_give_the_same_leading_text(tmp_path: Path) -> None:
     ])  # fmt: skip
     trace = check_trace(TraceConfig(path=str(path), block_size=16))
     workload = TraceWorkload(WorkloadConfig(trace=trace))
-    prompts = [workload.next_request(RequestKey(0, i, None, r)).prompt for i, r in enumerate(TraceFeed(trace))]
+    prompts = [
+        workload.next_request(RequestKey(0, i, None, r)).prompt for i, r in enumerate(TraceFeed(trace))
+    ]
     words = [p.split() for p in prompts if p is not None]
     assert [len(w) for w in words] == [40, 30, 30]  # one word a token before any answer
     assert words[1] == words[0][:30]  # blocks 5 and 6 alike (block 9 lies past its 30 tokens)

@@ -272,9 +272,9 @@ def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestS
         record.output_tokens, record.output_source = n_chunks, "chunks"
 
 
-SPIN_NS = 1_500_000
-"""`wait_until_ns` sleeps until this close to the moment, then yields in a tight loop: the event loop's
-timers are good to about a millisecond only."""
+SPIN_NS = 500_000
+"""`wait_until_ns` sleeps until this close to the moment, then yields in a tight loop: a timer alone wakes
+0.3 ms late at p50 (uvloop, measured), the spin makes it microseconds for about 6% of a core at 200 req/s."""
 
 
 async def wait_until_ns(t_ns: int) -> None:

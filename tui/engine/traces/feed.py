@@ -153,12 +153,14 @@ class TraceFeed:
             first_ns: int | None = None
             last_ns = 0
             n = 0
-            for req in self._pass():
-                first_ns = req.at_ns if first_ns is None else first_ns
+            for number, req in self._pass():
+                if first_ns is None:
+                    first_ns = req.at_ns
                 last_ns = req.at_ns
                 n += 1
                 if k % self.workers == self.worker:
-                    yield replace(req, at_ns=req.at_ns - first_ns + offset_ns)
+                    yield TraceRequest(req.at_ns - first_ns + offset_ns, req.input_tokens, req.output_tokens,
+                                       req.hash_ids, req.session_id, number)  # fmt: skip
                 k += 1
             if self.passes == 1 and self._notice is not None and self.bad_lines > MAX_LINE_NOTICES:
                 self._notice(f"{cfg.path}: {self.bad_lines} bad lines skipped in all")
@@ -167,8 +169,8 @@ class TraceFeed:
             span = last_ns - first_ns
             offset_ns += span + (span // (n - 1) if n > 1 else 1_000_000_000)
 
-    def _pass(self) -> Iterator[TraceRequest]:
-        """One pass: the valid requests in the slice, ``at_ns`` as the file says."""
+    def _pass(self) -> Iterator[tuple[int, TraceRequest]]:
+        """One pass: (line, request) for the valid requests in the slice, ``at_ns`` as the file says."""
         cfg = self.config
         assert cfg.format is not None
         reader: LineReader | None = None
@@ -199,7 +201,7 @@ class TraceFeed:
                 continue
             if slice_to is not None and req.at_ns >= slice_to:
                 return
-            yield replace(req, line=number)
+            yield number, req
 
     def _bad(self, number: int, reason: str) -> None:
         if self.passes > 1:

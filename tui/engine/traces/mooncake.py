@@ -31,7 +31,7 @@ class MooncakeReader:
             raise ValueError(f"timestamp is not a number: {ts!r}")
         at_ns = ts * 1_000_000 if isinstance(ts, int) else seconds_ns("timestamp", str(ts), 1_000_000)
         ids = obj.get("hash_ids") or []
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
             raise ValueError("hash_ids is not a list of whole numbers")
         session = obj.get("session_id")
         return TraceRequest(
