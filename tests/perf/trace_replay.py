@@ -68,9 +68,13 @@ def main() -> None:
         speed = args.rate / 1000.0
         with SimServer("flat", time_scale=20.0) as sim:
             handle = EngineHandle(
-                TargetConfig(base_url=sim.url), WorkloadConfig(trace=trace), LoadTarget(mode="trace", speed=speed),
-                workers=args.workers, requests_log=log, options=EngineOptions(server_metrics=False),
-            )  # fmt: skip
+                TargetConfig(base_url=sim.url),
+                WorkloadConfig(trace=trace),
+                LoadTarget(mode="trace", speed=speed),
+                workers=args.workers,
+                requests_log=log,
+                options=EngineOptions(server_metrics=False),
+            )
             handle.start()
             assert handle.wait_ready(60), "engine did not start"
             face, workers = [], []
@@ -83,8 +87,11 @@ def main() -> None:
                 workers.append(max((rss_mb(k) for k in kids if k.pid != sim_pid), default=0.0))
             snap = handle.snapshot()
             handle.stop(drain=False, timeout_s=5.0)
-        print(f"replay at {args.rate:g} req/s (x{speed:g}) for {args.duration:g} s: {snap.completed} completed, "
-              f"{snap.failed} failed, trace position {snap.completed / args.rate:.0f} s of {args.lines / 1000:.0f}")  # fmt: skip
+        print(
+            f"replay at {args.rate:g} req/s (x{speed:g}) for {args.duration:g} s: {snap.completed} "
+            f"completed, {snap.failed} failed, about {snap.completed / args.rate:.0f} s of the trace's "
+            f"{args.lines / 1000:.0f}"
+        )
         for notice in snap.notices:
             print(f"notice: {notice}")
         print(f"face RSS: max {max(face):.1f} MB (the target: under 200 MB); "
@@ -95,8 +102,10 @@ def main() -> None:
             [(r["send_start_ns"] - r["scheduled_ns"]) / 1e6 for r in records if r["scheduled_ns"]]
         )
         for name, a in (("send (socket write) - schedule", lag), ("send start - schedule", start)):
-            print(f"{name}: p50 {np.percentile(a, 50):.3f} ms, p99 {np.percentile(a, 99):.3f} ms, "
-                  f"max {a.max():.3f} ms, {np.mean(a > 1.0) * 100:.2f}% over 1 ms ({a.size} sends)")  # fmt: skip
+            print(
+                f"{name}: p50 {np.percentile(a, 50):.3f} ms, p99 {np.percentile(a, 99):.3f} ms, "
+                f"max {a.max():.3f} ms, {np.mean(a > 1.0) * 100:.2f}% over 1 ms ({a.size} sends)"
+            )
         if args.skip_feed_pass:
             return
         before = rss_mb(me)

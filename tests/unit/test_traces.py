@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tui.engine.config import TraceConfig
+from tui.engine.config import TraceConfig, WorkloadConfig
 from tui.engine.traces import TraceError, TraceFeed, check_trace
 from tui.engine.traces.azure import timestamp_ns
 from tui.engine.workload.protocol import RequestKey
 from tui.engine.workload.trace import TraceWorkload
-from tui.engine.config import WorkloadConfig
 
 
 def mooncake(path: Path, rows: list[dict[str, object]]) -> Path:
@@ -89,9 +88,8 @@ def test_bad_lines_are_skipped_with_the_file_and_line_named(tmp_path: Path) -> N
     reqs, notices = feed(path)
     assert [(r.line, r.input_tokens) for r in reqs] == [(1, 10), (7, 11)]  # nothing for lines 2-6
     assert len(notices) == 5
-    for line, words in zip(
-        (2, 3, 4, 5, 6), ("input_length", "not a number", "negative", "timestamp", "JSON")
-    ):
+    reasons = ("input_length", "not a number", "negative", "timestamp", "JSON")
+    for line, words in zip((2, 3, 4, 5, 6), reasons, strict=True):
         (said,) = [n for n in notices if n.startswith(f"{path}:{line}: ")]
         assert words in said, said
 

@@ -123,7 +123,9 @@ def throughput_svg(results: Mapping[str, Any]) -> str:
     levels: list[Mapping[str, Any]] = list(results.get("levels") or ())
     points = plotted_levels(results)
     mode = levels[0].get("mode") if levels else "concurrency"
-    x_title = "concurrency (users)" if mode == "concurrency" else "request rate (req/s)"
+    x_title = {"concurrency": "concurrency (users)", "trace": "trace speed-up (x)"}.get(
+        mode, "request rate (req/s)"
+    )
     plot_right = WIDTH - PLOT_RIGHT
     bottom = PLOT_TOP + PLOT_HEIGHT
     table_top = bottom + 64

@@ -118,6 +118,9 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     out: dict[str, Any] = {"level_id": lv.level_id, "mode": lv.mode}
     if lv.mode == "concurrency":
         out["concurrency"] = int(lv.value)
+    elif lv.mode == "trace":
+        out["trace_speed"] = lv.value
+        out.update(load_info)
     else:
         out["request_rate"] = lv.value
         out.update(load_info)
@@ -159,7 +162,7 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
             },
         }
     )
-    if lv.mode == "rate":
+    if lv.mode in ("rate", "trace"):
         out.update(_stats_keys("sched_lag", lv.sched_lag))
         out["dropped_arrivals"] = lv.dropped
     # achieved lengths (compare with the run's workload isl/osl) and reasoning
@@ -278,6 +281,8 @@ def build_results(
         load_info: dict[str, Any] = {}
         if lv.mode == "rate":
             load_info = {"arrival": load.arrival, "max_concurrency": load.max_concurrency}
+        elif lv.mode == "trace":
+            load_info = {"max_concurrency": load.max_concurrency}
         level = level_result(lv, extra, load_info)
         if server is not None:
             level["server"] = server.levels.get(lv.level_id)

@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import orjson
+
+from tui.engine.config import LoadMode
 
 NAN = float("nan")
 
@@ -58,7 +60,7 @@ class ResultsLevel:
     """One load level as written: its steady-state window's counts, rates and latency stats."""
 
     level_id: int
-    mode: Literal["concurrency", "rate"]
+    mode: LoadMode
     value: float
     """Users (closed loop) or requests/s offered (open loop)."""
     window_s: float
@@ -246,14 +248,20 @@ def _histogram(r: _Reader, key: str) -> LatencyHistogram | None:
 
 def _level(r: _Reader) -> ResultsLevel:
     mode = r.text("mode")
-    if mode not in ("concurrency", "rate"):
-        raise r.error(f"mode must be concurrency or rate{r.at('mode')}, got {mode!r}")
-    value = float(r.whole("concurrency")) if mode == "concurrency" else r.number("request_rate")
+    if mode not in ("concurrency", "rate", "trace"):
+        raise r.error(f"mode must be concurrency, rate or trace{r.at('mode')}, got {mode!r}")
+    value = (
+        float(r.whole("concurrency"))
+        if mode == "concurrency"
+        else r.number("trace_speed")
+        if mode == "trace"
+        else r.number("request_rate")
+    )
     errors = r.child("errors") if "errors" in r.data else None
     error_counts = tuple((k, errors.whole(k)) for k in errors.data) if errors is not None else ()
     return ResultsLevel(
         level_id=r.whole("level_id"),
-        mode=cast(Literal["concurrency", "rate"], mode),
+        mode=cast(LoadMode, mode),
         value=value,
         window_s=r.number("duration"),
         window_completed=r.whole("completed"),
