@@ -57,13 +57,16 @@ def _finite(x: Any) -> float | None:
 
 def level_value(level: Mapping[str, Any]) -> float | None:
     """A level's x: its concurrency or its request rate."""
-    return _finite(level.get("concurrency" if level.get("mode") == "concurrency" else "request_rate"))
+    key = {"concurrency": "concurrency", "trace": "trace_speed"}.get(str(level.get("mode")), "request_rate")
+    return _finite(level.get(key))
 
 
 def level_name(level: Mapping[str, Any]) -> str:
     """As the bench table names it: "c=8", "r=2.5/s"."""
     v = level_value(level)
     shown = "?" if v is None else f"{v:g}"
+    if level.get("mode") == "trace":
+        return f"x{shown}"
     return f"c={shown}" if level.get("mode") == "concurrency" else f"r={shown}/s"
 
 
@@ -122,7 +125,7 @@ def throughput_svg(results: Mapping[str, Any]) -> str:
     """The SVG document (a string) of the run's throughput curve, its knee and the latency table."""
     levels: list[Mapping[str, Any]] = list(results.get("levels") or ())
     points = plotted_levels(results)
-    mode = levels[0].get("mode") if levels else "concurrency"
+    mode = str(levels[0].get("mode")) if levels else "concurrency"
     x_title = {"concurrency": "concurrency (users)", "trace": "trace speed-up (x)"}.get(
         mode, "request rate (req/s)"
     )
