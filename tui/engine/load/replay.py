@@ -104,8 +104,8 @@ class Replay:
                 continue
             due_ns = anchor + round((entry.at_ns - pos) / speed)
             wait_ns = due_ns - LEAD_NS - time.perf_counter_ns()
-            if wait_ns > 0:
-                await asyncio.sleep(wait_ns / 1e9)
+            # behind, still yield once a request: a replay catching up must not starve the worker's batches
+            await asyncio.sleep(max(0.0, wait_ns / 1e9))
             self._say_if_behind(time.perf_counter_ns() - due_ns)
             await send(share, due_ns, entry)  # cancelled in the cap's wait: still pending, sent next run
             self._pending = None
