@@ -7,6 +7,8 @@
    same file streamed through one `TraceFeed` end to end, to show a whole pass costs no memory either.
 2. Schedule: the requests log of that replay: send (the socket write) minus schedule, p50/p99/max, and the
    share of sends more than 1 ms late.
+3. The timing machinery alone (no HTTP): a worker's `Replay` at ``--rate`` on an event loop of its own, each
+   due request held by the client's `wait_until_ns` as a real one is; how late each is released.
 
     PYTHONPATH=. python tests/perf/trace_replay.py [--lines 1000000] [--rate 200] [--duration 20]
 
@@ -16,6 +18,7 @@ Not a pytest test (tests/perf is excluded from the suite).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import tempfile
 import time
@@ -26,7 +29,10 @@ import psutil
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, TraceConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
-from tui.engine.traces import TraceFeed, check_trace
+from tui.engine.load.replay import Replay
+from tui.engine.stream.client import wait_until_ns
+from tui.engine.traces import TraceFeed, TraceRequest, check_trace
+from tui.engine.wire import WorkerShare
 from tui.sim.launch import SimServer
 
 MB = 1024 * 1024
@@ -44,6 +50,38 @@ def write_trace(path: Path, lines: int) -> None:
 
 def rss_mb(proc: psutil.Process) -> float:
     return float(proc.memory_info().rss) / MB
+
+
+def machinery_lateness_ms(trace: TraceConfig, rate: float, seconds: float) -> np.ndarray:
+    """Each request's release minus its time, with the replay and the client's hold and nothing else."""
+    late: list[float] = []
+    held: set[asyncio.Task[None]] = set()
+
+    async def hold(due_ns: int) -> None:
+        await wait_until_ns(due_ns)
+        late.append((time.perf_counter_ns() - due_ns) / 1e6)
+
+    async def send(share: WorkerShare, due_ns: int, entry: TraceRequest) -> None:
+        task = asyncio.ensure_future(hold(due_ns))
+        held.add(task)
+        task.add_done_callback(held.discard)
+
+    async def run() -> None:
+        share = WorkerShare(level_id=1, mode="trace", speed=rate / 1000.0,
+                            trace_anchor_ns=time.perf_counter_ns() + 10_000_000)  # fmt: skip
+        replay = Replay(trace)
+        try:
+            await asyncio.wait_for(replay.run(share, send), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    try:
+        import uvloop
+
+        uvloop.run(run())  # as the workers run
+    except ImportError:
+        asyncio.run(run())
+    return np.array(late)
 
 
 def main() -> None:
@@ -106,6 +144,11 @@ def main() -> None:
                 f"{name}: p50 {np.percentile(a, 50):.3f} ms, p99 {np.percentile(a, 99):.3f} ms, "
                 f"max {a.max():.3f} ms, {np.mean(a > 1.0) * 100:.2f}% over 1 ms ({a.size} sends)"
             )
+        a = machinery_lateness_ms(trace, args.rate, min(args.duration, 10.0))
+        print(
+            f"replay + hold alone at {args.rate:g} req/s: release - schedule p50 {np.percentile(a, 50):.3f} ms, "
+            f"p99 {np.percentile(a, 99):.3f} ms, max {a.max():.3f} ms ({a.size} requests)"
+        )
         if args.skip_feed_pass:
             return
         before = rss_mb(me)
