@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import tempfile
 import time
@@ -70,10 +71,8 @@ def machinery_lateness_ms(trace: TraceConfig, rate: float, seconds: float) -> np
         share = WorkerShare(level_id=1, mode="trace", speed=rate / 1000.0,
                             trace_anchor_ns=time.perf_counter_ns() + 10_000_000)  # fmt: skip
         replay = Replay(trace)
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(replay.run(share, send), seconds)
-        except asyncio.TimeoutError:
-            pass
 
     try:
         import uvloop
