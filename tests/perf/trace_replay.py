@@ -146,7 +146,8 @@ def main() -> None:
         a = machinery_lateness_ms(trace, args.rate, min(args.duration, 10.0))
         print(
             f"replay + hold alone at {args.rate:g} req/s: release - schedule "
-            f"p50 {np.percentile(a, 50):.3f} ms, p99 {np.percentile(a, 99):.3f} ms, max {a.max():.3f} ms ({a.size} requests)"
+            f"p50 {np.percentile(a, 50):.3f} ms, p99 {np.percentile(a, 99):.3f} ms, "
+            f"max {a.max():.3f} ms ({a.size} requests)"
         )
         if args.skip_feed_pass:
             return
