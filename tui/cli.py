@@ -220,6 +220,12 @@ def _add_trace_args(p: argparse.ArgumentParser) -> None:
         help="tokens per Mooncake hash_ids block (default 512; Alibaba's Bailian traces: 16)",
     )
     g.add_argument("--trace-model", metavar="NAME", help="BurstGPT: only this model's requests")
+    g.add_argument(
+        "--trace-time-unit",
+        choices=["s", "ms", "us", "ns"],
+        default=None,
+        help="what a timestamp number counts (default: Mooncake ms, BurstGPT s)",
+    )
 
 
 def _endpoint(text: str) -> str:

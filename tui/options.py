@@ -224,7 +224,7 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
 def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
     """``--trace`` and its flags: the file checked here (its head only), in one line if it is unusable."""
     path = getattr(ns, "trace", None)
-    trace_flags = ("trace_format", "trace_speed", "trace_duration", "trace_model")
+    trace_flags = ("trace_format", "trace_speed", "trace_duration", "trace_model", "trace_time_unit")
     if path is None:
         given = [f for f in trace_flags if getattr(ns, f, None)]
         if given or getattr(ns, "trace_loop", False) or getattr(ns, "trace_start", 0.0):
@@ -248,6 +248,7 @@ def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
         duration_s=getattr(ns, "trace_duration", None),
         loop=bool(getattr(ns, "trace_loop", False)),
         model=getattr(ns, "trace_model", None),
+        time_unit=getattr(ns, "trace_time_unit", None),
     )
     if wanted.model and wanted.format not in (None, "burstgpt"):
         raise UsageError("--trace-model filters BurstGPT traces only")

@@ -136,3 +136,14 @@ def test_shared_hash_ids_give_the_same_leading_text(tmp_path: Path) -> None:
     assert [len(w) for w in words] == [40, 30, 30]  # one word a token before any answer
     assert words[1] == words[0][:30]  # blocks 5 and 6 alike (block 9 lies past its 30 tokens)
     assert words[2][:16] != words[0][:16] and words[2][16:30] == words[0][16:30]  # block 8, then 6 again
+
+
+def test_the_timestamp_unit_can_be_given(tmp_path: Path) -> None:
+    path = mooncake(tmp_path / "t.jsonl", [
+        {"timestamp": 61.114, "input_length": 5, "output_length": 1},
+        {"timestamp": "62.5", "input_length": 5, "output_length": 1},
+    ])  # fmt: skip
+    reqs, _ = feed(path, time_unit="s")
+    assert [r.at_ns for r in reqs] == [0, 1_386_000_000]
+    reqs, _ = feed(path)  # Mooncake's own unit: ms
+    assert [r.at_ns for r in reqs] == [0, 1_386_000]

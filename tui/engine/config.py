@@ -135,6 +135,8 @@ class DatasetConfig:
 
 
 TraceFormatName = Literal["mooncake", "azure", "burstgpt"]
+TraceTimeUnit = Literal["s", "ms", "us", "ns"]
+TIME_UNIT_NS: dict[str, int] = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,8 @@ class TraceConfig:
     """Start over at the end (the next pass one mean gap after the last request)."""
     model: str | None = None
     """BurstGPT: keep only this model's requests (``Model`` column, case-insensitive)."""
+    time_unit: TraceTimeUnit | None = None
+    """What a number in the timestamp column counts; None: the format's own (Mooncake ms, BurstGPT s)."""
     size_bytes: int = 0
     """The file's size when checked: a worker that finds another refuses it."""
 

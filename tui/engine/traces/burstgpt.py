@@ -16,9 +16,10 @@ class OtherModel(Exception):
 class BurstGptReader:
     """Columns by the header's names; ``model`` (case-insensitive) filters the lines."""
 
-    def __init__(self, header: str, model: str | None = None) -> None:
+    def __init__(self, header: str, model: str | None = None, unit_ns: int = 1_000_000_000) -> None:
         self.columns = Columns(header, COLUMNS)
         self.model = model.lower() if model else None
+        self.unit_ns = unit_ns
 
     def parse(self, line: str) -> TraceRequest:
         c = self.columns
@@ -26,7 +27,7 @@ class BurstGptReader:
         if self.model is not None and parts[c.index["Model"]].strip().lower() != self.model:
             raise OtherModel
         return TraceRequest(
-            at_ns=seconds_ns("Timestamp", c.get(parts, "Timestamp")),
+            at_ns=seconds_ns("Timestamp", c.get(parts, "Timestamp"), self.unit_ns),
             input_tokens=whole("Request tokens", c.get(parts, "Request tokens")),
             output_tokens=whole("Response tokens", c.get(parts, "Response tokens")),
         )

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from tui.engine.config import TraceConfig
+from tui.engine.config import TIME_UNIT_NS, TraceConfig
 from tui.engine.traces.azure import AzureReader
 from tui.engine.traces.burstgpt import BurstGptReader, OtherModel
 from tui.engine.traces.mooncake import MooncakeReader
@@ -46,13 +46,14 @@ def sniff_format(path: str, first_line: str) -> TraceFormat:
     )
 
 
-def line_reader(fmt: TraceFormat, header: str, model: str | None = None) -> LineReader:
+def line_reader(config: TraceConfig, fmt: TraceFormat, header: str) -> LineReader:
     """The reader for ``fmt``; CSV formats take their columns from ``header``."""
+    unit = TIME_UNIT_NS[config.time_unit] if config.time_unit else None
     if fmt == "mooncake":
-        return MooncakeReader()
+        return MooncakeReader(unit or TIME_UNIT_NS["ms"])
     if fmt == "azure":
         return AzureReader(header)
-    return BurstGptReader(header, model)
+    return BurstGptReader(header, config.model, unit or TIME_UNIT_NS["s"])
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:
@@ -83,7 +84,7 @@ def check_trace(config: TraceConfig) -> TraceConfig:
     if config.block_size < 1:
         raise TraceError(f"--trace-block-size must be at least 1, got {config.block_size}")
     try:
-        reader = line_reader(fmt, first[1], config.model)
+        reader = line_reader(config, fmt, first[1])
     except ValueError as exc:
         raise TraceError(f"{config.path}:{first[0]}: not a {fmt} trace: {exc}") from None
     data = lines if fmt != "mooncake" else _chain(first, lines)
@@ -179,7 +180,7 @@ class TraceFeed:
         slice_to: int | None = None
         for number, text in _lines(cfg.path):
             if reader is None:
-                reader = line_reader(cfg.format, text, cfg.model)
+                reader = line_reader(cfg, cfg.format, text)
                 if cfg.format != "mooncake":
                     continue  # the header
             try:

@@ -13,7 +13,10 @@ from tui.engine.traces.protocol import TraceRequest, seconds_ns, whole
 
 
 class MooncakeReader:
-    """One JSON object per line."""
+    """One JSON object per line; ``unit_ns``: nanoseconds in one unit of ``timestamp`` (Mooncake's ms)."""
+
+    def __init__(self, unit_ns: int = 1_000_000) -> None:
+        self.unit_ns = unit_ns
 
     def parse(self, line: str) -> TraceRequest:
         """The request on ``line``; `ValueError` for bad JSON, a missing or non-numeric field."""
@@ -29,7 +32,8 @@ class MooncakeReader:
         ts = obj["timestamp"]
         if isinstance(ts, bool) or not isinstance(ts, (int, float, str)):
             raise ValueError(f"timestamp is not a number: {ts!r}")
-        at_ns = ts * 1_000_000 if isinstance(ts, int) else seconds_ns("timestamp", str(ts), 1_000_000)
+        u = self.unit_ns
+        at_ns = ts * u if isinstance(ts, int) else seconds_ns("timestamp", str(ts), u)
         ids = obj.get("hash_ids") or []
         if not isinstance(ids, list) or not all(type(i) is int for i in ids):
             raise ValueError("hash_ids is not a list of whole numbers")
