@@ -29,6 +29,10 @@ def test_bench_sweeps_the_trace_at_each_speed(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     assert [(lv["mode"], lv["trace_speed"]) for lv in results["levels"]] == [("trace", 1.0), ("trace", 2.0)]
     assert "x1" in r.stdout and "x2" in r.stdout
+    # sends against their schedule are shown apart from TTFT, as the results keep them
+    (lag_line,) = [line for line in r.stdout.splitlines() if line.startswith("send vs schedule")]
+    assert "x1 p50" in lag_line and "x2 p50" in lag_line
+    assert all("p99_sched_lag_ms" in lv for lv in results["levels"])
     records = read_jsonl(log)
     for level, speed in ((1, 1.0), (2, 2.0)):
         mine = sorted((x for x in records if x["level"] == level), key=lambda x: x["scheduled_ns"])
