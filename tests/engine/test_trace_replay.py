@@ -19,6 +19,10 @@ from tui.sim.launch import SimServer
 pytestmark = [pytest.mark.timeout(120), pytest.mark.timing]
 BLOCK = 64
 N = 48
+TEMPLATE = 7
+"""The simulator's chat template tokens around one message (tests/engine/sim_client.py)."""
+CACHE_BLOCK = 16
+"""The simulator's prefix cache holds whole blocks of this many tokens."""
 
 
 def write_trace(path: Path) -> list[dict[str, object]]:
@@ -39,14 +43,17 @@ def write_trace(path: Path) -> list[dict[str, object]]:
     return rows
 
 
-def shared_blocks(ids: list[int], earlier: list[list[int]]) -> int:
-    """Leading blocks ``ids`` shares with any earlier request."""
+def shared_tokens(row: dict[str, object], earlier: list[dict[str, object]]) -> int:
+    """Leading prompt tokens of its own text ``row`` shares with any earlier request: its leading blocks
+    alike, as far as both prompts reach (the chat template's tokens around the text not counted)."""
+    ids, isl = list(row["hash_ids"]), int(row["input_length"])  # type: ignore[call-overload]
     best = 0
     for other in earlier:
+        o_ids, o_isl = list(other["hash_ids"]), int(other["input_length"])  # type: ignore[call-overload]
         k = 0
-        while k < min(len(ids), len(other)) and ids[k] == other[k]:
+        while k < min(len(ids), len(o_ids)) and ids[k] == o_ids[k]:
             k += 1
-        best = max(best, k)
+        best = max(best, min(k * BLOCK, isl - TEMPLATE, o_isl - TEMPLATE))
     return best
 
 
@@ -77,30 +84,29 @@ def test_a_trace_replays_at_its_times_lengths_and_prefixes(tmp_path: Path) -> No
         # the schedule is the trace's, gaps divided by the speed (to the nanosecond's rounding)
         want_ms = (at_ms - at_ms[0]) / speed
         assert np.abs((sched - sched[0]) / 1e6 - want_ms).max() < 1e-3
-        # the server saw each request within 2 ms of its scheduled time at p99
         late_ms = (arrival - sched) / 1e6
         assert late_ms.min() >= 0, "a request reached the server before its time"
-        assert np.percentile(late_ms, 99) < 2.0, (
-            f"arrival vs schedule p99 {np.percentile(late_ms, 99):.2f} ms"
-        )
-        passes[level] = (mine, arrival)
+        passes[level] = (mine, arrival, late_ms)
         # ISL and OSL per request as the trace says, by the server's count
         for (rec, tr), row in zip(mine, rows, strict=True):
             assert tr["prompt_tokens"] == rec["input_tokens"] == row["input_length"], row
             assert tr["completion_tokens"] == rec["output_tokens"] == row["output_length"], row
+    # leading hash ids shared with an earlier request are served from the simulator's prefix cache: every
+    # whole cache block of the shared text hits, and nothing past it (unshared prompts hit nothing)
+    earlier: list[dict[str, object]] = []
+    for (_, tr), row in zip(passes[1][0], rows, strict=True):
+        shared = shared_tokens(row, earlier)
+        cached = tr["cached_tokens"] or 0
+        assert CACHE_BLOCK * (shared // CACHE_BLOCK) <= cached <= shared + CACHE_BLOCK, (row, shared, cached)
+        earlier.append(row)
+    assert sum(1 for (_, tr) in passes[1][0] if (tr["cached_tokens"] or 0) >= BLOCK) >= N // 4
+    # the server saw each request within 2 ms of its scheduled time at p99 (checked last: the bound is the
+    # one most at the mercy of a busy machine, and the checks above say more when it fails)
+    for level in (1, 2):
+        late_ms = passes[level][2]
+        p99 = np.percentile(late_ms, 99)
+        assert p99 < 2.0, f"level {level}: arrival vs schedule p99 {p99:.2f} ms"
     # x2 halves every gap: the second pass's arrival gaps are the first's over two
     gaps1 = np.diff(passes[1][1]) / 1e6
     gaps2 = np.diff(passes[2][1]) / 1e6
     assert np.percentile(np.abs(gaps2 - gaps1 / 2), 99) < 2.0
-    # leading hash ids shared with an earlier request are served from the simulator's prefix cache
-    earlier: list[list[int]] = []
-    for (_, tr), row in zip(passes[1][0], rows, strict=True):
-        ids = list(row["hash_ids"])  # type: ignore[call-overload]
-        k = shared_blocks(ids, earlier)
-        cached = tr["cached_tokens"] or 0
-        if k:
-            assert cached >= min(k * BLOCK, tr["prompt_tokens"] - 1) - 16, (row, cached)
-        else:
-            assert cached < 16, (row, cached)
-        earlier.append(ids)
-    assert sum(1 for (_, tr) in passes[1][0] if (tr["cached_tokens"] or 0) >= BLOCK) >= N // 4
