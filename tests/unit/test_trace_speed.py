@@ -35,15 +35,18 @@ def test_the_clock_goes_on_from_where_the_replay_is() -> None:
     clock.retarget(LoadTarget(mode="trace"), 0, new_level=False)
     assert clock.place().anchor_ns is None  # not started before every worker is up
     clock.start(0, LoadTarget(mode="trace", speed=1.0))
-    a0 = START_LEAD_NS
-    assert clock.position_ns(a0 + 2 * S) == 2 * S
-    clock.retarget(LoadTarget(mode="trace", speed=4.0), a0 + 2 * S, new_level=True)
-    assert clock.place() == (a0 + 2 * S, 2 * S, 0)
-    assert clock.position_ns(a0 + 3 * S) == 6 * S  # one second at x4
-    clock.retarget(LoadTarget(mode="trace", speed=4.0, paused=True), a0 + 3 * S, new_level=False)
-    assert clock.position_ns(a0 + 9 * S) == 6 * S  # a pause holds the place
-    clock.retarget(LoadTarget(mode="trace", speed=1.0, from_start=True), a0 + 10 * S, new_level=True)
-    assert clock.place() == (a0 + 10 * S, 0, 1)  # bench's next level: the trace anew
+    lead = START_LEAD_NS
+    assert clock.position_ns(lead + 2 * S) == 2 * S
+    # x4 from 2 s on: it takes effect a lead later, where the x1 timeline has got to by then
+    clock.retarget(LoadTarget(mode="trace", speed=4.0), lead + 2 * S, new_level=True)
+    assert clock.place() == (2 * lead + 2 * S, 2 * S + lead, 0)
+    assert clock.position_ns(2 * lead + 3 * S) == 6 * S + lead  # one second at x4
+    clock.retarget(LoadTarget(mode="trace", speed=4.0, paused=True), 2 * lead + 3 * S, new_level=False)
+    assert clock.position_ns(9 * S) == 6 * S + lead  # a pause holds the place
+    clock.retarget(LoadTarget(mode="trace", speed=1.0), 10 * S, new_level=True)
+    assert clock.place() == (10 * S + lead, 6 * S + lead, 0)  # resumed where it was held
+    clock.retarget(LoadTarget(mode="trace", speed=1.0, from_start=True), 11 * S, new_level=True)
+    assert clock.place() == (11 * S + lead, 0, 1)  # bench's next level: the trace anew
 
 
 def test_a_replay_behind_its_schedule_says_so_and_sends_everything(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from tui.engine.config import LoadTarget
 from tui.engine.load.replay import TracePlace
 
 START_LEAD_NS = 20_000_000
-"""The replay starts this long after every worker is up, so each has its first share before its first send."""
+"""The replay starts (and a new speed takes effect) this long after the handle says so, so every worker has
+its share before the first send under it (a share reaches a busy worker a few ms after it is sent)."""
 
 
 class TraceClock:
@@ -37,16 +38,19 @@ class TraceClock:
 
     def retarget(self, target: LoadTarget, now_ns: int, *, new_level: bool) -> None:
         """The target changed at ``now_ns``: go on from where the replay is (from the start, in a new epoch,
-        for a new level whose target asks for it)."""
-        pos = self.position_ns(now_ns)
+        for a new level whose target asks for it). A running replay changes `START_LEAD_NS` from now, so
+        the workers have the new share before its first send; up to then the old timeline holds."""
+        started = self.anchor_ns is not None
+        at_ns = now_ns + START_LEAD_NS if started and not target.paused else now_ns
+        pos = self.position_ns(at_ns)
         if new_level and target.from_start:
             pos = 0
             self.epoch += 1
         self.pos_ns = pos
         self.speed = target.speed
         self.running = not target.paused
-        if self.anchor_ns is not None:
-            self.anchor_ns = max(now_ns, self.anchor_ns)
+        if started:
+            self.anchor_ns = at_ns
 
     def place(self) -> TracePlace:
         return TracePlace(self.anchor_ns, self.pos_ns, self.epoch)
