@@ -91,10 +91,11 @@ def test_a_trace_replays_at_its_times_lengths_and_prefixes(tmp_path: Path) -> No
         for (rec, tr), row in zip(mine, rows, strict=True):
             assert tr["prompt_tokens"] == rec["input_tokens"] == row["input_length"], row
             assert tr["completion_tokens"] == rec["output_tokens"] == row["output_length"], row
-    # leading hash ids shared with an earlier request are served from the simulator's prefix cache: every
-    # whole cache block of the shared text hits, and nothing past it (unshared prompts hit nothing)
+    # leading hash ids shared with a request that arrived before are served from the simulator's prefix
+    # cache: every whole cache block of the text both share hits, nothing much past it (unshared: nothing)
     earlier: list[dict[str, object]] = []
-    for (_, tr), row in zip(passes[1][0], rows, strict=True):
+    by_arrival = sorted(zip(passes[1][0], rows, strict=True), key=lambda p: p[0][1]["arrival_ns"])
+    for (_, tr), row in by_arrival:
         shared = shared_tokens(row, earlier)
         cached = tr["cached_tokens"] or 0
         assert CACHE_BLOCK * (shared // CACHE_BLOCK) <= cached <= shared + CACHE_BLOCK, (row, shared, cached)
