@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tui.app import control
 from tui.engine.config import LoadTarget, TraceConfig
-from tui.engine.host.trace_clock import START_LEAD_NS, TraceClock
+from tui.engine.host.trace_clock import FIRST_START_NS, START_LEAD_NS, TraceClock
 from tui.engine.load.replay import Replay
 from tui.engine.traces import TraceRequest, check_trace
 from tui.engine.wire import WorkerShare
@@ -34,8 +34,8 @@ def test_the_clock_goes_on_from_where_the_replay_is() -> None:
     clock = TraceClock()
     clock.retarget(LoadTarget(mode="trace"), 0, new_level=False)
     assert clock.place().anchor_ns is None  # not started before every worker is up
-    clock.start(0, LoadTarget(mode="trace", speed=1.0))
-    lead = START_LEAD_NS
+    clock.start(-FIRST_START_NS + START_LEAD_NS, LoadTarget(mode="trace", speed=1.0))
+    lead = START_LEAD_NS  # the first start is due FIRST_START_NS on: here at lead
     assert clock.position_ns(lead + 2 * S) == 2 * S
     # x4 from 2 s on: it takes effect a lead later, where the x1 timeline has got to by then
     clock.retarget(LoadTarget(mode="trace", speed=4.0), lead + 2 * S, new_level=True)

@@ -8,8 +8,11 @@ from tui.engine.config import LoadTarget
 from tui.engine.load.replay import TracePlace
 
 START_LEAD_NS = 20_000_000
-"""The replay starts (and a new speed takes effect) this long after the handle says so, so every worker has
-its share before the first send under it (a share reaches a busy worker a few ms after it is sent)."""
+"""A new speed takes effect this long after the handle says so, so every worker has its share before the
+first send under it (a share reaches a busy worker a few ms after it is sent)."""
+FIRST_START_NS = 250_000_000
+"""The replay's first request is due this long after every worker has reported: a worker's first moments
+(its first batch, the first requests' code paths) made the first few sends 17-23 ms late at 20 ms."""
 
 
 class TraceClock:
@@ -32,7 +35,7 @@ class TraceClock:
         """Every worker is up: the replay begins shortly, at the target's speed (held if it is paused)."""
         if self.anchor_ns is not None:
             return
-        self.anchor_ns = now_ns + START_LEAD_NS
+        self.anchor_ns = now_ns + FIRST_START_NS
         self.speed = target.speed
         self.running = not target.paused
 
