@@ -24,6 +24,7 @@ def test_bench_sweeps_the_trace_at_each_speed(tmp_path: Path) -> None:
     out, log = tmp_path / "r.json", tmp_path / "requests.jsonl"
     r = bench("--sim-profile", "flat", "--sim-time-scale", "10", "--trace", str(trace),
               "--trace-speed", "1,2", "--requests", "20", "--output", str(out), "--requests-log", str(log),
+              "--plot", str(tmp_path / "p.svg"), "--vllm-results", str(tmp_path / "vllm"),
               "--quiet")  # fmt: skip
     assert r.returncode == 0, r.stderr
     results = json.loads(out.read_text())
@@ -33,6 +34,10 @@ def test_bench_sweeps_the_trace_at_each_speed(tmp_path: Path) -> None:
     (lag_line,) = [line for line in r.stdout.splitlines() if line.startswith("send vs schedule")]
     assert "x1 p50" in lag_line and "x2 p50" in lag_line
     assert all("p99_sched_lag_ms" in lv for lv in results["levels"])
+    # the exports take a trace level too: the plot's axis is the speed-up, vLLM's rate the one achieved
+    assert "speed-up" in (tmp_path / "p.svg").read_text()
+    vllm = [json.loads(p.read_text()) for p in sorted((tmp_path / "vllm").glob("*.json"))]
+    assert len(vllm) == 2 and all(v["request_rate"] == pytest.approx(v["request_throughput"]) for v in vllm)
     records = read_jsonl(log)
     for level, speed in ((1, 1.0), (2, 2.0)):
         mine = sorted((x for x in records if x["level"] == level), key=lambda x: x["scheduled_ns"])
