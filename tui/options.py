@@ -347,8 +347,26 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         server_metrics=getattr(ns, "server_metrics", True),
         metrics_url=metrics_url,
         server_metrics_log=getattr(ns, "server_metrics_log", None),
+        gpu_metrics=gpu_metrics_from_args(ns),
         isl_probe=getattr(ns, "isl_probe", True),
     )
+
+
+def gpu_metrics_from_args(ns: argparse.Namespace) -> str | None:
+    """``--gpu-metrics``, checked before any load: a URL, or `nvml` with NVML importable."""
+    spec = getattr(ns, "gpu_metrics", None)
+    if spec is None:
+        return None
+    from tui.engine.server_metrics.gpu_source import NVML, nvml_source
+
+    if spec == NVML:
+        try:
+            nvml_source()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    elif not spec.startswith(("http://", "https://")):
+        raise UsageError(f"--gpu-metrics takes a DCGM exporter's URL (http://...) or 'nvml', got {spec!r}")
+    return spec
 
 
 def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:

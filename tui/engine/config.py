@@ -194,6 +194,9 @@ class EngineOptions:
     metrics_interval_s: float = 1.0
     server_metrics_log: str | None = None
     """A path that gets one JSON line per scrape (appended), for plots after the run."""
+    gpu_metrics: str | None = None
+    """The GPU beside the server: a DCGM exporter's URL, or `nvml` (this host's GPUs); None: only what the
+    server's own /metrics serves of DCGM's names."""
     """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     isl_probe: bool = False
     """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
