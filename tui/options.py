@@ -354,7 +354,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
 
 def gpu_metrics_from_args(ns: argparse.Namespace) -> str | None:
     """``--gpu-metrics``, checked before any load: a URL, or `nvml` with NVML importable."""
-    spec = getattr(ns, "gpu_metrics", None)
+    spec: str | None = getattr(ns, "gpu_metrics", None)
     if spec is None:
         return None
     from tui.engine.server_metrics.gpu_source import NVML, nvml_source

@@ -33,8 +33,8 @@ def test_sparkline_scales_to_the_maximum() -> None:
 def test_content_of_a_view_and_of_each_missing_case() -> None:
     view = _view()
     text = server_content(view, frozen.snapshot()).plain
-    assert f"waiting{'':<5}{view.current['waiting']:>7,.0f}" in text
-    assert "running" in text and "KV cache" in text and "gen tok/s" in text
+    assert f"waiting{'':<2}{view.current['waiting']:>6,.0f}" in text
+    assert "running" in text and "KV cache" in text and "tok/s" in text
     off = server_content(None, None).plain
     assert off == "server metrics off (--no-server-metrics)"
     hint = "no /metrics at http://h/metrics (HTTP 404); llama-server: start it with --metrics"

@@ -51,6 +51,21 @@ class Reading:
     scrape up to this one (`with_areas`); a gauge's mean over any window is then a difference of two."""
 
 
+class CanaryFigures(NamedTuple):
+    """The canary user's TTFT over the live window (`tui.engine.host.canary`): the TTFT a new user would
+    see now, from one-token requests sent beside the load and never counted in it."""
+
+    rate: float
+    """Requests per second asked for."""
+    n: int
+    """Canary requests whose first token came in the window."""
+    mean_ms: float | None
+    p99_ms: float | None
+    last_ms: float | None
+    errors: int
+    """Canary requests that failed in the window."""
+
+
 class Hold(NamedTuple):
     """A gauge's latest reading and its running area up to it: what the next reading's area adds to."""
 
@@ -272,6 +287,8 @@ class ServerView:
     """Times the server's counters went back (it restarted) since the first scrape."""
     reset_t_ns: int | None = None
     """When the last restart was seen (the first scrape after it)."""
+    canary: CanaryFigures | None = None
+    """The canary user's figures, set by the engine that runs one (None: no canary)."""
 
     @property
     def found(self) -> tuple[str, ...]:
