@@ -348,8 +348,17 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         metrics_url=metrics_url,
         server_metrics_log=getattr(ns, "server_metrics_log", None),
         gpu_metrics=gpu_metrics_from_args(ns),
+        canary_rate=canary_rate_from_args(ns),
         isl_probe=getattr(ns, "isl_probe", True),
     )
+
+
+def canary_rate_from_args(ns: argparse.Namespace) -> float | None:
+    """``--canary-rate``: its figures live in the server pane and summaries, so it needs the scrape on."""
+    rate: float | None = getattr(ns, "canary_rate", None)
+    if rate is not None and not getattr(ns, "server_metrics", True):
+        raise UsageError("--canary-rate is shown beside the server's metrics: drop --no-server-metrics")
+    return rate
 
 
 def gpu_metrics_from_args(ns: argparse.Namespace) -> str | None:

@@ -24,6 +24,7 @@ def watch_target(ns: argparse.Namespace) -> tuple[TargetConfig, EngineOptions]:
         metrics_interval_s=ns.interval,
         server_metrics_log=ns.server_metrics_log,
         gpu_metrics=gpu_metrics_from_args(ns),
+        canary_rate=ns.canary_rate,
     )
     return TargetConfig(base_url=base_url, api_key=api_key), options
 

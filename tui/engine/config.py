@@ -194,6 +194,9 @@ class EngineOptions:
     metrics_interval_s: float = 1.0
     server_metrics_log: str | None = None
     """A path that gets one JSON line per scrape (appended), for plots after the run."""
+    canary_rate: float | None = None
+    """One-token requests per second sent beside the load and never counted in it (`host.canary`): the
+    TTFT a new user would see now."""
     gpu_metrics: str | None = None
     """The GPU beside the server: a DCGM exporter's URL, or `nvml` (this host's GPUs); None: only what the
     server's own /metrics serves of DCGM's names."""

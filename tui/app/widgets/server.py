@@ -138,7 +138,9 @@ def server_content(
     if view.status == STARTING:
         return Content.styled(f"scraping {view.url} …", "$text-muted")
     if view.status in (MISSING, UNREACHABLE) and not view.readings:
-        return Content.styled(view.message or f"no metrics at {view.url}", "$text-warning")
+        message = Content.styled(view.message or f"no metrics at {view.url}", "$text-warning")
+        line = canary_line(view.canary)
+        return message if line is None else Content.assemble(message, "\n", (line, "$accent"))
     cur = view.current
     parts: list[str | tuple[str, str]] = []
     wide = width >= 60
@@ -166,6 +168,8 @@ def server_content(
     parts.append(("  ".join(rates) + "\n", ""))
     client = snap.ttft_hist.get(CLIENT_WINDOW_S) if snap is not None else None
     client_ms = client.stats.mean if client is not None and client.stats.n else None
+    if client_ms is None and view.canary is not None:
+        client_ms = view.canary.mean_ms  # `watch`: the canary is the only client there is
     if (line := parts_line(view.parts, client_ms, wide)) is not None:
         parts.append((line + "\n", "bold"))
     elif client_ms is not None:
@@ -197,7 +201,13 @@ class ServerPane(Static):
         """Redraw if the view or the client's TTFT changed (a scrape a second: cheap)."""
         client = snap.ttft_hist.get(CLIENT_WINDOW_S) if snap is not None else None
         canary = view.canary if view else None
-        key = (id(view), view.scrapes if view else None, view.status if view else None, client, canary)
+        # not the view's id: a view with the canary's figures is a new object on every read
+        key = (
+            (view.scrapes, view.failures, view.status, view.url) if view else None,
+            client,
+            canary,
+            self.content_region.width,
+        )
         if key == self._key:
             return
         self._key = key

@@ -76,9 +76,14 @@ DEFINITIONS: dict[str, str] = {
     "the window's population) / the prompt tokens of the requests that reported it; null when none did",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
+    "server.ttft_parts": "per level, the mean TTFT in parts: queue, prefill and the rest of the server's "
+    "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT minus the server's",
+    "server.gpu": "per level, the GPU beside the server (DCGM fields, time-averaged; per GPU and for all)",
     "server": "per level, the server's own /metrics over the level's steady window (its whole span when it "
     "has none): gauges time-averaged (running_mean, waiting_mean, kv_usage_mean), counters as rates, its "
-    "latency histograms as quantiles from bucket deltas (ms); null when not scraped",
+    "latency histograms from bucket deltas (ms): mean exact, each pNN a number only where its bucket is "
+    "narrow, else null with buckets.pNN = {kind: bound|range|above, low, high} (estimate from buckets); "
+    "restarts: times its counters went back; null when not scraped",
     "client_saturated": "a worker's event-loop lag p99 over lag_threshold_ms or CPU share over cpu_threshold "
     "in two consecutive disjoint health windows (health_window_s each), at any time in the run; "
     "max_loop_lag_p99_ms and max_cpu_share are the raw rolling maxima, a momentary stall included; "
@@ -280,7 +285,7 @@ def build_results(
             load_info = {"arrival": load.arrival, "max_concurrency": load.max_concurrency}
         level = level_result(lv, extra, load_info)
         if server is not None:
-            level["server"] = server.levels.get(lv.level_id)
+            level["server"] = _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean)
         level.update(_histogram_keys(histograms, lv.level_id))
         levels.append(level)
     peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
@@ -360,6 +365,17 @@ class ServerSummary:
 
     run: Mapping[str, Any]
     levels: Mapping[int, Mapping[str, Any]]
+
+
+def _with_client_ttft(summary: Mapping[str, Any] | None, client_ttft_ms: float) -> Mapping[str, Any] | None:
+    """A level's server figures with its TTFT parts completed by the client's mean TTFT (the network and
+    client part is the client's whole minus the server's)."""
+    if summary is None or summary.get("ttft_parts") is None:
+        return summary
+    from tui.engine.server_metrics.parts import with_client
+
+    client = client_ttft_ms if math.isfinite(client_ttft_ms) else None
+    return {**summary, "ttft_parts": with_client(summary["ttft_parts"], client)}
 
 
 def dump_results(results: dict[str, Any]) -> bytes:

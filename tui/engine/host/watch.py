@@ -1,8 +1,9 @@
 """`tokentop watch`: the server's own view with no load at all, for a server that real users are loading.
 
-An `Engine` that starts no workers and sends no request: its snapshots are empty of requests (so every
-load pane has nothing to show), its `server_view` is the `/metrics` poller's, and its results hold what
-the server reported over the whole watch. Load keys set a target that nothing acts on.
+An `Engine` that starts no workers and sends no request of the load: its snapshots are empty of requests
+(so every load pane has nothing to show), its `server_view` is the `/metrics` poller's, and its results
+hold what the server reported over the whole watch. Load keys set a target that nothing acts on. With
+`--canary-rate`, the canary user's one-token requests are the only load it adds (`host.canary`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.results import safe_url
 from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.server_metrics.parts import with_client
+from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
@@ -82,10 +85,20 @@ class WatchEngine(EngineBase):
             "started_at": self.started_at,
             "duration": (now - self._store.t0_ns) / 1e9,
             "target": {"url": safe_url(self.target.base_url), "model": self.model or None},
-            "server": view.level_summary(self._store.t0_ns, now) if view is not None else None,
+            "server": self._server_summary(view, now) if view is not None else None,
             "notices": list(self._store.notices),
             "stopped_by": interrupted,
         }
+
+    def _server_summary(self, view: ServerView, now_ns: int) -> dict[str, Any]:
+        """The server's figures over the whole watch; with a canary, its TTFT is the client's whole the
+        parts are taken from (the only load tokentop sent)."""
+        summary = self._scrape.summary(view, self._store.t0_ns, now_ns)
+        canary = summary.get("canary")
+        if canary is not None and summary.get("ttft_parts") is not None:
+            summary["ttft_parts"] = with_client(summary["ttft_parts"], canary["mean_ms"])
+        summary["load_sent"] = "a canary user only" if canary is not None else "none"
+        return summary
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
