@@ -141,7 +141,7 @@ def test_per_level_gpu_figures_are_what_the_dcgm_stand_in_served() -> None:
         assert summary["fb_used_mib_mean"] == pytest.approx(140_000 * s)
         assert summary["power_w_mean"] == pytest.approx(750.0 * s)
     text = server_content(view, None).plain
-    assert "GPU×2 util 33% SM 20% DRAM 31% FB 86% 375W" in text  # the latest scrape, at half
+    assert "GPU×2 33% SM 20% DRAM 31% FB 86% 375W" in text  # the latest scrape, at half
 
 
 def test_a_dcgm_exporter_that_is_not_there_is_said_once_and_the_server_goes_on() -> None:

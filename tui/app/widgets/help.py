@@ -100,9 +100,13 @@ never 0. Rates and quantiles cover the last 10 s; sparklines the last 2 minutes.
     + "".join(f"\n- **{name}**: {doc}" for name, doc in SIGNAL_DOCS.items())
     + """
 
-**client − server** TTFT: the client's median TTFT minus the server's over the same 10 s: network, HTTP
-and the client's own cost, a figure no other load tool shows. The server's quantiles are interpolated
-inside its histogram buckets (as Prometheus does), so they are coarser than the client's.
+**TTFT in parts** (`TTFT 900ms = queue 640 + prefill 210 + net 50`): the client's mean TTFT over the last
+10 s, split by the server's own histograms' means into the time waiting for a slot, the prefill, what is
+left of the server's TTFT (`srv`) and the network, HTTP and client (`net`). **canary**: the TTFT of
+one-token requests sent beside the load (`--canary-rate`), what a new user would see now. **GPU**: the
+DCGM fields beside the server (`--gpu-metrics`). A server quantile is an estimate from buckets: `<300ms`
+is all it can say when the rank falls in the first bucket, `100ms–250ms` when its bucket is wider than the
+mean. `⟲ restarted` on the border: the server's counters went back. More: `tokentop help server`.
 """
 )
 

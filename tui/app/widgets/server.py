@@ -90,19 +90,23 @@ def parts_line(parts: Mapping[str, Any] | None, client_ms: float | None, wide: b
 
 
 def gpu_line(gauges: Mapping[str, float]) -> str | None:
-    """`GPU×4 util 93% SM 12% DRAM 95% FB 90% 1,800W`: the latest reading, all GPUs; None without GPU."""
+    """`GPU×4 93% SM 12% DRAM 95% FB 90% 1,800W` (GPU: its utilisation): the latest reading, all GPUs;
+    None without GPU."""
     if not any(s in gauges for s in GPU_SIGNALS):
         return None
     n = len(gpu_ids(gauges))
     out = [f"GPU×{n}" if n > 1 else "GPU"]
-    for signal, label in (("gpu_util", "util"), ("sm_active", "SM"), ("dram_active", "DRAM")):
+    if "gpu_util" in gauges:
+        out[0] += f" {gauges['gpu_util']:.0%}"
+    for signal, label in (("sm_active", "SM"), ("dram_active", "DRAM")):
         if signal in gauges:
             out.append(f"{label} {gauges[signal]:.0%}")
     used, free = gauges.get("fb_used_mib"), gauges.get("fb_free_mib")
     if used is not None and free is not None and used + free > 0:
         out.append(f"FB {used / (used + free):.0%}")
     if "power_w" in gauges:
-        out.append(f"{gauges['power_w']:,.0f}W")
+        watts = gauges["power_w"]
+        out.append(f"{watts / 1e3:.1f}kW" if watts >= 1000 else f"{watts:.0f}W")
     return " ".join(out)
 
 
@@ -160,16 +164,15 @@ def server_content(
     gen = cur.get("generation_tok_s")
     rates = [
         f"gen {format_rate(gen, 0) if gen is not None else '-'} tok/s",
-        f"preempt {_num(cur.get('preemptions_per_s'), '{:,.1f}')}/s",
-        f"prefix {_pct(cur.get('prefix_cache_hit_rate'))}",
+        f"{'preempt' if wide else 'pre'} {_num(cur.get('preemptions_per_s'), '{:,.1f}')}/s",
+        f"{'prefix hit' if wide else 'hit'} {_pct(cur.get('prefix_cache_hit_rate'))}",
     ]
     if cur.get("spec_acceptance") is not None:
         rates.append(f"spec {_pct(cur.get('spec_acceptance'))}")
     parts.append(("  ".join(rates) + "\n", ""))
     client = snap.ttft_hist.get(CLIENT_WINDOW_S) if snap is not None else None
+    # the load's TTFT only: the canary's requests are a different population from the server's histograms
     client_ms = client.stats.mean if client is not None and client.stats.n else None
-    if client_ms is None and view.canary is not None:
-        client_ms = view.canary.mean_ms  # `watch`: the canary is the only client there is
     if (line := parts_line(view.parts, client_ms, wide)) is not None:
         parts.append((line + "\n", "bold"))
     elif client_ms is not None:

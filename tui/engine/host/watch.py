@@ -91,13 +91,12 @@ class WatchEngine(EngineBase):
         }
 
     def _server_summary(self, view: ServerView, now_ns: int) -> dict[str, Any]:
-        """The server's figures over the whole watch; with a canary, its TTFT is the client's whole the
-        parts are taken from (the only load tokentop sent)."""
+        """The server's figures over the whole watch, saying what load tokentop added (none, or the canary).
+        Its TTFT parts are the server's only: the users it serves are not ours to time, and the canary's few
+        requests are not the population its histograms count."""
         summary = self._scrape.summary(view, self._store.t0_ns, now_ns)
-        canary = summary.get("canary")
-        if canary is not None and summary.get("ttft_parts") is not None:
-            summary["ttft_parts"] = with_client(summary["ttft_parts"], canary["mean_ms"])
-        summary["load_sent"] = "a canary user only" if canary is not None else "none"
+        summary["ttft_parts"] = with_client(summary.get("ttft_parts"), None)
+        summary["load_sent"] = "a canary user only" if summary.get("canary") is not None else "none"
         return summary
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
