@@ -137,3 +137,6 @@ def test_watch_with_a_canary_sends_only_the_canary_and_saves_its_parts(tmp_path:
     assert parts["queue_ms"] is not None and parts["prefill_ms"] is not None
     # the server timed only the canaries here: its whole is theirs, less the way to it and back
     assert 0 < parts["server_ttft_ms"] <= server["canary"]["mean_ms"] * 1.1 + 5
+    # what `watch --output` saved as `queue_ms p50 150.0`: every wait is under vLLM's first edge (300 ms)
+    assert server["queue_ms"]["p50"] is None and server["queue_ms"]["mean"] < 300
+    assert server["queue_ms"]["buckets"]["p50"] == {"kind": "bound", "low": 0.0, "high": 300.0}

@@ -37,6 +37,7 @@ from tui.engine.server_metrics.gpu import FAMILIES
 from tui.engine.server_metrics.gpu_source import GpuSource, gpu_source_for
 from tui.engine.server_metrics.kinds import LLAMACPP, MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
+from tui.engine.server_metrics.parts import estimate_record
 from tui.engine.server_metrics.slots import Slots, parse_slots, slots_url
 from tui.engine.server_metrics.view import (
     MISSING,
@@ -296,7 +297,8 @@ class ServerMetricsPoller:
 def scrape_record(view: ServerView, t_ns: int) -> dict[str, Any]:
     """One line of ``--server-metrics-log``: when (``perf_counter_ns``, the engine's clock, so it joins the
     requests log), what server, and every common signal as the live view had it (rates and quantiles over
-    the view's window; latencies in seconds, as the server exports them)."""
+    the view's window; latencies in seconds, as the server exports them; a quantile is a number only where
+    its bucket is narrow, `buckets` gives each one's edges and kind, `parts.histogram_record`)."""
     return {
         "t_ns": t_ns,
         "status": view.status,
@@ -305,6 +307,12 @@ def scrape_record(view: ServerView, t_ns: int) -> dict[str, Any]:
         "window_s": view.window_s,
         "current": dict(view.current),
         "quantiles": {name: dict(q) for name, q in view.quantiles.items()},
+        "buckets": {
+            name: {p: estimate_record(est) for p, est in found.items()}
+            for name, found in view.estimates.items()
+        },
+        "ttft_parts": view.parts,
+        "resets": view.resets,
         "other_gauges": dict(view.other_gauges),
     }
 
