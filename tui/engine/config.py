@@ -60,7 +60,7 @@ class WorkloadConfig:
     fixed_osl: bool = True
     """Ask the server to ignore EOS so every request generates exactly `osl` tokens."""
     seed: int = 0
-    # --- shaped workloads (issue 10): each left at its default keeps today's synthetic prompts ---
+    # --- shaped workloads: each left at its default keeps the plain synthetic prompts ---
     isl_dist: LengthDist | None = None
     """Input length per request drawn from this (instead of ``isl``)."""
     osl_dist: LengthDist | None = None
@@ -192,6 +192,7 @@ class EngineOptions:
     metrics_url: str | None = None
     """Where to scrape; None: ``/metrics`` beside the base URL's ``/v1``."""
     metrics_interval_s: float = 1.0
+    """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     server_metrics_log: str | None = None
     """A path that gets one JSON line per scrape (appended), for plots after the run."""
     canary_rate: float | None = None
@@ -200,7 +201,6 @@ class EngineOptions:
     gpu_metrics: str | None = None
     """The GPU beside the server: a DCGM exporter's URL, or `nvml` (this host's GPUs); None: only what the
     server's own /metrics serves of DCGM's names."""
-    """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     isl_probe: bool = False
     """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""

@@ -36,7 +36,7 @@ class UiState:
     """The canary user's rate when one runs (in `watch`, the only load sent)."""
     stopped_at_s: float | None = None
     """The run time of the first snapshot that said the engine stopped: the clock stays there, as the
-    line says "■ stopped" (it used to count on after a 401 halt)."""
+    line says "■ stopped" (a clock that counted on after a 401 halt would say the run goes on)."""
 
 
 def format_elapsed(seconds: float) -> str:
