@@ -49,6 +49,17 @@ def test_the_canary_sees_the_servers_ttft_and_no_level_counts_it(tmp_path: Path)
     assert len(canaries) >= 5 and all(
         r["client_request_id"].startswith(f"{CANARY_WORKER}-") for r in canaries
     )
+    truth = read_jsonl(truth_log)
+    assert all(
+        t["completion_tokens"] == 1 for t in truth if t["client_request_id"].startswith(f"{CANARY_WORKER}-")
+    )
+    # no level counts a canary: the level's requests are the load's, one for one
+    level = results["levels"][0]
+    ok_load = [r for r in load if r["status"] == "ok" and r["level"] == level["level_id"]]
+    assert level["level_completed"] == len(ok_load)
+    assert level["server"]["canary"]["n"] >= 1 and level["server"]["canary"]["mean_ms"] > 0
+    assert level["server"]["canary"]["p99_ms"] >= level["server"]["canary"]["mean_ms"]
+    assert results["server"]["canary_rate"] == 8.0
     # the canary's TTFT is the server's, as the load's is (the usual tolerance of test_engine_truth)
     errors = [
         abs((r["first_content_ns"] - r["sent_ns"]) - (t["first_token_ns"] - t["arrival_ns"])) / MS
@@ -64,16 +75,6 @@ def test_the_canary_sees_the_servers_ttft_and_no_level_counts_it(tmp_path: Path)
     said = f"canary errors p50/p90 (ms) {np.percentile(errors, [50, 90])}, the load's "
     said += f"{np.percentile(load_errors, [50, 90])}"
     assert np.median(errors) < 1.5 and np.percentile(errors, 90) < 5.0, said
-    truth = read_jsonl(truth_log)
-    assert all(
-        t["completion_tokens"] == 1 for t in truth if t["client_request_id"].startswith(f"{CANARY_WORKER}-")
-    )
-    # no level counts a canary: the level's requests are the load's, one for one
-    level = results["levels"][0]
-    ok_load = [r for r in load if r["status"] == "ok" and r["level_id"] == level["level_id"]]
-    assert level["completed"] == len(ok_load)
-    assert level["server"]["canary"]["n"] >= 1 and level["server"]["canary"]["mean_ms"] > 0
-    assert level["server"]["canary"]["p99_ms"] >= level["server"]["canary"]["mean_ms"]
 
 
 def test_ttft_parts_per_level_add_up_and_queue_rises_above_the_slots(tmp_path: Path) -> None:

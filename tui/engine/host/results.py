@@ -410,5 +410,7 @@ def server_summary(view: ServerView, per_level: Mapping[int, Mapping[str, Any]])
         "scrapes": view.scrapes,
         "failures": view.failures,
         "found": list(view.found),
+        "restarts": view.resets,
+        "canary_rate": view.canary.rate if view.canary is not None else None,
     }
     return ServerSummary(run=run, levels=dict(per_level))
