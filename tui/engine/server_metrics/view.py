@@ -297,7 +297,7 @@ class ServerView:
             return ()
         last = self.readings[-1]
         server_map = MAPS.get(self.kind)
-        names = list(last.gauges) + list(last.histograms)
+        names = [g for g in last.gauges if "@" not in g] + list(last.histograms)  # not each GPU's
         if server_map is not None:
             names += [
                 s
