@@ -234,3 +234,26 @@ async def test_the_simulators_gpu_per_level_is_what_it_served_decode_then_prefil
             truth = _hold_mean(_served(served, name), a, b)
             # within what the two stamps of each scrape differ by (the transport's and the poller's)
             assert summary["per_gpu"]["0"][f"{signal}_mean"] == pytest.approx(truth, abs=1e-3)
+
+
+def test_nvml_readings_become_the_same_gauges_as_dcgms() -> None:
+    """Without a GPU here, NVML's calls are answered by a stand-in with NVML's shapes (utilisation in %,
+    memory in bytes, power in mW): the figures come out in the DCGM signals' units, per GPU and for all."""
+    from types import SimpleNamespace
+
+    from tui.engine.server_metrics.gpu_source import NvmlSource
+
+    nvml = SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=90 - 20 * h, memory=80),
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=70 * 2**30, free=10 * 2**30),
+        nvmlDeviceGetPowerUsage=lambda h: 400_000,
+    )
+    with httpx.Client() as client:
+        gauges = NvmlSource(nvml).read(client)
+    assert gauges["gpu_util@0"] == 0.9 and gauges["gpu_util@1"] == 0.7
+    assert gauges["gpu_util"] == pytest.approx(0.8) and gauges["dram_active"] == pytest.approx(0.8)
+    assert gauges["fb_used_mib"] == 2 * 70 * 1024 and gauges["power_w"] == 800.0
+    assert "sm_active" not in gauges  # NVML has no SM-active figure

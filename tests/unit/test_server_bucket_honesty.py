@@ -83,3 +83,30 @@ def test_the_live_view_and_a_level_summary_are_honest_and_give_ttft_in_parts() -
 def test_a_server_without_parts_has_none() -> None:
     assert ttft_parts({"itl_s": None}) is None
     assert with_client(None, 10.0) is None
+
+
+def test_sglangs_stages_share_a_family_and_each_part_reads_its_own() -> None:
+    """SGLang keeps prefill and decode in one family, `stage` telling them apart: the prefill part reads
+    only `prefill_forward`'s series."""
+    from tui.engine.server_metrics.kinds import MAPS, SGLANG
+    from tui.engine.server_metrics.parse import parse_text
+    from tui.engine.server_metrics.view import read
+
+    def series(stage: str, count: float, total_s: float) -> str:
+        name = "sglang:per_stage_req_latency_seconds"
+        labels = f'model_name="m",stage="{stage}"'
+        return (
+            f'{name}_bucket{{{labels},le="0.1"}} {count}\n{name}_bucket{{{labels},le="+Inf"}} {count}\n'
+            f"{name}_sum{{{labels}}} {total_s}\n{name}_count{{{labels}}} {count}\n"
+        )
+
+    text = (
+        '# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name="m"} 1\n'
+        "# TYPE sglang:per_stage_req_latency_seconds histogram\n"
+        + series("prefill_forward", 4, 0.2)
+        + series("decode_forward", 4, 8.0)
+        + series("tokenize", 4, 0.004)
+    )
+    reading = read(parse_text(text, MAPS[SGLANG].families()), 0, SGLANG)
+    assert reading.histograms["prefill_s"].count == 4 and reading.histograms["prefill_s"].sum == 0.2
+    assert reading.histograms["decode_s"].sum == 8.0
