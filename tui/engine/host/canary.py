@@ -12,8 +12,10 @@ has nothing cached.
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -163,11 +165,22 @@ def canary_main(
     target: TargetConfig, rate: float, words: int, transport: str | None, data: Connection, stop: Any
 ) -> None:
     """The canary process: send until ``stop`` is set (or the face is gone), each finished request's
-    (sent_ns, TTFT ms or None, requests-log line) into ``data``."""
+    (sent_ns, TTFT ms or None, requests-log line) into ``data``. Set up as a load worker is (the same
+    loop, the same collector settings, nothing printed on the face's terminal, Ctrl-C left to the face),
+    so its stamps are as true as the load's."""
+    from tui.engine.load.worker import GC_YOUNG_THRESHOLD, _run_loop
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not os.environ.get("TOKENTOP_WORKER_STDERR"):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 50)
     try:
-        asyncio.run(_CanaryLoop(target, rate, words, transport, data, stop).main())
-    except KeyboardInterrupt:
-        pass
+        _run_loop(_CanaryLoop(target, rate, words, transport, data, stop).main())
     finally:
         data.close()
 
