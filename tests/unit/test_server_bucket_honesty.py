@@ -110,3 +110,18 @@ def test_sglangs_stages_share_a_family_and_each_part_reads_its_own() -> None:
     reading = read(parse_text(text, MAPS[SGLANG].families()), 0, SGLANG)
     assert reading.histograms["prefill_s"].count == 4 and reading.histograms["prefill_s"].sum == 0.2
     assert reading.histograms["decode_s"].sum == 8.0
+
+
+def test_the_canarys_live_window_and_a_levels_figures() -> None:
+    """The live figures read the last 10 s only (failures counted apart); a level's read its own span."""
+    from tui.engine.config import TargetConfig
+    from tui.engine.host.canary import Canary
+
+    canary = Canary(TargetConfig(base_url="http://127.0.0.1:9/v1"), 2.0)
+    for i in range(100):  # one a second, TTFT i ms; every tenth failed
+        canary._samples.append((i * S, None if i % 10 == 9 else float(i)))
+    live = canary.figures(now_ns=99 * S)
+    assert (live.n, live.errors) == (9, 2)  # 89..99 inside: 89 and 99 failed, 90..98 ok
+    assert live.mean_ms == pytest.approx(94.0) and live.last_ms == 98.0
+    level = canary.level(0, 9 * S)
+    assert level == {"rate": 2.0, "n": 9, "mean_ms": 4.0, "p99_ms": pytest.approx(7.92), "errors": 1}

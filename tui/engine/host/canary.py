@@ -41,6 +41,8 @@ MAX_IN_FLIGHT = 16
 """Canary requests out at once; beyond it a tick is skipped (a server that stopped answering)."""
 KEPT = 100_000
 """Canary results kept (a day at 1/s) for the per-level figures."""
+TAIL_SLACK_NS = 120_000_000_000
+"""How far before the live window the tail is still read: a canary request may take this long to end."""
 
 
 class CanaryWorkload:
@@ -141,7 +143,13 @@ class Canary:
         """The live window's canary TTFT: mean, p99 and the last one."""
         self._drain()
         now = time.perf_counter_ns() if now_ns is None else now_ns
-        stats = self._stats(now - int(self.window_s * 1e9), now)
+        t_from = now - int(self.window_s * 1e9)
+        recent: list[tuple[int, float | None]] = []
+        for sample in reversed(self._samples):  # the tail only: a face reads this every tick
+            if sample[0] < t_from - TAIL_SLACK_NS:
+                break  # finished in sent order but for the slow ones, which the slack covers
+            recent.append(sample)
+        stats = self._stats(t_from, now, recent)
         last = next((ttft for _, ttft in reversed(self._samples) if ttft is not None), None)
         return CanaryFigures(self.rate, stats["n"], stats["mean_ms"], stats["p99_ms"], last, stats["errors"])
 
@@ -150,8 +158,11 @@ class Canary:
         self._drain()
         return {"rate": self.rate, **self._stats(t_from_ns, t_to_ns)}
 
-    def _stats(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
-        inside = [ttft for sent, ttft in list(self._samples) if t_from_ns <= sent <= t_to_ns]
+    def _stats(
+        self, t_from_ns: int, t_to_ns: int, samples: list[tuple[int, float | None]] | None = None
+    ) -> dict[str, Any]:
+        found = list(self._samples) if samples is None else samples
+        inside = [ttft for sent, ttft in found if t_from_ns <= sent <= t_to_ns]
         ok = np.array([t for t in inside if t is not None], dtype=float)
         return {
             "n": int(ok.size),
