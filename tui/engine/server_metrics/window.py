@@ -71,8 +71,8 @@ def histogram_increase(readings: Sequence[Buckets]) -> Buckets | None:
     if first.edges == edges and all(
         prev.edges == edges and cur.count >= prev.count for prev, cur in pairwise(readings)
     ):  # no restart inside: the increase is the last reading less the first (a level costs its length once)
-        steps = tuple(max(0.0, c - p) for c, p in zip(last.cumulative, first.cumulative, strict=True))
-        return Buckets(edges, steps, last.sum - first.sum)
+        increase = tuple(max(0.0, c - p) for c, p in zip(last.cumulative, first.cumulative, strict=True))
+        return Buckets(edges, increase, last.sum - first.sum)
     grown = [0.0] * len(edges)
     grown_sum = 0.0
     for prev, cur in pairwise(readings):
