@@ -15,6 +15,7 @@ import pytest
 from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.host.canary import CANARY_WORKER
+from tui.engine.results.files import to_json
 from tui.sim.launch import SimServer
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.timing]
@@ -42,7 +43,7 @@ def test_the_canary_sees_the_servers_ttft_and_no_level_counts_it(tmp_path: Path)
         )
         handle.set_load(LoadTarget(concurrency=2, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
-        results = handle.results()
+        results = to_json(handle.results())
     records = read_jsonl(tmp_path / "requests.jsonl")
     canaries = [r for r in records if r.get("canary")]
     load = [r for r in records if not r.get("canary")]
@@ -95,7 +96,7 @@ def test_ttft_parts_per_level_add_up_and_queue_rises_above_the_slots(tmp_path: P
         wait_for(handle, lambda s: s.completed >= 200, 40, "140 more at 8 users")
         handle.set_load(LoadTarget(concurrency=8, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
-        results = handle.results()
+        results = to_json(handle.results())
         t0_ns = handle.t0_ns
     truth = read_jsonl(truth_log)
     parts = []

@@ -17,6 +17,7 @@ from tui.app.watch import watch_target
 from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.host.watch import WatchEngine
+from tui.engine.results.files import to_json
 from tui.options import UsageError
 from tui.sim.launch import SimServer
 
@@ -122,7 +123,7 @@ def test_watch_with_a_canary_sends_only_the_canary_and_saves_its_parts(tmp_path:
             while (view := engine.server_view()) is None or view.canary is None or view.canary.n < 4:
                 assert time.monotonic() < deadline, "no four canaries in 20 s"
                 time.sleep(0.05)
-            results = engine.results()
+            results = to_json(engine.results())
         finally:
             engine.stop()
     seen = [json.loads(line) for line in truth.read_text().splitlines()]
