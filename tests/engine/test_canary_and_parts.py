@@ -15,6 +15,7 @@ import pytest
 from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.host.canary import CANARY_WORKER
+from tui.engine.results.aiperf import aiperf_export, read_requests_log
 from tui.engine.results.files import to_json
 from tui.sim.launch import SimServer
 
@@ -43,8 +44,13 @@ def test_the_canary_sees_the_servers_ttft_and_no_level_counts_it(tmp_path: Path)
         )
         handle.set_load(LoadTarget(concurrency=2, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
-        results = to_json(handle.results())
+        typed = handle.results()
+        results = to_json(typed)
     records = read_jsonl(tmp_path / "requests.jsonl")
+    # an AIPerf export of the run holds the load's requests only, and calls none of the canary's foreign
+    exported = aiperf_export(typed, read_requests_log(tmp_path / "requests.jsonl"))
+    assert exported.other_run == 0 and exported.malformed == 0
+    assert len(exported.lines) == sum(1 for r in records if not r.get("canary"))
     canaries = [r for r in records if r.get("canary")]
     load = [r for r in records if not r.get("canary")]
     assert len(canaries) >= 5 and all(
