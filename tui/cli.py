@@ -85,6 +85,18 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         help="append one JSON line per scrape (for plots after the run)",
     )
     sm.add_argument(
+        "--canary-rate",
+        type=positive_float,
+        metavar="R",
+        help="a canary user: R one-token requests/s beside the load, never counted in it (the TTFT a new "
+        "user sees now)",
+    )
+    sm.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="the GPU beside the server: a DCGM exporter's URL (port 9400 by default), or nvml on this host",
+    )
+    sm.add_argument(
         "--no-server-metrics",
         dest="server_metrics",
         action="store_false",
@@ -386,6 +398,17 @@ def _add_watch_args(p: argparse.ArgumentParser) -> None:
         help="seconds between scrapes (default 1)",
     )
     p.add_argument("--server-metrics-log", metavar="PATH", help="append one JSON line per scrape")
+    p.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="the GPU beside the server: a DCGM exporter's URL (port 9400 by default), or nvml on this host",
+    )
+    p.add_argument(
+        "--canary-rate",
+        type=positive_float,
+        metavar="R",
+        help="a canary user: R one-token requests/s the only load watch sends (the TTFT a new user sees now)",
+    )
     p.add_argument("--output", metavar="results.json", help="write what the server reported on quit")
     p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
 

@@ -157,7 +157,13 @@ class EngineHandle(EngineBase):
             if self.requests_log_path is not None:
                 self._log = RequestsLogFile(self.requests_log_path)
         if self.options.server_metrics:
-            self._scrape.start(self.target, self.options, on_notice=self._server_notice)
+            self._scrape.start(
+                self.target,
+                self.options,
+                on_notice=self._server_notice,
+                on_canary_record=self._canary_record,
+                canary_words=self.workload.isl,
+            )
         ensure_resource_tracker()
         self._reader.open_wake()
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
@@ -407,6 +413,15 @@ class EngineHandle(EngineBase):
         """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
         if not self._stopping and self._fatal is None:
             self._fatal = message
+
+    def _canary_record(self, record: dict[str, Any]) -> None:
+        """A finished canary request's line: into the requests log only (never the store: no level counts
+        it)."""
+        with self._lock:
+            log = self._log
+        error = log.write_canary(record) if log is not None else None
+        if error is not None and not self._stopping:
+            self._fatal = error
 
     def _take(self, batch: Batch) -> None:
         """A worker's batch: into the store and the requests log; the guard or the store may halt the load."""

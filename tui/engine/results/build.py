@@ -171,7 +171,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         prefix_cache_hit_rate=_num(lv.cache_hit_rate),
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
-        server=None if server is None else _plain(server.levels.get(lv.level_id)),
+        server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
         scraped=server is not None,
         histograms=extra.histograms,
     )
@@ -179,6 +179,20 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
 
 def _plain(figures: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if figures is None else dict(figures)
+
+
+def _with_client_ttft(figures: Mapping[str, Any] | None, client_ttft_ms: float) -> dict[str, Any] | None:
+    """A level's server figures with its TTFT parts completed by the client's mean TTFT over the same
+    window (the network and client part is the client's whole minus the server's)."""
+    out = _plain(figures)
+    if out is None or out.get("ttft_parts") is None:
+        return out
+    from tui.engine.server_metrics.parts import with_client
+
+    out["ttft_parts"] = with_client(
+        out["ttft_parts"], client_ttft_ms if math.isfinite(client_ttft_ms) else None
+    )
+    return out
 
 
 def build_results(
