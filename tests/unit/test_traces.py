@@ -4,6 +4,7 @@ loop, each worker's share, and bad lines skipped with a notice naming the file a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,16 +13,17 @@ import pytest
 from tui.engine.config import TraceConfig, WorkloadConfig
 from tui.engine.traces import TraceError, TraceFeed, check_trace
 from tui.engine.traces.azure import timestamp_ns
+from tui.engine.traces.protocol import TraceRequest
 from tui.engine.workload.protocol import RequestKey
 from tui.engine.workload.trace import TraceWorkload
 
 
-def mooncake(path: Path, rows: list[dict[str, object]]) -> Path:
+def mooncake(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
-def feed(path: Path, **kwargs: object) -> tuple[list, list[str]]:
+def feed(path: Path, **kwargs: object) -> tuple[list[TraceRequest], list[str]]:
     notices: list[str] = []
     config = check_trace(TraceConfig(path=str(path), **kwargs))  # type: ignore[arg-type]
     return list(TraceFeed(config, notice=notices.append)), notices
