@@ -83,3 +83,15 @@ def test_the_readme_is_a_front_page_that_links_every_page() -> None:
         assert f"(tui/manual/{p.topic}.md)" in readme, p.topic
     assert len(readme.splitlines()) <= 250
     assert "bash .ci/run" in readme and "tests/app/snapshots/readme-screenshot.svg" in readme
+
+
+def test_every_server_signal_is_defined_on_the_server_page_under_its_results_key() -> None:
+    """The server pane's signals are defined once, on the manual's server page, by the key each has in a
+    level's `server` object of the results (a gauge's time-average, a rate, a histogram's ms quantiles)."""
+    from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, RATES
+
+    page = manual.page("server")
+    assert page is not None
+    keys = [f"{g}_mean" for g in GAUGES] + list(RATES) + [h.removesuffix("_s") + "_ms" for h in HISTOGRAMS]
+    missing = [k for k in keys if f"| `{k}` |" not in page.text]
+    assert not missing, f"server signals with no line on tui/manual/server.md: {missing}"
