@@ -3,6 +3,8 @@ panes name are on its pages."""
 
 from __future__ import annotations
 
+import re
+import statistics
 import subprocess
 import sys
 
@@ -83,6 +85,16 @@ def test_the_readme_is_a_front_page_that_links_every_page() -> None:
         assert f"(tui/manual/{p.topic}.md)" in readme, p.topic
     assert len(readme.splitlines()) <= 250
     assert "bash .ci/run" in readme and "tests/app/snapshots/readme-screenshot.svg" in readme
+    assert statistics.median(_sentence_lengths(readme)) <= 20
+
+
+def _sentence_lengths(markdown: str) -> list[int]:
+    """Words per sentence of a page's prose: code blocks, tables and headings left out."""
+    prose = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    lines = [
+        ln.strip() for ln in prose.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "|", "!["))
+    ]
+    return [len(s.split()) for s in re.split(r"(?<=[.!?])\s+", " ".join(lines)) if s.split()]
 
 
 def test_every_server_signal_is_defined_on_the_server_page_under_its_results_key() -> None:
