@@ -180,6 +180,16 @@ class LevelView:
     dropped: int = 0
     """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
     `tui.engine.load.backoff.ArrivalGate`)."""
+    measured_over: Literal["requests", "arrivals"] = "requests"
+    """``requests``: the window ends before every unfinished request, so each figure is over whole requests
+    sent in it; ``arrivals``: answers outlive that window, so the window runs to the level's end and
+    throughput, TTFT and chunk ITL count what arrived in it from every stream (manual: ``live``)."""
+    in_flight_at_end: int = 0
+    """Streams of the level unfinished when its figures were taken (in flight, or cancelled at quit)."""
+    partial_output_tokens: int = 0
+    """Output tokens in the window from streams that had not finished (counted in ``output_tps``)."""
+    finished_in_window: int = 0
+    """Successful requests that ended inside the window: the population of E2E, TPOT and E2E/OSL."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

@@ -22,6 +22,7 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
 
+from tui.engine.aggregate.arrivals import fold_arrivals
 from tui.engine.aggregate.lanes import Lane, Lanes
 from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
 from tui.engine.aggregate.live import LiveRates
@@ -155,6 +156,8 @@ class Store:
             self.lanes.apply(delta)
         if batch.tokens:
             self.live.add_tokens(t_ns, batch.tokens)
+        if batch.arrivals:
+            fold_arrivals(t_ns, batch.arrivals, self.levels, self.series)
         if batch.records:
             self._finish(batch.records)
         return batch.records
@@ -190,11 +193,10 @@ class Store:
         if ok_recs:
             cols = ok_columns(ok_recs, self.slo_ttft_ms, self.slo_tpot_ms)
             fig = cols.fig
-            self.series["ttft"].add(cols.first_t, fig.ttft_ms)
+            # TTFT and chunk gaps enter the rolling series as they arrive (`fold_arrivals`), not here
             self.series["e2e"].add(cols.end, fig.e2e_ms)
             self.series["tpot"].add(cols.end, fig.tpot_ms)
             self.series["itl_e2e"].add(cols.end, fig.itl_e2e_ms)
-            self.series["itl_chunk"].add(cols.gap_t, cols.gaps_ms)
             fold_ok(cols, self.levels)
 
     def _check_fatal(self) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from tui.engine.load.arrivals import ArrivalCollector
 from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
 from tui.engine.load.runner import LoadRunner
@@ -55,6 +56,8 @@ class _Lane:
     announced: bool = False
     reported_tokens: int = 0
     reported_chunks: int = 0
+    last_chunk_ns: int | None = None
+    """The stamp of the last chunk already counted in the arrivals (None before the first)."""
 
 
 class Worker:
@@ -72,6 +75,7 @@ class Worker:
         self.finished: list[RequestRecord] = []
         self.finished_lanes: list[LaneDelta] = []
         self.tokens = 0
+        self.arrivals = ArrivalCollector()
         self.notices: list[str] = []
         self.level_id = 0
         self.level_at_ns = 0
@@ -140,11 +144,16 @@ class Worker:
         stamps = b""
         counts: bytes | None = None
         done = lane.reported_chunks
-        if n > done and not final:
+        if n > done:
             # only the new stamps, as raw bytes (slicing the array beats a memoryview at these sizes)
             stamps = acc.chunk_ns[done:n].tobytes()
             if acc.tokens_known:
                 counts = acc.chunk_tokens[done:n].tobytes()
+            self.arrivals.note(rec.level_id, rec.sent_ns, lane.last_chunk_ns, stamps, counts)
+            lane.last_chunk_ns = acc.chunk_ns[n - 1]
+            if final:
+                stamps = b""  # the record carries them all
+                counts = b"" if acc.tokens_known else None
         elif acc.tokens_known:
             counts = b""
         lane.reported_chunks = n
@@ -188,6 +197,7 @@ class Worker:
             notices=notices,
             health_window=window,
             dropped=self.runner.take_dropped(),
+            arrivals=self.arrivals.take(),
         )
 
     def send(self, msg: WorkerMessage) -> None:
