@@ -190,6 +190,9 @@ class LevelView:
     """Output tokens in the window from streams that had not finished (counted in ``output_tps``)."""
     finished_in_window: int = 0
     """Successful requests that ended inside the window: the population of E2E, TPOT and E2E/OSL."""
+    ttft_since_s: float | None = None
+    """Over arrivals, where the TTFT population starts: the window's start, or the level's (when no first
+    token arrived inside the window: answers longer than the window start no new request in a closed loop)."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

@@ -103,7 +103,11 @@ def arrivals_view(
 
     tokens = tl.total(Timeline.TOK, b0, b1)
     partial = max(0.0, tokens - tl.total(Timeline.TOK_OK, b0, b1))
+    ttft_from = a_from
     ttft = m.stats_from_counts(lv.ttft_log.fine(a_from, a_to))
+    if ttft.n == 0:
+        ttft_from = min(a_from, lv.start_ns)
+        ttft = m.stats_from_counts(lv.ttft_log.fine(ttft_from, a_to))
     gaps = m.stats_from_counts(lv.gap_log.fine(a_from, a_to))
     chunks = ttft.n + gaps.n
     per_chunk = tokens / chunks if chunks else nan
@@ -146,6 +150,7 @@ def arrivals_view(
         in_flight_at_end=ctx.in_flight + lv.cancelled,
         partial_output_tokens=round(partial),
         finished_in_window=finished,
+        ttft_since_s=(ttft_from - t0_ns) / 1e9,
         **_lengths(pick, in_tokens, out_tokens, finished),
         **_prefix_cache(pick),
     )

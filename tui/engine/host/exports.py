@@ -139,6 +139,12 @@ def vllm_level(results: Mapping[str, Any], level: Mapping[str, Any]) -> dict[str
             "tokentop_prefix_cache_hit_rate": level.get("prefix_cache_hit_rate"),
         }
     )
+    if level.get("measured_over") == "arrivals":
+        # vLLM counts completed requests only; these count tokens and samples of unfinished streams too, so
+        # they go under tokentop's own keys and vLLM's stay null (manual: ``live``)
+        out["tokentop_measured_over"] = "arrivals"
+        for key in ("output_throughput", *(k for k in vllm_metric_keys() if "_ttft_" in k or "_itl_" in k)):
+            out[f"tokentop_{key}"], out[key] = out[key], None
     return out
 
 

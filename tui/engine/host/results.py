@@ -170,7 +170,36 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     # the server's prefix cache over the window's population (issue 10); null when it did not report it
     out["cached_prompt_tokens"] = lv.cached_tokens
     out["prefix_cache_hit_rate"] = _num(lv.cache_hit_rate)
+    out.update(arrival_keys(lv))
     return out
+
+
+def arrival_keys(lv: LevelView) -> dict[str, Any]:
+    """What each figure of a level covers (manual: ``live``): whole requests or arrivals, the streams left
+    unfinished, their tokens in the throughput, and per metric its population and why it is null."""
+    arrivals = lv.measured_over == "arrivals"
+    streams: dict[str, Any] = {"unfinished_included": arrivals}
+    whole = {"n": lv.finished_in_window, "unfinished_included": False}
+    population: dict[str, dict[str, Any]] = {
+        "output_throughput": {"unfinished_included": arrivals},
+        "ttft": {**streams, "n": lv.ttft.n, "since_s": lv.ttft_since_s if arrivals else lv.window_from_s},
+        "itl": {**streams, "n": lv.itl_chunk.n},
+        "tpot": dict(whole),
+        "e2el": dict(whole),
+        "itl_e2e": dict(whole),
+    }
+    for name, attr in (("ttft", "ttft"), ("itl", "itl_chunk"), ("tpot", "tpot"), ("e2el", "e2el"),
+                       ("itl_e2e", "itl_e2e")):  # fmt: skip
+        if getattr(lv, attr).n == 0:
+            population[name]["null_because"] = (
+                "no request finished in the window" if name in ("tpot", "e2el", "itl_e2e") else "no samples"
+            )
+    return {
+        "measured_over": lv.measured_over,
+        "in_flight_at_end": lv.in_flight_at_end,
+        "partial_output_tokens": lv.partial_output_tokens,
+        "population": population,
+    }
 
 
 def safe_url(url: str) -> str:
