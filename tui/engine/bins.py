@@ -26,5 +26,6 @@ def fine_bins(values: FloatArray) -> IntArray:
 
 def sparse_counts(values: FloatArray) -> tuple[IntArray, IntArray]:
     """(bins, counts) of ``values``: only the bins that hold some, ascending."""
-    bins, counts = np.unique(fine_bins(values), return_counts=True)
-    return bins.astype(np.int64), counts.astype(np.int64)
+    counts = np.bincount(fine_bins(values), minlength=N_FINE)
+    bins = np.flatnonzero(counts)
+    return bins.astype(np.int64), counts[bins].astype(np.int64)

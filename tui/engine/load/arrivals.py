@@ -68,8 +68,11 @@ class ArrivalCollector:
 def _arrivals(level_id: int, p: _Pending) -> Arrivals:
     t = np.frombuffer(b"".join(p.stamps), dtype=np.int64)
     w = np.frombuffer(b"".join(p.weights), dtype=np.int64)
-    buckets, inverse = np.unique(t // ARRIVAL_BUCKET_NS, return_inverse=True)
-    tokens = np.bincount(inverse, weights=w).astype(np.int64)
+    b = t // ARRIVAL_BUCKET_NS
+    first = int(b.min())
+    per_bucket = np.bincount(b - first, weights=w)
+    filled = np.flatnonzero(per_bucket)
+    buckets, tokens = filled + first, per_bucket[filled].astype(np.int64)
     # gaps: within each part, plus from the part's previous stamp to its first
     lens = np.fromiter(map(len, p.stamps), dtype=np.int64, count=len(p.stamps)) // 8
     starts = np.cumsum(lens) - lens
