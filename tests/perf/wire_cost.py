@@ -82,7 +82,8 @@ def main() -> None:
     a_dumps = best_us(lambda: pickle.dumps(arrivals(), protocol=pickle.HIGHEST_PROTOCOL)) - a
     per_chunk = (a + max(a_dumps, 0.0)) / (args.lanes * args.stamps)
     print(
-        f"  arrivals      build {a:7.1f}  dumps {a_dumps:7.1f}  ({len(data)} bytes): {per_chunk:.3f} us per chunk"
+        f"  arrivals      build {a:7.1f}  dumps {a_dumps:7.1f}  ({len(data)} bytes): "
+        f"{per_chunk:.3f} us per chunk"
     )
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tui.engine.aggregate import metrics as m
-from tui.engine.aggregate.arrivals import BinnedLog
+from tui.engine.aggregate.binned_log import BinnedLog
 from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord

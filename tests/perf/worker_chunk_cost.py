@@ -1,0 +1,64 @@
+"""The engine worker's whole CPU per received chunk (stream path, lane deltas, arrivals, pickling), at N
+paced streams: its process's user + system time over a measured span, divided by the chunks it received.
+
+Run it once per tree to compare (``PYTHONPATH`` picks the tree; alternate the runs on a shared machine):
+
+    PYTHONPATH=. python tests/perf/worker_chunk_cost.py [--streams 300] [--token-rate 50] [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.handle import EngineHandle
+from tui.sim.paced import paced_server
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system seconds of process ``pid`` (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", type=int, default=300)
+    ap.add_argument("--token-rate", type=float, default=50.0)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--warm", type=float, default=4.0)
+    ns = ap.parse_args()
+    with paced_server(ns.token_rate) as server:
+        target = TargetConfig(base_url=server.start().url, model="sim-paced", timeout_s=60.0)
+        handle = EngineHandle(
+            target,
+            WorkloadConfig(isl=16, osl=100_000),
+            LoadTarget(concurrency=ns.streams),
+            options=EngineOptions(server_metrics=False),
+            probe=False,
+        )
+        handle.start()
+        try:
+            time.sleep(ns.warm)
+            pid = handle._pool._procs[0].pid  # one worker: the process whose CPU is measured
+            c0 = _cpu_s(pid)
+            rates = []
+            end = time.monotonic() + ns.seconds
+            while time.monotonic() < end:
+                time.sleep(0.5)
+                rates.append(handle.snapshot().output_tps)  # the live gauge: tok/s over the last 5 s
+            c1 = _cpu_s(pid)
+        finally:
+            handle.stop(drain=False, timeout_s=2.0)
+    chunks = sum(rates) / len(rates) * ns.seconds  # one token per chunk from the paced server
+    print(
+        f"{ns.streams} streams x {ns.token_rate:g} tok/s: {chunks / ns.seconds:,.0f} chunks/s, "
+        f"worker CPU {(c1 - c0) / ns.seconds:.0%} of a core, {(c1 - c0) / chunks * 1e6:.2f} us per chunk"
+    )
+
+
+if __name__ == "__main__":
+    main()
