@@ -22,10 +22,3 @@ def fine_bins(values: FloatArray) -> IntArray:
     """Index of each value's fine bin (out-of-range values clamp to the end bins)."""
     idx = np.searchsorted(FINE_EDGES_MS, values, side="right") - 1
     return np.clip(idx, 0, N_FINE - 1).astype(np.int64)
-
-
-def sparse_counts(values: FloatArray) -> tuple[IntArray, IntArray]:
-    """(bins, counts) of ``values``: only the bins that hold some, ascending."""
-    counts = np.bincount(fine_bins(values), minlength=N_FINE)
-    bins = np.flatnonzero(counts)
-    return bins.astype(np.int64), counts[bins].astype(np.int64)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tui.engine.load.arrivals import ArrivalCollector
+from tui.engine.load.arrivals import ArrivalCollector, LevelArrivals
 from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
 from tui.engine.load.runner import LoadRunner
@@ -53,6 +53,7 @@ GC_YOUNG_THRESHOLD = 10_000
 class _Lane:
     record: RequestRecord
     acc: StreamAccumulator
+    arrivals: LevelArrivals
     announced: bool = False
     reported_tokens: int = 0
     reported_chunks: int = 0
@@ -112,7 +113,7 @@ class Worker:
             scheduled_ns=scheduled_ns,
         )
         acc = StreamAccumulator()
-        lane = self.lanes[rid] = _Lane(record, acc)
+        lane = self.lanes[rid] = _Lane(record, acc, self.arrivals.level(level_id))
         try:
             await run_request(self.session, record, acc, user=user)
         finally:
@@ -149,7 +150,7 @@ class Worker:
             stamps = acc.chunk_ns[done:n].tobytes()
             if acc.tokens_known:
                 counts = acc.chunk_tokens[done:n].tobytes()
-            self.arrivals.note(rec.level_id, rec.sent_ns, lane.last_chunk_ns, stamps, counts)
+            lane.arrivals.note(rec.sent_ns, lane.last_chunk_ns, stamps, counts)
             lane.last_chunk_ns = acc.chunk_ns[n - 1]
             if final:
                 stamps = b""  # the record carries them all
