@@ -361,7 +361,7 @@ def _write_plot(results: dict[str, object], ns: argparse.Namespace, status: int)
 def _measured(snap: Snapshot) -> bool:
     """Some level has a throughput from what arrived, though no request finished (answers longer than the
     run)."""
-    return any(math.isfinite(lv.output_tps) for lv in snap.levels)
+    return any(math.isfinite(lv.output_tps) and lv.output_tps > 0 for lv in snap.levels)
 
 
 def nothing_completed(snap: Snapshot) -> str:
@@ -408,7 +408,12 @@ def _run_level(
             if elapsed_s >= ns.duration:
                 break
         elif (
-            (lv.steady and lv.window_completed + lv.window_failed >= goal_requests)
+            # over whole requests: an arrivals window counts the requests that ended in it, not those sent
+            (
+                lv.steady
+                and lv.measured_over == "requests"
+                and lv.window_completed + lv.window_failed >= goal_requests
+            )
             or (lv.completed == 0 and lv.failed >= goal_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
             or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)

@@ -95,7 +95,7 @@ def arrivals_view(
     b0, b1 = tl.align(steady_from if steady_from is not None and in_window else applied, win_end)
     a_from, a_to = tl.edge_ns(b0), tl.edge_ns(b1)
     duration_s = (a_to - a_from) / 1e9
-    measured = duration_s >= MIN_WINDOW_S
+    measured = duration_s >= MIN_WINDOW_S and lv.first_token_count > 0  # no stream answered: nothing to rate
     nan = float("nan")
 
     def per_s(x: float) -> float:
