@@ -3,7 +3,8 @@ message, grouped by who sends it, so mypy checks both ends of each pipe.
 
 Two one-way pipes per worker. The handle starts each worker with a `WorkerSpec` and then sends it commands
 (`ApplyShare`, `Stop`); the worker sends back, every ``batch_interval_s``, one `Batch` of everything it
-measured since the last, and finally a `Goodbye` (or a `WorkerFailed` first, if it broke).
+measured since the last (lane deltas, what arrived per level as mergeable counts, finished records), and
+finally a `Goodbye` (or a `WorkerFailed` first, if it broke).
 
 Cost: every worker sends about ten batches a second, each with a lane delta per live stream (hundreds at
 high concurrency), so the values are NamedTuples (a tuple underneath) and a `Batch` pickles its lane deltas

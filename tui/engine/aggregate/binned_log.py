@@ -42,7 +42,10 @@ class BinnedLog:
             self._flush()
         if self.t.size + self._pending > self.cap:
             self._flush()
-            while self.t.size > self.cap // 2:
+            # the new rows onto the grid, then a coarser grid until half the cap is free or one grid step
+            # spans every stamp (then the rows are at most two per bin)
+            self._coarsen()
+            while self.t.size > self.cap // 2 and self.grid_ns <= int(self.t.max() - self.t.min()):
                 self.grid_ns *= 2
                 self._coarsen()
 

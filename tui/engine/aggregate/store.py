@@ -12,6 +12,9 @@ in its own module:
   `LEVEL_REQUEST_CAP`/`LEVEL_GAP_CAP`, then a uniform reservoir sample of that size (stats become
   estimates; counts and throughput stay exact, as they come from a per-level timeline of at most 4096
   buckets whose width doubles as the level grows);
+- `arrivals`: the workers' arrival counts (tokens by time, TTFT and gap bins, in-flight streams included)
+  into the levels' timelines and binned logs (`binned_log`) and the rolling TTFT/ITL series; a level whose
+  answers outlive its whole-request window is measured from them (`level_arrivals`);
 - `saturation`: the workers' health readings and the saturated flag; `live`: the live rates;
 - `views`: the costly views (level views, histograms), published as one immutable bundle.
 """
