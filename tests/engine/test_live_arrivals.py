@@ -12,6 +12,7 @@ import pytest
 
 from tests.engine.engine_helpers import bench, read_jsonl, running_handle, wait_for
 from tui.engine.config import LoadTarget, WorkloadConfig
+from tui.engine.host.exports import vllm_level
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.sim.launch import SimServer
 
@@ -75,6 +76,14 @@ def test_a_level_of_answers_longer_than_it_is_measured_from_what_arrived(tmp_pat
     assert level["population"]["e2el"]["null_because"] == "no request finished in the window"
     assert level["mean_e2el_ms"] is None and level["mean_ttft_ms"] is not None
     assert sum(level["histograms"]["ttft"]["counts"]) == 4
+    # the vLLM-shaped export keeps vLLM's meaning (completed requests only): these figures are tokentop's
+    vllm = vllm_level(results, level)
+    assert vllm["output_throughput"] is None and vllm["mean_ttft_ms"] is None and vllm["p99_itl_ms"] is None
+    assert vllm["tokentop_output_throughput"] == level["output_throughput"]
+    assert (
+        vllm["tokentop_mean_ttft_ms"] == level["mean_ttft_ms"]
+        and vllm["tokentop_measured_over"] == "arrivals"
+    )
     assert sum(level["histograms"]["itl"]["counts"]) == level["population"]["itl"]["n"] > 1000
 
 

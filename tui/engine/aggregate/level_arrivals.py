@@ -20,12 +20,16 @@ from tui.engine.aggregate.levels import (
     LevelAgg,
     LevelContext,
     _lengths,
+    _median_e2e_ns,
     _prefix_cache,
     level_view,
 )
 from tui.engine.aggregate.series import Timeline
 from tui.engine.snapshot import LevelView
 
+LONG_ANSWER_S = 2.0
+"""Answers at least this long (median E2E) are measured over arrivals until a whole-request window, which
+needs about three of them, can be measured."""
 STEADY_RULE = (
     "the arrivals' window starts once every request of an earlier level has ended, every user of the level "
     "has had a first token, and one median TTFT of the level has passed since it was applied"
@@ -50,6 +54,13 @@ def arrivals_steady_from(
     return start
 
 
+def long_answers(median_e2e_ns: float | None) -> bool:
+    """The level's answers are long for a whole-request window: none has finished yet (by the level's end,
+    once it has ended), or their median E2E is `LONG_ANSWER_S` or more. Shorter answers wait for the
+    whole-request window, which soon holds them."""
+    return median_e2e_ns is None or median_e2e_ns >= LONG_ANSWER_S * 1e9
+
+
 def over_requests(view: LevelView) -> bool:
     """The whole-request view measured something: its steady window holds a measurable span."""
     return (
@@ -66,7 +77,7 @@ def measure_level(
     """A level's view: over whole requests when they fit its window, else over its arrivals."""
     view, extra = level_view(lv, ctx, t0_ns, slo_ttft_ms, slo_tpot_ms)
     unfinished = ctx.in_flight + lv.cancelled
-    if over_requests(view):
+    if over_requests(view) or not long_answers(_median_e2e_ns(lv.req.view(), lv.end_ns)):
         return replace(view, in_flight_at_end=unfinished, finished_in_window=view.window_completed), extra
     return arrivals_view(lv, ctx, view, t0_ns, slo_ttft_ms, slo_tpot_ms), extra
 
