@@ -116,11 +116,12 @@ def arrivals_view(
     partial = max(0.0, tokens - tl.total(Timeline.TOK_OK, b0, b1))
     ttft_from = a_from
     ttft = m.stats_from_counts(lv.ttft_log.fine(a_from, a_to))
+    firsts = ttft.n  # the streams' first chunks inside the window
     if ttft.n == 0:
         ttft_from = min(a_from, lv.start_ns)
         ttft = m.stats_from_counts(lv.ttft_log.fine(ttft_from, a_to))
     gaps = m.stats_from_counts(lv.gap_log.fine(a_from, a_to))
-    chunks = ttft.n + gaps.n
+    chunks = firsts + gaps.n
     per_chunk = tokens / chunks if chunks else nan
     rows = lv.req.view()
     fin = (rows["end_ns"] >= a_from) & (rows["end_ns"] < a_to)
