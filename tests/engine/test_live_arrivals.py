@@ -48,7 +48,9 @@ def test_a_level_of_answers_longer_than_it_is_measured_from_what_arrived(tmp_pat
         )
         assert waited < 2.0, f"the rolling ITL view took {waited:.1f} s to fill"
         assert snap.ttft_hist[10.0].stats.n >= 1
-        lv, shown, _ = wait_for(handle, _level, 25, "a level steady from its arrivals")
+        found, shown, _ = wait_for(handle, _level, 25, "a level steady from its arrivals")
+        assert found is not None
+        lv = found
         assert shown.completed == 0 and lv.measured_over == "arrivals"
         assert lv.ttft.n == 4, "the level's TTFT counts the four streams still streaming"
         assert lv.itl_chunk.n > 1000 and lv.itl_chunk.p50 == pytest.approx(10.0, rel=0.15)

@@ -17,7 +17,7 @@ T0 = 10**12
 
 
 def _ints(raw: bytes) -> list[int]:
-    return np.frombuffer(raw, dtype=np.int64).tolist()
+    return [int(x) for x in np.frombuffer(raw, dtype=np.int64)]
 
 
 def test_two_streams_over_two_batches_count_every_token_ttft_and_gap() -> None:
