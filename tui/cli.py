@@ -16,6 +16,7 @@ from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
+from tui.engine.host.pool import PoolError
 from tui.options import UsageError, api_key_from_args
 from tui.sim.flags import add_sim_args
 
@@ -223,19 +224,24 @@ def build_parser() -> argparse.ArgumentParser:
         "$OPENAI_BASE_URL) it runs a demo against its built-in simulated server.",
         epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
         "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
-        "no load; help: the manual. `tokentop CMD --help` for each.",
+        "no load; plot, export: a saved run's plot and exports; ray-check: a Ray cluster's nodes, before "
+        "running on it; help: the manual. `tokentop CMD --help` for each.",
     )
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
     sub = parser.add_subparsers(
-        dest="command", metavar="{live,bench,sim,calibrate,watch,help}", parser_class=_Parser
+        dest="command",
+        metavar="{live,bench,sim,calibrate,watch,plot,export,ray-check,help}",
+        parser_class=_Parser,
     )
 
     live = sub.add_parser("live", help="the live app (default)")
     for p in (parser, live):
         _add_live_args(p)
+        _add_ray_args(p, on_node_loss="continue")
 
     bench = sub.add_parser("bench", help="headless run over load levels; writes results JSON")
     _add_bench_args(bench)
+    _add_ray_args(bench, on_node_loss="stop")
 
     sim = sub.add_parser("sim", help="run the built-in simulated OpenAI-compatible server")
     add_sim_args(sim)
@@ -246,9 +252,70 @@ def build_parser() -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="no load: only the server's own signals, from its /metrics")
     _add_watch_args(watch)
 
+    plot = sub.add_parser("plot", help="the SVG plot of a saved results file")
+    plot.add_argument("results", metavar="RESULTS", help="a results JSON file tokentop wrote")
+    plot.add_argument("--out", metavar="PATH.svg", help="where to write it (default: beside RESULTS, .svg)")
+
+    export = sub.add_parser("export", help="a saved results file for other tools: vLLM, CSV, llm-d, AIPerf")
+    _add_export_args(export)
+
+    check = sub.add_parser(
+        "ray-check", help="a Ray cluster's nodes: versions, CPUs, clocks, the target reached"
+    )
+    check.add_argument("--ray", default="auto", metavar="ADDRESS", help="auto, host:port or ray://host:10001")
+    check.add_argument("--url", help="the server the nodes must reach (checked from each node)")
     manual = sub.add_parser("help", help="the manual: list its pages, or print one")
     manual.add_argument("topic", nargs="?", help="a page (e.g. numbers, keys, bench); none lists them")
     return parser
+
+
+def _add_export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", metavar="RESULTS", help="a results JSON file tokentop wrote")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=("vllm", "csv", "llmd", "aiperf"),
+        help="vllm: one vllm-bench-serve JSON per level (a folder); csv: the level table; llmd: llm-d "
+        "Benchmark Report v0.2 per level (a folder); aiperf: AIPerf's per-request profile_export.jsonl",
+    )
+    p.add_argument("--out", metavar="PATH", help="file or folder to write (default: beside RESULTS)")
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="with --to vllm: vLLM's --append-result layout, one line per level appended to one file",
+    )
+    p.add_argument(
+        "--requests-log",
+        metavar="FILE",
+        help="with --to aiperf: the run's --requests-log, which holds the per-request records",
+    )
+
+
+def _add_ray_args(p: argparse.ArgumentParser, *, on_node_loss: str) -> None:
+    g = p.add_argument_group("more than one machine (needs tokentop[ray]; `tokentop help ray`)")
+    g.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the engine workers on a Ray cluster: auto, host:port, or ray://host:10001 (Ray Client)",
+    )
+    g.add_argument(
+        "--workers-per-node",
+        type=positive_int,
+        metavar="N",
+        help="with --ray: N workers on each node (default: --workers spread over the nodes by CPUs)",
+    )
+    g.add_argument(
+        "--ray-head-workers",
+        action="store_true",
+        help="with --ray: also put workers on this machine's own node (by default none, if others exist)",
+    )
+    g.add_argument(
+        "--on-node-loss",
+        choices=["stop", "continue"],
+        default=on_node_loss,
+        help=f"with --ray, when a node is lost: stop the run (results saved) or split the load over the "
+        f"workers left as a new level (default {on_node_loss})",
+    )
 
 
 def _print_manual(topic: str | None) -> int:
@@ -442,11 +509,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.app.watch import run_from_args as run_watch
 
             return run_watch(ns)
+        if command in ("plot", "export"):
+            from tui.results_command import run_export, run_plot
+
+            return run_plot(ns) if command == "plot" else run_export(ns)
+        if command == "ray-check":
+            from tui.ray_check import run_from_args as run_ray_check
+
+            return run_ray_check(ns)
         from tui.app.run import run_from_args as run_live
 
         return run_live(ns)
     except UsageError as exc:
         print(f"tokentop: error: {exc}", file=sys.stderr)
         return 2
+    except PoolError as exc:  # the workers cannot be placed on the Ray cluster: one line
+        print(f"tokentop: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130

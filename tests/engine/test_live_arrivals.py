@@ -12,7 +12,8 @@ import pytest
 
 from tests.engine.engine_helpers import bench, read_jsonl, running_handle, wait_for
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.host.exports import vllm_level
+from tui.engine.results.files import to_json
+from tui.engine.results.vllm import vllm_level
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.sim.launch import SimServer
 
@@ -57,7 +58,8 @@ def test_a_level_of_answers_longer_than_it_is_measured_from_what_arrived(tmp_pat
         assert lv.partial_output_tokens > 0 and lv.in_flight_at_end == 4
         assert lv.e2el.n == 0 and lv.finished_in_window == 0
         handle.stop(drain=False, timeout_s=5.0)  # what `q` does
-        results = handle.results(interrupted="quit")
+        saved = handle.results(interrupted="quit")
+        results = to_json(saved)
         t0_ns = handle.t0_ns
     assert lv.window_from_s is not None and lv.window_to_s is not None
     truth = truth_tokens(truth_log, t0_ns, lv.window_from_s, lv.window_to_s)
@@ -68,8 +70,8 @@ def test_a_level_of_answers_longer_than_it_is_measured_from_what_arrived(tmp_pat
     assert all(t["status"] != "ok" for t in read_jsonl(truth_log)), "an answer finished"
     assert level["measured_over"] == "arrivals" and level["steady"] is True and level["too_short"] is False
     assert level["completed"] == 0 and level["in_flight_at_end"] == 4
-    saved = truth_tokens(truth_log, t0_ns, level["window_from_s"], level["window_to_s"])
-    assert level["output_throughput"] == pytest.approx(saved / level["duration"], rel=0.05)
+    written = truth_tokens(truth_log, t0_ns, level["window_from_s"], level["window_to_s"])
+    assert level["output_throughput"] == pytest.approx(written / level["duration"], rel=0.05)
     assert level["duration"] >= lv.window_s
     assert level["partial_output_tokens"] == pytest.approx(
         level["output_throughput"] * level["duration"], rel=0.01
@@ -79,7 +81,7 @@ def test_a_level_of_answers_longer_than_it_is_measured_from_what_arrived(tmp_pat
     assert level["mean_e2el_ms"] is None and level["mean_ttft_ms"] is not None
     assert sum(level["histograms"]["ttft"]["counts"]) == 4
     # the vLLM-shaped export keeps vLLM's meaning (completed requests only): these figures are tokentop's
-    vllm = vllm_level(results, level)
+    vllm = vllm_level(saved, saved.levels[0])
     assert vllm["output_throughput"] is None and vllm["mean_ttft_ms"] is None and vllm["p99_itl_ms"] is None
     assert vllm["tokentop_output_throughput"] == level["output_throughput"]
     assert (

@@ -193,6 +193,8 @@ class LevelView:
     ttft_since_s: float | None = None
     """Over arrivals, where the TTFT population starts: the window's start, or the level's (when no first
     token arrived inside the window: answers longer than the window start no new request in a closed loop)."""
+    workers_lost: int = 0
+    """Engine workers lost during the level (their node went away): the window ends at the loss."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

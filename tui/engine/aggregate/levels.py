@@ -82,6 +82,9 @@ class LevelAgg:
     users_started_ns: int | None = None
     """When the level's users all had a first token (a closed loop's ``concurrency`` streams, an open loop's
     `MIN_STEADY_REQUESTS`): one half of the arrivals' steady start (`tui.engine.aggregate.level_arrivals`)."""
+    workers_lost: int = 0
+    """Workers lost mid-level (their node went away): the window ends at the loss (`lost_at_ns`)."""
+    lost_at_ns: int | None = None
     req: Reservoir = field(init=False)
     gaps: Reservoir = field(init=False)
     timeline: Timeline = field(init=False)
@@ -348,6 +351,8 @@ def level_view(
         ctx.earlier_last_end_ns,
     )
     end = ctx.now_ns if lv.end_ns is None else lv.end_ns
+    if lv.lost_at_ns is not None:
+        end = min(end, lv.lost_at_ns)
     win_end = window_end_ns(end, ctx.horizon_ns, ctx.oldest_in_flight_ns, lv.cancelled_sent_ns)
     in_window = steady_from is not None and steady_from < win_end
     # Never steady: the window starts when the load did (the first level's workers take a second or two to
@@ -416,6 +421,7 @@ def level_view(
         exact=lv.req.exact and lv.gaps.exact,
         too_short=not measured,
         dropped=lv.dropped,
+        workers_lost=lv.workers_lost,
         **_lengths(pick, in_tokens, out_tokens, completed),
         **_prefix_cache(pick),
     )
