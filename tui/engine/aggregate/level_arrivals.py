@@ -100,6 +100,8 @@ def arrivals_view(
         ctx.earlier_last_end_ns,
     )
     end = ctx.now_ns if lv.end_ns is None else lv.end_ns
+    if lv.lost_at_ns is not None:
+        end = min(end, lv.lost_at_ns)  # a lost worker's arrivals stop there
     win_end = min(end, ctx.horizon_ns)
     in_window = steady_from is not None and steady_from < win_end
     tl = lv.timeline
