@@ -218,7 +218,14 @@ def run_from_args(
     progress = Progress(sys.stderr, ns.quiet)
     output = Path(ns.output) if ns.output else None
     log_path = Path(ns.requests_log) if ns.requests_log else None
-    check_outputs(output=output, requests_log=log_path)
+    check_outputs(
+        output=output,
+        requests_log=log_path,
+        server_metrics_log=_path(ns.server_metrics_log),
+        csv=_path(ns.csv),
+        vllm_results=_path(ns.vllm_results),
+        plot=_path(ns.plot),
+    )
     # the dataset (or tokenizer) is checked before the demo simulator starts: a bad file is one line, fast
     workload = workload_from_args(ns)
     demo = demo_from_args(ns, time_scale=ns.sim_time_scale)
@@ -246,6 +253,10 @@ def run_from_args(
     elif status in SIGNAL_STATUSES:
         say(f"tokentop: terminated by {SIGNAL_STATUSES[status]}")
     return status
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
 
 
 def _run(
