@@ -98,7 +98,13 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not send ignore_eos/min_tokens (let the model stop at EOS)",
     )
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--seed", type=int, default=0, help="lengths and prompt text (default 0)")
+    w.add_argument(
+        "--repeat-prompts",
+        metavar="SALT|RESULTS.json",
+        help="send exactly an earlier run's prompts (its prompt salt, or its results file), to measure the "
+        "prefix cache it left; by default each run's prompts are its own",
+    )
     _add_workload_shape_args(p)
     # exact input lengths (issue 10): a local tokenizer, or a probe of the server's own count
     w.add_argument(

@@ -216,8 +216,38 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
             load_tokenizer(tokenizer)
         except TokenizerError as exc:
             raise UsageError(str(exc)) from None
-    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer)
+    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer,
+                          prompt_salt=prompt_salt_from_args(ns))  # fmt: skip
     return _shaped_workload(ns, base)
+
+
+SALT_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+
+
+def prompt_salt_from_args(ns: argparse.Namespace) -> str:
+    """The run's prompt salt: a new one (`new_salt`), or with ``--repeat-prompts`` an earlier run's, given
+    as the salt itself or as its results file (whose ``--seed`` must be this run's too: the prompts follow
+    both)."""
+    from tui.engine.workload.text import new_salt
+
+    given = getattr(ns, "repeat_prompts", None)
+    if given is None:
+        return new_salt()
+    path = Path(given)
+    if path.suffix.lower() == ".json" or path.is_file():
+        try:
+            config = json.loads(path.read_bytes()).get("config") or {}
+        except (OSError, ValueError, AttributeError) as exc:
+            raise UsageError(f"--repeat-prompts: cannot read {path} as results: {exc}") from None
+        seed = config.get("seed", 0)
+        if seed != ns.seed:
+            raise UsageError(f"--repeat-prompts: {path} ran with --seed {seed}: add --seed {seed}")
+        return str(config.get("prompt_salt") or "")  # a run without a salt sent the unsalted prompts
+    if not given or len(given) > 64 or not set(given) <= SALT_CHARS:
+        raise UsageError(
+            f"--repeat-prompts: not a results file nor a salt (letters, digits, - and _): {given!r}"
+        )
+    return str(given)
 
 
 # --- shaped workloads (issue 10 §2-§4) ------------------------------------------------------------

@@ -108,7 +108,7 @@ def size_prefix(workload: WorkloadConfig, count: Count, slope: float | None) -> 
     words = max(1, round(target / (slope or 1.0)))
     tried: dict[int, int] = {}
     for step in range(PREFIX_STEPS):
-        got = count(step + 1, spec(shared_prefix_text(workload.seed, words)))
+        got = count(step + 1, spec(shared_prefix_text(workload.seed, words, workload.prompt_salt)))
         if isinstance(got, str):
             return got
         tried[words] = got - base

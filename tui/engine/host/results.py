@@ -297,6 +297,7 @@ def build_results(
             "osl": workload.osl,
             "fixed_osl": workload.fixed_osl,
             "seed": workload.seed,
+            "prompt_salt": workload.prompt_salt,
             "timeout_s": info.timeout_s,
             "workers": info.workers,
             "header_names": list(info.header_names),

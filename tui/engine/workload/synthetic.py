@@ -53,12 +53,16 @@ calibration measures what they cost)."""
 def prompt_words(workload: WorkloadConfig, worker: int, seq: int, words: int | None = None) -> str:
     """A prompt of ``words`` words (default ``workload.isl``), deterministic in (seed, worker, seq).
 
-    The first few words differ per request so a real server's prefix cache cannot turn the whole prompt into
-    a cache hit (which would make TTFT meaningless); the rest is one fixed text per seed (a longer prompt
-    extends a shorter one, so the token cost grows steadily with ``words``).
+    The first few words differ per request, and per run (drawn under the run's prompt salt), so a real
+    server's prefix cache cannot turn the whole prompt into a cache hit (which would make TTFT meaningless);
+    the rest is one fixed text per seed (a longer prompt extends a shorter one, so the token cost grows
+    steadily with ``words``).
     """
     n = workload.isl if words is None else words
-    head = random.Random(f"{workload.seed}:{worker}:{seq}").choices(_VOCAB, k=min(4, n))
+    key = f"{workload.seed}:{worker}:{seq}"
+    head = random.Random(f"{workload.prompt_salt}:{key}" if workload.prompt_salt else key).choices(
+        _VOCAB, k=min(4, n)
+    )
     return " ".join(head) + _body_text(workload.seed, max(0, n - len(head)))
 
 
