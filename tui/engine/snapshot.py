@@ -180,6 +180,9 @@ class LevelView:
     dropped: int = 0
     """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
     `tui.engine.load.backoff.ArrivalGate`)."""
+    client_limited: bool = False
+    """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
+    figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

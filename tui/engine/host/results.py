@@ -170,6 +170,7 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     # the server's prefix cache over the window's population (issue 10); null when it did not report it
     out["cached_prompt_tokens"] = lv.cached_tokens
     out["prefix_cache_hit_rate"] = _num(lv.cache_hit_rate)
+    out["client_saturated"] = lv.client_limited
     return out
 
 
@@ -283,7 +284,10 @@ def build_results(
             level["server"] = server.levels.get(lv.level_id)
         level.update(_histogram_keys(histograms, lv.level_id))
         levels.append(level)
-    peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
+    server_views = [
+        lv for lv, _ in views if lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited
+    ]
+    peak = max((lv.output_tps for lv in server_views), default=None)  # the knee's levels: the server's
     store_health = snap.health
     return {
         "tool": info.tool,
@@ -323,6 +327,7 @@ def build_results(
                 "peak_output_throughput": knee.peak_tps,
             },
             "peak_output_throughput": peak,
+            "client_limited_levels": [lv.level_id for lv, _ in views if lv.client_limited],
             "rule": KNEE_RULE.format(tol=KNEE_TOLERANCE),
         },
         "client": {
