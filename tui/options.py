@@ -50,10 +50,20 @@ def url_from_args(ns: argparse.Namespace) -> str | None:
 
 
 def url_note(ns: argparse.Namespace) -> str | None:
-    """One line saying the target came from the environment (never its credentials), or None."""
-    if ns.url is not None or (url := url_from_args(ns)) is None:
+    """One line saying the target came from the environment, or that a URL without a scheme was taken as
+    http:// (never its credentials), or None."""
+    url = url_from_args(ns)
+    if url is not None and "://" not in url.strip():
+        return f"taking {_url_flag(ns)} {display_url(url.strip())} as {display_url(with_scheme(url))}"
+    if ns.url is not None or url is None:
         return None
     return f"using ${BASE_URL_ENV}={display_url(url)}"
+
+
+def with_scheme(url: str) -> str:
+    """``url`` with ``http://`` in front when it names no scheme (``localhost:8000``), else as given."""
+    url = url.strip()
+    return url if "://" in url else f"http://{url}"
 
 
 def _url_flag(ns: argparse.Namespace) -> str:
@@ -92,7 +102,7 @@ def base_url_from_args(ns: argparse.Namespace, *, demo_url: str | None = None, a
         raise UsageError(f"no server: give --url or set ${BASE_URL_ENV}")
     _refuse_credentials(url, _url_flag(ns))
     try:
-        return normalise_base_url(url, add_v1=add_v1)
+        return normalise_base_url(with_scheme(url), add_v1=add_v1)
     except ValueError as exc:
         from_env = ns.url is None and given is not None
         raise UsageError(f"${BASE_URL_ENV}: {exc}" if from_env else str(exc)) from None
