@@ -180,6 +180,9 @@ class LevelView:
     dropped: int = 0
     """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
     `tui.engine.load.backoff.ArrivalGate`)."""
+    coalesced_gaps: int = 0
+    """Chunk gaps of 0 in the window: chunks that came in one read of the socket, stamped alike. They make
+    ITL p50 0.00 ms when many chunks share reads: a fact about the client's reads, not the server."""
     client_limited: bool = False
     """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
     figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""

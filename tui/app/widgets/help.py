@@ -72,7 +72,9 @@ streamed event is decoded. Latencies are in milliseconds unless marked `s`.
 - **E2E** (end-to-end latency): from sending the request to its last token.
 - **ITL** (inter-token latency) comes in three conventions that tools disagree on; `i` switches:
   - `chunk`: {ITL_NAMES["chunk"]}. The gap between consecutive content chunks; a server that sends
-    several tokens per chunk shows fewer, longer gaps.
+    several tokens per chunk shows fewer, longer gaps. Chunks that arrive in one read are stamped alike
+    and make gaps of 0: a p50 of 0.00 ms means most chunks shared a read (the results count them per
+    level, `coalesced_chunk_gaps`), not that the server is that fast.
   - `tpot`: {ITL_NAMES["tpot"]}. Time per output token after the first: (E2E − TTFT) / (OSL − 1).
   - `e2e`: {ITL_NAMES["e2e"]}. E2E / OSL, so TTFT is spread over the tokens.
 - **TPOT**: the `tpot` convention above, one value per request.
