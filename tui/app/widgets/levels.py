@@ -40,8 +40,8 @@ CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state", "n", "len",
-                "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state", "n",
+                "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
