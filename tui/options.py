@@ -260,7 +260,7 @@ def prompt_salt_from_args(ns: argparse.Namespace) -> str:
     return str(given)
 
 
-# --- shaped workloads (issue 10 §2-§4) ------------------------------------------------------------
+# --- shaped workloads --------------------------------------------------------------------------
 
 MAX_LENGTH = 1_000_000
 """Most tokens one draw may ask for: each worker makes one synthetic text as long as the longest prompt."""
