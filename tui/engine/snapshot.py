@@ -186,6 +186,8 @@ class LevelView:
     client_limited: bool = False
     """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
     figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""
+    workers_lost: int = 0
+    """Engine workers lost during the level (their node went away): the window ends at the loss."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``
