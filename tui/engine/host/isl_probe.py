@@ -178,13 +178,13 @@ def probe_isl(
             counted.append(tokens)
             record = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=0, sent_ns=0)
             record.input_tokens, record.input_source = tokens, "usage"
-            refused = probe.sizer.refused
+            refused, learned = probe.sizer.refused, len(probe.sizer.observed)
             probe.on_response(key, spec, None, record)
             if probe.sizer.refused is not refused:  # a count that is no count: none of them is used
                 notice = _refused_notice(counted, probe.sizer.refused)
                 observed.clear()
                 break
-            if probe.sizer.observed and probe.sizer.observed[-1] not in observed:
+            if len(probe.sizer.observed) > learned:  # a prompt counted as 0 tokens teaches nothing
                 observed.append(probe.sizer.observed[-1])
         if notice is None and _prefix_to_size(workload):
             got = size_prefix(
