@@ -191,6 +191,9 @@ def _summary(snap: Snapshot) -> str:
             f"knee: {snap.knee.value:g} {unit} ({snap.knee.output_tps:,.0f} output tok/s of a "
             f"{snap.knee.peak_tps:,.0f} peak)"
         )
+    elif limited := [lv for lv in snap.levels if lv.client_limited]:
+        at = ", ".join(load_label(lv.mode, lv.value) for lv in limited)
+        lines.append(f"knee: not found among the server's levels (the client was the limit at {at})")
     elif len(snap.levels) > 1:
         lines.append("knee: not found (output throughput still rising at the highest level measured)")
     if snap.errors:
