@@ -8,15 +8,15 @@ the server reported over the whole watch. Load keys set a target that nothing ac
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from tui import __version__
 from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.engine_base import EngineBase
-from tui.engine.host.results import safe_url
 from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.results.model import WatchResults, WatchTarget
+from tui.engine.secrets import display_url
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
@@ -70,22 +70,20 @@ class WatchEngine(EngineBase):
     def detail(self, request_id: int) -> RequestDetail | None:
         return None
 
-    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+    def results(self, *, interrupted: str | None = None) -> WatchResults:
         """What the server reported over the whole watch (the same figures a load level's `server` has).
         A watch has no end of its own: ``interrupted`` (how it was stopped) is only recorded."""
         now = time.perf_counter_ns()
         view = self.server_view()
-        return {
-            "tool": "tokentop",
-            "version": __version__,
-            "mode": "watch",
-            "started_at": self.started_at,
-            "duration": (now - self._store.t0_ns) / 1e9,
-            "target": {"url": safe_url(self.target.base_url), "model": self.model or None},
-            "server": view.level_summary(self._store.t0_ns, now) if view is not None else None,
-            "notices": list(self._store.notices),
-            "stopped_by": interrupted,
-        }
+        return WatchResults(
+            version=__version__,
+            started_at=self.started_at,
+            duration=(now - self._store.t0_ns) / 1e9,
+            target=WatchTarget(url=display_url(self.target.base_url), model=self.model or None),
+            server=view.level_summary(self._store.t0_ns, now) if view is not None else None,
+            notices=tuple(self._store.notices),
+            stopped_by=interrupted,
+        )
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
