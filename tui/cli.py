@@ -87,6 +87,18 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         help="append one JSON line per scrape (for plots after the run)",
     )
     sm.add_argument(
+        "--canary-rate",
+        type=positive_float,
+        metavar="R",
+        help="a canary user: R one-token requests/s beside the load, never counted in it (the TTFT a new "
+        "user sees now)",
+    )
+    sm.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="the GPU beside the server: a DCGM exporter's URL (port 9400 by default), or nvml on this host",
+    )
+    sm.add_argument(
         "--no-server-metrics",
         dest="server_metrics",
         action="store_false",
@@ -109,6 +121,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         "prefix cache it left; by default each run's prompts are its own",
     )
     _add_workload_shape_args(p)
+    _add_trace_args(p)
     # exact input lengths: a local tokenizer, or a probe of the server's own count
     w.add_argument(
         "--tokenizer",
@@ -195,6 +208,44 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="closed loop: each user carries a conversation for K turns, each adding --isl tokens to its"
         " history, then starts anew (chat only)",
+    )
+
+
+def _add_trace_args(p: argparse.ArgumentParser) -> None:
+    """Replay a trace file at its own timestamps (`tokentop help traces`)."""
+    g = p.add_argument_group("trace replay (tokentop help traces)")
+    g.add_argument("--trace", metavar="PATH", help="replay a trace: Mooncake JSONL, Azure or BurstGPT CSV")
+    g.add_argument(
+        "--trace-format",
+        choices=["mooncake", "azure", "burstgpt"],
+        default=None,
+        help="the trace's format (default: from its first line, else its name)",
+    )
+    g.add_argument(
+        "--trace-speed",
+        type=_level_list(float),
+        default=None,
+        metavar="X[,X,...]",
+        help="gaps divided by X (default 1); bench: one level per speed, each replaying the trace anew",
+    )
+    g.add_argument(
+        "--trace-start", type=non_negative_float, default=0.0, metavar="S", help="skip the first S seconds"
+    )
+    g.add_argument("--trace-duration", type=positive_float, metavar="S", help="replay only S seconds of it")
+    g.add_argument("--trace-loop", action="store_true", help="start over at the end")
+    g.add_argument(
+        "--trace-block-size",
+        type=positive_int,
+        default=512,
+        metavar="N",
+        help="tokens per Mooncake hash_ids block (default 512; Alibaba's Bailian traces: 16)",
+    )
+    g.add_argument("--trace-model", metavar="NAME", help="BurstGPT: only this model's requests")
+    g.add_argument(
+        "--trace-time-unit",
+        choices=["s", "ms", "us", "ns"],
+        default=None,
+        help="what a timestamp number counts (default: Mooncake ms, BurstGPT s)",
     )
 
 
@@ -355,6 +406,17 @@ def _add_watch_args(p: argparse.ArgumentParser) -> None:
         help="seconds between scrapes (default 1)",
     )
     p.add_argument("--server-metrics-log", metavar="PATH", help="append one JSON line per scrape")
+    p.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="the GPU beside the server: a DCGM exporter's URL (port 9400 by default), or nvml on this host",
+    )
+    p.add_argument(
+        "--canary-rate",
+        type=positive_float,
+        metavar="R",
+        help="a canary user: R one-token requests/s the only load watch sends (the TTFT a new user sees now)",
+    )
     p.add_argument("--output", metavar="results.json", help="write what the server reported on quit")
     p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
 

@@ -39,6 +39,7 @@ from tui.engine.host.reader import Reader
 from tui.engine.host.requests_log import RequestsLogFile
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.trace_clock import TraceClock
 from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
+    # a trace's level is its speed (``value``); every other mode's is its users or rate
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
@@ -109,7 +111,10 @@ class EngineHandle(EngineBase):
             on_lost=self._lost,
             exitcode=self._pool.exitcode,
             on_worker_lost=self._worker_lost,
+            on_ready=self._workers_up,
         )
+        self._trace = TraceClock()
+        """The trace replay's timeline (used in the ``trace`` mode only)."""
         self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
         self._started = False
@@ -154,7 +159,13 @@ class EngineHandle(EngineBase):
             if self.requests_log_path is not None:
                 self._log = RequestsLogFile(self.requests_log_path)
         if self.options.server_metrics:
-            self._scrape.start(self.target, self.options, on_notice=self._server_notice)
+            self._scrape.start(
+                self.target,
+                self.options,
+                on_notice=self._server_notice,
+                on_canary_record=self._canary_record,
+                canary_words=self.workload.isl,
+            )
         ensure_resource_tracker()
         self._reader.open_wake()
         self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
@@ -168,12 +179,15 @@ class EngineHandle(EngineBase):
             if not self._started or self._stopping:
                 return
             now = time.perf_counter_ns()
+            new_level = False
             if target.paused:
                 if not old.paused:
                     self._store.end_level(now)
             elif old.paused or _level_key(old) != _level_key(target):
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
+                new_level = True
+            self._trace.retarget(target, now, new_level=new_level)
             self._send_shares()
             self._reader.await_views(self._store)
 
@@ -339,11 +353,26 @@ class EngineHandle(EngineBase):
             if probe.notice is not None:
                 self._store.add_notice(probe.notice)
 
+    def _workers_up(self) -> None:
+        """Every worker has reported (on the reader thread): a trace replay starts now, for all at once."""
+        with self._lock:
+            if self._stopping or self.workload.trace is None:
+                return
+            self._trace.start(time.perf_counter_ns(), self._load)
+            self._send_shares()
+
+    def trace_position_s(self) -> float:
+        """Seconds into the trace the replay is now (0 outside a replay)."""
+        with self._lock:
+            return self._trace.position_ns(time.perf_counter_ns()) / 1e9
+
     def _send_shares(self) -> None:
         """The load split over the workers still running (all of them unless a node was lost)."""
         load = replace(self._load, paused=True) if self._halted else self._load
         alive = [i for i in range(self.workers) if i not in self._store.lost_workers]
-        shares = split_load(load, max(1, len(alive)), self._level_id, seed=self.workload.seed)
+        shares = split_load(
+            load, max(1, len(alive)), self._level_id, seed=self.workload.seed, trace=self._trace.place()
+        )
         if len(alive) == self.workers:
             self._pool.send_each(ApplyShare(share) for share in shares)
             return
@@ -389,6 +418,15 @@ class EngineHandle(EngineBase):
         """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
         if not self._stopping and self._fatal is None:
             self._fatal = message
+
+    def _canary_record(self, record: dict[str, Any]) -> None:
+        """A finished canary request's line: into the requests log only (never the store: no level counts
+        it)."""
+        with self._lock:
+            log = self._log
+        error = log.write_canary(record) if log is not None else None
+        if error is not None and not self._stopping:
+            self._fatal = error
 
     def _take(self, batch: Batch) -> None:
         """A worker's batch: into the store and the requests log; the guard or the store may halt the load."""

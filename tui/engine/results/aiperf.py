@@ -146,6 +146,8 @@ def aiperf_export(results: Results, records: Iterable[dict[str, Any] | None]) ->
     for rec in records:
         if rec is None or _int(rec.get("sent_ns")) is None:
             malformed += 1
+        elif rec.get("canary"):
+            continue  # the canary user's requests are in no level (`tui.engine.host.canary`)
         elif rec.get("level") not in levels:
             other += 1
         else:

@@ -121,14 +121,15 @@ def histograms_of(raw: Mapping[str, Mapping[str, Any]]) -> rm.Histograms:
 
 def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: ServerSummary | None) -> rm.Level:
     """One level in vLLM's vocabulary (plus tokentop's keys)."""
-    rate = lv.mode == "rate"
+    rate, trace = lv.mode == "rate", lv.mode == "trace"
     return rm.Level(
         level_id=lv.level_id,
         mode=lv.mode,
-        concurrency=None if rate else int(lv.value),
+        concurrency=int(lv.value) if lv.mode == "concurrency" else None,
         request_rate=lv.value if rate else None,
+        trace_speed=lv.value if trace else None,
         arrival=load.arrival if rate else None,
-        max_concurrency=load.max_concurrency if rate else None,
+        max_concurrency=load.max_concurrency if rate or trace else None,
         duration=lv.window_s,
         completed=lv.window_completed,
         failed=lv.window_failed,
@@ -160,7 +161,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         client=rm.LevelClient(
             max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms, max_cpu_share=extra.max_cpu_share
         ),
-        sched_lag=stats_of(lv.sched_lag) if rate else None,
+        sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,
         mean_input_tokens=_num(lv.mean_isl),
         mean_output_tokens=_num(lv.mean_osl),
@@ -172,7 +173,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
-        server=None if server is None else _plain(server.levels.get(lv.level_id)),
+        server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
         scraped=server is not None,
         histograms=extra.histograms,
     )
@@ -180,6 +181,20 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
 
 def _plain(figures: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if figures is None else dict(figures)
+
+
+def _with_client_ttft(figures: Mapping[str, Any] | None, client_ttft_ms: float) -> dict[str, Any] | None:
+    """A level's server figures with its TTFT parts completed by the client's mean TTFT over the same
+    window (the network and client part is the client's whole minus the server's)."""
+    out = _plain(figures)
+    if out is None or out.get("ttft_parts") is None:
+        return out
+    from tui.engine.server_metrics.parts import with_client
+
+    out["ttft_parts"] = with_client(
+        out["ttft_parts"], client_ttft_ms if math.isfinite(client_ttft_ms) else None
+    )
+    return out
 
 
 def build_results(

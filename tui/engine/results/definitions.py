@@ -48,9 +48,16 @@ DEFINITIONS: dict[str, str] = {
     "the window's population) / the prompt tokens of the requests that reported it; null when none did",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
+    "server.ttft_parts": "per level, the mean TTFT in parts: queue, prefill and the rest of the server's "
+    "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT minus the server's",
+    "server.gpu": "per level, the GPU beside the server (DCGM fields, time-averaged; per GPU and for all)",
+    "server.canary": "per level, the canary user's one-token requests sent in the window (never counted in "
+    "the level): n, mean_ms and p99_ms of their TTFT, errors",
     "server": "per level, the server's own /metrics over the level's steady window (its whole span when it "
     "has none): gauges time-averaged (running_mean, waiting_mean, kv_usage_mean), counters as rates, its "
-    "latency histograms as quantiles from bucket deltas (ms); null when not scraped",
+    "latency histograms from bucket deltas (ms): mean exact, each pNN a number only where its bucket is "
+    "narrow, else null with buckets.pNN = {kind: bound|range|above, low, high} (estimate from buckets); "
+    "restarts: times its counters went back; null when not scraped",
     "max_output_tokens_per_s": "as vLLM: the most output tokens arriving in one whole second of the level's "
     "window (the window cut into seconds from its start), tokens/s; absent when the window is shorter than a "
     "second",

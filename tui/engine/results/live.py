@@ -52,6 +52,8 @@ def server_summary(view: ServerView, per_level: dict[int, dict[str, Any]]) -> Se
         "scrapes": view.scrapes,
         "failures": view.failures,
         "found": list(view.found),
+        "restarts": view.resets,
+        "canary_rate": view.canary.rate if view.canary is not None else None,
     }
     return ServerSummary(run=run, levels=dict(per_level))
 
