@@ -12,7 +12,9 @@ the chunks it received. Variants:
   chunk; without it the silence limit would have to be enforced another way)
 - ``aiohttp``: aiohttp directly (``content.iter_any``), our decoder, orjson (the floor)
 - ``engine``: the engine's real path (`tui.engine.stream.client.run_request`: transport as configured,
-  decoder, orjson, `apply_chunk` into the accumulator, socket stamps)
+  decoder, orjson, `apply_chunk` into the accumulator, socket stamps): by default the protocol path
+  (`tui.engine.stream.h1`, httptools, decoding in ``data_received``)
+- ``engine-aiohttp``, ``engine-httpx``: the same over the httpx client, as ``TOKENTOP_TRANSPORT`` selects
 
 Requests are long (``--tokens`` 1000 by default) so the per-request cost is spread thin; ``--tokens 128``
 shows it included. Each variant runs in a fresh process, one after another; the server runs in its own
@@ -38,7 +40,17 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = ("protocol", "httpx", "httpx+orjson", "aiohttp-tx", "aiohttp-tx-noread", "aiohttp", "engine")
+VARIANTS = (
+    "protocol",
+    "httpx",
+    "httpx+orjson",
+    "aiohttp-tx",
+    "aiohttp-tx-noread",
+    "aiohttp",
+    "engine",
+    "engine-aiohttp",
+    "engine-httpx",
+)
 
 
 def _body(tokens: int) -> bytes:
@@ -221,11 +233,17 @@ async def _client(
         from tui.engine.stream.transport import make_client
 
         target = TargetConfig(base_url=base_url, model="sim-paced", timeout_s=60.0)
-        client = make_client(target)
-        rs = RequestSession(client, target, WorkloadConfig(isl=16, osl=tokens), "sim-paced")
+        transport = variant.partition("-")[2] or None
+        client = make_client(target, transport)
+        rs = RequestSession(
+            client, target, WorkloadConfig(isl=16, osl=tokens), "sim-paced", transport=transport
+        )
         live: list[Any] = []
         users = [_user_engine(rs, count, stop, live) for _ in range(streams)]
-        closer = client.aclose
+
+        async def closer() -> None:
+            await rs.aclose()
+            await client.aclose()
 
         def chunks_now() -> int:
             for acc in live:
