@@ -28,6 +28,7 @@ from tui.engine.stream.failures import (
     http_failure,
     is_event_stream,
     not_sse_failure,
+    redirect_failure,
     stall_message,
 )
 from tui.engine.stream.failures import (
@@ -283,6 +284,8 @@ async def _attempt(
         if response.status_code >= 400:
             body = await _read_some(response)
             raise http_failure(session, response.status_code, response.headers, body, sent_fixed_osl)
+        if 300 <= response.status_code < 400:
+            raise redirect_failure(response.status_code, response.headers.get("location"))
         content_type = response.headers.get("content-type", "")
         if not is_event_stream(content_type):
             raise not_sse_failure(session, content_type, await _read_some(response))

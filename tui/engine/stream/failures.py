@@ -129,6 +129,15 @@ def not_sse_failure(session: RequestSession, content_type: str, body: bytes) -> 
     return Failure("not_sse", f"expected an event stream, got {what}: {one_line(text, 80)}")
 
 
+def redirect_failure(status: int, location: str | None) -> Failure:
+    """A redirect is not followed for a stream (the request would be sent twice, its timing from the
+    second): class `not_sse`, naming where it pointed, so the user can give that URL instead."""
+    where = f" to {one_line(location, 120)}" if location else ""
+    return Failure(
+        "not_sse", f"HTTP {status} redirect{where}: not followed for a stream; give the final URL", status
+    )
+
+
 def is_event_stream(content_type: str) -> bool:
     """An absent content type is taken as a stream, as servers that omit it mean one."""
     return not content_type or content_type.lower().startswith("text/event-stream")

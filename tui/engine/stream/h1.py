@@ -82,8 +82,7 @@ class Connection(asyncio.Protocol):
 
     def drain(self) -> None:
         """The sink has what it needs: read on to the end of the body (normally just the chunked terminator)
-        so the connection can be reused, for a moment at most."""
-        self.sink = None
+        so the connection can be reused, for a moment at most (then it is dropped: `ResponseSink.lost`)."""
         self.drain_until_ns = time.perf_counter_ns() + int(self.pool.drain_s * 1e9)
         self._arm(self.pool.drain_s)
 
@@ -201,7 +200,7 @@ class Connection(asyncio.Protocol):
         now = time.perf_counter_ns()
         if self.drain_until_ns:
             if now >= self.drain_until_ns:
-                self.abort()
+                self._lose(httpx.ReadTimeout("the body did not end after the stream did"))
             else:
                 self._arm((self.drain_until_ns - now) / 1e9)
             return

@@ -26,6 +26,7 @@ from tui.engine.stream.failures import (
     http_failure,
     is_event_stream,
     not_sse_failure,
+    redirect_failure,
     stall_message,
 )
 from tui.engine.stream.h1 import Connection, ConnectionPool
@@ -35,7 +36,7 @@ from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 if TYPE_CHECKING:
     from tui.engine.stream.client import RequestSession
 
-_HEAD, _STREAM, _ERROR_BODY, _OVER = range(4)
+_HEAD, _STREAM, _DRAINING, _ERROR_BODY, _OVER = range(5)
 
 
 class _Exchange:
@@ -83,7 +84,7 @@ class _Exchange:
         record.http_status = self.status = status
         self.headers = headers
         self.content_type = headers.get("content-type", "")
-        if status >= 400 or not is_event_stream(self.content_type):
+        if status >= 300 or not is_event_stream(self.content_type):
             self.state = _ERROR_BODY
             return
         self.state = _STREAM
@@ -104,8 +105,10 @@ class _Exchange:
                 loads = orjson.loads
                 for event in self.decoder.feed(data):
                     if handle_event(event.event, event.data, acc, now, loads):
+                        # complete; the connection is reusable once the rest of the body (normally the
+                        # chunked terminator, in the same read) is in, which the attempt waits for
                         self.record.end_ns = now
-                        self._settle(None)
+                        self.state = _DRAINING
                         self.conn.drain()
                         return
             except (Failure, SSEDecoderError, zlib.error) as exc:
@@ -116,7 +119,9 @@ class _Exchange:
                 self._error_response(complete=False)
 
     def end(self, now: int) -> None:
-        if self.state == _STREAM:
+        if self.state == _DRAINING:
+            self._settle(None)
+        elif self.state == _STREAM:
             self._end_of_stream()
         elif self.state == _ERROR_BODY:
             self._error_response(complete=True)
@@ -124,7 +129,9 @@ class _Exchange:
             self._settle(Failure("disconnect", "connection closed: no response"))
 
     def lost(self, exc: httpx.TransportError) -> None:
-        if self.state == _HEAD:
+        if self.state == _DRAINING:  # the answer was whole; only the connection is lost
+            self._settle(None)
+        elif self.state == _HEAD:
             kind, message, retryable = classify_exception(exc, started=False)
             self._settle(RetryFresh(message) if retryable else Failure(kind, message))
         elif self.state == _STREAM:
@@ -187,7 +194,10 @@ class _Exchange:
         """Name an error status or a non-stream body from its first bytes; ``complete``: the connection is
         already done with (back in the pool or closed), else it is dropped with the rest of the body."""
         body = bytes(self.error_body)
-        if self.status >= 400:
+        failure: Exception
+        if 300 <= self.status < 400:
+            failure = redirect_failure(self.status, self.headers.get("location"))
+        elif self.status >= 400:
             failure = http_failure(self.session, self.status, self.headers, body, self.sent_fixed_osl)
         else:
             failure = not_sse_failure(self.session, self.content_type, body)
