@@ -201,6 +201,10 @@ class RunInfo:
     endpoint_path: str | None = None
     """``--endpoint /PATH`` as `endpoint_path_record` keeps it (no query values, no key); None: the
     flavour's own path."""
+    stream_transport: str = "protocol"
+    """What carried the workers' streams (`tui.engine.stream.transport.stream_transport`)."""
+    stream_transport_note: str | None = None
+    """Why that is not the transport asked for (a proxy), or None."""
     tool: str = "tokentop"
     version: str = __version__
 
@@ -217,6 +221,13 @@ class RunInfo:
         started_at_s: float,
     ) -> RunInfo:
         """From the configs a face ran with: the secrets in ``target`` are left behind here."""
+        from tui.engine.network import ProxyError
+        from tui.engine.stream.transport import StreamTransport, stream_transport
+
+        try:
+            carried = stream_transport(target, options.transport)
+        except ProxyError:  # the workers fail on it, and say so
+            carried = StreamTransport("aiohttp")
         return cls(
             url=safe_url(target.base_url),
             model=model,
@@ -231,6 +242,8 @@ class RunInfo:
             extra_body=target.extra_body,
             demo=target.demo,
             endpoint_path=endpoint_path_record(target.endpoint_path, target.api_key),
+            stream_transport=carried.name,
+            stream_transport_note=carried.note,
         )
 
 
@@ -326,6 +339,9 @@ def build_results(
         },
         "client": {
             "workers": info.workers,
+            "stream_transport": info.stream_transport,
+            "stream_transport_note": info.stream_transport_note,
+            "redirects": "not followed for a stream (a 3xx is a not_sse failure naming its Location)",
             "max_loop_lag_p99_ms": client.max_loop_lag_p99_ms,
             "max_cpu_share": client.max_cpu_share,
             "lag_threshold_ms": options.lag_threshold_ms,

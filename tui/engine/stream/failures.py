@@ -7,7 +7,7 @@ raise the same exceptions from the same bytes, so a request's record does not de
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -20,8 +20,15 @@ from tui.engine.stream.openai import (
 )
 from tui.engine.stream.retry_after import parse_retry_after
 
-if TYPE_CHECKING:
-    from tui.engine.stream.client import RequestSession
+
+class Session(Protocol):
+    """What naming a failure needs of `tui.engine.stream.client.RequestSession`."""
+
+    fixed_osl_fields: bool
+    notice: Callable[[str], None]
+
+    def scrub(self, text: str) -> str: ...
+
 
 MAX_SKIPPED_LINES = 16
 """Malformed data lines skipped in one stream before it fails as `malformed`."""
@@ -86,7 +93,7 @@ def handle_event(
 
 
 def http_failure(
-    session: RequestSession, status: int, headers: Mapping[str, str], body: bytes, sent_fixed_osl: bool
+    session: Session, status: int, headers: Mapping[str, str], body: bytes, sent_fixed_osl: bool
 ) -> Exception:
     """The failure for an HTTP error status; or `RetryWithoutFixedOsl` when this request carried the
     fixed-OSL fields and the server rejected them (``sent_fixed_osl``: what this request sent, not the
@@ -109,7 +116,7 @@ def http_failure(
     return Failure(kind, message, status, parse_retry_after(retry_after))
 
 
-def not_sse_failure(session: RequestSession, content_type: str, body: bytes) -> Failure:
+def not_sse_failure(session: Session, content_type: str, body: bytes) -> Failure:
     """A success answered with something other than an event stream (a JSON completion from a server or
     proxy that ignored ``stream: true``, an HTML login page, ...): class `not_sse`, naming the content type
     and the start of the body. Read as a stream it would only have looked like a disconnect."""

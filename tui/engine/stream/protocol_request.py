@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from typing import TYPE_CHECKING
 
 import httpx
 import orjson
@@ -22,6 +21,7 @@ from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
     Failure,
     RetryFresh,
+    Session,
     handle_event,
     http_failure,
     is_event_stream,
@@ -32,9 +32,6 @@ from tui.engine.stream.failures import (
 from tui.engine.stream.h1 import Connection, ConnectionPool
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
-
-if TYPE_CHECKING:
-    from tui.engine.stream.client import RequestSession
 
 _HEAD, _STREAM, _DRAINING, _ERROR_BODY, _OVER = range(5)
 
@@ -61,7 +58,7 @@ class _Exchange:
 
     def __init__(
         self,
-        session: RequestSession,
+        session: Session,
         record: RequestRecord,
         acc: StreamAccumulator,
         sent_fixed_osl: bool,
@@ -228,7 +225,7 @@ class ProtocolStreams:
 
     async def attempt(
         self,
-        session: RequestSession,
+        session: Session,
         request_id: str,
         body: bytes,
         record: RequestRecord,
