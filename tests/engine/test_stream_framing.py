@@ -162,3 +162,20 @@ async def test_through_a_proxy_the_protocol_path_hands_over_and_says_so(
     assert chosen.name == "aiohttp" and chosen.note is not None and "proxy" in chosen.note
     assert stream_transport(TargetConfig(base_url="http://127.0.0.1:8000/v1", model="m", trust_env=False),
                             "protocol") == ("protocol", None)  # fmt: skip
+
+
+async def test_a_header_section_past_the_cap_fails_without_growing() -> None:
+    """A server that trickles headers without end: the protocol path stops at `MAX_HEADER_BYTES`."""
+    from tui.engine.stream.h1 import MAX_HEADER_BYTES
+
+    async def handler(req: Request, resp: Responder) -> None:
+        resp.writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        for i in range(MAX_HEADER_BYTES // 1000 + 8):
+            resp.writer.write(f"x-pad-{i}: {'a' * 1000}\r\n".encode())
+            await resp.writer.drain()
+            await asyncio.sleep(0)
+        resp.abort()
+
+    (rec,), _ = await _records(await ScriptedServer(handler).start(), "protocol")
+    assert (rec.status, rec.error_class) == ("error", "disconnect")
+    assert rec.error is not None and f"response headers over {MAX_HEADER_BYTES:,} bytes" in rec.error

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import httptools
 import httpx
 
+MAX_HEADER_BYTES = 64 * 1024
+"""A response's header section past this fails the request (a hostile or broken server cannot grow it)."""
 KEEPALIVE_S = 15.0
 """An idle connection older than this is closed instead of reused (servers close theirs at 5-75 s)."""
 
@@ -55,6 +57,7 @@ class Connection(asyncio.Protocol):
         """Stamp of the last read (or of the send, before any)."""
         self.received = False
         self.headers_done = False
+        self.header_bytes = 0
         self.closed = False
         self.idle_since = 0.0
         self.timer: asyncio.TimerHandle | None = None
@@ -72,6 +75,7 @@ class Connection(asyncio.Protocol):
         self.on_body = sink.body
         self.parser = httptools.HttpResponseParser(self)
         self.headers = {}
+        self.header_bytes = 0
         self.received = self.headers_done = False
         self.drain_until_ns = 0
         assert self.transport is not None
@@ -128,6 +132,11 @@ class Connection(asyncio.Protocol):
     # --- httptools callbacks --------------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value)
+        if self.header_bytes > MAX_HEADER_BYTES:
+            if self.sink is not None:
+                self._lose(httpx.RemoteProtocolError(f"response headers over {MAX_HEADER_BYTES:,} bytes"))
+            return
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         old = self.headers.get(key)
