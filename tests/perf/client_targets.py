@@ -503,7 +503,9 @@ def section_startup(report: Report, ns: argparse.Namespace, out: Path) -> None:
 # --- main -------------------------------------------------------------------------------------------
 
 
-def _ttft_bias(out: Path, label: str, env: dict[str, str], ns: argparse.Namespace) -> dict[str, float]:
+def _ttft_bias(
+    out: Path, label: str, env: dict[str, str], ns: argparse.Namespace, tree: Path = ROOT
+) -> dict[str, float]:
     """One bench run at ``--ttft-streams`` on one worker: client TTFT minus true TTFT per request (ms)."""
     truth, requests = out / f"ttft-{label}-truth.jsonl", out / f"ttft-{label}-requests.jsonl"
     for p in (truth, requests):
@@ -515,7 +517,10 @@ def _ttft_bias(out: Path, label: str, env: dict[str, str], ns: argparse.Namespac
             "--isl", "16", "--osl", "100", "--no-isl-probe", "--no-server-metrics", "--quiet",
             "--requests-log", str(requests), "--output", str(out / f"ttft-{label}.json"),
         ]  # fmt: skip
-        subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=ns.ttft_seconds * 4 + 120)
+        # cwd: `python -m` puts it first on sys.path, ahead of PYTHONPATH
+        subprocess.run(
+            cmd, env=env, cwd=tree, capture_output=True, text=True, timeout=ns.ttft_seconds * 4 + 120
+        )
     server_ttft: dict[str, int] = {}
     for rec in read_jsonl(truth):
         if rec.get("first_token_ns") and rec.get("arrival_ns"):
@@ -527,24 +532,37 @@ def _ttft_bias(out: Path, label: str, env: dict[str, str], ns: argparse.Namespac
         and rec.get("first_content_ns")
         and str(rec.get("client_request_id")) in server_ttft
     ]
+    try:
+        client = json.loads((out / f"ttft-{label}.json").read_text())["client"]
+    except (OSError, ValueError, KeyError):
+        client = {}
+    health = {"cpu_share": client.get("max_cpu_share", float("nan")),
+              "lag_p99_ms": client.get("max_loop_lag_p99_ms", float("nan"))}  # fmt: skip
     if not bias:
-        return {"requests": 0, "p50_ms": float("nan"), "p99_ms": float("nan")}
+        return {"requests": 0, "p50_ms": float("nan"), "p99_ms": float("nan"), **health}
     arr = np.asarray(bias)
-    return {"requests": len(bias), "p50_ms": float(np.median(arr)), "p99_ms": float(np.percentile(arr, 99))}
+    return {
+        "requests": len(bias),
+        "p50_ms": float(np.median(arr)),
+        "p99_ms": float(np.percentile(arr, 99)),
+        **health,
+    }
 
 
 def section_ttft(report: Report, ns: argparse.Namespace, out: Path) -> None:
-    runs: list[tuple[str, dict[str, str]]] = []
+    runs: list[tuple[str, dict[str, str], Path]] = []
     if ns.ttft_before is not None:
-        runs.append(("before", {**os.environ, "PYTHONPATH": str(ns.ttft_before), "TOKENTOP_TRANSPORT": ""}))
+        before = ns.ttft_before.resolve()
+        runs.append(("before", {**os.environ, "PYTHONPATH": str(before), "TOKENTOP_TRANSPORT": ""}, before))
     for transport in (t for t in ns.ttft_transports.split(",") if t):
-        runs.append((transport, {**os.environ, "PYTHONPATH": str(ROOT), "TOKENTOP_TRANSPORT": transport}))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENTOP_TRANSPORT": transport}
+        runs.append((transport, env, ROOT))
     results: dict[str, dict[str, float]] = {}
-    for label, env in runs:
-        r = results[label] = _ttft_bias(out, label, env, ns)
+    for label, env, tree in runs:
+        r = results[label] = _ttft_bias(out, label, env, ns, tree)
         print(
             f"  {label:<10} {r['requests']:>6} requests  TTFT bias p50 {r['p50_ms']:+8.2f} ms  "
-            f"p99 {r['p99_ms']:+8.2f} ms",
+            f"p99 {r['p99_ms']:+8.2f} ms  worker CPU {r['cpu_share']:.0%}, lag p99 {r['lag_p99_ms']:.0f} ms",
             flush=True,
         )
     report.data["ttft"] = results
