@@ -60,7 +60,7 @@ class WorkloadConfig:
     fixed_osl: bool = True
     """Ask the server to ignore EOS so every request generates exactly `osl` tokens."""
     seed: int = 0
-    # --- shaped workloads (issue 10): each left at its default keeps today's synthetic prompts ---
+    # --- shaped workloads: each left at its default keeps the plain synthetic prompts ---
     isl_dist: LengthDist | None = None
     """Input length per request drawn from this (instead of ``isl``)."""
     osl_dist: LengthDist | None = None
@@ -163,6 +163,32 @@ class LoadTarget:
         return replace(self, rate=max(0.0, round(value, 3)))
 
 
+NodeLossPolicy = Literal["stop", "continue"]
+
+
+@dataclass(frozen=True)
+class RayPlacement:
+    """Engine workers on a Ray cluster (`tui.engine.host.ray_pool`) instead of local processes."""
+
+    address: str = "auto"
+    """``auto`` (Ray's own discovery), ``host:port``, or ``ray://host:10001`` (Ray Client)."""
+    per_node: int | None = None
+    """Workers per node; the total is then this times the nodes used (None: ``workers`` over the nodes)."""
+    head_workers: bool = False
+    """Also place workers on the node the face runs on (by default none, when other nodes exist)."""
+    on_node_loss: NodeLossPolicy = "stop"
+    """``stop``: the run ends (results saved, interrupted by ``node_lost``); ``continue``: the load is split
+    again over the workers left, as a new level."""
+    silent_after_s: float = 2.0
+    """A node whose drain has not come back for this long is reported silent ..."""
+    lost_after_s: float = 5.0
+    """... and lost after this long (or at Ray's own error, if sooner)."""
+    dead_after_s: float = 5.0
+    """A node's workers stop by themselves when its agent has not been drained for this long."""
+    test_clock_offset_ns: int = 0
+    """Tests only: the agents' clocks read this far ahead, as another machine's would."""
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """Engine tunables a face may set (all optional; plain data, passed to the worker processes too)."""
@@ -192,14 +218,16 @@ class EngineOptions:
     metrics_url: str | None = None
     """Where to scrape; None: ``/metrics`` beside the base URL's ``/v1``."""
     metrics_interval_s: float = 1.0
+    """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     server_metrics_log: str | None = None
     """A path that gets one JSON line per scrape (appended), for plots after the run."""
-    """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     isl_probe: bool = False
     """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
+    placement: RayPlacement | None = None
+    """Where the workers run: None, local processes; else on a Ray cluster."""
 
 
 def normalise_base_url(url: str, *, add_v1: bool = True) -> str:
