@@ -198,7 +198,7 @@ async def test_request_sent_as_the_server_closes_is_retried(transport: str) -> N
         )
         records: list[RequestRecord] = []
         try:
-            for seq in range(1, 201):
+            for seq in range(1, 501):
                 rec = await run_request(session, RequestRecord(seq, 0, seq, 1, 0), StreamAccumulator())
                 records.append(rec)
                 assert rec.status == "ok", (rec.error_class, rec.error)
