@@ -237,7 +237,7 @@ async def _client(
         target = TargetConfig(base_url=base_url, model="sim-paced", timeout_s=60.0)
         transport = variant.partition("-")[2] or None
         client = make_client(target, transport)
-        chosen = {} if transport is None else {"transport": transport}  # `before` may not take it
+        chosen: dict[str, Any] = {} if transport is None else {"transport": transport}  # `before`: none
         rs = RequestSession(client, target, WorkloadConfig(isl=16, osl=tokens), "sim-paced", **chosen)
         live: list[Any] = []
         users = [_user_engine(rs, count, stop, live) for _ in range(streams)]
