@@ -94,6 +94,7 @@ class Connection(asyncio.Protocol):
         """Drop the connection (a failed or cancelled request): its bytes are of no further use."""
         self.sink = None
         self.parser = None
+        self.on_body = _ignore
         self._disarm()
         if self.transport is not None and not self.closed:
             self.transport.abort()
@@ -152,6 +153,7 @@ class Connection(asyncio.Protocol):
         sink, parser = self.sink, self.parser
         keep = parser is not None and parser.should_keep_alive() and not self.closed
         self.sink = self.parser = None
+        self.on_body = _ignore  # an idle connection keeps nothing of its last request alive
         self._disarm()
         if keep:
             self.pool.release(self)
