@@ -5,6 +5,8 @@ and the stamps' order. Each against a real server on 127.0.0.1 writing exact byt
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 import zlib
 
 import pytest
@@ -179,3 +181,40 @@ async def test_a_header_section_past_the_cap_fails_without_growing() -> None:
     (rec,), _ = await _records(await ScriptedServer(handler).start(), "protocol")
     assert (rec.status, rec.error_class) == ("error", "disconnect")
     assert rec.error is not None and f"response headers over {MAX_HEADER_BYTES:,} bytes" in rec.error
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_connect_that_is_never_answered_times_out(transport: TransportName) -> None:
+    """A listener whose accept queue is full drops new SYNs: the connect hangs until `connect_timeout_s`."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):  # fill the accept queue (its length is backlog + 1 on Linux)
+            s = socket.socket()
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                s.connect(("127.0.0.1", port))
+            fillers.append(s)
+        await asyncio.sleep(0.05)
+        target = TargetConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5.0,
+                              connect_timeout_s=0.3)  # fmt: skip
+        client = make_client(target, transport)
+        session = RequestSession(client, target, WorkloadConfig(isl=8, osl=3), "m", transport=transport)
+        started = time.monotonic()
+        try:
+            rec = await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
+        finally:
+            await session.aclose()
+            await client.aclose()
+        took = time.monotonic() - started
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()
+    assert (rec.error_class, rec.error) == ("connect", "connect timeout")
+    assert 0.3 <= took < 3.0
