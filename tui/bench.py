@@ -317,6 +317,9 @@ def _run(
                         say(f"results written to {output}")
                 status = _write_exports(results, ns, status)
                 status = _write_plot(results, ns, status)
+            recorded = getattr(handle, "session_path", None)
+            if recorded is not None and not ns.quiet:
+                say(f"session recorded to {recorded}")
     if status == 0 and final is not None and final.completed == 0:
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1

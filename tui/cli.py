@@ -17,6 +17,12 @@ from tui.argtypes import non_negative_float, non_negative_int, positive_float, p
 from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
 from tui.options import UsageError, api_key_from_args
+from tui.session_commands import (
+    SESSION_COMMANDS,
+    add_session_commands,
+    run_session_command,
+)
+from tui.session_options import add_record_args
 from tui.sim.flags import add_sim_args
 
 
@@ -227,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
     sub = parser.add_subparsers(
-        dest="command", metavar="{live,bench,sim,calibrate,watch}", parser_class=_Parser
+        dest="command",
+        metavar="{live,bench,sim,calibrate,watch,sessions,replay,compare,export}",
+        parser_class=_Parser,
     )
 
     live = sub.add_parser("live", help="the live app (default)")
@@ -245,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser("watch", help="no load: only the server's own signals, from its /metrics")
     _add_watch_args(watch)
+    add_session_commands(sub)
     return parser
 
 
@@ -300,6 +309,7 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
     )
+    add_record_args(p)
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -346,6 +356,7 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
         metavar="X",
         help="with no --url: run the simulator X times faster (tests, quick demos)",
     )
+    add_record_args(p)
 
 
 def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
@@ -416,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.calibrate.command import run_from_args as run_calibrate
 
             return run_calibrate(ns)
+        if command in SESSION_COMMANDS:
+            return run_session_command(ns)
         if command == "watch":
             from tui.app.watch import run_from_args as run_watch
 

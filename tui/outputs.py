@@ -59,3 +59,10 @@ def _check_replaceable(flag: str, path: Path) -> None:
     os.close(fd)
     with contextlib.suppress(OSError):
         probe.unlink()
+
+
+def state_dir() -> Path:
+    """Where tokentop keeps what it records between runs: ``$XDG_STATE_HOME/tokentop``, else
+    ``~/.local/state/tokentop`` (the XDG base directory rule)."""
+    base = os.environ.get("XDG_STATE_HOME")
+    return (Path(base) if base else Path.home() / ".local" / "state") / "tokentop"

@@ -54,6 +54,7 @@ WATCH_OFF = frozenset(
         "knee",
         "next_view",
         "freeze_text",
+        "mark",
     }
 )
 """Actions that mean nothing while watching (no load, no lanes): disabled and left out of the footer."""
@@ -455,6 +456,16 @@ class TokentopApp(App[int]):
             )
         self.push_screen("help")
 
+    def action_mark(self) -> None:
+        """Ask for a short label and add a mark to the session at this moment (a replay seeks to it)."""
+        mark = getattr(self.engine, "mark", None)
+        if mark is None:
+            self.notify("this run is not recorded: no marks", timeout=3)
+            return
+        from tui.app.widgets.mark import MarkScreen
+
+        self.push_screen(MarkScreen(), lambda label: mark(label) if label else None)
+
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
         self.push_screen(RequestDetailScreen(message.request_id, self.engine.detail))
@@ -487,6 +498,9 @@ class TokentopApp(App[int]):
                     self.quit_notes.append(f"results written to {written}")
                 except Exception as exc:
                     self.quit_notes.append(f"could not write results to {self.output}: {exc}")
+            recorded = getattr(self.engine, "session_path", None)
+            if recorded is not None:
+                self.quit_notes.append(f"session recorded to {recorded}")
             self.exit(0)
 
     # --- command palette --------------------------------------------------------------------------

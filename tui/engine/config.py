@@ -200,6 +200,12 @@ class EngineOptions:
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
+    record: str | None = None
+    """Where the handle records the run's session (`tui.engine.sessions`); None: not recorded."""
+    record_text: bool = False
+    """The session keeps the streamed text too (a replay then draws the lanes' text)."""
+    record_label: str = ""
+    """The session's label (``--label``), shown by ``tokentop sessions`` and in its file name."""
 
 
 def normalise_base_url(url: str, *, add_v1: bool = True) -> str:

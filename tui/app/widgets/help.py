@@ -41,6 +41,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("`i`", "next ITL convention (histogram and table)"),
     ("`w`", "next window for the histograms: 10 s, 30 s, 60 s, whole run"),
     ("`v`", "next view, when the terminal is too small to show every pane"),
+    ("`b`", "add a mark with a short label to the recorded session (a replay seeks to it with `n`)"),
     ("`p`", "freeze / unfreeze the token text"),
     ("`tab`, `up` `down`, `enter`", "pick a lane, open its request (chunk timeline, TTFT, ITL, error)"),
     ("`s`", "save results JSON, its CSV, vLLM files and plot, the requests log and a screenshot here"),

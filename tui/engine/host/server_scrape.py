@@ -35,10 +35,16 @@ class ServerScrape:
         return self._poller is not None
 
     def start(
-        self, target: TargetConfig, options: EngineOptions, *, on_notice: Callable[[str], None]
+        self,
+        target: TargetConfig,
+        options: EngineOptions,
+        *,
+        on_notice: Callable[[str], None],
+        on_scrape: Callable[[int, str], None] | None = None,
     ) -> None:
         """Open ``options.server_metrics_log`` (if any) and start polling (the first scrape is immediate);
-        the poller's one-line notices (metrics missing, log unwritable) go to ``on_notice``."""
+        the poller's one-line notices (metrics missing, log unwritable) go to ``on_notice``, and each
+        scrape's time and body to ``on_scrape`` (a session records them)."""
         if self._poller is not None:
             return
         from tui.engine.server_metrics.poller import poller_for
@@ -46,8 +52,12 @@ class ServerScrape:
         if options.server_metrics_log is not None:
             self._log = open(options.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
         self._poller = poller_for(
-            target, options, on_notice=on_notice, log=self._log, history=SERVER_HISTORY
+            target, options, on_notice=on_notice, log=self._log, history=SERVER_HISTORY, on_scrape=on_scrape
         ).start()
+
+    def attach(self, poller: ServerMetricsPoller) -> None:
+        """Read views from ``poller``, which someone else feeds (a replay's `ServerMetricsPoller.take`)."""
+        self._poller = poller
 
     def latest(self) -> ServerView | None:
         """The view as last scraped, or None before `start`."""

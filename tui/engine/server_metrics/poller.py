@@ -82,6 +82,7 @@ class ServerMetricsPoller:
         on_notice: Callable[[str], None] | None = None,
         transport: httpx.BaseTransport | None = None,
         log: IO[bytes] | None = None,
+        on_scrape: Callable[[int, str], None] | None = None,
     ) -> None:
         """`base_url`: the OpenAI base (`.../v1`); `metrics_url` overrides where to scrape. `window_s`: the
         live view's window for rates and quantiles. `history`: readings kept (600 at 1 Hz = 10 minutes).
@@ -99,6 +100,7 @@ class ServerMetricsPoller:
         self._on_notice = on_notice
         self._transport = transport
         self._log = log
+        self._on_scrape = on_scrape
         self._slots_on = True
         self._ring: deque[Reading] = deque(maxlen=history)
         self._holds: dict[str, Hold] = {}
@@ -170,9 +172,9 @@ class ServerMetricsPoller:
                 self._fail(client, MISSING, f"GET {self.url} answered {response.status_code}")
                 return False
             text = response.text
-            kind = detect_kind(list(sample_names(text)))
-            server_map = MAPS.get(kind)
-            families = parse_text(text, server_map.families() if server_map is not None else None)
+            # Midway between send and receipt: the instant the server most likely read its state.
+            t_ns = (sent_ns + got_ns) // 2
+            kind, families = self._parse(text)
         except NotPrometheusError as exc:
             self._fail(client, MISSING, f"GET {self.url}: {exc}")
             return False
@@ -182,20 +184,37 @@ class ServerMetricsPoller:
         except Exception as exc:  # a parser surprise must not end the thread: the view says what happened
             self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
             return False
-        # Midway between send and receipt: the instant the server most likely read its state.
-        t_ns = (sent_ns + got_ns) // 2
+        if self._on_scrape is not None:
+            self._on_scrape(t_ns, text)
+        self._publish(kind, families, t_ns)
+        if kind == LLAMACPP:
+            self._view = replace(self._view, slots=self._read_slots(client))
+        self._write_log(self._view, t_ns)
+        return True
+
+    @staticmethod
+    def _parse(text: str) -> tuple[str, Any]:
+        kind = detect_kind(list(sample_names(text)))
+        server_map = MAPS.get(kind)
+        return kind, parse_text(text, server_map.families() if server_map is not None else None)
+
+    def take(self, t_ns: int, text: str) -> None:
+        """Publish the view of a ``/metrics`` body scraped at ``t_ns`` by someone else (a session's replay):
+        the same parse and view as a live scrape. A body that does not parse is skipped."""
+        try:
+            kind, families = self._parse(text)
+        except Exception:
+            return
+        self._publish(kind, families, t_ns)
+
+    def _publish(self, kind: str, families: Any, t_ns: int) -> None:
         base = self._view
         if kind != base.kind:
             self._ring.clear()  # another server answers now: its readings do not continue the old ones
             self._holds.clear()
             base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
         self._ring.append(with_areas(read(families, t_ns, kind), self._holds))
-        view = build_view(base, tuple(self._ring), model_of(families))
-        if kind == LLAMACPP:
-            view = replace(view, slots=self._read_slots(client))
-        self._view = view
-        self._write_log(self._view, t_ns)
-        return True
+        self._view = build_view(base, tuple(self._ring), model_of(families))
 
     def _read_slots(self, client: httpx.Client) -> Slots | None:
         """llama.cpp's `/slots` beside its scrape; not asked again once it answers other than 200
@@ -296,6 +315,7 @@ def poller_for(
     on_notice: Callable[[str], None],
     log: IO[bytes] | None,
     history: int = 3600,
+    on_scrape: Callable[[int, str], None] | None = None,
 ) -> ServerMetricsPoller:
     """The poller a face runs for ``target`` (not started): the engine options' URL and interval, the API
     key as a bearer token (hosted servers guard /metrics too), an hour of readings at 1 Hz by default."""
@@ -308,5 +328,6 @@ def poller_for(
         on_notice=on_notice,
         log=log,
         history=history,
+        on_scrape=on_scrape,
         transport=sync_transport(target),  # the same trust (--ca-cert, --insecure, proxies) as the load
     )

@@ -1,0 +1,71 @@
+"""The recording flags of the faces that run load (live, bench) and where a session goes by default: one
+file per run under ``state_dir()/sessions``, named by its date, time and ``--label``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from tui.engine.sessions.file import SUFFIX
+from tui.options import UsageError
+from tui.outputs import state_dir
+
+
+def add_record_args(p: argparse.ArgumentParser) -> None:
+    """--record, --no-record, --record-text, --label."""
+    p.add_argument(
+        "--record",
+        metavar="PATH",
+        help=f"record the session here (default: a new *{SUFFIX} under $XDG_STATE_HOME/tokentop/sessions)",
+    )
+    p.add_argument("--no-record", action="store_true", help="do not record this run's session")
+    p.add_argument("--record-text", action="store_true", help="the session keeps the streamed text too")
+    p.add_argument("--label", metavar="NAME", default="", help="a name for this run's session")
+
+
+def sessions_dir() -> Path:
+    """Where sessions go by default (tokentop never deletes any)."""
+    return state_dir() / "sessions"
+
+
+def default_session_path(label: str, *, now_s: float | None = None, folder: Path | None = None) -> Path:
+    """A new file name: ``YYYYmmdd-HHMMSS[-label]``, with ``-2``, ``-3``... if taken."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now_s is None else now_s))
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.")[:60]
+    base = f"{stamp}-{safe}" if safe else stamp
+    folder = folder or sessions_dir()
+    path = folder / f"{base}{SUFFIX}"
+    n = 2
+    while path.exists():
+        path = folder / f"{base}-{n}{SUFFIX}"
+        n += 1
+    return path
+
+
+def record_from_args(ns: argparse.Namespace) -> dict[str, Any]:
+    """The `EngineOptions` fields for recording (``record`` None with ``--no-record``); the default folder
+    is made here, and a --record path that cannot be created fails in one line before any load."""
+    if getattr(ns, "no_record", False):
+        if getattr(ns, "record", None):
+            raise UsageError("--record and --no-record contradict each other")
+        return {"record": None}
+    label = getattr(ns, "label", "") or ""
+    text = bool(getattr(ns, "record_text", False))
+    given = getattr(ns, "record", None)
+    if given:
+        path = Path(given)
+        if path.exists():
+            raise UsageError(f"--record: {path} exists (a session is never overwritten)")
+        if not path.parent.is_dir():
+            raise UsageError(f"--record: directory does not exist: {path.parent}")
+    else:
+        folder = sessions_dir()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot make the sessions folder {folder}: {exc.strerror or exc}") from None
+        path = default_session_path(label, folder=folder)
+    return {"record": str(path), "record_text": text, "record_label": label}
