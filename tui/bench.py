@@ -39,13 +39,13 @@ from tui.engine.host.results import write_results
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
     demo_from_args,
-    engine_options_from_args,
     level_targets_from_args,
     target_from_args,
     url_note,
     workload_from_args,
 )
 from tui.outputs import check_outputs
+from tui.session_options import recording_engine_options
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
 POLL_S = 0.25
@@ -280,7 +280,7 @@ def _run(
         target = replace(target, model=model)
         # probed above (so an unusable target fails before any file is created): not again
         handle = engine_factory(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
-                                options=engine_options_from_args(ns), probe=False)  # fmt: skip
+                                options=recording_engine_options(ns), probe=False)  # fmt: skip
         handle.start()
         handle.wait_ready(30.0)
         clock = _RunClock()

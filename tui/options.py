@@ -14,7 +14,6 @@ import os
 import ssl
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from tui.demo import DemoConfig
@@ -349,17 +348,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         metrics_url=metrics_url,
         server_metrics_log=getattr(ns, "server_metrics_log", None),
         isl_probe=getattr(ns, "isl_probe", True),
-        **_record_from_args(ns),
     )
-
-
-def _record_from_args(ns: argparse.Namespace) -> dict[str, Any]:
-    """Recording is for the faces that have its flags (live, bench); calibrate and watch do not record."""
-    if not hasattr(ns, "no_record"):
-        return {}
-    from tui.session_options import record_from_args
-
-    return record_from_args(ns)
 
 
 def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tui.engine.config import EngineOptions
 from tui.engine.sessions.file import SUFFIX
-from tui.options import UsageError
+from tui.options import UsageError, engine_options_from_args
 from tui.outputs import state_dir
 
 
@@ -24,6 +26,11 @@ def add_record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-record", action="store_true", help="do not record this run's session")
     p.add_argument("--record-text", action="store_true", help="the session keeps the streamed text too")
     p.add_argument("--label", metavar="NAME", default="", help="a name for this run's session")
+
+
+def recording_engine_options(ns: argparse.Namespace) -> EngineOptions:
+    """`engine_options_from_args` with the recording flags (``--record``, ``--no-record``, ...) applied."""
+    return replace(engine_options_from_args(ns), **record_from_args(ns))
 
 
 def sessions_dir() -> Path:

@@ -19,13 +19,13 @@ from tui.engine.config import LoadTarget
 from tui.options import (
     UsageError,
     demo_from_args,
-    engine_options_from_args,
     initial_load,
     target_from_args,
     url_note,
     workload_from_args,
 )
 from tui.outputs import check_outputs
+from tui.session_options import recording_engine_options
 from tui.shutdown import Terminated, exit_status, signals_as_interrupt
 
 
@@ -78,7 +78,7 @@ def _run_app(
         load,
         workers=ns.workers,
         requests_log=requests_log,
-        options=engine_options_from_args(ns),
+        options=recording_engine_options(ns),
     )
     try:
         engine.start()

@@ -19,7 +19,7 @@ in its own module:
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tui.engine.aggregate.lanes import Lane, Lanes
@@ -95,6 +95,9 @@ class Store:
         self.worker_in_flight = [0] * workers
         self.seq = 0
         self._views = ViewMaker(heavy_interval_s)
+        self.on_views: Callable[[int, bool], None] | None = None
+        """Called with ``now_ns`` and ``force`` whenever `refresh_views` publishes a new bundle (a session records when,
+        so its replay recomputes the views at the same moments and shows the same figures)."""
 
     # --- levels -------------------------------------------------------------------------------
 
@@ -225,7 +228,11 @@ class Store:
             slo_ttft_ms=self.slo_ttft_ms,
             slo_tpot_ms=self.slo_tpot_ms,
         )
-        return self._views.refresh(now_ns, self.levels, self.series, inputs, force=force)
+        before = self._views.views
+        views = self._views.refresh(now_ns, self.levels, self.series, inputs, force=force)
+        if views is not before and self.on_views is not None:
+            self.on_views(now_ns, force)
+        return views
 
     @property
     def views(self) -> Views:

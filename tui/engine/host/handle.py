@@ -182,6 +182,7 @@ class EngineHandle(EngineBase):
                 started_at_s=self.started_at or time.time(),
             )
             self._session_path = self._session.path
+            self._store.on_views = self._session.views
         except OSError as exc:
             self._store.add_notice(f"cannot record the session {self.options.record}: {exc.strerror or exc}")
 

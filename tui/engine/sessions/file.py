@@ -38,17 +38,21 @@ class SessionWriter:
         self._zip = zlib.compressobj(6, zlib.DEFLATED, 31)
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
+        self._last_t = 0
         self.error: str | None = None
         """Why recording stopped (a write failed); the run goes on."""
         self.write({"session": FORMAT_VERSION, **header}, flush=True)
 
     def write(self, event: dict[str, Any], *, flush: bool = False) -> None:
-        """Append one line; flush when asked or when the last flush is a second old."""
-        line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
+        """Append one line; flush when asked or when the last flush is a second old. An event's ``t`` is
+        kept from going back (threads write in turn), so the file is in time order."""
         with self._lock:
             if self._file is None:
                 return
+            if "t" in event:
+                event["t"] = self._last_t = max(int(event["t"]), self._last_t)
             try:
+                line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
                 out = self._zip.compress(line)
                 now = time.monotonic()
                 if flush or now - self._flushed_at >= FLUSH_EVERY_S:

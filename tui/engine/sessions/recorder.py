@@ -91,8 +91,15 @@ class SessionRecorder:
         self._writer.write({"k": kind, "t": t_ns, **data})
 
     def batch(self, batch: Batch) -> None:
-        """A worker batch, as the handle ingests it (field names in the header's schema)."""
-        self._event("b", batch.t_ns, b=self._enc.encode(batch)["v"])
+        """A worker batch, as the handle ingests it now (field names in the header's schema)."""
+        self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch)["v"])
+
+    def views(self, t_ns: int, force: bool) -> None:
+        """The store published new views computed at ``t_ns`` (`Store.on_views`)."""
+        if force:
+            self._event("v", t_ns, force=True)
+        else:
+            self._event("v", t_ns)
 
     def level(self, op: str, t_ns: int, level_id: int = 0, target: LoadTarget | None = None) -> None:
         """``begin`` (a new level at ``target``) or ``end`` (the current level ends: pause, stop)."""
@@ -119,8 +126,8 @@ class SessionRecorder:
         self._writer.write({"k": "mark", "t": t_ns, "label": label}, flush=True)
 
     def scrape(self, t_ns: int, text: str) -> None:
-        """The server's ``/metrics`` body as scraped (the server pane replays from it)."""
-        self._event("scrape", t_ns, text=text)
+        """The server's ``/metrics`` body as scraped at ``t_ns`` (the server pane replays from it)."""
+        self._event("scrape", time.perf_counter_ns(), at=t_ns, text=text)
 
     def fatal(self, t_ns: int, text: str) -> None:
         self._event("fatal", t_ns, text=text)

@@ -99,6 +99,8 @@ class ReplayEngine(EngineBase):
         self._lengths = LengthCheck()
         self._pos = 0
         self._now = cfg.t0_ns
+        self._ended = False
+        """Past the end marker: the live engine had stopped, and its snapshots computed their own views."""
 
     def now_ns(self) -> int:
         """The replay clock (the recording's ``perf_counter_ns``), advanced by the wall clock while
@@ -196,6 +198,10 @@ class ReplayEngine(EngineBase):
         decode = self.config.decoder
         if kind == "b":
             self._store.ingest(decode._build("Batch", e["b"]))
+        elif kind == "v":
+            self._store.refresh_views(t, force=bool(e.get("force")))
+        elif kind == "end":
+            self._ended = True
         elif kind == "level":
             if e.get("op") == "begin":
                 self._level_id = int(e["id"])
@@ -209,7 +215,7 @@ class ReplayEngine(EngineBase):
             if not self._scraped:
                 self._scrape.attach(self._poller)
                 self._scraped = True
-            self._poller.take(t, str(e["text"]))
+            self._poller.take(int(e.get("at", t)), str(e["text"]))
         elif kind == "model":
             self._model = str(e["model"])
         elif kind == "workload":
@@ -244,9 +250,11 @@ class ReplayEngine(EngineBase):
         return self._fatal or self._store.fatal
 
     def snapshot(self) -> Snapshot:
-        """The state at the replay clock, summarised as the live handle did."""
+        """The state at the replay clock, summarised as the live handle did, with the views it had computed
+        by then (recomputed at the recorded moments, never here)."""
         now = self.now_ns()
-        self._store.refresh_views(now)
+        if self._ended:
+            self._store.refresh_views(now)
         snap = self._store_snapshot(
             now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
         )
