@@ -96,8 +96,8 @@ class Store:
         self.seq = 0
         self._views = ViewMaker(heavy_interval_s)
         self.on_views: Callable[[int, bool], None] | None = None
-        """Called with ``now_ns`` and ``force`` whenever `refresh_views` publishes a new bundle (a session records when,
-        so its replay recomputes the views at the same moments and shows the same figures)."""
+        """Called with ``now_ns`` and ``force`` whenever `refresh_views` publishes a new bundle (a session
+        records when, so its replay recomputes the views at the same moments and shows the same figures)."""
 
     # --- levels -------------------------------------------------------------------------------
 
