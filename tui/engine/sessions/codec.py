@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 from array import array
 from collections.abc import Iterable, Mapping
+from itertools import accumulate, pairwise
 from pathlib import PurePath
 from typing import Any
 
@@ -59,6 +60,8 @@ class Encoder:
                 values = [_blank(value, f) if f in dropped else v for f, v in zip(names, values, strict=True)]
             return {"~": name, "v": [self.encode(v) for v in values]}
         if isinstance(value, array):
+            if value.typecode == "q":  # stamps: their differences, as numbers, compress best
+                return {"~q": _deltas(value)}
             return {"~a": value.typecode, "b": base64.b64encode(value.tobytes()).decode()}
         if isinstance(value, bytes | bytearray | memoryview):
             return {"~b": base64.b64encode(bytes(value)).decode()}
@@ -73,6 +76,11 @@ class Encoder:
         if hasattr(value, "tolist"):  # a numpy array or scalar
             return self.encode(value.tolist())
         raise CodecError(f"cannot record a {type(value).__name__}")
+
+
+def _deltas(values: array[int]) -> list[int]:
+    """``values`` as its first value and then each one's difference from the one before."""
+    return [values[0], *(b - a for a, b in pairwise(values))] if values else []
 
 
 def _blank(value: object, name: str) -> Any:
@@ -115,6 +123,8 @@ class Decoder:
             return value
         if "~" in value:
             return self._build(value["~"], value["v"])
+        if "~q" in value:
+            return array("q", accumulate(value["~q"]))
         if "~a" in value:
             out = array(value["~a"])
             out.frombytes(base64.b64decode(value["b"]))

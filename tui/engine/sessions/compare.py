@@ -3,7 +3,8 @@
 A run's figures are its results document's levels (a session's is rebuilt by replaying it to its end, so a
 cut session compares up to its cut). Noise comes from a session's own requests: for latencies, a bootstrap
 of the difference of medians (or of p99s) from the per-request samples of each level's steady window; for
-throughputs, the same over its one-second bins. A difference is beyond noise when the 95 % interval of that
+throughputs, the same over the rates of short bins of the window (1/20th of it, at least
+0.25 s). A difference is beyond noise when the 95 % interval of that
 bootstrap excludes zero. A results file carries no per-request samples: its differences are shown, unjudged.
 """
 
@@ -37,6 +38,9 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("ITL p99 ms", "p99_itl_ms", "itl", False),
 )
 """What is compared per level; ITL is vLLM's chunk gap."""
+BINS = 20
+MIN_BIN_S = 0.25
+"""Throughput noise: a level's window cut into `BINS` bins of at least `MIN_BIN_S`, each a rate sample."""
 SERVER = (("running", "running_mean"), ("waiting", "waiting_mean"), ("KV", "kv_usage_mean"))
 
 
@@ -128,14 +132,16 @@ def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, npt
     out: dict[int, dict[str, npt.NDArray[np.float64]]] = {}
     for level_id, a in acc.items():
         lo, hi = windows[level_id]
-        edges = np.arange(lo, hi + 1, 1e9)
+        width_ns = max(MIN_BIN_S * 1e9, (hi - lo) / BINS)
+        edges = np.arange(lo, hi + 1, width_ns)
         arrivals = np.concatenate(a["chunks"]) if a["chunks"] else np.empty(0)
+        per_s = 1e9 / width_ns
         out[level_id] = {
             "ttft": np.asarray(a["ttft"], float),
             "tpot": np.asarray(a["tpot"], float),
             "itl": np.concatenate(a["itl"]) if a["itl"] else np.empty(0),
-            "tok_bins": np.histogram(arrivals, edges)[0].astype(float) if len(edges) > 1 else np.empty(0),
-            "req_bins": np.histogram(np.asarray(a["ends"]), edges)[0].astype(float)
+            "tok_bins": np.histogram(arrivals, edges)[0] * per_s if len(edges) > 1 else np.empty(0),
+            "req_bins": np.histogram(np.asarray(a["ends"]), edges)[0] * per_s
             if len(edges) > 1
             else np.empty(0),
         }
