@@ -45,7 +45,7 @@ from tui.options import (
     workload_from_args,
 )
 from tui.outputs import check_outputs
-from tui.session_options import recording_engine_options
+from tui.session_options import recording_engine_options, schedule_from_args
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
 POLL_S = 0.25
@@ -214,7 +214,9 @@ def run_from_args(
 ) -> int:
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
-    targets = level_targets_from_args(ns)
+    schedule = schedule_from_args(ns)
+    targets = level_targets_from_args(ns) if schedule is None else [lv.target for lv in schedule.levels]
+    durations = None if schedule is None else [lv.duration_s for lv in schedule.levels]
     progress = Progress(sys.stderr, ns.quiet)
     output = Path(ns.output) if ns.output else None
     log_path = Path(ns.requests_log) if ns.requests_log else None
@@ -229,8 +231,9 @@ def run_from_args(
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
                     status = _run(
-                        ns, demo_url, workload, targets, output, log_path, progress, engine_factory, probe
-                    )
+                        ns, demo_url, workload, targets, output, log_path, progress, engine_factory, probe,
+                        durations,
+                    )  # fmt: skip
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
     except DemoError as exc:
@@ -258,8 +261,10 @@ def _run(
     progress: Progress,
     engine_factory: EngineFactory,
     probe: Callable[[TargetConfig], str],
+    durations: list[float] | None = None,
 ) -> int:
-    """Probe, run every level, print the table and write the results; the exit status."""
+    """Probe, run every level, print the table and write the results; the exit status. ``durations``:
+    each level's own time (``--schedule``), instead of ``--duration`` or ``--requests``."""
     err = sys.stderr
     handle: Engine | None = None
     final: Snapshot | None = None
@@ -287,7 +292,8 @@ def _run(
         for i, load in enumerate(targets, 1):
             if i > 1:
                 handle.set_load(load)
-            fatal = _run_level(handle, ns, i, len(targets), load, progress, clock)
+            duration_s = durations[i - 1] if durations is not None else ns.duration
+            fatal = _run_level(handle, ns, i, len(targets), load, progress, clock, duration_s)
             if fatal is None:
                 drain_from = time.monotonic()
                 fatal = _drain(handle, load, target.timeout_s + 5.0)
@@ -372,16 +378,20 @@ def _run_level(
     load: LoadTarget,
     progress: Progress,
     clock: _RunClock,
+    duration_s: float | None,
 ) -> str | None:
-    """Hold ``load`` until the level is done; return a fatal reason or None."""
+    """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
+    or None."""
     level_id = handle.level_id
     started = time.monotonic()
     goal_requests = ns.requests or default_requests(load.mode, load.value)
-    goal = _Goal(ns.duration, "s") if ns.duration else _Goal(goal_requests, "requests")
+    goal = _Goal(duration_s, "s") if duration_s else _Goal(goal_requests, "requests")
     first = True
     ended_early: str | None = None
     while True:
-        time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
+        # the face's tick (bench is a poller, like the app); a timed level ends on its time, not a tick later
+        left_s = duration_s - (time.monotonic() - started) if duration_s else POLL_S
+        time.sleep(min(POLL_S, max(0.01, left_s)))
         snap = handle.snapshot()
         if snap.fatal:
             return snap.fatal
@@ -396,8 +406,8 @@ def _run_level(
             if snap.completed == 0:
                 return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
             break
-        if ns.duration:
-            if elapsed_s >= ns.duration:
+        if duration_s:
+            if elapsed_s >= duration_s:
                 break
         elif (
             (lv.steady and lv.window_completed + lv.window_failed >= goal_requests)

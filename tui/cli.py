@@ -22,7 +22,7 @@ from tui.session_commands import (
     add_session_commands,
     run_session_command,
 )
-from tui.session_options import add_record_args
+from tui.session_options import add_record_args, add_schedule_arg
 from tui.sim.flags import add_sim_args
 
 
@@ -310,6 +310,7 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
         help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
     )
     add_record_args(p)
+    add_schedule_arg(p)
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -357,6 +358,7 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
         help="with no --url: run the simulator X times faster (tests, quick demos)",
     )
     add_record_args(p)
+    add_schedule_arg(p)
 
 
 def _add_calibrate_args(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from tui.engine.config import EngineOptions
 from tui.engine.sessions.file import SUFFIX
+from tui.engine.sessions.schedule import Schedule
 from tui.options import UsageError, engine_options_from_args
 from tui.outputs import state_dir
 
@@ -76,3 +77,33 @@ def record_from_args(ns: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"cannot make the sessions folder {folder}: {exc.strerror or exc}") from None
         path = default_session_path(label, folder=folder)
     return {"record": str(path), "record_text": text, "record_label": label}
+
+
+def schedule_from_args(ns: argparse.Namespace) -> Schedule | None:
+    """``--schedule SESSION``'s schedule, or None; a file that is not a session, or a schedule given with
+    levels of its own (``--concurrency``/``--rate``), is a usage error in one line."""
+    path = getattr(ns, "schedule", None)
+    if not path:
+        return None
+    if getattr(ns, "concurrency", None) or getattr(ns, "rate", None):
+        raise UsageError("--schedule runs the session's own levels: leave out --concurrency and --rate")
+    if getattr(ns, "duration", None) or getattr(ns, "requests", None):
+        raise UsageError(
+            "--schedule holds each level for its recorded time: leave out --duration and --requests"
+        )
+    from tui.engine.sessions.file import SessionError
+    from tui.engine.sessions.schedule import read_schedule
+
+    try:
+        return read_schedule(Path(path))
+    except SessionError as exc:
+        raise UsageError(f"--schedule: {exc}") from None
+
+
+def add_schedule_arg(p: argparse.ArgumentParser) -> None:
+    """--schedule SESSION (live and bench)."""
+    p.add_argument(
+        "--schedule",
+        metavar="SESSION",
+        help="run a recorded session's load levels again, each for its recorded time, against this server",
+    )

@@ -19,6 +19,7 @@ from tests.engine.engine_helpers import bench
 from tui.engine.sessions.compare import comparison
 from tui.engine.sessions.file import SessionError, read_session
 from tui.engine.sessions.replay import ReplayEngine
+from tui.engine.sessions.schedule import read_schedule
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -208,3 +209,22 @@ def test_the_mooncake_export_holds_each_request_at_its_time(
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     levels = [json.loads(x) for x in vllm.stdout.splitlines()]
     assert [lv["max_concurrency"] for lv in levels] == [2, 4]
+
+
+def test_schedule_runs_a_sessions_levels_again_for_their_recorded_times(
+    recorded: dict[str, Path], fast: SimServer, tmp_path: Path
+) -> None:
+    again = tmp_path / "again.tokentop-session.gz"
+    done = bench("--url", fast.url, "--schedule", str(recorded["fast"]), "--record", str(again), *RUN)
+    assert done.returncode == 0, done.stderr
+    first, second = read_schedule(recorded["fast"]), read_schedule(again)
+    assert [lv.target for lv in second.levels] == [lv.target for lv in first.levels]
+    for a, b in zip(first.levels, second.levels, strict=True):
+        assert abs(b.duration_s - a.duration_s) <= 0.05 * a.duration_s, (a, b)
+    mixed = bench("--url", fast.url, "--schedule", str(recorded["fast"]), "--concurrency", "3", *RUN)
+    assert mixed.returncode == 2 and "leave out --concurrency" in mixed.stderr
+    results = recorded["fast"].parent / "fast.json"
+    wrong = bench("--url", fast.url, "--schedule", str(results), *RUN)
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip() == f"tokentop: error: --schedule: {results}: a results file, not a session " \
+                                   "(sessions are *.tokentop-session.gz)"  # fmt: skip

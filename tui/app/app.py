@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -104,8 +104,11 @@ class TokentopApp(App[int]):
         slo_tpot_ms: float | None = None,
         plot_thread: bool = True,
         watch_only: bool = False,
+        schedule: Sequence[tuple[float, LoadTarget]] = (),
     ) -> None:
+        """``schedule``: (run seconds, target) to set in turn (``--schedule``); a load key ends it."""
         super().__init__()
+        self._schedule = list(schedule)
         self.engine = engine
         self.watch_only = watch_only
         """`tokentop watch`: no load; only the server pane (and the status line) are shown, load keys off."""
@@ -230,6 +233,8 @@ class TokentopApp(App[int]):
         self._snap = snap
         if self._ramp is not None:
             self._ramp_tick(snap)
+        if self._schedule:
+            self._schedule_tick(snap)
         with self.batch_update():
             if fresh:
                 self._show_fast(snap)
@@ -342,6 +347,9 @@ class TokentopApp(App[int]):
     def set_target(self, target: LoadTarget, *, from_ramp: bool = False) -> None:
         """The one place a load target is sent to the engine."""
         if not from_ramp:
+            if self._schedule:
+                self._schedule.clear()
+                self.notify("schedule stopped by a load key", title="schedule")
             if self._ramp is not None:
                 self._stop_ramp("stopped by a load key")
             self._show_ramp_result(None)
@@ -349,6 +357,16 @@ class TokentopApp(App[int]):
         self.engine.set_load(target)
         if self._snap is not None:
             self._status.show(self._snap, self._ui_state())
+
+    def _schedule_tick(self, snap: Snapshot) -> None:
+        """Set each scheduled target whose time has come (the last one due, if several are)."""
+        due = None
+        while self._schedule and self._schedule[0][0] <= snap.elapsed_s:
+            due = self._schedule.pop(0)[1]
+        if due is not None:
+            self.set_target(due, from_ramp=True)
+            if not self._schedule:
+                self.notify("the schedule is done; the keys set the load again", title="schedule")
 
     def action_load_step(self, direction: int) -> None:
         self.set_target(control.step(self._target, direction))
