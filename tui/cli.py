@@ -22,7 +22,7 @@ from tui.session_commands import (
     add_session_commands,
     run_session_command,
 )
-from tui.session_options import add_record_args, add_schedule_arg
+from tui.session_options import add_baseline_arg, add_record_args, add_schedule_arg
 from tui.sim.flags import add_sim_args
 
 
@@ -311,6 +311,7 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
     )
     add_record_args(p)
     add_schedule_arg(p)
+    add_baseline_arg(p)
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:

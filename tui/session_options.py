@@ -8,11 +8,14 @@ import re
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.engine.config import EngineOptions
 from tui.engine.sessions.file import SUFFIX
 from tui.engine.sessions.schedule import Schedule
+
+if TYPE_CHECKING:
+    from tui.engine.sessions.baseline import Baseline
 from tui.options import UsageError, engine_options_from_args
 from tui.outputs import state_dir
 
@@ -107,3 +110,26 @@ def add_schedule_arg(p: argparse.ArgumentParser) -> None:
         metavar="SESSION",
         help="run a recorded session's load levels again, each for its recorded time, against this server",
     )
+
+
+def add_baseline_arg(p: argparse.ArgumentParser) -> None:
+    """--baseline SESSION_OR_RESULTS (live)."""
+    p.add_argument(
+        "--baseline",
+        metavar="SESSION_OR_RESULTS",
+        help="draw this earlier run's curve beside the live one; each level row shows its change from it",
+    )
+
+
+def baseline_from_args(ns: argparse.Namespace) -> Baseline | None:
+    """``--baseline``'s levels, or None; a file that is neither a session nor results is one line."""
+    path = getattr(ns, "baseline", None)
+    if not path:
+        return None
+    from tui.engine.sessions.baseline import Baseline
+    from tui.engine.sessions.file import SessionError
+
+    try:
+        return Baseline.load(Path(path))
+    except SessionError as exc:
+        raise UsageError(f"--baseline: {exc}") from None

@@ -48,6 +48,7 @@ async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) ->
                 await pilot.press("right_square_bracket")  # 4 users: a second level
                 await settle(pilot)
                 wait_for(handle, lambda s: len(s.levels) == 2 and s.levels[-1].steady, 40, "level 2 steady")
+                handle.mark("second level")
                 app.poll(force=True)
                 mid = _shown(app)
                 mid_s = app._snap.elapsed_s if app._snap is not None else 0.0
@@ -70,8 +71,23 @@ async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) ->
             app.poll(force=True)
             await settle(pilot)
             assert _shown(app) == live
+        # the replay's keys: to the start, then to the next level, to the mark, and back a level
+        replay.seek(replay.config.t0_ns)
+        ((mark_ns, label),) = replay.marks
+        _, (second_ns, second) = replay.level_starts
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert replay.now_ns() == second_ns and app._snap is not None and app._snap.level_id == second
+        await pilot.press("n")
+        await settle(pilot)
+        assert replay.now_ns() == mark_ns and label == "second level"
+        await pilot.press("right")
+        await settle(pilot)
+        assert replay.now_ns() == min(mark_ns + 10**10, replay.end_ns)
+        await pilot.press("minus")
+        assert replay.speed == 0.5
     assert len(end["table"]) > 10 and "p50" in end["ttft"]
-    assert end["completed"] > mid["completed"] > 0
+    assert end["completed"] >= mid["completed"] > 0
 
 
 def test_a_replay_clock_plays_at_its_speed() -> None:

@@ -38,6 +38,7 @@ from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
 from tui.engine.host.ramp import RampPolicy
+from tui.engine.sessions.baseline import Baseline
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 
 VIEWS = ("live", "latency", "levels", "server")
@@ -105,8 +106,10 @@ class TokentopApp(App[int]):
         plot_thread: bool = True,
         watch_only: bool = False,
         schedule: Sequence[tuple[float, LoadTarget]] = (),
+        baseline: Baseline | None = None,
     ) -> None:
-        """``schedule``: (run seconds, target) to set in turn (``--schedule``); a load key ends it."""
+        """``schedule``: (run seconds, target) to set in turn (``--schedule``); a load key ends it.
+        ``baseline``: another run drawn beside this one (``--baseline``)."""
         super().__init__()
         self._schedule = list(schedule)
         self.engine = engine
@@ -160,6 +163,9 @@ class TokentopApp(App[int]):
         self._errors = ErrorsPane(id="errors")
         self._server = ServerPane(id="server")
         self._plots: list[PlotPane] = [self._curve, self._ttft, self._itl]
+        if baseline is not None:
+            self._curve.baseline = baseline.points
+            self._table.baseline = baseline.level_for
         # plotext builds (~5 ms each) made the UI's p99 tick; one background thread builds them in turn,
         # so the UI thread only reads the theme and data in and shows the result. Without it (tests)
         # plots are built inline and a screen is complete as soon as `poll()` returns.

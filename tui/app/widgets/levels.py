@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -31,6 +32,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("ttfa", "TTFA p50/90/99"),
 )
 """Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
+BASE_COLUMN = ("base", "vs base tok/s, TTFT p99")
+"""With ``--baseline``: after tok/s, the change from the baseline's level at the same load."""
 CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
 FIXED_COLUMNS = 1
@@ -124,8 +127,9 @@ def level_cells(
     knee: Knee | None,
     convention: ItlConvention,
     server: Mapping[str, float | None] | None = None,
+    base: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """Pure: the text of each cell of a level's row."""
+    """Pure: the text of each cell of a level's row (``base``: the baseline's level at its load)."""
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
     if knee is not None and knee.level_id == level.level_id:
         marks += " ◆"
@@ -146,7 +150,21 @@ def level_cells(
         "len": lengths(level),
         "ttfa": triple(level.ttfa),
         "cache": cache_cell(level),
+        "base": base_cell(level, base),
     }
+
+
+def base_cell(level: LevelView, base: Mapping[str, Any] | None) -> str:
+    """The change of tok/s and TTFT p99 from the baseline's level at the same load ("-" with none)."""
+    if base is None:
+        return "-"
+    from tui.engine.sessions.baseline import percent_change
+
+    parts = []
+    for now, key in ((level.output_tps, "output_throughput"), (level.ttft.p99, "p99_ttft_ms")):
+        pct = percent_change(base.get(key), now)
+        parts.append("-" if pct is None else f"{pct:+.0f}%")
+    return " ".join(parts)
 
 
 def cache_cell(level: LevelView) -> str:
@@ -172,11 +190,16 @@ class LevelTable(DataTable[Text]):
         self.fixed_columns = FIXED_COLUMNS
         self._shown: dict[tuple[str, str], str] = {}
         self._followed = -1
+        self.baseline: Callable[[LevelView], Mapping[str, Any] | None] | None = None
+        """Set before mounting (``--baseline``): the baseline's level for a level, and its column shows."""
         self._columns = COLUMNS
         """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate)."""
         self.component_style = ComponentStyles(self)
 
     def on_mount(self) -> None:
+        if self.baseline is not None and BASE_COLUMN not in self._columns:
+            at = [key for key, _ in self._columns].index("tps") + 1
+            self._columns = (*self._columns[:at], BASE_COLUMN, *self._columns[at:])
         for key, label in self._columns:
             self.add_column(label, key=key)
         self.app.theme_changed_signal.subscribe(
@@ -202,7 +225,8 @@ class LevelTable(DataTable[Text]):
         keys = [key for key, _ in self._columns]
         for level in levels:
             row = str(level.level_id)
-            cells = level_cells(level, current_id, knee, convention, (server or {}).get(level.level_id))
+            base = self.baseline(level) if self.baseline is not None else None
+            cells = level_cells(level, current_id, knee, convention, (server or {}).get(level.level_id), base)
             if row not in self.rows:
                 self.add_row(
                     *(self._style(key, cells[key], level, current_id, knee) for key in keys), key=row
@@ -227,8 +251,8 @@ class LevelTable(DataTable[Text]):
     def _add_cache_column(self) -> None:
         """Put the prefix-cache column beside ISL/OSL: the table is rebuilt once (a DataTable only appends
         columns, and one at the far right is off screen on most terminals)."""
-        at = [key for key, _ in COLUMNS].index("len") + 1
-        self._columns = (*COLUMNS[:at], CACHE_COLUMN, *COLUMNS[at:])
+        at = [key for key, _ in self._columns].index("len") + 1
+        self._columns = (*self._columns[:at], CACHE_COLUMN, *self._columns[at:])
         self.clear(columns=True)
         for key, label in self._columns:
             self.add_column(label, key=key)

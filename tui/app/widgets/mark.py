@@ -19,6 +19,7 @@ class MarkScreen(ModalScreen[str]):
     MarkScreen { align: center middle; }
     MarkScreen > Input { width: 60; }
     """
+    AUTO_FOCUS = "#mark-label"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
     def compose(self) -> ComposeResult:

@@ -69,8 +69,9 @@ def load_key(level: dict[str, Any]) -> tuple[str, float]:
     return ("concurrency", float(level.get("concurrency", 0)))
 
 
-def load_run(path: Path) -> Run:
-    """A session (replayed to its end) or a results JSON; `SessionError` names the file and the fault."""
+def load_run(path: Path, *, samples: bool = True) -> Run:
+    """A session (replayed to its end) or a results JSON; `SessionError` names the file and the fault.
+    ``samples``: also gather a session's per-request samples (for judging noise)."""
     path = Path(path)
     try:
         head = path.open("rb").read(2)
@@ -91,7 +92,7 @@ def load_run(path: Path) -> Run:
     session = read_session(path)
     replay = ReplayEngine(session).run_to_end()
     doc = replay.results(interrupted="cut short" if session.cut else None)
-    return Run(path, doc, session_samples(replay, doc), cut=session.cut)
+    return Run(path, doc, session_samples(replay, doc) if samples else {}, cut=session.cut)
 
 
 def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, npt.NDArray[np.float64]]]:
