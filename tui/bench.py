@@ -49,11 +49,11 @@ from tui.session_options import recording_engine_options, schedule_from_args
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
 POLL_S = 0.25
+"""The face's tick: how often bench looks at a snapshot."""
 UNSETTLED_AFTER_S = 5.0
 """A level that is not steady after 4x its request goal (+20) ends, unless it is younger than this: at a
 fast server those requests finish within a second, before any steady window is long enough to measure
 (`tui.engine.aggregate.levels.MIN_WINDOW_S`), and a level that was about to settle ended unsteady."""
-"""The face's tick: how often bench looks at a snapshot."""
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def _run(
         target = target_from_args(ns, demo_url=demo_url)
         if (note := url_note(ns)) is not None:
             progress.note(note)  # the first line: the target came from the environment, not the demo
-        # a slow /models would otherwise look like a hung start (issue 13)
+        # a slow /models would otherwise look like a hung start
         progress.show(f"probing {target.base_url}/models…", force=True)
         try:
             model = probe(target)

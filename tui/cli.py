@@ -106,7 +106,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument("--seed", type=int, default=0)
     _add_workload_shape_args(p)
-    # exact input lengths (issue 10): a local tokenizer, or a probe of the server's own count
+    # exact input lengths: a local tokenizer, or a probe of the server's own count
     w.add_argument(
         "--tokenizer",
         metavar="PATH",
@@ -229,12 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
         "$OPENAI_BASE_URL) it runs a demo against its built-in simulated server.",
         epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
         "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
-        "no load. `tokentop CMD --help` for each.",
+        "no load; help: the manual. `tokentop CMD --help` for each.",
     )
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
     sub = parser.add_subparsers(
         dest="command",
-        metavar="{live,bench,sim,calibrate,watch,sessions,replay,compare,export}",
+        metavar="{live,bench,sim,calibrate,watch,sessions,replay,compare,export,help}",
         parser_class=_Parser,
     )
 
@@ -254,7 +254,27 @@ def build_parser() -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="no load: only the server's own signals, from its /metrics")
     _add_watch_args(watch)
     add_session_commands(sub)
+
+    manual = sub.add_parser("help", help="the manual: list its pages, or print one")
+    manual.add_argument("topic", nargs="?", help="a page (e.g. numbers, keys, bench); none lists them")
     return parser
+
+
+def _print_manual(topic: str | None) -> int:
+    """`tokentop help [TOPIC]`: the listing, or the page, from the manual shipped in the package."""
+    from tui import manual
+
+    if topic is None:
+        print(manual.listing(), end="")
+        return 0
+    found = manual.page(topic)
+    if found is None:
+        close = manual.nearest(topic)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        print(f"tokentop: error: no manual page {topic!r}{hint}; `tokentop help` lists them", file=sys.stderr)
+        return 2
+    print(found.text, end="" if found.text.endswith("\n") else "\n")
+    return 0
 
 
 def _add_watch_args(p: argparse.ArgumentParser) -> None:
@@ -418,6 +438,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if hasattr(ns, "api_key"):  # --api-key-file read once, here, before any face starts anything
             ns.api_key, ns.api_key_file = api_key_from_args(ns), None
+        if command == "help":
+            return _print_manual(ns.topic)
         if command == "sim":
             from tui.sim.server import run_from_args as run_sim
 

@@ -220,7 +220,7 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
     return _shaped_workload(ns, base)
 
 
-# --- shaped workloads (issue 10 §2-§4) ------------------------------------------------------------
+# --- shaped workloads --------------------------------------------------------------------------
 
 MAX_LENGTH = 1_000_000
 """Most tokens one draw may ask for: each worker makes one synthetic text as long as the longest prompt."""

@@ -25,9 +25,9 @@ class FakeEngine:
         self.snapshots = 0
         self.results: list[Path] = []
         self.ready = True
+        """What `wait_ready` answers: False plays an engine still probing the server."""
         self.server: ServerView | None = None
         """What `server_view` answers (None: the engine does not scrape)."""
-        """What `wait_ready` answers: False plays an engine still probing the server."""
 
     def start(self) -> None:
         self.started = True

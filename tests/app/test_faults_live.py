@@ -1,4 +1,4 @@
-"""Issue #12's fault matrix through the live app: the real `TokentopApp` under Pilot and the real
+"""The fault matrix through the live app: the real `TokentopApp` under Pilot and the real
 `EngineHandle` (its worker in its own process) against one small misbehaving server per row, on 127.0.0.1.
 
 Each row asserts what the screen says (the banner, the error class and its count in the errors pane, the
@@ -393,7 +393,7 @@ def clock_s(status: str) -> int:
 async def test_the_clock_stops_when_the_engine_does(
     served: Served, engine: EngineHandle, make_app: MakeApp
 ) -> None:
-    """Issue #12: after a halt the line says "■ stopped", so its run time stays where the engine stopped
+    """After a halt the line says "■ stopped", so its run time stays where the engine stopped
     instead of counting on (it did: 00:02, then 00:04 two seconds later)."""
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:

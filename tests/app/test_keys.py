@@ -120,7 +120,7 @@ async def test_question_mark_opens_help_with_metric_definitions(make_app: MakeAp
 
         for word in (
             "TTFT",
-            "Scheduling lag",
+            "scheduling lag",
             "ISL / OSL",
             "usage",
             "E2E",
@@ -345,3 +345,25 @@ async def test_the_command_palette_offers_the_actions(make_app: MakeApp, engine:
         assert wanted <= set(commands)
         await commands["Double load"].callback()
         assert engine.load.concurrency == 16
+
+
+async def test_n_and_b_turn_the_manual_pages_inside_the_help(make_app: MakeApp) -> None:
+    from tui import manual
+    from tui.app.widgets.help import MarkdownText
+
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("question_mark")
+        await settle(pilot)
+        page = app.screen.query_one("#help-metrics", MarkdownText)
+        assert page.source.startswith("# What the numbers mean")
+        following = next(p for p in manual.pages() if p.topic not in ("keys", "numbers"))
+        await pilot.press("n")
+        await settle(pilot)
+        assert page.source == following.text
+        await pilot.press("b")
+        await settle(pilot)
+        assert page.source.startswith("# What the numbers mean")
+        await pilot.press("n", "d")
+        await settle(pilot)
+        assert page.source.startswith("# What the numbers mean")

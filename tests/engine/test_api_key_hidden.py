@@ -1,6 +1,6 @@
 """The API key given as ``--api-key K`` is overwritten in tokentop's own command line while it runs, and no
 child (the demo simulator, the engine workers, multiprocessing's tracker) has it in its command line or
-environment; ``--api-key-file`` sends the file's key (issue 12 §3)."""
+environment; ``--api-key-file`` sends the file's key."""
 
 from __future__ import annotations
 

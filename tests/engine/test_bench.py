@@ -135,7 +135,7 @@ def test_stalled_stream_fails_by_timeout_and_key_stays_secret(tmp_path: Path) ->
 def test_unreachable_url_is_one_line_and_exit_1() -> None:
     r = bench("--url", "http://127.0.0.1:9", "--api-key", SECRET, "--requests", "1")
     assert r.returncode == 1
-    # not a terminal: the probe is announced once (issue 13), then the one error line
+    # not a terminal: the probe is announced once, then the one error line
     assert r.stderr.startswith("probing http://127.0.0.1:9/v1/models…\n")
     r.stderr = r.stderr.split("\n", 1)[1]
     assert r.stderr == "tokentop: error: cannot connect to http://127.0.0.1:9/v1: connection refused\n"

@@ -1,5 +1,5 @@
 """`tokentop bench` with ``$OPENAI_BASE_URL`` and no ``--url`` runs against that server (and says so in its
-first line) instead of starting the demo simulator; ``--url`` wins over it (issue 10 §6)."""
+first line) instead of starting the demo simulator; ``--url`` wins over it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What `tokentop bench` checks before it starts anything: a broken dataset with no --url is one line and
-exit status 2, and the demo simulator is never started for it (issue 12 §3)."""
+exit status 2, and the demo simulator is never started for it."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def test_off_a_terminal_duration_is_said_in_seconds() -> None:
 
 
 def test_the_count_is_of_the_steady_window_as_the_goal_is() -> None:
-    """Issue #12 ("222/8 requests"): the count is of requests in the steady window, as the goal is, so it is
+    """Never "222/8 requests": the count is of requests in the steady window, as the goal is, so it is
     0 while the level warms up (it counted a provisional window: "12/8 requests, warming up", the bar full
     while the level went on); and a fast level is not cut off unsteady by the cap on all its requests before
     its window could be long enough to measure (16 users at 20x ended "warming up" after 1.3 s)."""

@@ -227,7 +227,7 @@ async def test_an_oversized_line_fails_the_request_as_oversized() -> None:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_disconnect_mid_stream(transport: TransportName) -> None:
     """Named in tokentop's words, with how far the stream got, not aiohttp's "TransferEncodingError: 400,
-    message='Not enough data to satisfy transfer length header.'" (issue #12)."""
+    message='Not enough data to satisfy transfer length header.'"."""
 
     async def handler(req: Request, resp: Responder) -> None:
         await resp.head()

@@ -1,6 +1,6 @@
 """``--endpoint /PATH``: a server whose API is not under ``/v1`` gets every request (the start-up probe's
 model list beside the URL as given, the ISL probe's and the workers' requests) where the user said, and
-nothing is guessed: no ``/v1`` is added (issue 12 §3)."""
+nothing is guessed: no ``/v1`` is added."""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ def test_a_probe_that_gets_no_usage_says_so_once(tmp_path: Path) -> None:
     assert probe.workload.isl_observations == ()
 
 
-# --- a shared prefix adds its N tokens (issue 10) ---------------------------------------------------------
+# --- a shared prefix adds its N tokens ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("probe", [True, False])
@@ -156,7 +156,7 @@ def test_each_drawn_isl_is_by_the_servers_count(
     assert len(off) >= 16 and off == [0] * len(off), off  # the simulator counts one token a word: exact
 
 
-# --- a conversation's turns each add --isl to its history (issue 10) --------------------------------------
+# --- a conversation's turns each add --isl to its history --------------------------------------
 
 
 def test_each_turn_adds_isl_tokens_to_the_turn_before(sim_url: str, tmp_path: Path) -> None:

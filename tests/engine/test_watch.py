@@ -74,7 +74,7 @@ def _watch_ns(*argv: str) -> argparse.Namespace:
 
 
 def test_watch_reads_the_base_url_variable_as_the_load_commands_do(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue #12: ``$OPENAI_BASE_URL`` without ``--url`` is the server (it was "--url is required"), ``--url``
+    """``$OPENAI_BASE_URL`` without ``--url`` is the server (it was "--url is required"), ``--url``
     wins, and a bad or credentialed value is refused in one line naming the variable, not repeating it."""
     monkeypatch.setenv("OPENAI_BASE_URL", "http://gpu-box:8000")
     assert watch_target(_watch_ns())[0].base_url == "http://gpu-box:8000/v1"

@@ -1,4 +1,4 @@
-"""Every client-performance target of issue 5, measured on this machine: figure, target, PASS/FAIL.
+"""Every client-performance target, measured on this machine: figure, target, PASS/FAIL.
 
     /work/venv/bin/python tests/perf/client_targets.py                      # all sections, 3-minute soak
     /work/venv/bin/python tests/perf/client_targets.py --only parse,startup # some sections

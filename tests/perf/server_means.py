@@ -5,7 +5,7 @@
 The ring holds readings of the simulator's recorded /metrics a second apart (an hour at the default 1 Hz),
 with the running areas the poller adds (`with_areas`). Two runs: one level spanning the whole hour (the
 soak), and ``--levels`` levels splitting it, all but the last settled. Each is timed three ways per scrape:
-every level point by point over the whole ring (readings without areas: what session 5 did), every level
+every level point by point over the whole ring (readings without areas), every level
 from the areas by bisection, and that with the settled levels kept (`ServerMeans`, what the app does).
 Prints the median and max per scrape in ms, and the ratio to the point-by-point figure.
 """
@@ -84,11 +84,11 @@ def run(readings: int, level_count: int, scrapes: int) -> None:
         kept_means.of(replace(view, scrapes=scraped[0]), lv, t0, now)
 
     results = {
-        "point by point (session 5)": timed(lambda: server_means(by_points, lv, t0, now), scrapes),
+        "point by point": timed(lambda: server_means(by_points, lv, t0, now), scrapes),
         "running areas, by bisection": timed(lambda: server_means(view, lv, t0, now), scrapes),
         "and settled levels kept (app)": timed(kept, scrapes),
     }
-    base = statistics.median(results["point by point (session 5)"])
+    base = statistics.median(results["point by point"])
     print(f"{level_count} level(s) over {readings} readings, {scrapes} scrapes:")
     for name, ms in results.items():
         med = statistics.median(ms)

@@ -1,5 +1,5 @@
 """``$OPENAI_BASE_URL`` is the target when ``--url`` is not given, as the OpenAI SDK reads it; ``--url`` wins,
-an empty value counts as unset (the demo), and its credentials are never shown (issue 10 §6)."""
+an empty value counts as unset (the demo), and its credentials are never shown."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_csv_is_the_level_table(tmp_path: Path) -> None:
         assert orjson.loads(row["errors"]) == level["errors"]
 
 
-# --- prefix-cache hit rate, histograms, the endpoint path (issue 10 follow-ups) ---------------------------
+# --- prefix-cache hit rate, histograms, the endpoint path ---------------------------
 
 
 def test_vllm_files_carry_the_prefix_cache_hit_rate_under_tokentop_keys() -> None:

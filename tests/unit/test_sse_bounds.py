@@ -1,6 +1,6 @@
 """SSE decoding stays linear in a line's length and bounded in memory, however the line arrives.
 
-Issue 12, "oversized line": one 50 MB line without a newline was re-joined on every read, so its cost grew
+"Oversized line": one 50 MB line without a newline was re-joined on every read, so its cost grew
 with the square of its length and a worker sat at a full core for minutes. These tests pin both halves of
 the fix: a long line is joined once, and a line or event past its cap fails with a typed error while the
 decoder holds no more than the cap.

@@ -60,7 +60,7 @@ class WorkloadConfig:
     fixed_osl: bool = True
     """Ask the server to ignore EOS so every request generates exactly `osl` tokens."""
     seed: int = 0
-    # --- shaped workloads (issue 10): each left at its default keeps today's synthetic prompts ---
+    # --- shaped workloads: each left at its default keeps the plain synthetic prompts ---
     isl_dist: LengthDist | None = None
     """Input length per request drawn from this (instead of ``isl``)."""
     osl_dist: LengthDist | None = None
@@ -192,9 +192,9 @@ class EngineOptions:
     metrics_url: str | None = None
     """Where to scrape; None: ``/metrics`` beside the base URL's ``/v1``."""
     metrics_interval_s: float = 1.0
+    """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     server_metrics_log: str | None = None
     """A path that gets one JSON line per scrape (appended), for plots after the run."""
-    """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     isl_probe: bool = False
     """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""

@@ -160,7 +160,7 @@ class LevelView:
     too_short: bool = False
     """The window is too short to measure (`tui.engine.aggregate.levels.MIN_WINDOW_S`): the rates are NaN
     and a face shows none (no table figure, no curve point)."""
-    # --- lengths and reasoning (issue 10) ---
+    # --- lengths and reasoning ---
     mean_isl: float = float("nan")
     """Achieved mean input tokens per request of the window's population (server usage, else the estimate):
     compare with the ``--isl`` asked for."""
@@ -171,7 +171,7 @@ class LevelView:
     does not reason."""
     reasoning_tokens: float = float("nan")
     """Mean reasoning tokens per request where the server reports them (they are part of the OSL)."""
-    # --- prefix cache (issue 10) ---
+    # --- prefix cache ---
     cached_tokens: int | None = None
     """Prompt tokens of the window's population the server served from its prefix cache
     (``usage.prompt_tokens_details.cached_tokens``); None when it reported none."""

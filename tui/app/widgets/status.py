@@ -34,7 +34,7 @@ class UiState:
     """`tokentop watch`: no load is sent, so the line says so instead of a target."""
     stopped_at_s: float | None = None
     """The run time of the first snapshot that said the engine stopped: the clock stays there, as the
-    line says "■ stopped" (it used to count on after a 401 halt)."""
+    line says "■ stopped" (a clock that counted on after a 401 halt would say the run goes on)."""
 
 
 def format_elapsed(seconds: float) -> str:

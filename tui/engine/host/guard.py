@@ -2,11 +2,11 @@
 
 Two such errors: the server keeps rejecting our credentials (HTTP 401/403), or the TLS handshake keeps failing
 (a certificate that does not verify, a protocol the server does not speak: class ``tls``). Going on only
-hammers the server (the live app used to send a rejected key at hundreds of requests per second under its
-"every request fails" banner) and measures nothing. The handle feeds every finished record here, across all
-workers in the order they reached it; a few of the same error in a row with no success in between trip the
-guard once, and the handle then pauses every worker through the wire. The message names the flag or the
-certificate problem, never the key.
+hammers the server (without this, the live app would send a rejected key at hundreds of requests per second
+under its "every request fails" banner) and measures nothing. The handle feeds every finished record here,
+across all workers in the order they reached it; a few of the same error in a row with no success in between
+trip the guard once, and the handle then pauses every worker through the wire. The message names the flag or
+the certificate problem, never the key.
 """
 
 from __future__ import annotations

@@ -162,12 +162,12 @@ def level_result(lv: LevelView, extra: Mapping[str, Any], load_info: dict[str, A
     if lv.mode == "rate":
         out.update(_stats_keys("sched_lag", lv.sched_lag))
         out["dropped_arrivals"] = lv.dropped
-    # achieved lengths (compare with the run's workload isl/osl) and reasoning (issue 10)
+    # achieved lengths (compare with the run's workload isl/osl) and reasoning
     out["mean_input_tokens"] = _num(lv.mean_isl)
     out["mean_output_tokens"] = _num(lv.mean_osl)
     out["mean_reasoning_tokens"] = _num(lv.reasoning_tokens)
     out.update(_stats_keys("ttfa", lv.ttfa))
-    # the server's prefix cache over the window's population (issue 10); null when it did not report it
+    # the server's prefix cache over the window's population; null when it did not report it
     out["cached_prompt_tokens"] = lv.cached_tokens
     out["prefix_cache_hit_rate"] = _num(lv.cache_hit_rate)
     return out

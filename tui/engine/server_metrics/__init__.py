@@ -1,4 +1,4 @@
-"""The server's own view: its Prometheus `/metrics`, scraped beside the load (issue 11).
+"""The server's own view: its Prometheus `/metrics`, scraped beside the load.
 
 Runs in the face process only, never in an engine worker (an import contract keeps `tui.engine.stream` and
 `tui.engine.load` from importing it, and it imports neither).

@@ -36,7 +36,7 @@ def classify_exception(
     dns_err = next((e for e in chain if isinstance(e, socket.gaierror)), None)
     if dns_err is not None:
         # class connect (every rule for an unreachable server applies), the message says which part failed;
-        # os.strerror knows nothing of resolver codes, so it used to read "unknown error -2"
+        # os.strerror knows nothing of resolver codes: it would read "unknown error -2"
         return "connect", _dns_message(dns_err, _host_of(chain)), False
     # the deepest: aiohttp wraps the ssl module's error in its own subclass of it, without its fields
     ssl_err = next((e for e in reversed(chain) if isinstance(e, ssl.SSLError)), None)

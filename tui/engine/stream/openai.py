@@ -217,7 +217,7 @@ def apply_chunk(acc: StreamAccumulator, obj: Any, now_ns: int) -> None:
             acc.usage_prompt = prompt
         if completion is not None:
             acc.usage_completion = completion
-        # prefix caching (issue 10 §4): vLLM, SGLang and OpenAI report cached prompt tokens here
+        # prefix caching: vLLM, SGLang and OpenAI report cached prompt tokens here
         details = usage.get("prompt_tokens_details")
         if type(details) is dict:
             cached = details.get("cached_tokens")
