@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.engine_helpers import bench
+from tui.engine.sessions.codec import Decoder
 from tui.engine.sessions.compare import comparison
 from tui.engine.sessions.file import SessionError, read_session
 from tui.engine.sessions.replay import ReplayEngine
@@ -92,7 +93,9 @@ def test_kill_9_mid_run_leaves_a_session_that_replays_up_to_its_last_second(
                 session = None
             if session is not None and session.of_kind("b"):
                 span = session.end_ns - session.start_ns
-                if span > 3e9 and sum(len(e["b"][7]) for e in session.of_kind("b")) > 0:
+                decoder = Decoder(session.header["schema"])
+                finished = sum(len(decoder._build("Batch", e["b"]).records) for e in session.of_kind("b"))
+                if span > 3e9 and finished > 0:
                     break
             time.sleep(0.2)
         time.sleep(1.0)

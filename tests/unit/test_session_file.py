@@ -115,3 +115,41 @@ def test_a_file_that_is_not_a_readable_session_fails_in_one_line_naming_it(
 def test_a_missing_file_is_named() -> None:
     with pytest.raises(SessionError, match=r"nowhere\.gz: cannot read"):
         read_session(Path("/nonexistent/nowhere.gz"))
+
+
+def test_lane_stamps_are_written_once_and_come_back_in_order(tmp_path: Path) -> None:
+    """A stream's stamps are in its record only; the replay gives each lane delta its own slice back, and a
+    stream cut before its record gets none."""
+    from tui.engine.sessions.replay import ReplayEngine
+
+    def lane(request_id: int, stamps: list[int]) -> LaneDelta:
+        return LaneDelta(request_id, 1, 100, "", len(stamps), 110, array("q", stamps).tobytes(), None)
+
+    whole = array("q", [110, 120, 130, 140])
+    record = RequestRecord(5, 0, 1, 1, 100, first_content_ns=110, end_ns=150, chunk_ns=whole, output_tokens=4)
+    batches = [
+        Batch(0, 1, 1, lanes=[lane(5, [110, 120]), lane(9, [115])]),
+        Batch(0, 2, 1, lanes=[lane(5, [130, 140]), lane(9, [125])]),
+        Batch(0, 3, 1, lanes=[lane(5, [])], records=[record]),
+    ]
+    path = tmp_path / "s.gz"
+    target = TargetConfig(base_url="http://127.0.0.1:1/v1")
+    rec = SessionRecorder(path, target=target, workload=WorkloadConfig(), load=LoadTarget(),
+                          options=EngineOptions(), workers=1, t0_ns=0, started_at_s=0.0)  # fmt: skip
+    for batch in batches:
+        rec.batch(batch)
+    rec.close()
+    raw = gzip.decompress(path.read_bytes())
+    assert raw.count(b'"~q"') == 1  # the stamps once, in the record
+    replay = ReplayEngine(read_session(path))
+    restored = [
+        replay._stamps.restore(replay.config.decoder._build("Batch", e["b"]))
+        for e in replay.session.of_kind("b")
+    ]
+    assert [d.chunk_ns for b in restored for d in b.lanes if d.request_id == 5] == [
+        d.chunk_ns for b in batches for d in b.lanes if d.request_id == 5
+    ]
+    assert [d.chunk_ns for b in restored for d in b.lanes if d.request_id == 9] == [
+        b"",
+        b"",
+    ]  # no record: cut

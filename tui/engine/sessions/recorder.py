@@ -13,6 +13,7 @@ from tui import __version__
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.sessions.codec import Encoder
 from tui.engine.sessions.file import SessionWriter
+from tui.engine.sessions.stamps import stamp_counts
 from tui.engine.wire import Batch
 
 NO_TEXT = {"LaneDelta": ("text", "reasoning")}
@@ -91,8 +92,11 @@ class SessionRecorder:
         self._writer.write({"k": kind, "t": t_ns, **data})
 
     def batch(self, batch: Batch) -> None:
-        """A worker batch, as the handle ingests it now (field names in the header's schema)."""
-        self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch)["v"])
+        """A worker batch, as the handle ingests it now (field names in the header's schema). A stream's
+        chunk stamps are written once, in its finished record: its lane deltas carry only their count
+        (`tui.engine.sessions.stamps` puts them back), which halves a session."""
+        lanes = [stamp_counts(d) for d in batch.lanes]
+        self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch._replace(lanes=lanes))["v"])
 
     def views(self, t_ns: int, force: bool) -> None:
         """The store published new views computed at ``t_ns`` (`Store.on_views`)."""

@@ -22,6 +22,7 @@ from tui.engine.host.length_check import LengthCheck
 from tui.engine.host.server_scrape import SERVER_HISTORY, ServerScrape
 from tui.engine.sessions.codec import Decoder
 from tui.engine.sessions.file import Session, SessionError
+from tui.engine.sessions.stamps import LaneStamps, record_index
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 SPEEDS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -61,6 +62,7 @@ class ReplayEngine(EngineBase):
         self.level_starts: list[tuple[int, int]] = [
             (int(e["t"]), int(e["id"])) for e in session.of_kind("level") if e.get("op") == "begin"
         ]
+        self._records = record_index(session, self.config.decoder)
         self.end_ns = max(self._times[-1] if self._times else self.config.t0_ns, self.config.t0_ns)
         self.speed = 1.0
         self.playing = True
@@ -97,6 +99,7 @@ class ReplayEngine(EngineBase):
         self._model = cfg.target.model or ""
         self._fatal: str | None = None
         self._lengths = LengthCheck()
+        self._stamps = LaneStamps(self._records, self.config.decoder)
         self._pos = 0
         self._now = cfg.t0_ns
         self._ended = False
@@ -197,7 +200,7 @@ class ReplayEngine(EngineBase):
         t = int(e["t"])
         decode = self.config.decoder
         if kind == "b":
-            self._store.ingest(decode._build("Batch", e["b"]))
+            self._store.ingest(self._stamps.restore(decode._build("Batch", e["b"])))
         elif kind == "v":
             self._store.refresh_views(t, force=bool(e.get("force")))
         elif kind == "end":
