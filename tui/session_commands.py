@@ -181,6 +181,11 @@ def compare_command(ns: argparse.Namespace) -> int:
         for w in data["warnings"]:
             print(f"tokentop: warning: {w}", file=sys.stderr)
         print(format_comparison(data, markdown=ns.markdown))
+        if not ns.markdown:
+            from tui.engine.sessions.compare_plot import curves_text
+
+            print()
+            print(curves_text(data["curves"]))
     return 0
 
 

@@ -14,6 +14,7 @@ from tests.engine.engine_helpers import wait_for
 from tui.app.app import TokentopApp
 from tui.app.replay import make_replay_app
 from tui.app.themes import load_themes
+from tui.app.widgets.server import server_content
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.sessions.file import read_session
@@ -30,6 +31,7 @@ def _shown(app: TokentopApp) -> dict[str, Any]:
         "ttft": app._ttft.header_lines().plain,
         "itl": app._itl.header_lines().plain,
         "completed": app._snap.completed if app._snap is not None else None,
+        "server": server_content(app.engine.server_view(), app._snap).plain,
     }
 
 
@@ -86,7 +88,7 @@ async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) ->
         assert replay.now_ns() == min(mark_ns + 10**10, replay.end_ns)
         await pilot.press("minus")
         assert replay.speed == 0.5
-    assert len(end["table"]) > 10 and "p50" in end["ttft"]
+    assert len(end["table"]) > 10 and "p50" in end["ttft"] and "running" in end["server"]
     assert end["completed"] >= mid["completed"] > 0
 
 

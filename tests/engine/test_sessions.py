@@ -162,6 +162,13 @@ def test_compare_reads_results_files_and_says_their_differences_are_unjudged(
     assert done.stdout.count("### ") == 2
     svg = (tmp_path / "c.svg").read_text()
     assert svg.count("<polyline") == 2
+    pair = [str(folder / "slow.json"), str(recorded["fast"])]
+    text = subprocess.run([sys.executable, "-m", "tui", "compare", *pair],
+                          capture_output=True, text=True, timeout=60, check=False).stdout  # fmt: skip
+    chart = text[text.index("output tok/s by load") :].splitlines()
+    assert len(chart) == 1 + 2 * 2  # a line per run per load
+    slow_bar, fast_bar = chart[1].split()[1], chart[2].split()[0]
+    assert set(slow_bar) == {"#"} and set(fast_bar) == {"="} and len(fast_bar) > len(slow_bar)
     twice = [str(recorded["fast"])] * 2
     as_json = subprocess.run([sys.executable, "-m", "tui", "compare", *twice, "--json"],
                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

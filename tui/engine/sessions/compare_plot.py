@@ -13,6 +13,29 @@ LEFT, TOP, RIGHT, BOTTOM = 70, 30, 20, 50
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
 
 
+BAR_WIDTH = 40
+
+
+def curves_text(curves: Sequence[dict[str, Any]]) -> str:
+    """The same curves in the terminal: per load, one bar of output tok/s per run, on one scale."""
+    names = [Path(c["path"]).name for c in curves]
+    by_load: dict[float, list[float | None]] = {}
+    for i, curve in enumerate(curves):
+        for x, y in curve["points"]:
+            by_load.setdefault(x, [None] * len(curves))[i] = y
+    top = max((y for ys in by_load.values() for y in ys if y is not None), default=0.0)
+    if top <= 0:
+        return "no levels to plot"
+    lines = ["output tok/s by load: " + ", ".join(f"{'#=+*%'[i % 5]} {n}" for i, n in enumerate(names))]
+    for x in sorted(by_load):
+        for i, y in enumerate(by_load[x]):
+            label = f"{x:>8g}" if i == 0 else " " * 8
+            bar = "" if y is None else "#=+*%"[i % 5] * max(1, round(y / top * BAR_WIDTH))
+            value = "-" if y is None else f"{y:,.0f}"
+            lines.append(f"{label} {bar} {value}")
+    return "\n".join(lines)
+
+
 def curves_svg(curves: Sequence[dict[str, Any]]) -> str:
     """``curves``: each ``{"path": ..., "points": [(load, tok/s or None), ...]}`` (`compare.comparison`)."""
     points = [(x, y) for c in curves for x, y in c["points"] if y is not None]
