@@ -16,6 +16,7 @@ from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
+from tui.engine.host.pool import PoolError
 from tui.options import UsageError, api_key_from_args
 from tui.session_commands import (
     SESSION_COMMANDS,
@@ -229,21 +230,24 @@ def build_parser() -> argparse.ArgumentParser:
         "$OPENAI_BASE_URL) it runs a demo against its built-in simulated server.",
         epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
         "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
-        "no load; help: the manual. `tokentop CMD --help` for each.",
+        "no load; ray-check: a Ray cluster's nodes, before running on it; help: the manual. "
+        "`tokentop CMD --help` for each.",
     )
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
     sub = parser.add_subparsers(
         dest="command",
-        metavar="{live,bench,sim,calibrate,watch,sessions,replay,compare,export,help}",
+        metavar="{live,bench,sim,calibrate,watch,ray-check,sessions,replay,compare,export,help}",
         parser_class=_Parser,
     )
 
     live = sub.add_parser("live", help="the live app (default)")
     for p in (parser, live):
         _add_live_args(p)
+        _add_ray_args(p, on_node_loss="continue")
 
     bench = sub.add_parser("bench", help="headless run over load levels; writes results JSON")
     _add_bench_args(bench)
+    _add_ray_args(bench, on_node_loss="stop")
 
     sim = sub.add_parser("sim", help="run the built-in simulated OpenAI-compatible server")
     add_sim_args(sim)
@@ -255,9 +259,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_watch_args(watch)
     add_session_commands(sub)
 
+    check = sub.add_parser(
+        "ray-check", help="a Ray cluster's nodes: versions, CPUs, clocks, the target reached"
+    )
+    check.add_argument("--ray", default="auto", metavar="ADDRESS", help="auto, host:port or ray://host:10001")
+    check.add_argument("--url", help="the server the nodes must reach (checked from each node)")
     manual = sub.add_parser("help", help="the manual: list its pages, or print one")
     manual.add_argument("topic", nargs="?", help="a page (e.g. numbers, keys, bench); none lists them")
     return parser
+
+
+def _add_ray_args(p: argparse.ArgumentParser, *, on_node_loss: str) -> None:
+    g = p.add_argument_group("more than one machine (needs tokentop[ray]; `tokentop help ray`)")
+    g.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the engine workers on a Ray cluster: auto, host:port, or ray://host:10001 (Ray Client)",
+    )
+    g.add_argument(
+        "--workers-per-node",
+        type=positive_int,
+        metavar="N",
+        help="with --ray: N workers on each node (default: --workers spread over the nodes by CPUs)",
+    )
+    g.add_argument(
+        "--ray-head-workers",
+        action="store_true",
+        help="with --ray: also put workers on this machine's own node (by default none, if others exist)",
+    )
+    g.add_argument(
+        "--on-node-loss",
+        choices=["stop", "continue"],
+        default=on_node_loss,
+        help=f"with --ray, when a node is lost: stop the run (results saved) or split the load over the "
+        f"workers left as a new level (default {on_node_loss})",
+    )
 
 
 def _print_manual(topic: str | None) -> int:
@@ -458,11 +494,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.app.watch import run_from_args as run_watch
 
             return run_watch(ns)
+        if command == "ray-check":
+            from tui.ray_check import run_from_args as run_ray_check
+
+            return run_ray_check(ns)
         from tui.app.run import run_from_args as run_live
 
         return run_live(ns)
     except UsageError as exc:
         print(f"tokentop: error: {exc}", file=sys.stderr)
         return 2
+    except PoolError as exc:  # the workers cannot be placed on the Ray cluster: one line
+        print(f"tokentop: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130

@@ -23,6 +23,7 @@ from tui.engine.config import (
     EngineOptions,
     LengthDist,
     LoadTarget,
+    RayPlacement,
     Scenario,
     TargetConfig,
     WorkloadConfig,
@@ -348,6 +349,23 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         metrics_url=metrics_url,
         server_metrics_log=getattr(ns, "server_metrics_log", None),
         isl_probe=getattr(ns, "isl_probe", True),
+        placement=placement_from_args(ns),
+    )
+
+
+def placement_from_args(ns: argparse.Namespace) -> RayPlacement | None:
+    """``--ray`` and its flags as plain data (Ray itself is imported only by the engine, and only then)."""
+    address = getattr(ns, "ray", None)
+    per_node = getattr(ns, "workers_per_node", None)
+    if address is None:
+        if per_node is not None:
+            raise UsageError("--workers-per-node needs --ray")
+        return None
+    return RayPlacement(
+        address=address,
+        per_node=per_node,
+        head_workers=getattr(ns, "ray_head_workers", False),
+        on_node_loss=getattr(ns, "on_node_loss", "stop"),
     )
 
 

@@ -163,6 +163,32 @@ class LoadTarget:
         return replace(self, rate=max(0.0, round(value, 3)))
 
 
+NodeLossPolicy = Literal["stop", "continue"]
+
+
+@dataclass(frozen=True)
+class RayPlacement:
+    """Engine workers on a Ray cluster (`tui.engine.host.ray_pool`) instead of local processes."""
+
+    address: str = "auto"
+    """``auto`` (Ray's own discovery), ``host:port``, or ``ray://host:10001`` (Ray Client)."""
+    per_node: int | None = None
+    """Workers per node; the total is then this times the nodes used (None: ``workers`` over the nodes)."""
+    head_workers: bool = False
+    """Also place workers on the node the face runs on (by default none, when other nodes exist)."""
+    on_node_loss: NodeLossPolicy = "stop"
+    """``stop``: the run ends (results saved, interrupted by ``node_lost``); ``continue``: the load is split
+    again over the workers left, as a new level."""
+    silent_after_s: float = 2.0
+    """A node whose drain has not come back for this long is reported silent ..."""
+    lost_after_s: float = 5.0
+    """... and lost after this long (or at Ray's own error, if sooner)."""
+    dead_after_s: float = 5.0
+    """A node's workers stop by themselves when its agent has not been drained for this long."""
+    test_clock_offset_ns: int = 0
+    """Tests only: the agents' clocks read this far ahead, as another machine's would."""
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """Engine tunables a face may set (all optional; plain data, passed to the worker processes too)."""
@@ -200,6 +226,8 @@ class EngineOptions:
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
+    placement: RayPlacement | None = None
+    """Where the workers run: None, local processes; else on a Ray cluster."""
     record: str | None = None
     """Where the handle records the run's session (`tui.engine.sessions`); None: not recorded."""
     record_text: bool = False

@@ -180,6 +180,8 @@ class LevelView:
     dropped: int = 0
     """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
     `tui.engine.load.backoff.ArrivalGate`)."""
+    workers_lost: int = 0
+    """Engine workers lost during the level (their node went away): the window ends at the loss."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``

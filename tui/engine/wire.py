@@ -33,6 +33,7 @@ __all__ = [
     "LaneDelta",
     "Stop",
     "WorkerFailed",
+    "WorkerLost",
     "WorkerMessage",
     "WorkerShare",
     "WorkerSpec",
@@ -204,4 +205,14 @@ class Goodbye(NamedTuple):
     """The worker has sent its last batch and is exiting."""
 
 
-WorkerMessage = Batch | WorkerFailed | Goodbye
+class WorkerLost(NamedTuple):
+    """Written by the face's own pool, never by a worker: the worker's node was lost at ``at_ns`` (face
+    time), after every message of it that arrived; the worker's last word, like `Goodbye`."""
+
+    node: str
+    at_ns: int
+    workers: tuple[int, ...]
+    """Every worker lost with that node."""
+
+
+WorkerMessage = Batch | WorkerFailed | Goodbye | WorkerLost

@@ -75,6 +75,9 @@ class LevelAgg:
     version: int = 0
     applied_ns: dict[int, int] = field(default_factory=dict)
     """When each worker applied this level (its load really starts then: a worker may still be starting)."""
+    workers_lost: int = 0
+    """Workers lost mid-level (their node went away): the window ends at the loss (`lost_at_ns`)."""
+    lost_at_ns: int | None = None
     req: Reservoir = field(init=False)
     gaps: Reservoir = field(init=False)
     timeline: Timeline = field(init=False)
@@ -313,6 +316,8 @@ def level_view(
         ctx.earlier_last_end_ns,
     )
     end = ctx.now_ns if lv.end_ns is None else lv.end_ns
+    if lv.lost_at_ns is not None:
+        end = min(end, lv.lost_at_ns)
     win_end = window_end_ns(end, ctx.horizon_ns, ctx.oldest_in_flight_ns, lv.cancelled_sent_ns)
     in_window = steady_from is not None and steady_from < win_end
     # Never steady: the window starts when the load did (the first level's workers take a second or two to
@@ -380,6 +385,7 @@ def level_view(
         exact=lv.req.exact and lv.gaps.exact,
         too_short=not measured,
         dropped=lv.dropped,
+        workers_lost=lv.workers_lost,
         **_lengths(pick, in_tokens, out_tokens, completed),
         **_prefix_cache(pick),
     )

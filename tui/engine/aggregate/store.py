@@ -25,6 +25,7 @@ from typing import Any
 from tui.engine.aggregate.lanes import Lane, Lanes
 from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
 from tui.engine.aggregate.live import LiveRates
+from tui.engine.aggregate.lost import lost_records
 from tui.engine.aggregate.saturation import Saturation
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.aggregate.views import LevelEntry, ViewInputs, ViewMaker, Views
@@ -93,6 +94,8 @@ class Store:
         self.worker_t = [0] * workers
         self.worker_level = [0] * workers
         self.worker_in_flight = [0] * workers
+        self.lost_workers: set[int] = set()
+        """Workers whose node went away (`lose_workers`): no longer waited for by the level views."""
         self.seq = 0
         self._views = ViewMaker(heavy_interval_s)
         self.on_views: Callable[[int, bool], None] | None = None
@@ -162,6 +165,34 @@ class Store:
             self._finish(batch.records)
         return batch.records
 
+    def lose_workers(self, workers: Sequence[int], at_ns: int) -> tuple[int, list[RequestRecord]]:
+        """``workers`` are gone (their node was lost at ``at_ns``): the level views stop waiting for them
+        (horizon, acked), their in-flight requests become cancelled ``node_lost`` records (the ones the face
+        knows a lane of; the rest are counted as cancelled), and the level running then is flagged and its
+        window ends at the loss. Returns (requests they had in flight, the records made, for the log)."""
+        lost = [w for w in workers if 0 <= w < self.workers and w not in self.lost_workers]
+        if not lost:
+            return 0, []
+        self.lost_workers.update(lost)
+        in_flight = sum(self.worker_in_flight[w] for w in lost)
+        for w in lost:
+            self.worker_in_flight[w] = 0
+        records = lost_records(list(self.lanes.live.values()), set(lost), self.workers, at_ns)
+        running = [
+            lv for lv in self.levels.values() if lv.start_ns <= at_ns and (lv.end_ns or at_ns) >= at_ns
+        ]
+        for lv in running:
+            lv.workers_lost += len(lost)
+            lv.lost_at_ns = at_ns if lv.lost_at_ns is None else min(lv.lost_at_ns, at_ns)
+            lv.version += 1
+        self._finish(records)
+        unseen = max(0, in_flight - len(records))
+        self.cancelled += unseen
+        if running and unseen:
+            running[-1].cancelled += unseen
+        self._views.invalidate()
+        return in_flight, records
+
     def _finish(self, records: Sequence[RequestRecord]) -> None:
         ok_recs: list[RequestRecord] = []
         for rec in records:
@@ -223,8 +254,8 @@ class Store:
         inputs = ViewInputs(
             t0_ns=self.t0_ns,
             in_flight_sent=self.lanes.sent_by_level(),
-            worker_t_ns=self.worker_t,
-            worker_level=self.worker_level,
+            worker_t_ns=[t for w, t in enumerate(self.worker_t) if w not in self.lost_workers],
+            worker_level=[v for w, v in enumerate(self.worker_level) if w not in self.lost_workers],
             slo_ttft_ms=self.slo_ttft_ms,
             slo_tpot_ms=self.slo_tpot_ms,
         )
@@ -266,7 +297,14 @@ class Store:
 
     def lane_views(self, now_ns: int) -> tuple[tuple[LaneView, ...], int]:
         """Lanes to show (in flight first, then recently finished) and how many in-flight ones did not fit."""
-        return self.lanes.views(now_ns)
+        lanes, hidden = self.lanes.views(now_ns)
+        return lanes, self._hidden(hidden)
+
+    def _hidden(self, hidden: int) -> int:
+        """In-flight requests not shown: the workers send lanes only within their budget
+        (`tui.engine.load.lane_budget`), so the count comes from what they say is in flight."""
+        shown = len(self.lanes.live) - hidden
+        return max(hidden, self.in_flight() - shown)
 
     def detail(self, request_id: int, now_ns: int) -> RequestDetail | None:
         """A recent or in-flight request's detail (`Lanes.detail`), or None if it is no longer kept."""
@@ -299,7 +337,7 @@ class Store:
         nothing costly is computed here). ``meta``: base_url, model, endpoint, demo, load, level_id, fatal."""
         self.seq += 1
         views = self.views
-        lanes, hidden = self.lanes.views(now_ns)
+        lanes, hidden = self.lane_views(now_ns)
         tps, rps = self.live.rates(now_ns)
         fatal = meta.pop("fatal", None) or self.fatal
         return Snapshot(

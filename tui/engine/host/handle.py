@@ -31,6 +31,8 @@ from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.length_check import LengthCheck
+from tui.engine.host.node_loss import LostNodes, lost_line, placement_line
+from tui.engine.host.pool import Pool, PoolError
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader
 from tui.engine.host.requests_log import RequestsLogFile
@@ -39,9 +41,10 @@ from tui.engine.host.spawning import ensure_resource_tracker
 from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
-from tui.engine.wire import ApplyShare, Batch, Stop, WorkerSpec
+from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:
+    from tui.engine.host.ray_pool import RayWorkerPool
     from tui.engine.host.results import RunInfo
     from tui.engine.sessions.recorder import SessionRecorder
 
@@ -65,7 +68,9 @@ class EngineHandle(EngineBase):
         probe: bool = True,
     ) -> None:
         """``probe=False``: the face has checked the server itself (`probe_server`) and put the model in
-        ``target``; the handle then starts the workers without asking ``/v1/models`` again."""
+        ``target``; the handle then starts the workers without asking ``/v1/models`` again. With
+        ``options.placement`` the workers run on a Ray cluster (`tui.engine.host.ray_pool`), placed here:
+        `tui.engine.host.pool.PoolError` says in one line why they cannot be."""
         if not probe and not target.model:
             raise ValueError("probe=False needs target.model (from probe_server)")
         self.target = target
@@ -84,9 +89,25 @@ class EngineHandle(EngineBase):
         self._guard = ConfigGuard(has_key=bool(target.api_key))
         self._halted = False
         """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
-        self._pool = WorkerPool()
+        self._ray: RayWorkerPool | None = None
+        self._pool: Pool = WorkerPool()
+        if self.options.placement is not None:
+            try:
+                from tui.engine.host.ray_pool import RayWorkerPool
+            except ImportError as exc:
+                raise PoolError(f"--ray needs Ray: pip install 'tokentop[ray]' ({exc})") from exc
+
+            self._ray = RayWorkerPool(self.options.placement, self.workers, on_notice=self._server_notice)
+            self._pool = self._ray
+            self.workers = self._ray.workers
+        self._lost_nodes = LostNodes()
+        self._interrupted_by: str | None = None
         self._reader = Reader(
-            self._lock, on_batch=self._take, on_lost=self._lost, exitcode=self._pool.exitcode
+            self._lock,
+            on_batch=self._take,
+            on_lost=self._lost,
+            exitcode=self._pool.exitcode,
+            on_worker_lost=self._worker_lost,
         )
         self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
@@ -129,6 +150,8 @@ class EngineHandle(EngineBase):
             self._begin_level(1, self._load, t0)
             if self._load.paused:
                 self._end_level(t0)
+            if self._ray is not None:
+                self._note(placement_line(self._ray.nodes(t0)))
             if self.requests_log_path is not None:
                 self._log = RequestsLogFile(self.requests_log_path)
         if self.options.server_metrics:
@@ -259,9 +282,20 @@ class EngineHandle(EngineBase):
         from tui.engine.host.live_results import collect_results
 
         with self._lock:
-            return collect_results(
-                self._store, self.snapshot, self.run_info(), self._scrape, interrupted=interrupted
+            results = collect_results(
+                self._store,
+                self.snapshot,
+                self.run_info(),
+                self._scrape,
+                interrupted=interrupted or self._interrupted_by,
             )
+            if self._ray is not None:
+                p = self._ray.placement
+                results["config"]["placement"] = {
+                    "ray": p.address, "per_node": p.per_node, "on_node_loss": p.on_node_loss,
+                }  # fmt: skip
+                results["client"]["nodes"] = [n.as_dict() for n in self._ray.nodes(self._store.t0_ns)]
+            return results
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `RunInfo.of`)."""
@@ -280,9 +314,13 @@ class EngineHandle(EngineBase):
     def _server_notice(self, message: str) -> None:
         """The poller's one line (metrics missing, log unwritable) joins the run's notices: shown, saved."""
         with self._lock:
-            if self._session is not None:
-                self._session.notice(time.perf_counter_ns(), message)
-            self._store.add_notice(message)
+            self._note(message)
+
+    def _note(self, message: str) -> None:
+        """Under the lock: a notice of the handle's own, in the store and in the session."""
+        if self._session is not None:
+            self._session.notice(time.perf_counter_ns(), message)
+        self._store.add_notice(message)
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
@@ -353,6 +391,9 @@ class EngineHandle(EngineBase):
                 )
                 self._send_shares()
                 spawned = True
+        except PoolError as exc:  # a Ray node cannot reach the target: its one line
+            self._fatal = str(exc)
+            return
         except Exception as exc:  # keep the face informed rather than dying silently
             self._fatal = f"engine failed to start: {type(exc).__name__}: {exc}"
             return
@@ -375,9 +416,52 @@ class EngineHandle(EngineBase):
                 self._store.add_notice(probe.notice)
 
     def _send_shares(self) -> None:
+        """The load split over the workers still running (all of them unless a node was lost)."""
         load = replace(self._load, paused=True) if self._halted else self._load
-        shares = split_load(load, self.workers, self._level_id, seed=self.workload.seed)
-        self._pool.send_each(ApplyShare(share) for share in shares)
+        alive = [i for i in range(self.workers) if i not in self._store.lost_workers]
+        shares = split_load(load, max(1, len(alive)), self._level_id, seed=self.workload.seed)
+        if len(alive) == self.workers:
+            self._pool.send_each(ApplyShare(share) for share in shares)
+            return
+        idle = ApplyShare(replace(shares[0], paused=True))
+        commands = [idle] * self.workers
+        for share, i in zip(shares, alive, strict=False):
+            commands[i] = ApplyShare(share)
+        self._pool.send_each(commands)
+
+    def _worker_lost(self, worker: int, lost: WorkerLost) -> None:
+        """Worker ``worker``'s node went away (after all its batches that arrived): the store stops waiting
+        for it; once every worker of that node is in, one line, and the policy: stop the run, or split the
+        load over the survivors as a new level."""
+        with self._lock:
+            if self._session is not None:
+                self._session.lose_workers(time.perf_counter_ns(), [worker], lost.at_ns)
+            in_flight, records = self._store.lose_workers([worker], lost.at_ns)
+            log = self._log
+            node_in_flight = self._lost_nodes.add(worker, lost, in_flight)
+            if node_in_flight is not None:
+                self._node_lost(lost, node_in_flight)
+        if log is not None and records:
+            log.write(records)
+
+    def _node_lost(self, lost: WorkerLost, in_flight: int) -> None:
+        """Under the lock: every worker of ``lost.node`` is accounted for."""
+        line = lost_line(lost, in_flight, self.workers, self._level_id, self._store.t0_ns)
+        self._note(line)
+        if self._stopping:
+            return
+        survivors = self.workers - len(self._store.lost_workers)
+        policy = self.options.placement.on_node_loss if self.options.placement is not None else "stop"
+        if policy == "stop" or survivors == 0:
+            self._interrupted_by = "node_lost"
+            self._fatal = self._fatal or line
+            self._end_level(lost.at_ns)
+            return
+        if not self._load.paused:
+            self._level_id += 1
+            self._begin_level(self._level_id, self._load, time.perf_counter_ns())
+            self._note(f"load re-split over {survivors} workers as level {self._level_id}")
+        self._send_shares()
 
     def _lost(self, message: str) -> None:
         """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""

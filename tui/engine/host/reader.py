@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 
 from tui.engine.aggregate.store import Store
-from tui.engine.wire import Batch, Goodbye, WorkerFailed, WorkerMessage
+from tui.engine.wire import Batch, Goodbye, WorkerFailed, WorkerLost, WorkerMessage
 
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly views when due."""
@@ -34,12 +34,15 @@ class Reader:
         on_batch: Callable[[Batch], None],
         on_lost: Callable[[str], None],
         exitcode: Callable[[int], int | None],
+        on_worker_lost: Callable[[int, WorkerLost], None] | None = None,
     ) -> None:
         """``on_batch`` gets each batch; ``on_lost`` one line for a worker that failed or exited unexpectedly
         (``exitcode(i)`` names worker i's exit code). Both are called on the reader thread."""
         self._on_batch = on_batch
         self._on_lost = on_lost
         self._exitcode = exitcode
+        self._on_worker_lost = on_worker_lost
+        """Gets worker i's `WorkerLost` (its node went away), after every batch of it that arrived."""
         self.published = threading.Condition(lock)
         """Notified (under the engine's lock) whenever the reader has refreshed the store's views."""
         self.ready = threading.Event()
@@ -116,6 +119,10 @@ class Reader:
                 silent.discard(id(conn))
                 if isinstance(msg, Goodbye):
                     pending.remove(conn)
+                elif isinstance(msg, WorkerLost):
+                    pending.remove(conn)
+                    if self._on_worker_lost is not None:
+                        self._on_worker_lost(open_conns[id(conn)], msg)
                 elif isinstance(msg, WorkerFailed):
                     self._on_lost(f"engine worker {open_conns[id(conn)]} failed: {msg.message}")
                 else:

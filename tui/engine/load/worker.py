@@ -27,6 +27,7 @@ from typing import Any
 
 from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
+from tui.engine.load.lane_budget import in_budget, lane_budget
 from tui.engine.load.runner import LoadRunner
 from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, run_request
@@ -158,7 +159,15 @@ class Worker:
         """Everything measured since the last batch."""
         lanes = self.finished_lanes
         self.finished_lanes = []
-        for lane in list(self.lanes.values()):
+        live = list(self.lanes.values())  # in request-id order (issue order)
+        full = in_budget(
+            (lane.record.level_id for lane in live), lane_budget(self.options.max_lanes, self.workers)
+        )
+        for lane, send in zip(live, full, strict=True):
+            if not send:  # its tokens still count now; its text and stamps wait until it is in the budget
+                self.tokens += lane.acc.tokens - lane.reported_tokens
+                lane.reported_tokens = lane.acc.tokens
+                continue
             delta = self._lane_delta(lane)
             if delta is not None:
                 lanes.append(delta)
@@ -318,6 +327,25 @@ def worker_main(spec: WorkerSpec, cmd: Connection, out: Connection) -> None:
     finally:
         with contextlib.suppress(Exception):
             out.close()
+
+
+def worker_fd_main(cmd_fd: int, out_fd: int, dead_after_s: float = 0.0) -> None:
+    """Entry of a worker started by a node agent as a plain child (no multiprocessing, no Ray): commands on
+    ``cmd_fd``, the first being the pickled `WorkerSpec`, messages out on ``out_fd``. With ``dead_after_s``
+    the commands pass a dead-man switch (`tui.engine.load.deadman`) so the worker stops by itself when the
+    agent goes quiet; then `worker_main`, unchanged."""
+    import multiprocessing
+
+    from tui.engine.load.deadman import start_relay
+
+    cmd = Connection(cmd_fd, writable=False)
+    out = Connection(out_fd, readable=False)
+    spec: WorkerSpec = pickle.loads(cmd.recv_bytes())
+    if dead_after_s > 0:
+        inner_r, inner_w = multiprocessing.Pipe(duplex=False)
+        start_relay(cmd, inner_w, dead_after_s)
+        cmd = inner_r
+    worker_main(spec, cmd, out)
 
 
 def _one_line(exc: BaseException) -> str:

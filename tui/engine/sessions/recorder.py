@@ -123,6 +123,10 @@ class SessionRecorder:
         """The workload after the ISL probe calibrated it (what the results describe)."""
         self._event("workload", t_ns, workload=self._enc.encode(workload))
 
+    def lose_workers(self, t_ns: int, workers: list[int], at_ns: int) -> None:
+        """Workers whose node went away at ``at_ns`` (`Store.lose_workers`)."""
+        self._event("lost", t_ns, workers=workers, at=at_ns)
+
     def notice(self, t_ns: int, text: str) -> None:
         self._event("notice", t_ns, text=text)
 

@@ -223,6 +223,8 @@ class ReplayEngine(EngineBase):
             self._model = str(e["model"])
         elif kind == "workload":
             self.workload = decode.decode(e["workload"])
+        elif kind == "lost":
+            self._store.lose_workers([int(w) for w in e["workers"]], int(e["at"]))
         elif kind == "notice":
             self._store.add_notice(str(e["text"]))
         elif kind == "fatal":
