@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
@@ -310,3 +310,10 @@ def open_replay(path: Path) -> ReplayEngine:
     from tui.engine.sessions.file import read_session
 
     return ReplayEngine(read_session(path))
+
+
+if TYPE_CHECKING:
+    from tui.engine.api import Engine
+
+    def _implements_engine(replay: ReplayEngine) -> Engine:
+        return replay  # mypy checks ReplayEngine against the Engine protocol here

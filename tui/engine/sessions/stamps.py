@@ -25,7 +25,7 @@ def stamp_counts(delta: LaneDelta) -> LaneDelta:
 
 
 def record_index(session: Session, decoder: Decoder) -> dict[int, Any]:
-    """Each finished request's encoded record (not decoded yet), by request id."""
+    """Where each finished request's record is: by request id, its batch event and place in it."""
     schema = session.header.get("schema", {})
     try:
         records_at = schema["Batch"].index("records")
@@ -35,12 +35,16 @@ def record_index(session: Session, decoder: Decoder) -> dict[int, Any]:
     out: dict[int, Any] = {}
     for e in session.events:
         if e.get("k") == "b":
-            records = e["b"][records_at] if records_at < len(e["b"]) else []
-            if isinstance(records, dict):  # a tuple: {"~t": [...]}
-                records = records.get("~t", [])
-            for rec in records:
-                out[int(rec["v"][id_at])] = rec
+            for i, rec in enumerate(_records(e["b"], records_at)):
+                out[int(rec["v"][id_at])] = (e, records_at, i)
     return out
+
+
+def _records(batch: list[Any], records_at: int) -> list[Any]:
+    records = batch[records_at] if records_at < len(batch) else []
+    if isinstance(records, dict):  # a tuple: {"~t": [...]}
+        return list(records.get("~t", []))
+    return list(records)
 
 
 class LaneStamps:
@@ -67,8 +71,12 @@ class LaneStamps:
         if not isinstance(stamps, int) and not isinstance(counts, int):
             return d
         if d.request_id not in self._open:
-            encoded = self._encoded.get(d.request_id)
-            self._open[d.request_id] = (None if encoded is None else self._decoder.decode(encoded), [0, 0])
+            where = self._encoded.get(d.request_id)
+            record = None
+            if where is not None:
+                event, records_at, i = where
+                record = self._decoder.decode(_records(event["b"], records_at)[i])
+            self._open[d.request_id] = (record, [0, 0])
         record, used = self._open[d.request_id]
         if isinstance(stamps, int):
             stamps = _take(record.chunk_ns if record is not None else None, used, 0, stamps)
