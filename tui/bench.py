@@ -1,7 +1,7 @@
 """The headless face: one load level per --concurrency/--rate value, a progress line, a table, results JSON.
 
 The progress display is `tui.bench_progress`; the exports (--vllm-results, --csv) and the plot (--plot) are
-made from the results document (`tui.engine.host.exports`, `tui.engine.host.report_plots`).
+made from the results document (`tui.engine.results`).
 
 Drives the same `EngineHandle` as the live app (through the `Engine` protocol, so a test can hand it
 another engine). Each level runs until ``--requests`` requests sent in its
@@ -30,12 +30,13 @@ from tui.bench_progress import LevelProgress, Progress, load_label
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.exports import write_exports
 from tui.engine.host.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
-from tui.engine.host.report_plots import write_plot
-from tui.engine.host.results import write_results
+from tui.engine.results.exports import write_exports
+from tui.engine.results.files import write_results
+from tui.engine.results.model import Results
+from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.options import (
     demo_from_args,
@@ -314,9 +315,10 @@ def _run(
             if status != 1 and snap.levels:
                 print_or_drop(_summary(snap))
             if snap.levels and snap.completed + snap.failed > 0:
-                # the results, then the exports made from that same document (tui.engine.host.exports)
+                # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
                 results = handle.results(interrupted=interrupted)
+                assert isinstance(results, Results)  # a load engine's, never a watch's
                 if output is not None:
                     write_results(results, output)
                     if not ns.quiet:
@@ -332,7 +334,7 @@ def _run(
     return status
 
 
-def _write_exports(results: dict[str, object], ns: argparse.Namespace, status: int) -> int:
+def _write_exports(results: Results, ns: argparse.Namespace, status: int) -> int:
     """--vllm-results and --csv from the results just written; the exit status (1 if one failed)."""
     vllm_dir = Path(ns.vllm_results) if getattr(ns, "vllm_results", None) else None
     csv_path = Path(ns.csv) if getattr(ns, "csv", None) else None
@@ -347,7 +349,7 @@ def _write_exports(results: dict[str, object], ns: argparse.Namespace, status: i
     return status
 
 
-def _write_plot(results: dict[str, object], ns: argparse.Namespace, status: int) -> int:
+def _write_plot(results: Results, ns: argparse.Namespace, status: int) -> int:
     """--plot from the results just written; the exit status (1 if it could not be written)."""
     path = Path(ns.plot) if getattr(ns, "plot", None) else None
     if path is None:

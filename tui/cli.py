@@ -91,6 +91,18 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         help="append one JSON line per scrape (for plots after the run)",
     )
     sm.add_argument(
+        "--canary-rate",
+        type=positive_float,
+        metavar="R",
+        help="a canary user: R one-token requests/s beside the load, never counted in it (the TTFT a new "
+        "user sees now)",
+    )
+    sm.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="the GPU beside the server: a DCGM exporter's URL (port 9400 by default), or nvml on this host",
+    )
+    sm.add_argument(
         "--no-server-metrics",
         dest="server_metrics",
         action="store_false",
@@ -230,13 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
         "$OPENAI_BASE_URL) it runs a demo against its built-in simulated server.",
         epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
         "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
-        "no load; ray-check: a Ray cluster's nodes, before running on it; help: the manual. "
-        "`tokentop CMD --help` for each.",
+        "no load; plot, export: a saved run's plot and exports; ray-check: a Ray cluster's nodes, before "
+        "running on it; help: the manual. `tokentop CMD --help` for each.",
     )
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
     sub = parser.add_subparsers(
         dest="command",
-        metavar="{live,bench,sim,calibrate,watch,ray-check,sessions,replay,compare,export,help}",
+        metavar="{live,bench,sim,calibrate,watch,plot,export,ray-check,sessions,replay,compare,help}",
         parser_class=_Parser,
     )
 
@@ -259,6 +271,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_watch_args(watch)
     add_session_commands(sub)
 
+    plot = sub.add_parser("plot", help="the SVG plot of a saved results file")
+    plot.add_argument("results", metavar="RESULTS", help="a results JSON file tokentop wrote")
+    plot.add_argument("--out", metavar="PATH.svg", help="where to write it (default: beside RESULTS, .svg)")
+
+    export = sub.add_parser("export", help="a saved results file for other tools: vLLM, CSV, llm-d, AIPerf")
+    _add_export_args(export)
+
     check = sub.add_parser(
         "ray-check", help="a Ray cluster's nodes: versions, CPUs, clocks, the target reached"
     )
@@ -267,6 +286,29 @@ def build_parser() -> argparse.ArgumentParser:
     manual = sub.add_parser("help", help="the manual: list its pages, or print one")
     manual.add_argument("topic", nargs="?", help="a page (e.g. numbers, keys, bench); none lists them")
     return parser
+
+
+def _add_export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", metavar="RESULTS", help="a results JSON file or a session tokentop wrote")
+    p.add_argument(
+        "--to",
+        required=True,
+        choices=("vllm", "csv", "llmd", "aiperf", "mooncake"),
+        help="vllm: one vllm-bench-serve JSON per level (a folder); csv: the level table; llmd: llm-d "
+        "Benchmark Report v0.2 per level (a folder); aiperf: AIPerf's per-request profile_export.jsonl; "
+        "mooncake: a session's requests as a Mooncake trace",
+    )
+    p.add_argument("--out", metavar="PATH", help="file or folder to write (default: beside RESULTS)")
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="with --to vllm: vLLM's --append-result layout, one line per level appended to one file",
+    )
+    p.add_argument(
+        "--requests-log",
+        metavar="FILE",
+        help="with --to aiperf: the run's --requests-log, which holds the per-request records",
+    )
 
 
 def _add_ray_args(p: argparse.ArgumentParser, *, on_node_loss: str) -> None:
@@ -325,6 +367,17 @@ def _add_watch_args(p: argparse.ArgumentParser) -> None:
         help="seconds between scrapes (default 1)",
     )
     p.add_argument("--server-metrics-log", metavar="PATH", help="append one JSON line per scrape")
+    p.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="the GPU beside the server: a DCGM exporter's URL (port 9400 by default), or nvml on this host",
+    )
+    p.add_argument(
+        "--canary-rate",
+        type=positive_float,
+        metavar="R",
+        help="a canary user: R one-token requests/s the only load watch sends (the TTFT a new user sees now)",
+    )
     p.add_argument("--output", metavar="results.json", help="write what the server reported on quit")
     p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
 
@@ -494,6 +547,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.app.watch import run_from_args as run_watch
 
             return run_watch(ns)
+        if command in ("plot", "export"):
+            from tui.results_command import run_export, run_plot
+
+            return run_plot(ns) if command == "plot" else run_export(ns)
         if command == "ray-check":
             from tui.ray_check import run_from_args as run_ray_check
 

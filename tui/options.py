@@ -348,6 +348,8 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         server_metrics=getattr(ns, "server_metrics", True),
         metrics_url=metrics_url,
         server_metrics_log=getattr(ns, "server_metrics_log", None),
+        gpu_metrics=gpu_metrics_from_args(ns),
+        canary_rate=canary_rate_from_args(ns),
         isl_probe=getattr(ns, "isl_probe", True),
         placement=placement_from_args(ns),
     )
@@ -367,6 +369,31 @@ def placement_from_args(ns: argparse.Namespace) -> RayPlacement | None:
         head_workers=getattr(ns, "ray_head_workers", False),
         on_node_loss=getattr(ns, "on_node_loss", "stop"),
     )
+
+
+def canary_rate_from_args(ns: argparse.Namespace) -> float | None:
+    """``--canary-rate``: its figures live in the server pane and summaries, so it needs the scrape on."""
+    rate: float | None = getattr(ns, "canary_rate", None)
+    if rate is not None and not getattr(ns, "server_metrics", True):
+        raise UsageError("--canary-rate is shown beside the server's metrics: drop --no-server-metrics")
+    return rate
+
+
+def gpu_metrics_from_args(ns: argparse.Namespace) -> str | None:
+    """``--gpu-metrics``, checked before any load: a URL, or `nvml` with NVML importable."""
+    spec: str | None = getattr(ns, "gpu_metrics", None)
+    if spec is None:
+        return None
+    from tui.engine.server_metrics.gpu_source import NVML, nvml_source
+
+    if spec == NVML:
+        try:
+            nvml_source()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    elif not spec.startswith(("http://", "https://")):
+        raise UsageError(f"--gpu-metrics takes a DCGM exporter's URL (http://...) or 'nvml', got {spec!r}")
+    return spec
 
 
 def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:

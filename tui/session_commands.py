@@ -12,11 +12,11 @@ from typing import Any
 
 from tui.engine.sessions.file import SUFFIX, SessionError
 
-SESSION_COMMANDS = frozenset({"sessions", "replay", "compare", "export"})
+SESSION_COMMANDS = frozenset({"sessions", "replay", "compare"})
 
 
 def add_session_commands(sub: Any) -> None:
-    """The four subcommands, on the top parser's subparsers."""
+    """The three subcommands, on the top parser's subparsers (a session's exports are `tokentop export`'s)."""
     ls = sub.add_parser("sessions", help="list the recorded sessions (newest last)")
     ls.add_argument("--dir", metavar="DIR", help="where to look (default: the sessions folder)")
     rp = sub.add_parser("replay", help="the live app's panes over a recorded session, no server")
@@ -29,10 +29,6 @@ def add_session_commands(sub: Any) -> None:
     form = cp.add_mutually_exclusive_group()
     form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
     form.add_argument("--json", action="store_true", help="the comparison as JSON")
-    ex = sub.add_parser("export", help="write a session's requests or levels in another tool's format")
-    ex.add_argument("session", metavar="SESSION")
-    ex.add_argument("--to", required=True, choices=["mooncake", "vllm"], help="the format")
-    ex.add_argument("--output", "-o", metavar="PATH", help="where (default: standard output)")
 
 
 def run_session_command(ns: argparse.Namespace) -> int:
@@ -44,9 +40,7 @@ def run_session_command(ns: argparse.Namespace) -> int:
             from tui.app.replay import run_replay
 
             return run_replay(Path(ns.session), theme=ns.theme, speed=ns.speed)
-        if ns.command == "compare":
-            return compare_command(ns)
-        return export_command(ns)
+        return compare_command(ns)
     except SessionError as exc:
         print(f"tokentop: error: {exc}", file=sys.stderr)
         return 1
@@ -192,14 +186,22 @@ def compare_command(ns: argparse.Namespace) -> int:
 # --- export ---------------------------------------------------------------------------------------
 
 
-def export_command(ns: argparse.Namespace) -> int:
-    from tui.engine.sessions.exports import to_mooncake, to_vllm_lines
+def mooncake_command(source: Path, out: Path) -> int:
+    """``tokentop export SESSION --to mooncake``: the trace at ``out``, its path on stdout."""
+    from tui.engine.sessions.exports import is_session, to_mooncake
 
-    lines = to_mooncake(Path(ns.session)) if ns.to == "mooncake" else to_vllm_lines(Path(ns.session))
-    text = "".join(line + "\n" for line in lines)
-    if ns.output:
-        Path(ns.output).write_text(text)
-        print(f"tokentop: {ns.to} written to {ns.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    if not is_session(source):
+        print(f"tokentop: error: {source}: --to mooncake needs a session (the results file holds no "
+              "requests)", file=sys.stderr)  # fmt: skip
+        return 1
+    try:
+        lines = to_mooncake(source)
+        out.write_text("".join(line + "\n" for line in lines))
+    except SessionError as exc:
+        print(f"tokentop: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tokentop: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(out)
     return 0

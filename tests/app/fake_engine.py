@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import orjson
-
 from tests.app import frozen
 from tui.engine.config import LoadTarget
+from tui.engine.results.files import write_results
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
@@ -58,13 +57,10 @@ class FakeEngine:
         return frozen.detail(request_id)
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
-        levels = [
-            {"level_id": lv.level_id, "mode": lv.mode, "concurrency": lv.value} for lv in self.snap.levels
-        ]
-        doc = {"tokentop": "fake", "target": {"endpoint": "chat", "model": "fake"}, "levels": levels}
-        path.write_bytes(
-            orjson.dumps(doc | {"interrupted": interrupted is not None, "interrupted_by": interrupted})
-        )
+        """The real results document of the frozen snapshot, as the real writer writes it."""
+        from tests.unit.results_data import frozen_results
+
+        write_results(frozen_results(snap=self.snap, interrupted=interrupted), path)
         self.results.append(path)
         return path
 

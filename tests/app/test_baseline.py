@@ -3,27 +3,29 @@ its change of tok/s and TTFT p99 from the baseline's level at the same load (non
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
+from tests.unit.results_data import frozen_results
 from tui.app.widgets.levels import BASE_COLUMN
+from tui.engine.results.files import write_results
 from tui.engine.sessions.baseline import Baseline
 from tui.engine.sessions.file import SessionError
 
 
 def _results(tmp_path: Path) -> Path:
     """A results file whose levels at 1 and 4 users did half the frozen run's tok/s, at twice its TTFT."""
-    levels = [
-        {"level_id": 7, "mode": "concurrency", "concurrency": lv.value,
-         "output_throughput": lv.output_tps / 2, "p99_ttft_ms": lv.ttft.p99 * 2}
-        for lv in frozen.LEVELS if lv.value in (1, 4)
-    ]  # fmt: skip
+    levels = tuple(
+        replace(lv, output_tps=lv.output_tps / 2, ttft=replace(lv.ttft, p99=lv.ttft.p99 * 2))
+        for lv in frozen.LEVELS
+        if lv.value in (1, 4)
+    )
     path = tmp_path / "base.json"
-    path.write_text(json.dumps({"levels": levels}))
+    write_results(frozen_results(snap=frozen.snapshot(levels=levels)), path)
     return path
 
 

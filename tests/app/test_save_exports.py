@@ -18,7 +18,8 @@ from tui.app.app import TokentopApp
 from tui.app.saving import saved_list
 from tui.app.themes import load_themes
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.host.exports import vllm_level
+from tui.engine.results.files import read_results
+from tui.engine.results.vllm import vllm_level
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -65,14 +66,15 @@ async def test_s_writes_the_bench_exports_of_the_results_it_saved(tmp_path: Path
     vllm_files = sorted(base.with_name(base.name + "-vllm").glob("*.json"))
     assert len(vllm_files) == len(levels)
     by_id = {json.loads(p.read_text())["tokentop_level_id"]: json.loads(p.read_text()) for p in vllm_files}
-    for lv in levels:
+    model = read_results(results_path)
+    for lv, level in zip(levels, model.levels, strict=True):
         record = by_id[lv["level_id"]]
-        assert record == json.loads(json.dumps(vllm_level(results, lv)))
+        assert record == json.loads(json.dumps(vllm_level(model, level)))
         assert record["output_throughput"] == lv["output_throughput"]
         assert record["completed"] == lv["completed"] and record["p99_ttft_ms"] == lv["p99_ttft_ms"]
     # the report plot: a point per steady level, and each level's histograms as saved
     root = ET.parse(base.with_name(base.name + "-plot.svg")).getroot()
-    points = root.findall("s:circle[@class='point']", NS)
+    points = root.findall(".//s:circle[@class='point']", NS)
     assert [int(c.attrib["data-level"]) for c in points] == [lv["level_id"] for lv in levels]
     panels = {(int(g.attrib["data-level"]), g.attrib["data-metric"]): int(g.attrib["data-n"])
               for g in root.findall("s:g[@class='hist']", NS)}  # fmt: skip
@@ -95,3 +97,41 @@ def test_saved_list_names_files_and_counts_a_folder_once(tmp_path: Path) -> None
     ]
     assert saved_list(paths, tmp_path) == "a.json, a-vllm/ (2 files), a.svg"
     assert saved_list([tmp_path / "d" / "x.json", Path("/elsewhere/b.svg")], tmp_path) == "d/ (1 file), b.svg"
+
+
+async def test_after_m_the_saved_plot_has_a_panel_per_mode(tmp_path: Path) -> None:
+    """`m` switches users to requests/s: `s` then plots each mode on its own axis, never a rate level among
+    the users (the r=N/s level was drawn at x=N on the "concurrency (users)" axis)."""
+    out = tmp_path / "saved"
+    with (
+        SimServer("flat", time_scale=4.0) as sim,
+        running_handle(
+            sim.url, LoadTarget(concurrency=2), tmp_path, workload=WorkloadConfig(isl=16, osl=24)
+        ) as handle,
+    ):
+        wait_for(handle, lambda s: bool(s.levels) and s.levels[-1].steady, 40, "a steady users level")
+        app = TokentopApp(handle, themes=load_themes(), theme="dark", save_dir=out, tick_s=0.2,
+                          plot_thread=False)  # fmt: skip
+        async with app.run_test() as pilot:
+            await settle(pilot)
+            await pilot.press("m")
+            await settle(pilot)
+            wait_for(
+                handle,
+                lambda s: s.levels[-1].mode == "rate" and s.levels[-1].steady,
+                60,
+                "a steady rate level after m",
+            )
+            await pilot.press("s")
+            await settle(pilot)
+    (results_path,) = out.glob("tokentop-*[0-9].json")
+    modes = {lv["level_id"]: lv["mode"] for lv in json.loads(results_path.read_text())["levels"]}
+    assert set(modes.values()) == {"concurrency", "rate"}
+    root = ET.parse(results_path.with_name(results_path.stem + "-plot.svg")).getroot()
+    panels = {g.attrib["data-mode"]: g for g in root.findall("s:g[@class='panel']", NS)}
+    assert set(panels) == {"concurrency", "rate"}
+    for mode, g in panels.items():
+        points = [int(c.attrib["data-level"]) for c in g.findall("s:circle[@class='point']", NS)]
+        assert points and all(modes[i] == mode for i in points), (mode, points)
+        (title,) = ("".join(t.itertext()) for t in g.findall("s:text[@class='xtitle']", NS))
+        assert title.startswith("concurrency (users)" if mode == "concurrency" else "request rate (req/s)")

@@ -33,8 +33,8 @@ def test_sparkline_scales_to_the_maximum() -> None:
 def test_content_of_a_view_and_of_each_missing_case() -> None:
     view = _view()
     text = server_content(view, frozen.snapshot()).plain
-    assert f"waiting{'':<5}{view.current['waiting']:>7,.0f}" in text
-    assert "running" in text and "KV cache" in text and "gen tok/s" in text
+    assert f"waiting{'':<2}{view.current['waiting']:>6,.0f}" in text
+    assert "running" in text and "KV cache" in text and "tok/s" in text
     off = server_content(None, None).plain
     assert off == "server metrics off (--no-server-metrics)"
     hint = "no /metrics at http://h/metrics (HTTP 404); llama-server: start it with --metrics"
@@ -131,3 +131,68 @@ def test_the_tables_server_cell_of_a_settled_level_outlives_the_ring() -> None:
     again = means.of(moved, settled + unsettled, t0, 6 * S)
     assert again[level.level_id] == first[level.level_id]
     assert again[9]["waiting"] is None  # nothing left in the ring before its window's end
+
+
+def _full_view() -> ServerView:
+    """Two scrapes of a vLLM with TTFT parts, two GPUs, a canary and a restart seen."""
+    from dataclasses import replace
+
+    from tui.engine.server_metrics.parse import Buckets
+    from tui.engine.server_metrics.view import CanaryFigures
+
+    edges = (0.3, 0.5, float("inf"))
+
+    def hists(n: float) -> dict[str, Buckets]:
+        return {
+            "queue_s": Buckets(edges, (0.0, 0.0, n), n * 0.64),
+            "prefill_s": Buckets(edges, (n, n, n), n * 0.21),
+            "ttft_s": Buckets(edges, (0.0, 0.0, n), n * 0.85),
+        }
+
+    gpu = {"gpu_util": 0.93, "sm_active": 0.12, "dram_active": 0.95, "fb_used_mib": 140_000.0,
+           "fb_free_mib": 23_118.0, "power_w": 900.0, "gpu_util@0": 0.93, "gpu_util@1": 0.93}  # fmt: skip
+    first = Reading(0, {"running": 8.0, "waiting": 3.0, "kv_usage": 0.4, **gpu}, {}, hists(0.0))
+    later = Reading(S, {"running": 8.0, "waiting": 5.0, "kv_usage": 0.5, **gpu}, {}, hists(10.0))
+    view = build_view(ServerView(url="http://127.0.0.1:8000/metrics", kind=VLLM), (first, later), "sim-m")
+    return replace(view, canary=CanaryFigures(1.0, 9, 120.0, 310.0, 118.0, 0), resets=1, reset_t_ns=S // 2)
+
+
+def test_the_pane_says_ttft_in_parts_the_canary_the_gpu_and_the_restart() -> None:
+    view = _full_view()
+    text = server_content(view, None, width=38).plain
+    assert "TTFT 850ms =\n  queue 640 + prefill 210" in text
+    assert "canary 120ms p99 310ms (1/s)" in text
+    assert "GPU×2 93% SM 12% DRAM 95% FB 86% 900W" in text
+    assert "queue    p50 >500ms" in text  # every wait past the last finite edge: a bound, no number
+    assert "estimate from buckets" in text
+    wide = server_content(view, None, width=80).plain
+    assert "TTFT 850ms = queue 640 + prefill 210" in wide
+
+
+async def test_at_160x48_the_pane_shows_the_parts_the_canary_and_the_gpu(
+    engine: FakeEngine, make_app: MakeApp
+) -> None:
+    engine.server = _full_view()
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        app.poll(force=True)
+        await settle(pilot)
+        text = screen_text(app)
+    assert "TTFT" in text and "queue 640 + prefill 210" in text
+    assert "canary 120ms p99 310ms" in text and "GPU×2 93%" in text
+    assert "⟲ restarted" in text
+
+
+async def test_the_small_terminals_server_group_shows_them_too(engine: FakeEngine, make_app: MakeApp) -> None:
+    engine.server = _full_view()
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for _ in range(4):  # `v` cycles the groups: live, latency, levels (with the server), server
+            if "GPU×2" in screen_text(app):
+                break
+            await pilot.press("v")
+            await settle(pilot)
+        text = screen_text(app)
+    assert "queue 640 + prefill 210" in text and "canary 120ms" in text and "GPU×2 93%" in text

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.results import ClientSummary, RunInfo, build_results, write_results
+from tui.engine.host.run_config import run_info
+from tui.engine.results.build import ClientSummary, LevelExtras, build_results
+from tui.engine.results.files import write_results
+from tui.engine.results.model import Results
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot, Stats
 
 SCRIPT: tuple[tuple[bool, int], ...] = ((False, 0), (True, 2), (True, 5))
@@ -187,11 +189,11 @@ class ScriptedEngine:
     def detail(self, request_id: int) -> RequestDetail | None:
         return None
 
-    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+    def results(self, *, interrupted: str | None = None) -> Results:
         snap = self.snapshot()
-        info = RunInfo.of(self.target, self.workload, self.load, options=self.options or EngineOptions(),
+        info = run_info(self.target, self.workload, self.load, options=self.options or EngineOptions(),
                           workers=self.workers, model=self.model, started_at_s=1_700_000_000.0)  # fmt: skip
-        views = [(lv, {"cancelled": 0}) for lv in snap.levels]
+        views = [(lv, LevelExtras()) for lv in snap.levels]
         return build_results(
             info, snap, views, ClientSummary(0.5, 0.1, saturated=False), interrupted=interrupted
         )

@@ -18,7 +18,7 @@ from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.host import guard
-from tui.engine.host.results_file import read_results
+from tui.engine.results.files import read_results
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,13 +71,14 @@ def test_bench_runs_its_levels_on_a_scripted_engine(
     assert f"results written to {tmp_path / 'results.json'}" in err
 
     res = read_results(tmp_path / "results.json")
-    assert (res.model, res.url, res.slo_ttft_ms, res.knee_level_id) == (
+    knee = res.saturation.knee
+    assert (res.target.model, res.target.url, res.config.slo_ttft_ms, knee and knee.level_id) == (
         "fake-model", "http://127.0.0.1:9/v1", 250.0, 2,
     )  # fmt: skip
-    assert [(lv.value, lv.window_completed, lv.steady) for lv in res.levels] == [
+    assert [(lv.value, lv.completed, lv.steady) for lv in res.levels] == [
         (1.0, 5, True), (2.0, 5, True), (4.0, 5, True),
     ]  # fmt: skip
-    assert [lv.output_tps for lv in res.levels] == [50.0, 100.0, 100.0]
+    assert [lv.output_throughput for lv in res.levels] == [50.0, 100.0, 100.0]
     assert "sk-fake-key" not in (tmp_path / "results.json").read_text()
 
 

@@ -27,10 +27,10 @@ def test_bench_writes_the_plot_of_its_results(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     steady = [lv for lv in results["levels"] if lv["steady"] and lv["output_throughput"] is not None]
     root = ET.parse(plot).getroot()
-    circles = root.findall("s:circle[@class='point']", NS)
+    circles = root.findall(".//s:circle[@class='point']", NS)
     assert [int(c.attrib["data-level"]) for c in circles] == [lv["level_id"] for lv in steady]
     assert len(steady) == 2  # both levels of this sweep settle (as in test_bench's sweep)
-    (line,) = root.findall("s:polyline", NS)
+    (line,) = root.findall(".//s:polyline", NS)
     assert len(line.attrib["points"].split()) == len(steady)
     # the histogram panels: every level's TTFT, ITL and E2E, counting what its results saved
     panels = {

@@ -16,6 +16,7 @@ from tui.engine.aggregate.views import Views
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.results.files import to_json
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -180,7 +181,7 @@ def test_client_health_reports_a_starved_engine(tmp_path: Path) -> None:
         _, snap, _ = wait_for(
             handle, lambda s: s.health.saturated and s.health.loop_lag_p99_ms > 10.0, 15, "saturated by lag"
         )
-        results = handle.results()
+        results = to_json(handle.results())
     assert "event-loop lag p99" in snap.health.reason
     assert results["client"]["saturated"] is True
     # and a healthy engine is not flagged (thresholds are parameters: a loose one never trips)

@@ -9,6 +9,7 @@ import pytest
 
 from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait_for
 from tui.engine.config import LoadTarget, WorkloadConfig
+from tui.engine.results.files import to_json
 from tui.sim.launch import SimServer
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.timing]
@@ -29,7 +30,7 @@ def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk
         handle.set_load(LoadTarget(concurrency=1, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
         snap = handle.snapshot()
-        results = handle.results()
+        results = to_json(handle.results())
         t0_ns = handle.t0_ns
     pairs = joined(tmp_path / "requests.jsonl", truth_log)
     assert len(pairs) >= 10

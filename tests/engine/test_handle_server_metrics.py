@@ -15,6 +15,7 @@ from tests.engine.engine_helpers import running_handle, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.host import server_scrape
 from tui.engine.host.handle import EngineHandle
+from tui.engine.results.files import to_json
 from tui.engine.server_metrics.view import MISSING, OK, ServerView
 from tui.sim.launch import SimServer
 
@@ -56,7 +57,7 @@ def test_the_servers_queue_shows_when_the_load_passes_its_slots(tmp_path: Path) 
         )
         # over the level's steady window (the start-up, before 8 are in flight, is left out)
         wait_for(handle, lambda s: s.levels[0].steady and s.levels[0].window_s >= 2.0, 30, "steady")
-        results = handle.results()
+        results = to_json(handle.results())
     assert view.kind == "vllm" and view.model
     assert view.current["running"] == 4
     lines = [json.loads(line) for line in log.read_text().splitlines()]
@@ -96,7 +97,7 @@ def test_an_ended_level_keeps_its_server_figures_after_the_ring_has_moved_on(
         _wait_view(handle, lambda v: bool(v.readings) and v.readings[0].t_ns > first_end_ns + int(0.5e9), 20)
         wait_for(handle, lambda s: s.levels[1].steady and s.levels[1].window_s >= 1.0, 30, "steady at 1")
         view = handle.server_view()
-        results = handle.results()
+        results = to_json(handle.results())
     assert view is not None and view.gauge_means(*_ns(handle.t0_ns, span))["running"] is None  # gone
     kept, now = (level["server"] for level in results["levels"])
     assert kept["scrapes"] >= 15 and 3.0 <= kept["running_mean"] <= 4.0 and kept["waiting_mean"] > 1.0

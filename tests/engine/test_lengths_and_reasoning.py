@@ -16,6 +16,7 @@ from tests.engine.test_engine_handle import ScriptedServerThread
 from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
+from tui.engine.results.files import to_json
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,7 +36,7 @@ def test_reasoning_and_answer_are_timed_apart(tmp_path: Path) -> None:
         handle.set_load(LoadTarget(concurrency=1, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
         snap = handle.snapshot()
-        results = handle.results()
+        results = to_json(handle.results())
     records = read_jsonl(tmp_path / "requests.jsonl")
     for rec in records:
         assert (rec["reasoning_tokens"], rec["reasoning_chunks"], rec["output_tokens"]) == (8, 8, 24)

@@ -16,6 +16,7 @@ from tests.engine.engine_helpers import read_jsonl, running_handle, wait_for
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
+from tui.engine.results.files import to_json
 from tui.engine.snapshot import Snapshot
 from tui.sim.launch import SimServer
 
@@ -110,7 +111,7 @@ def assert_histograms_match_truth(level: dict[str, Any], t0_ns: int, tmp_path: P
 def _quit(handle: EngineHandle, why: str = "quit") -> dict[str, Any]:
     """What `q` does: stop (cancelling what is in flight), then the results."""
     handle.stop(drain=False, timeout_s=5.0)
-    return handle.results(interrupted=why)
+    return to_json(handle.results(interrupted=why))
 
 
 def test_last_level_at_quit_with_requests_mid_stream(tmp_path: Path) -> None:
@@ -174,7 +175,7 @@ def test_a_level_too_short_to_measure_has_no_rates(tmp_path: Path) -> None:
         wait_for(handle, lambda s: len(s.levels) == 3 and s.levels[-1].steady, 30, "level 3 steady")
         handle.set_load(LoadTarget(concurrency=2, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
-        results = handle.results()
+        results = to_json(handle.results())
         shown = handle.snapshot().levels
         t0_ns = handle.t0_ns
     assert results["interrupted"] is False and results["interrupted_by"] is None
@@ -202,7 +203,7 @@ def test_an_unsteady_level_is_marked_and_measured_over_its_window(tmp_path: Path
         wait_for(handle, lambda s: s.levels and s.levels[0].completed >= 4, 30, "4 requests")
         handle.set_load(LoadTarget(concurrency=1, paused=True))
         wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
-        results = handle.results()
+        results = to_json(handle.results())
         t0_ns = handle.t0_ns
     (level,) = results["levels"]
     assert level["steady"] is False, level
@@ -231,12 +232,12 @@ def test_an_ended_levels_saved_figures_do_not_change_as_later_levels_run(tmp_pat
         wait_for(
             handle, lambda s: s.levels[0].ended_s is not None and s.levels[0].in_flight == 0, 30, "drain"
         )
-        saved = [handle.results()["levels"][0]]
+        saved = [to_json(handle.results())["levels"][0]]
         for users in (16, 4):
             goal = handle.snapshot().completed + 3 * users
             handle.set_load(LoadTarget(concurrency=users))
             wait_for(handle, _completed(goal), 30, f"{users} users run")
-            saved.append(handle.results()["levels"][0])
+            saved.append(to_json(handle.results())["levels"][0])
         saved.append(_quit(handle)["levels"][0])
     assert saved[0]["steady"] and saved[0]["level_id"] == 1
     for later in saved[1:]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.engine_helpers import bench
+from tui.engine.results.files import to_json
 from tui.engine.sessions.codec import Decoder
 from tui.engine.sessions.compare import comparison
 from tui.engine.sessions.file import SessionError, read_session
@@ -65,7 +66,7 @@ def test_bench_names_its_session_and_the_session_holds_its_results(tmp_path: Pat
     (results,) = session.of_kind("results")
     assert not session.cut and results["doc"]["levels"][0]["completed"] > 0
     # the replay rebuilds exactly the results the run wrote
-    replayed = ReplayEngine(session).run_to_end().results()
+    replayed = json.loads(json.dumps(to_json(ReplayEngine(session).run_to_end().results())))
     assert replayed["levels"] == results["doc"]["levels"]
     none = bench(
         "--url", fast.url, "--concurrency", "1", "--requests", "2", "--no-record", "--isl", "8", "--osl", "4"
@@ -108,7 +109,7 @@ def test_kill_9_mid_run_leaves_a_session_that_replays_up_to_its_last_second(
     session = read_session(path)
     assert session.cut and not session.of_kind("results")
     assert session.end_ns >= killed_at - 1.0e9, (killed_at - session.end_ns) / 1e9
-    results = ReplayEngine(session).run_to_end().results(interrupted="cut short")
+    results = to_json(ReplayEngine(session).run_to_end().results(interrupted="cut short"))
     (level,) = results["levels"]
     assert level["level_completed"] > 0 and level["concurrency"] == 3
 
@@ -188,17 +189,8 @@ def test_the_mooncake_export_holds_each_request_at_its_time(
     recorded: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "trace.jsonl"
-    export = [
-        sys.executable,
-        "-m",
-        "tui",
-        "export",
-        str(recorded["fast"]),
-        "--to",
-        "mooncake",
-        "-o",
-        str(out),
-    ]
+    export = ["-m", "tui", "export", str(recorded["fast"]), "--to", "mooncake", "--out", str(out)]
+    export = [sys.executable, *export]
     done = subprocess.run(export, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
@@ -215,10 +207,20 @@ def test_the_mooncake_export_holds_each_request_at_its_time(
     assert [r["input_length"] for r in rows] == [x.input_tokens for x in records]
     assert [r["output_length"] for r in rows] == [x.output_tokens for x in records]
     assert all(len(r["hash_ids"]) == 1 for r in rows)  # 16-token prompts: one block each, none shared
-    vllm = subprocess.run([sys.executable, "-m", "tui", "export", str(recorded["fast"]), "--to", "vllm"],
+    # the results exports take a session too: its results rebuilt by replaying it
+    appended = tmp_path / "levels.jsonl"
+    vllm_args = ["export", str(recorded["fast"]), "--to", "vllm", "--append", "--out", str(appended)]
+    vllm = subprocess.run([sys.executable, "-m", "tui", *vllm_args],
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
-    levels = [json.loads(x) for x in vllm.stdout.splitlines()]
+    assert vllm.returncode == 0, vllm.stderr
+    levels = [json.loads(x) for x in appended.read_text().splitlines()]
+    written = json.loads((recorded["fast"].parent / "fast.json").read_text())["levels"]
     assert [lv["max_concurrency"] for lv in levels] == [2, 4]
+    assert [lv["output_throughput"] for lv in levels] == [lv["output_throughput"] for lv in written]
+    results_file = recorded["fast"].parent / "fast.json"
+    no_trace = subprocess.run([sys.executable, "-m", "tui", "export", str(results_file), "--to", "mooncake"],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert no_trace.returncode == 1 and "needs a session" in no_trace.stderr
 
 
 def test_schedule_runs_a_sessions_levels_again_for_their_recorded_times(

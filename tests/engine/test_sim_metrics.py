@@ -118,3 +118,57 @@ async def test_no_metrics_answers_404() -> None:
         reply = await call(sim.port, "GET", "/metrics")
         assert reply.status == 404
         assert (await call(sim.port, "GET", "/v1/models")).status == 200
+
+
+async def test_ttft_parts_add_up_to_the_ttft_in_the_truth_log(tmp_path: Path) -> None:
+    """Per request queue (arrival -> admission) + prefill (admission -> first token) is its TTFT: the
+    histograms' sums are the truth log's, and decode + inference are there too."""
+    truth_log = tmp_path / "truth.jsonl"
+    model = PROFILES["tiny-cpu"].model
+    lab = f'{{model_name="{model}"}}'
+    n, osl = 8, 6  # 8 on 4 slots: half of them wait
+    with SimServer("tiny-cpu", time_scale=20, truth_log=truth_log) as sim:
+        replies = await asyncio.gather(
+            *(call(sim.port, "POST", "/v1/chat/completions", chat_body(osl, words=10)) for _ in range(n))
+        )
+        assert all(r.status == 200 and r.done for r in replies)
+        s = await scrape(sim.port)
+    for name in ("prefill", "decode", "inference"):
+        assert histogram(s, f"vllm:request_{name}_time_seconds", model, REQUEST_LATENCY_EDGES_S)[-1] == n
+    truth = [orjson.loads(line) for line in truth_log.read_bytes().splitlines()]
+    queue_s = sum((t["admitted_ns"] - t["arrival_ns"]) / 1e9 for t in truth)
+    prefill_s = sum((t["first_token_ns"] - t["admitted_ns"]) / 1e9 for t in truth)
+    assert abs(s[f"vllm:request_queue_time_seconds_sum{lab}"] - queue_s) < 1e-6
+    assert abs(s[f"vllm:request_prefill_time_seconds_sum{lab}"] - prefill_s) < 1e-6
+    ttft_sum = s[f"vllm:time_to_first_token_seconds_sum{lab}"]
+    assert abs(ttft_sum - queue_s - prefill_s) < 1e-6
+    assert queue_s > 0  # four waited for a slot
+
+
+async def test_a_gpu_profile_serves_dcgm_fields_memory_bound_while_decoding() -> None:
+    """small-gpu decoding a batch: DRAM busy far more than SMs (a decode step reads every weight for a few
+    tokens of arithmetic); a CPU profile serves no DCGM field at all."""
+    with SimServer("small-gpu", time_scale=1) as sim:
+        tasks = [
+            asyncio.ensure_future(call(sim.port, "POST", "/v1/chat/completions", chat_body(400, words=10)))
+            for _ in range(8)
+        ]
+        s: dict[str, float] = {}
+        for _ in range(100):  # bounded: until a second of decoding is in the DCGM window
+            await asyncio.sleep(0.05)
+            s = await scrape(sim.port)
+            if (
+                s[
+                    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-sim-0",device="nvidia0",modelName="sim-llama-3-8b"}'
+                ]
+                > 50
+            ):
+                break
+        for task in tasks:
+            task.cancel()
+    gpu = {k.split("{")[0]: v for k, v in s.items() if k.startswith("DCGM_")}
+    assert gpu["DCGM_FI_DEV_GPU_UTIL"] > 50
+    assert gpu["DCGM_FI_PROF_DRAM_ACTIVE"] > 0.5 > gpu["DCGM_FI_PROF_SM_ACTIVE"]
+    assert gpu["DCGM_FI_DEV_FB_USED"] + gpu["DCGM_FI_DEV_FB_FREE"] == PROFILES["small-gpu"].gpu_fb_mib
+    with SimServer("tiny-cpu", time_scale=5) as sim:
+        assert not any(k.startswith("DCGM_") for k in await scrape(sim.port))

@@ -17,6 +17,7 @@ from tui.app.watch import watch_target
 from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.host.watch import WatchEngine
+from tui.engine.results.files import to_json
 from tui.options import UsageError
 from tui.sim.launch import SimServer
 
@@ -106,3 +107,37 @@ def test_watch_runs_against_the_variable_and_says_so_first(tmp_path: Path) -> No
     assert scrapes >= 2, text[-2000:]
     assert text.startswith(f"tokentop: using $OPENAI_BASE_URL={url.removesuffix('/v1')}"), text[:300]
     assert returncode == 0, text[-2000:]
+
+
+def test_watch_with_a_canary_sends_only_the_canary_and_saves_its_parts(tmp_path: Path) -> None:
+    """The canary is the only load watch adds: every request the server saw is a one-token canary, and the
+    results say so, with the canary's TTFT over the whole watch and the server's TTFT in parts."""
+    truth = tmp_path / "truth.jsonl"
+    with SimServer("tiny-cpu", time_scale=4.0, truth_log=truth) as sim:
+        engine = WatchEngine(
+            TargetConfig(base_url=sim.start().url), EngineOptions(metrics_interval_s=0.2, canary_rate=5.0)
+        )
+        engine.start()
+        try:
+            deadline = time.monotonic() + 20
+            while (view := engine.server_view()) is None or view.canary is None or view.canary.n < 4:
+                assert time.monotonic() < deadline, "no four canaries in 20 s"
+                time.sleep(0.05)
+            results = to_json(engine.results())
+        finally:
+            engine.stop()
+    seen = [json.loads(line) for line in truth.read_text().splitlines()]
+    assert seen and all(
+        t["completion_tokens"] == 1 and t["client_request_id"].startswith("9999-") for t in seen
+    )
+    server = results["server"]
+    assert server["load_sent"] == "a canary user only"
+    assert server["canary"]["n"] >= 4 and server["canary"]["mean_ms"] > 0
+    parts = server["ttft_parts"]
+    assert parts["client_ttft_ms"] is None and parts["network_client_ms"] is None  # no users of ours
+    assert parts["queue_ms"] is not None and parts["prefill_ms"] is not None
+    # the server timed only the canaries here: its whole is theirs, less the way to it and back
+    assert 0 < parts["server_ttft_ms"] <= server["canary"]["mean_ms"] * 1.1 + 5
+    # what `watch --output` saved as `queue_ms p50 150.0`: every wait is under vLLM's first edge (300 ms)
+    assert server["queue_ms"]["p50"] is None and server["queue_ms"]["mean"] < 300
+    assert server["queue_ms"]["buckets"]["p50"] == {"kind": "bound", "low": 0.0, "high": 300.0}

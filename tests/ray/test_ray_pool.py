@@ -29,6 +29,7 @@ from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait
 from tui.engine.config import EngineOptions, LoadTarget, RayPlacement, WorkloadConfig  # noqa: E402
 from tui.engine.host.handle import EngineHandle  # noqa: E402
 from tui.engine.host.ray_pool import connect, ray_check, version_mismatch  # noqa: E402
+from tui.engine.results.files import to_json  # noqa: E402
 from tui.engine.snapshot import Snapshot  # noqa: E402
 from tui.sim.launch import SimServer  # noqa: E402
 
@@ -69,7 +70,7 @@ def _measure(handle: EngineHandle, requests: int) -> tuple[Snapshot, dict[str, A
     wait_for(handle, enough, 60, f"{requests} requests and a steady window")
     handle.set_load(LoadTarget(concurrency=4, paused=True))
     wait_for(handle, lambda s: s.in_flight == 0, 10, "drain")
-    return handle.snapshot(), handle.results()
+    return handle.snapshot(), to_json(handle.results())
 
 
 def _timing_errors(tmp_path: Path, truth_log: Path) -> dict[str, float]:
@@ -188,7 +189,7 @@ def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], t
         finally:
             if psutil.pid_exists(agent_pid):
                 os.kill(agent_pid, signal.SIGCONT)
-        results = handle.results()
+        results = to_json(handle.results())
     assert results["interrupted_by"] == "node_lost"
     assert "1 of 2 workers" in handle.fatal
 
@@ -229,7 +230,7 @@ def test_a_removed_node_is_lost_within_5_s_and_the_survivors_go_on(
         before = snap.completed
         _, snap, _ = wait_for(handle, lambda s: s.completed >= before + 8, 30, "survivors' requests")
         assert time.monotonic() - removed < 30
-        results = handle.results()
+        results = to_json(handle.results())
     line = next(n for n in snap.notices if " lost at " in n)
     assert "1 of 2 workers" in line and "level 1 ends there" in line
     assert any("load re-split over 1 workers as level 2" in n for n in snap.notices)

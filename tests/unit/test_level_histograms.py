@@ -12,11 +12,12 @@ import orjson
 import pytest
 
 from tests.app import frozen
-from tests.unit.test_report_plots import _results
+from tests.unit.results_data import frozen_results
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.level_histograms import compact_histogram, window_ns
-from tui.engine.host.results import write_results
-from tui.engine.host.results_file import LatencyHistogram, ResultsFileError, read_results
+from tui.engine.results.build import histograms_of
+from tui.engine.results.files import ResultsFileError, read_results, to_json, write_results
+from tui.engine.results.model import Histogram
 
 
 def _bins_of(h: dict[str, list[float] | list[int]], values: np.ndarray) -> list[int]:
@@ -60,24 +61,28 @@ def test_the_window_in_whole_nanoseconds_again() -> None:
 
 
 def test_results_file_reads_the_histograms_and_files_without_them(tmp_path: Path) -> None:
-    results = _results()
-    for lv in results["levels"]:
-        lv["histograms"] = {
-            "ttft": compact_histogram(np.array([100.0, 110.0, 400.0])),
-            "e2el": compact_histogram(np.array([900.0, 1100.0, 1500.0])),
-            "itl": compact_histogram(np.array([], dtype=np.float64)),
-        }
+    raw = {
+        "ttft": compact_histogram(np.array([100.0, 110.0, 400.0])),
+        "e2el": compact_histogram(np.array([900.0, 1100.0, 1500.0])),
+        "itl": compact_histogram(np.array([], dtype=np.float64)),
+    }
+    results = frozen_results()
+    results = replace(
+        results, levels=tuple(replace(lv, histograms=histograms_of(raw)) for lv in results.levels)
+    )
     read = read_results(write_results(results, tmp_path / "new.json"))
-    lv = read.levels[0]
-    assert lv.ttft_hist is not None and lv.ttft_hist.total == 3
-    assert lv.ttft_hist.edges_ms == tuple(results["levels"][0]["histograms"]["ttft"]["edges_ms"])
-    assert lv.e2el_hist is not None and lv.e2el_hist.counts == (1, 1, 1)
-    assert lv.itl_chunk_hist == LatencyHistogram()
+    h = read.levels[0].histograms
+    assert h is not None and h.ttft.total == 3
+    assert h.ttft.edges_ms == tuple(raw["ttft"]["edges_ms"])
+    assert h.e2el.counts == (1, 1, 1)
+    assert h.itl == Histogram(edges_ms=(), counts=())
     # a file from before histograms were saved still reads, with none
-    for level in results["levels"]:
+    doc = to_json(results)
+    for level in doc["levels"]:
         del level["histograms"]
-    old = read_results(write_results(results, tmp_path / "old.json"))
-    assert all(x.ttft_hist is None and x.itl_chunk_hist is None for x in old.levels)
+    (tmp_path / "old.json").write_bytes(orjson.dumps(doc))
+    old = read_results(tmp_path / "old.json")
+    assert all(x.histograms is None for x in old.levels)
 
 
 @pytest.mark.parametrize(
@@ -86,14 +91,14 @@ def test_results_file_reads_the_histograms_and_files_without_them(tmp_path: Path
         ({"edges_ms": [1.0, 2.0], "counts": [1, 2]}, "2 edges for 2 counts"),
         ({"edges_ms": [2.0, 1.0], "counts": [1]}, "edges must rise"),
         ({"edges_ms": [1.0, 2.0], "counts": [-1]}, "none negative"),
-        ({"edges_ms": ["a", 2.0], "counts": [1]}, "a list of numbers"),
+        ({"edges_ms": ["a", 2.0], "counts": [1]}, "expected a number"),
         ({"counts": [1]}, "no 'edges_ms'"),
     ],
 )
 def test_a_bad_histogram_is_one_line_naming_the_key(
     tmp_path: Path, hist: dict[str, object], says: str
 ) -> None:
-    results = _results()
+    results = to_json(frozen_results())
     results["levels"][0]["histograms"] = {"ttft": hist, "e2el": hist, "itl": hist}
     path = tmp_path / "bad.json"
     path.write_bytes(orjson.dumps(results))

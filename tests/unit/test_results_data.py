@@ -1,8 +1,11 @@
-"""Results from plain data: built from a `RunInfo` and frozen views with no engine, read back typed."""
+"""Results from plain data: built with no engine, written by the one writer, read back by the one reader
+(older files too), every key the same as before the model existed."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,73 +13,180 @@ import orjson
 import pytest
 
 from tests.app import frozen
-from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.results import ClientSummary, RunInfo, build_results, write_results
-from tui.engine.host.results_file import ResultsFileError, read_results
+from tests.unit.results_data import frozen_info, frozen_results
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
+from tui.engine.results import model as rm
+from tui.engine.results.build import ClientSummary, LevelExtras, build_results
+from tui.engine.results.definitions import DEFINITIONS
+from tui.engine.results.files import ResultsFileError, dump_results, read_results, to_json, write_results
 from tui.engine.snapshot import LevelView, Stats
 
 SECRET = "sk-results-secret-0d15ea5e"
 
+# The keys the results wrote before they were a typed model (read off the dict builder it replaced): the model
+# writes exactly these, in this order, so scripts that read results files keep working.
+TOP_KEYS = [
+    "tool", "version", "started_at", "interrupted", "interrupted_by", "target", "config", "definitions",
+    "levels", "saturation", "client", "totals", "fatal", "notices", "server",
+]  # fmt: skip
+CONFIG_KEYS = [
+    "isl", "osl", "fixed_osl", "seed", "timeout_s", "workers", "header_names", "extra_body", "demo",
+    "endpoint_path", "slo_ttft_ms", "slo_tpot_ms", "min_window_s", "min_steady_requests", "workload",
+    "isl_probe",
+]  # fmt: skip
+STATS = ["mean", "median", "std", "p50", "p90", "p95", "p99", "min", "max"]
 
-def _info(url: str = "http://127.0.0.1:8000/v1") -> RunInfo:
+
+def _stat_keys(prefix: str) -> list[str]:
+    return [f"{s}_{prefix}_ms" for s in STATS]
+
+
+LEVEL_KEYS = [
+    "level_id", "mode", "concurrency", "duration", "completed", "failed", "total_input_tokens",
+    "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
+    "request_goodput",
+    *_stat_keys("ttft"), *_stat_keys("tpot"), *_stat_keys("itl"), *_stat_keys("e2el"), *_stat_keys("itl_e2e"),
+    "tokens_per_chunk", "per_request_output_throughput", "steady", "too_short", "steady_from_s",
+    "window_from_s", "window_to_s", "started_s", "ended_s", "level_completed", "level_failed", "cancelled",
+    "errors", "exact_stats", "client", "mean_input_tokens", "mean_output_tokens", "mean_reasoning_tokens",
+    *_stat_keys("ttfa"), "cached_prompt_tokens", "prefix_cache_hit_rate",
+]  # fmt: skip
+RATE_ONLY = ["arrival", "max_concurrency", *_stat_keys("sched_lag"), "dropped_arrivals"]
+
+
+def _document(url: str = "http://127.0.0.1:8000/v1") -> rm.Results:
     target = TargetConfig(
         base_url=url, model=None, api_key=SECRET, headers=(("x-auth", SECRET),), timeout_s=30.0, demo=True
     )
-    return RunInfo.of(
-        target,
-        WorkloadConfig(isl=64, osl=128),
-        LoadTarget(mode="concurrency", concurrency=8),
-        options=EngineOptions(slo_ttft_ms=500.0),
-        workers=2,
-        model="sim-llama-8b",
-        started_at_s=1_700_000_000.0,
-    )
-
-
-def _document(url: str = "http://127.0.0.1:8000/v1") -> dict[str, Any]:
+    options = EngineOptions(slo_ttft_ms=500.0)
+    info = frozen_info(target=target, options=options, workers=2, model="sim-llama-8b")
     snap = frozen.snapshot()
-    views = [(lv, {"cancelled": 1, "max_cpu_share": 0.4}) for lv in snap.levels]
+    views = [(lv, LevelExtras(cancelled=1, max_cpu_share=0.4)) for lv in snap.levels]
     client = ClientSummary(1.5, 0.4, saturated=True, saturated_spans_s=((3.0, None),), notices=("note",))
-    return build_results(_info(url), snap, views, client)
+    return build_results(info, snap, views, client)
 
 
-def _same_stats(read: object, live: Stats) -> None:
+def _same_stats(read: rm.Stats, live: Stats) -> None:
     for name in ("mean", "std", "p50", "p90", "p95", "p99", "min", "max"):
         want, got = getattr(live, name), getattr(read, name)
-        assert got == want or (math.isnan(got) and math.isnan(want)), name
+        assert got == want or (got is None and math.isnan(want)), name
 
 
 def test_results_built_from_data_read_back_as_the_views(tmp_path: Path) -> None:
-    path = write_results(_document(), tmp_path / "results.json")
+    doc = _document()
+    path = write_results(doc, tmp_path / "results.json")
     res = read_results(path)
-    assert (res.tool, res.model, res.endpoint, res.workers, res.isl, res.osl) == (
-        "tokentop", "sim-llama-8b", "chat", 2, 64, 128,
+    # the reader gives back what the writer was given (free-form parts such as config.workload as JSON has
+    # them: lists, not tuples), and reading what it writes again changes nothing
+    assert dump_results(res) == dump_results(doc)
+    assert read_results(write_results(res, tmp_path / "again.json")) == res
+    assert (res.tool, res.target.model, res.target.endpoint, res.config.workers) == (
+        "tokentop", "sim-llama-8b", "chat", 2,
     )  # fmt: skip
-    assert res.knee_level_id == 3 and res.client_saturated and res.notices == ("note",)
-    assert res.slo_ttft_ms == 500.0 and res.slo_tpot_ms is None
-    assert (res.completed, res.failed) == (148, 2)
-    assert len(res.levels) == len(frozen.LEVELS)
+    assert res.saturation.knee is not None and res.saturation.knee.level_id == 3
+    assert res.client.saturated and res.notices == ("note",)
+    assert res.config.slo_ttft_ms == 500.0 and res.config.slo_tpot_ms is None
+    assert (res.totals.completed, res.totals.failed) == (148, 2)
     for read, live in zip(res.levels, frozen.LEVELS, strict=True):
         assert isinstance(live, LevelView)
         assert (read.level_id, read.mode, read.value, read.steady) == (
             live.level_id, live.mode, live.value, live.steady,
         )  # fmt: skip
-        assert (read.window_completed, read.window_failed) == (live.window_completed, live.window_failed)
-        assert read.output_tps == live.output_tps and read.request_per_s == live.request_per_s
-        assert math.isnan(read.total_tps) and math.isnan(live.total_tps)  # NaN -> null -> NaN
-        assert read.errors == live.errors
-        for metric in ("ttft", "tpot", "itl_chunk", "e2el", "itl_e2e"):
-            _same_stats(getattr(read, metric), getattr(live, metric))
-    assert res.peak_output_tps == max(lv.output_tps for lv in frozen.LEVELS if lv.steady)
+        assert (read.completed, read.failed) == (live.window_completed, live.window_failed)
+        assert read.output_throughput == live.output_tps and read.request_throughput == live.request_per_s
+        assert read.total_token_throughput is None and math.isnan(live.total_tps)  # NaN -> null -> None
+        assert read.errors == dict(live.errors)
+        for metric, attr in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl_chunk"), ("e2el", "e2el")):
+            _same_stats(getattr(read, metric), getattr(live, attr))
+    assert res.saturation.peak_output_throughput == max(lv.output_tps for lv in frozen.LEVELS if lv.steady)
 
 
-def test_results_hold_no_secret_and_no_url_password(tmp_path: Path) -> None:
+def test_the_model_writes_the_keys_results_files_always_had() -> None:
+    doc = to_json(frozen_results(both=True))
+    assert list(doc) == TOP_KEYS
+    assert list(doc["config"]) == CONFIG_KEYS
+    assert list(doc["target"]) == ["url", "model", "endpoint"]
+    for level in doc["levels"]:
+        want = list(LEVEL_KEYS)
+        if level["mode"] == "rate":
+            want[want.index("concurrency")] = "request_rate"
+            want[want.index("duration") : want.index("duration")] = RATE_ONLY[:2]
+            want[want.index("mean_input_tokens") : want.index("mean_input_tokens")] = RATE_ONLY[2:]
+        if level.get("request_goodput") is None:  # only with an SLO, as before (vLLM's without --goodput)
+            want.remove("request_goodput")
+        assert list(level) == want
+    assert doc["definitions"] == DEFINITIONS
+
+
+def test_every_key_of_the_model_is_on_the_manual_page() -> None:
+    """The results page of the manual names every key the model writes (a stats key by its metric, e.g.
+    p99_ttft_ms by `ttft`), so a key added to the model without its definition fails here."""
+    from tui import manual
+
+    page = manual.page("results")
+    assert page is not None
+    extras = LevelExtras(max_output_tokens_per_s=1.0, max_concurrent_requests=2, histograms=None)
+    doc = to_json(
+        replace(frozen_results(both=True, extras=extras), clock=rm.Clock(perf_t0_ns=0, unix_t0_ns=0))
+    )
+    keys = set(doc) | set(doc["config"]) | set(doc["saturation"]) | {"histograms", "server"}
+    for level in doc["levels"]:
+        keys |= set(level)
+    missing = []
+    for key in sorted(keys):
+        parts = key.split("_")
+        name = "_".join(parts[1:-1]) if parts[0] in STATS and key.endswith("_ms") else key
+        if f"`{name}`" not in page.text:
+            missing.append(key)
+    assert not missing, f"results keys not on tui/manual/results.md: {missing}"
+    for metric in ("ttft", "tpot", "itl", "e2el", "itl_e2e", "ttfa", "sched_lag"):
+        assert f"- `{metric}`" in page.text  # each metric defined with its population
+
+
+def test_an_older_file_still_reads(tmp_path: Path) -> None:
+    """A file from before histograms, TTFA, LLMPerf ITL, the client section, prefix-cache figures and the
+    ISL probe: the newer keys read as their defaults."""
+    doc = to_json(frozen_results())
+    newer = ["histograms", "cached_prompt_tokens", "prefix_cache_hit_rate", "client", "too_short",
+             "mean_reasoning_tokens", *_stat_keys("ttfa"), *_stat_keys("itl_e2e")]  # fmt: skip
+    for level in doc["levels"]:
+        for k in newer:
+            level.pop(k, None)
+    for k in ("client", "started_at", "interrupted_by", "notices"):
+        del doc[k]
+    for k in ("isl_probe", "workload", "endpoint_path", "workers"):
+        del doc["config"][k]
+    path = tmp_path / "old.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = read_results(path)
+    assert res.started_at == "" and res.config.workers == 1 and res.config.isl_probe is None
+    assert all(lv.itl_e2e is None and lv.ttfa is None and lv.histograms is None for lv in res.levels)
+    assert not res.client.saturated and res.levels[0].client == rm.LevelClient()
+
+
+def test_unknown_keys_are_kept_and_written_back(tmp_path: Path) -> None:
+    """A newer file (a key another part of tokentop added) loses nothing through this reader and writer."""
+    doc = to_json(frozen_results())
+    doc["sessions"] = {"id": "abc"}
+    doc["levels"][0]["in_flight_at_end"] = 3
+    doc["config"]["prompt_salt"] = "s41t"
+    path = tmp_path / "newer.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = read_results(path)
+    assert res.extra == {"sessions": {"id": "abc"}} and res.levels[0].extra == {"in_flight_at_end": 3}
+    assert res.config.extra == {"prompt_salt": "s41t"}
+    again = orjson.loads(dump_results(res))
+    assert again["sessions"] == {"id": "abc"} and again["levels"][0]["in_flight_at_end"] == 3
+    assert again["config"]["prompt_salt"] == "s41t"
+
+
+def test_results_hold_no_secret_and_no_url_password() -> None:
     doc = _document("http://user:hunter2@127.0.0.1:8000/v1")
-    text = orjson.dumps(doc).decode()
+    text = dump_results(doc).decode()
     assert SECRET not in text and "hunter2" not in text and "user:" not in text
-    assert doc["target"] == {"url": "http://127.0.0.1:8000/v1", "model": "sim-llama-8b", "endpoint": "chat"}
-    assert doc["config"]["header_names"] == ["x-auth"]
-    assert "hunter2" not in repr(_info("http://user:hunter2@h:1/v1"))
+    want = {"url": "http://127.0.0.1:8000/v1", "model": "sim-llama-8b", "endpoint": "chat"}
+    assert to_json(doc)["target"] == want
+    assert doc.config.header_names == ("x-auth",)
 
 
 def test_read_results_errors_name_the_file_in_one_line(tmp_path: Path) -> None:
@@ -98,7 +208,7 @@ def test_read_results_errors_name_the_file_in_one_line(tmp_path: Path) -> None:
             read_results(bad)
         assert str(info.value).startswith(f"{bad}: not a tokentop results file:")
         assert "\n" not in str(info.value)
-    doc = _document()
+    doc: dict[str, Any] = to_json(_document())
     doc["levels"][1]["p99_ttft_ms"] = "fast"
     bad.write_bytes(orjson.dumps(doc))
     with pytest.raises(ResultsFileError, match=r"expected a number at levels\[1\]\.p99_ttft_ms, got 'fast'"):
@@ -107,3 +217,23 @@ def test_read_results_errors_name_the_file_in_one_line(tmp_path: Path) -> None:
     bad.write_bytes(orjson.dumps(doc))
     with pytest.raises(ResultsFileError, match=r"no 'duration' at levels\[0\]"):
         read_results(bad)
+    del doc["levels"][0]["concurrency"]
+    doc["levels"][0]["duration"] = 1.0
+    bad.write_bytes(orjson.dumps(doc))
+    with pytest.raises(ResultsFileError, match=r"no 'concurrency' at levels\[0\]"):
+        read_results(bad)
+
+
+def test_a_watch_file_is_not_a_run() -> None:
+    watch = rm.WatchResults(version="1", duration=2.0, target=rm.WatchTarget(url="http://h:1"))
+    assert to_json(watch)["mode"] == "watch"
+    assert dataclasses.replace(watch, stopped_by="quit").stopped_by == "quit"
+
+
+def test_a_rate_level_carries_its_arrival_and_load() -> None:
+    res = frozen_results(rate=True)
+    level = to_json(res)["levels"][0]
+    assert level["request_rate"] == 2.0 and level["arrival"] == "poisson" and level["max_concurrency"] == 64
+    assert "concurrency" not in level and "p99_sched_lag_ms" in level
+    assert res.levels[0].name == "r=2/s" and res.modes == ("rate",)
+    assert LoadTarget(mode="rate", rate=2.0).arrival == "poisson"

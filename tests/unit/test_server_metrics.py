@@ -248,18 +248,20 @@ def test_the_view_and_a_level_summary_from_readings() -> None:
     """Three scrapes a second apart; the second level starts at 1 s."""
     edges = (0.1, 1.0, INF)
 
-    def reading(t_s: int, running: float, waiting: float, tokens: float, ttft: tuple[float, ...]) -> Reading:
+    def reading(
+        t_s: int, running: float, waiting: float, tokens: float, ttft: tuple[float, ...], ttft_sum: float
+    ) -> Reading:
         return Reading(
             t_s * S,
             {"running": running, "waiting": waiting, "kv_usage": 0.5},
             {"vllm:generation_tokens_total": tokens, "vllm:num_preemptions_total": 0.0},
-            {"ttft_s": Buckets(edges, ttft, 0.0)},
+            {"ttft_s": Buckets(edges, ttft, ttft_sum)},
         )
 
     readings = (
-        reading(0, 1, 0, 0, (0.0, 0.0, 0.0)),
-        reading(1, 4, 2, 100, (5.0, 5.0, 5.0)),
-        reading(2, 4, 4, 300, (5.0, 15.0, 15.0)),
+        reading(0, 1, 0, 0, (0.0, 0.0, 0.0), 0.0),
+        reading(1, 4, 2, 100, (5.0, 5.0, 5.0), 0.25),
+        reading(2, 4, 4, 300, (5.0, 15.0, 15.0), 9.25),  # 10 more in (0.1, 1], 0.9 s each
     )
     view = build_view(ServerView(kind=VLLM, window_s=10.0), readings, "m")
     assert view.status == OK and view.model == "m" and view.scrapes == 1
@@ -273,7 +275,9 @@ def test_the_view_and_a_level_summary_from_readings() -> None:
     assert level["running_mean"] == 4.0 and level["waiting_mean"] == 2.0
     assert level["generation_tok_s"] == 200.0 and level["preemptions_per_s"] == 0.0
     assert level["ttft_ms"]["count"] == 10.0
-    assert level["ttft_ms"]["p50"] == pytest.approx(100 + 900 * 0.5)  # 10 in (0.1, 1]: halfway, in ms
+    # 10 in (0.1, 1], a bucket no wider than the window's mean (900 ms): halfway, in ms
+    assert level["ttft_ms"]["p50"] == pytest.approx(100 + 900 * 0.5)
+    assert level["ttft_ms"]["mean"] == pytest.approx(900.0)
     assert "running" in level["found"] and "ttft_s" in level["found"]
 
 

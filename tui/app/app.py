@@ -256,8 +256,13 @@ class TokentopApp(App[int]):
             frames=self.frame_stats.summary(),
             probing=not self._started,
             watching=self.watch_only,
+            canary_rate=self._canary_rate(),
             stopped_at_s=self._stopped_at_s,
         )
+
+    def _canary_rate(self) -> float | None:
+        view = self.engine.server_view()
+        return view.canary.rate if view is not None and view.canary is not None else None
 
     def _show_fast(self, snap: Snapshot) -> None:
         """Counters and text, every tick (10 Hz)."""

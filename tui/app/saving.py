@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
-import orjson
-
 from tui.engine.api import Engine
-from tui.engine.host.exports import write_exports
-from tui.engine.host.report_plots import write_plot
+from tui.engine.results.exports import write_exports
+from tui.engine.results.files import read_document
+from tui.engine.results.model import Results
+from tui.engine.results.plot import write_plot
 
 
 def snapshot_base(save_dir: Path, now: datetime) -> Path:
@@ -44,11 +44,11 @@ def save_snapshot(
     base = snapshot_base(save_dir, now or datetime.now())
     results_path = engine.write_results(base.with_suffix(".json"))
     saved = [results_path]
-    results = orjson.loads(results_path.read_bytes())
+    results = read_document(results_path)
     saved += write_exports(
         results, vllm_dir=base.with_name(base.name + "-vllm"), csv_path=base.with_suffix(".csv")
     )
-    if isinstance(results.get("levels"), list):
+    if isinstance(results, Results):
         saved.append(write_plot(results, base.with_name(base.name + "-plot.svg")))
     if requests_log is not None and requests_log.exists():
         saved.append(Path(shutil.copyfile(requests_log, base.with_suffix(".jsonl"))))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.engine.config import EngineOptions, TargetConfig
-from tui.options import UsageError, base_url_from_args, url_note
+from tui.options import UsageError, base_url_from_args, gpu_metrics_from_args, url_note
 
 
 def watch_target(ns: argparse.Namespace) -> tuple[TargetConfig, EngineOptions]:
@@ -20,7 +20,11 @@ def watch_target(ns: argparse.Namespace) -> tuple[TargetConfig, EngineOptions]:
         raise UsageError(f"--metrics-url must start with http:// or https://: {ns.metrics_url!r}")
     api_key = ns.api_key or os.environ.get("OPENAI_API_KEY") or None
     options = EngineOptions(
-        metrics_url=ns.metrics_url, metrics_interval_s=ns.interval, server_metrics_log=ns.server_metrics_log
+        metrics_url=ns.metrics_url,
+        metrics_interval_s=ns.interval,
+        server_metrics_log=ns.server_metrics_log,
+        gpu_metrics=gpu_metrics_from_args(ns),
+        canary_rate=ns.canary_rate,
     )
     return TargetConfig(base_url=base_url, api_key=api_key), options
 

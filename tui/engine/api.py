@@ -9,12 +9,13 @@ own engine takes an `EngineFactory` (default: `EngineHandle` itself), so it can 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 if TYPE_CHECKING:
+    from tui.engine.results.model import Document
     from tui.engine.server_metrics.view import ServerView
 
 
@@ -65,8 +66,8 @@ class Engine(Protocol):
     def detail(self, request_id: int) -> RequestDetail | None:
         """A recent request's full record (chunk timeline, error), or None if it is no longer kept."""
 
-    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
-        """The results document (see `tui.engine.host.results`) for what was measured so far.
+    def results(self, *, interrupted: str | None = None) -> Document:
+        """The results document (`tui.engine.results.model`) for what was measured so far.
         ``interrupted``: why the run was cut short ("quit", "SIGINT", ...), None when it finished; the
         document says so (``interrupted``, ``interrupted_by``)."""
 

@@ -221,6 +221,12 @@ class EngineOptions:
     """Seconds between two scrapes (the next starts after the last ended; they never overlap)."""
     server_metrics_log: str | None = None
     """A path that gets one JSON line per scrape (appended), for plots after the run."""
+    canary_rate: float | None = None
+    """One-token requests per second sent beside the load and never counted in it (`host.canary`): the
+    TTFT a new user would see now."""
+    gpu_metrics: str | None = None
+    """The GPU beside the server: a DCGM exporter's URL, or `nvml` (this host's GPUs); None: only what the
+    server's own /metrics serves of DCGM's names."""
     isl_probe: bool = False
     """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""

@@ -188,7 +188,11 @@ class RequestsLog:
 
     def write(self, record: RequestRecord) -> None:
         """Append ``record`` as one line and flush."""
-        self._stream.write(orjson.dumps(record.to_json(), option=orjson.OPT_APPEND_NEWLINE))
+        self.write_json(record.to_json())
+
+    def write_json(self, line: dict[str, Any]) -> None:
+        """Append one line as given (a record's `to_json` with a mark added) and flush."""
+        self._stream.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
         self._stream.flush()
 
     def close(self) -> None:

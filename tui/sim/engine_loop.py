@@ -64,6 +64,12 @@ async def engine_loop(
         if now - end > _MAX_LAG_S:
             end = now
         delay = end - now
+        if metrics.gpu is not None:
+            metrics.gpu.step(
+                time.perf_counter_ns() + int(delay * 1e9),
+                step.context_tokens,
+                step.decode_tokens + step.prefill_tokens,
+            )
         # Always yield, so arrivals and disconnects are seen even when the process is behind.
         await asyncio.sleep(delay if delay > 0 else 0)
         prev_end = end

@@ -160,7 +160,7 @@ class GenRequest(Seq):
         if not self.params.stream:
             if self.first_token_ns == 0:
                 self.first_token_ns = time.perf_counter_ns()
-                self.sim.metrics.ttft.observe((self.first_token_ns - self.arrival_ns) / 1e9)
+                self.sim.metrics.first_token(self.arrival_ns, self.admitted_ns, self.first_token_ns)
             if self.fault_at and generated >= self.fault_at and self.fault in ("disconnect", "stall"):
                 self._act_fault()
             elif generated >= self.target_tokens:
@@ -198,7 +198,7 @@ class GenRequest(Seq):
         self.chunk_tokens.append(count)
         if start == 0:
             self.first_token_ns = stamp
-            self.sim.metrics.ttft.observe((stamp - self.arrival_ns) / 1e9)
+            self.sim.metrics.first_token(self.arrival_ns, self.admitted_ns, stamp)
         self.sent = self.generated
         if fault_due:
             self._act_fault()

@@ -16,6 +16,12 @@ meets the same text here as on a real server and the tests can hold its figures 
 | `vllm:inter_token_latency_seconds` | histogram | engine-step gaps of decoding sequences, per step |
 | `vllm:request_queue_time_seconds` | histogram | arrival -> first admission, observed at admission |
 | `vllm:e2e_request_latency_seconds` | histogram | arrival -> end, observed at the end |
+| `vllm:request_prefill_time_seconds` | histogram | first admission -> first token, observed then |
+| `vllm:request_decode_time_seconds` | histogram | first token -> end, observed at the end |
+| `vllm:request_inference_time_seconds` | histogram | first admission -> end, observed at the end |
+
+So per request queue + prefill is the TTFT exactly, as on vLLM (its TTFT also holds the front end's
+tokenising, which the simulator does not model).
 
 Cost: an observation is one `bisect` and two additions; the text is rendered only when scraped (about once
 a second), never per chunk. ITL is observed as vLLM does, per engine step: every sequence that decoded a
@@ -25,9 +31,13 @@ observation per step counts them all and the per-chunk hot path (`GenRequest.on_
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tui.sim.gpu import GpuModel
 
 TTFT_EDGES_S = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
@@ -94,11 +104,28 @@ class ServerMetrics:
         self.itl = Histogram(ITL_EDGES_S)
         self.queue_time = Histogram(REQUEST_LATENCY_EDGES_S)
         self.e2e = Histogram(REQUEST_LATENCY_EDGES_S)
+        self.prefill = Histogram(REQUEST_LATENCY_EDGES_S)
+        self.decode = Histogram(REQUEST_LATENCY_EDGES_S)
+        self.inference = Histogram(REQUEST_LATENCY_EDGES_S)
         self.success: dict[str, int] = {"stop": 0, "length": 0}
+        self.gpu: GpuModel | None = None
+        """The simulated GPU's DCGM figures, served beside vLLM's names (None: a CPU profile)."""
 
-    def finished_ok(self, arrival_ns: int, end_ns: int, finish_reason: str) -> None:
-        """A request ended well: its E2E and its finish reason."""
+    def first_token(self, arrival_ns: int, admitted_ns: int, first_ns: int) -> None:
+        """A request's first token: its TTFT and its prefill (from its first admission)."""
+        self.ttft.observe((first_ns - arrival_ns) / 1e9)
+        if admitted_ns:
+            self.prefill.observe((first_ns - admitted_ns) / 1e9)
+
+    def finished_ok(
+        self, arrival_ns: int, end_ns: int, finish_reason: str, admitted_ns: int = 0, first_ns: int = 0
+    ) -> None:
+        """A request ended well: its E2E, decode and inference times and its finish reason."""
         self.e2e.observe((end_ns - arrival_ns) / 1e9)
+        if first_ns:
+            self.decode.observe((end_ns - first_ns) / 1e9)
+        if admitted_ns:
+            self.inference.observe((end_ns - admitted_ns) / 1e9)
         self.success[finish_reason] = self.success.get(finish_reason, 0) + 1
 
     def render(
@@ -124,4 +151,9 @@ class ServerMetrics:
         parts.append(self.itl.render("vllm:inter_token_latency_seconds", labels))
         parts.append(self.queue_time.render("vllm:request_queue_time_seconds", labels))
         parts.append(self.e2e.render("vllm:e2e_request_latency_seconds", labels))
+        parts.append(self.prefill.render("vllm:request_prefill_time_seconds", labels))
+        parts.append(self.decode.render("vllm:request_decode_time_seconds", labels))
+        parts.append(self.inference.render("vllm:request_inference_time_seconds", labels))
+        if self.gpu is not None:
+            parts.append(self.gpu.render(time.perf_counter_ns(), model))
         return "".join(parts).encode()

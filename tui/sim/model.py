@@ -68,6 +68,10 @@ class Profile:
     """Time to compute one token: 2 x params FLOPs / achieved FLOP/s (all GPUs)."""
     eos_mean_tokens: float = 256.0
     """Mean answer length when a request lets the model stop at EOS (exponentially distributed)."""
+    gpus: int = 0
+    """GPUs the deployment runs on (0: none, a CPU server); `/metrics` then serves DCGM's names for each."""
+    gpu_fb_mib: int = 81_559
+    """Framebuffer per GPU, MiB (an H100 80 GB)."""
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:
@@ -131,6 +135,7 @@ PROFILES: dict[str, Profile] = {
             kv_s_per_token=4.8e-8,
             compute_s_per_token=4.0e-5,
             eos_mean_tokens=256.0,
+            gpus=1,
         ),
         # Llama-3-70B, bf16, tensor-parallel over 4 H100s. 140 GB / 4 = 35 GB per GPU; at the ~55% bandwidth
         # efficiency small TP shards reach that is 18 ms, plus ~8 ms per step of launches and 160 all-reduces
@@ -151,6 +156,7 @@ PROFILES: dict[str, Profile] = {
             kv_s_per_token=3.0e-8,
             compute_s_per_token=8.8e-5,
             eos_mean_tokens=320.0,
+            gpus=4,
         ),
         # A ~270M model quantised to 4 bits under llama.cpp on one CPU thread, calibrated on this project's
         # reference machine (shared/realserver: gemma-3-270m Q4_K_M, 2 cores, -t 1, 4 slots, 4,096 KV tokens):

@@ -19,6 +19,7 @@ from tui.sim.config import SimConfig
 from tui.sim.engine_loop import engine_loop
 from tui.sim.faults import MID_STREAM_KINDS
 from tui.sim.generation import GenRequest
+from tui.sim.gpu import GpuModel
 from tui.sim.http import HttpProtocol, response, stream_head
 from tui.sim.metrics import ServerMetrics
 from tui.sim.model import Scheduler
@@ -68,6 +69,8 @@ class Simulator:
         self.truth_log = truth_log
         self.state_log = state_log
         self.metrics = ServerMetrics()
+        if self.profile.gpus > 0:
+            self.metrics.gpu = GpuModel(self.profile, self.config.time_scale, time.perf_counter_ns())
         self.prefix_cache = (
             PrefixCache(config.profile.kv_cache_tokens // BLOCK_TOKENS) if config.prefix_cache else None
         )
@@ -309,7 +312,9 @@ class Simulator:
         """A generation request ended: log it and let its connection serve the next request."""
         self.counters[f"requests_{status}"] += 1
         if status == "ok":
-            self.metrics.finished_ok(req.arrival_ns, time.perf_counter_ns(), req.finish_reason)
+            self.metrics.finished_ok(
+                req.arrival_ns, time.perf_counter_ns(), req.finish_reason, req.admitted_ns, req.first_token_ns
+            )
         if self.truth_log is not None:
             self.truth_log.write(req.truth(status, http_status))
         if status == "ok" and req.proto.current is req:

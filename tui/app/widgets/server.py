@@ -1,19 +1,24 @@
 """The server's own view beside the client's: queue, batch, KV cache and its latency, from its `/metrics`.
 
 Why TTFT grows shows here: requests waiting for a slot or KV room, a batch that stopped growing, a KV cache
-near full, preemptions. The server's TTFT is set beside the client's over the same 10 s, and their
-difference (network, HTTP and client cost) is a figure of its own.
+near full, preemptions, and the client's TTFT in parts over the same 10 s (queue, prefill, what is left of
+the server's, and the network and client), the canary user's TTFT, the GPU beside the server. A server
+quantile is shown as its bucket allows (a bound or a range, `tui.engine.server_metrics.window.Estimate`);
+a server restart is a badge on the border.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from textual.content import Content
 from textual.widgets import Static
 
 from tui.app.plotting import format_ms, format_rate
-from tui.engine.server_metrics.view import MISSING, OK, STARTING, UNREACHABLE, ServerView
+from tui.engine.server_metrics.gpu import GPU_SIGNALS, gpu_ids
+from tui.engine.server_metrics.view import MISSING, OK, STARTING, UNREACHABLE, CanaryFigures, ServerView
+from tui.engine.server_metrics.window import ABOVE, BOUND, EXACT, RANGE, Estimate
 from tui.engine.snapshot import Snapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -42,56 +47,147 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def server_content(view: ServerView | None, snap: Snapshot | None, spark_width: int = 16) -> Content:
-    """Pure: the pane's text for one server view (and the client's TTFT from the snapshot)."""
+def format_estimate(est: Estimate | None) -> str:
+    """A quantile from buckets as it may be read: a number for a narrow bucket, `< 300ms` for the first
+    bucket, `100ms-250ms` for a bucket wider than the window's mean, `> 80s` for the +Inf bucket."""
+    if est is None:
+        return "-"
+    ms = est.scaled(1e3)
+    if ms.kind == BOUND:
+        return f"<{format_ms(ms.high)}"
+    if ms.kind == RANGE:
+        return f"{format_ms(ms.low)}–{format_ms(ms.high)}"
+    if ms.kind == ABOVE:
+        return f">{format_ms(ms.low)}"
+    return format_ms(ms.value)
+
+
+def parts_line(parts: Mapping[str, Any] | None, client_ms: float | None, wide: bool) -> str | None:
+    """`TTFT 900ms = queue 640 + prefill 210 + net/client 50`: the means of the last window; a part the
+    server does not export is `?`; None when the server exports none."""
+    if parts is None:
+        return None
+    whole = parts.get("server_ttft_ms")
+    if whole is None and parts.get("queue_ms") is not None and parts.get("prefill_ms") is not None:
+        whole = parts["queue_ms"] + parts["prefill_ms"]
+    if whole is None and parts.get("queue_ms") is None and parts.get("prefill_ms") is None:
+        return None  # no request reached its first token in the window
+    total = client_ms if client_ms is not None else whole
+    missing = set(parts.get("missing", ()))
+
+    def ms(key: str) -> str:
+        value = parts.get(key)
+        return "?" if key in missing else "-" if value is None else f"{value:,.0f}"
+
+    terms = [f"queue {ms('queue_ms')}", f"prefill {ms('prefill_ms')}"]
+    other = parts.get("server_other_ms")
+    if other is not None and abs(other) >= 1:
+        terms.append(f"{'server other' if wide else 'srv'} {other:,.0f}")
+    if client_ms is not None and whole is not None:
+        terms.append(f"{'network/client' if wide else 'net'} {client_ms - whole:,.0f}")
+    head = f"TTFT {'-' if total is None else f'{total:,.0f}'}ms ="
+    return f"{head} {' + '.join(terms)}" if wide else f"{head}\n  {' + '.join(terms)}"
+
+
+def gpu_line(gauges: Mapping[str, float]) -> str | None:
+    """`GPU×4 93% SM 12% DRAM 95% FB 90% 1,800W` (GPU: its utilisation): the latest reading, all GPUs;
+    None without GPU."""
+    if not any(s in gauges for s in GPU_SIGNALS):
+        return None
+    n = len(gpu_ids(gauges))
+    out = [f"GPU×{n}" if n > 1 else "GPU"]
+    if "gpu_util" in gauges:
+        out[0] += f" {gauges['gpu_util']:.0%}"
+    for signal, label in (("sm_active", "SM"), ("dram_active", "DRAM")):
+        if signal in gauges:
+            out.append(f"{label} {gauges[signal]:.0%}")
+    used, free = gauges.get("fb_used_mib"), gauges.get("fb_free_mib")
+    if used is not None and free is not None and used + free > 0:
+        out.append(f"FB {used / (used + free):.0%}")
+    if "power_w" in gauges:
+        watts = gauges["power_w"]
+        out.append(f"{watts / 1e3:.1f}kW" if watts >= 1000 else f"{watts:.0f}W")
+    return " ".join(out)
+
+
+def canary_line(canary: CanaryFigures | None) -> str | None:
+    """`canary 120ms p99 310ms (1/s)`: the TTFT a new user sees now; None without a canary."""
+    if canary is None:
+        return None
+    if not canary.n:
+        return f"canary waiting ({canary.rate:g}/s)" + (f", {canary.errors} failed" if canary.errors else "")
+    mean = format_ms(canary.mean_ms) if canary.mean_ms is not None else "-"
+    p99 = format_ms(canary.p99_ms) if canary.p99_ms is not None else "-"
+    errors = f" {canary.errors} failed" if canary.errors else ""
+    return f"canary {mean} p99 {p99} ({canary.rate:g}/s){errors}"
+
+
+def reset_badge(view: ServerView, now_ns: int | None = None) -> str | None:
+    """`⟲ restarted 12s ago`: the server's counters went back (rates and levels span it); None otherwise."""
+    if not view.resets or view.reset_t_ns is None:
+        return None
+    last = view.readings[-1].t_ns if view.readings else view.reset_t_ns
+    ago_s = max(0.0, ((now_ns if now_ns is not None else last) - view.reset_t_ns) / 1e9)
+    times = f" ×{view.resets}" if view.resets > 1 else ""
+    return f"⟲ restarted{times} {ago_s:.0f}s ago"
+
+
+def server_content(
+    view: ServerView | None, snap: Snapshot | None, spark_width: int = 16, width: int = 38
+) -> Content:
+    """Pure: the pane's text for one server view (and the client's TTFT from the snapshot), for a pane
+    ``width`` cells wide inside its border."""
     if view is None:
         return Content.styled("server metrics off (--no-server-metrics)", "$text-muted")
     if view.status == STARTING:
         return Content.styled(f"scraping {view.url} …", "$text-muted")
     if view.status in (MISSING, UNREACHABLE) and not view.readings:
-        return Content.styled(view.message or f"no metrics at {view.url}", "$text-warning")
+        message = Content.styled(view.message or f"no metrics at {view.url}", "$text-warning")
+        line = canary_line(view.canary)
+        return message if line is None else Content.assemble(message, "\n", (line, "$accent"))
     cur = view.current
     parts: list[str | tuple[str, str]] = []
+    wide = width >= 60
 
     def row(label: str, value: str, signal: str | None = None) -> None:
-        parts.extend([(f"{label:<12}", "$text-muted"), (f"{value:>7}", "bold")])
+        parts.extend([(f"{label:<9}", "$text-muted"), (f"{value:>6}", "bold")])
         if signal is not None:
             points = view.history(signal, HISTORY_S)
             parts.extend(["  ", (sparkline([v for _, v in points], spark_width), "$accent")])
         parts.append("\n")
 
     if view.slots is not None:
-        row("slots busy", f"{view.slots.busy}/{view.slots.total}")
+        row("slots", f"{view.slots.busy}/{view.slots.total}")
     row("running", _num(cur.get("running")), "running")
     row("waiting", _num(cur.get("waiting")), "waiting")
     row("KV cache", _pct(cur.get("kv_usage")), "kv_usage")
-    row("preempt/s", _num(cur.get("preemptions_per_s"), "{:,.1f}"))
     gen = cur.get("generation_tok_s")
-    row("gen tok/s", format_rate(gen, 0) if gen is not None else "-")
-    row("prefix hit", _pct(cur.get("prefix_cache_hit_rate")))
+    rates = [
+        f"gen {format_rate(gen, 0) if gen is not None else '-'} tok/s",
+        f"{'preempt' if wide else 'pre'} {_num(cur.get('preemptions_per_s'), '{:,.1f}')}/s",
+        f"{'prefix hit' if wide else 'hit'} {_pct(cur.get('prefix_cache_hit_rate'))}",
+    ]
     if cur.get("spec_acceptance") is not None:
-        row("spec accept", _pct(cur.get("spec_acceptance")))
-    server_ttft = view.quantiles.get("ttft_s", {})
+        rates.append(f"spec {_pct(cur.get('spec_acceptance'))}")
+    parts.append(("  ".join(rates) + "\n", ""))
     client = snap.ttft_hist.get(CLIENT_WINDOW_S) if snap is not None else None
-    s50, s99 = server_ttft.get("p50"), server_ttft.get("p99")
-    if s50 is not None or client is not None:
-        parts.append(("TTFT p50/p99 (last 10 s)\n", "$text-muted"))
-        if s50 is not None:
-            parts.append(f"  server {format_ms(s50 * 1e3)} / {format_ms((s99 or s50) * 1e3)}\n")
-        if client is not None and client.stats.n:
-            c50, c99 = client.stats.p50, client.stats.p99
-            parts.append(f"  client {format_ms(c50)} / {format_ms(c99)}\n")
-            if s50 is not None:
-                parts.extend(
-                    [("  client − server ", "$text-muted"), (f"{format_ms(c50 - s50 * 1e3)}\n", "bold")]
-                )
-    for signal, label in (("queue_s", "queue"), ("itl_s", "ITL (chunk)")):
-        q = view.quantiles.get(signal, {})
-        if q.get("p50") is not None:
-            p50, p99 = q["p50"] or 0.0, q.get("p99") or q["p50"] or 0.0
-            parts.extend(
-                [(f"{label:<12}", "$text-muted"), f"{format_ms(p50 * 1e3)} / {format_ms(p99 * 1e3)}\n"]
-            )
+    # the load's TTFT only: the canary's requests are a different population from the server's histograms
+    client_ms = client.stats.mean if client is not None and client.stats.n else None
+    if (line := parts_line(view.parts, client_ms, wide)) is not None:
+        parts.append((line + "\n", "bold"))
+    elif client_ms is not None:
+        parts.append(f"TTFT {format_ms(client_ms)} (client; no parts from the server)\n")
+    if (line := canary_line(view.canary)) is not None:
+        parts.append((line + "\n", "$accent"))
+    if view.readings and (line := gpu_line(view.readings[-1].gauges)) is not None:
+        parts.append(line + "\n")
+    for signal, label in (("ttft_s", "srv TTFT"), ("queue_s", "queue"), ("itl_s", "ITL")):
+        est = view.estimates.get(signal, {})
+        if est.get("p50") is not None:
+            p50, p99 = format_estimate(est.get("p50")), format_estimate(est.get("p99"))
+            parts.extend([(f"{label:<9}", "$text-muted"), f"p50 {p50}  p99 {p99}\n"])
+    if any(e.kind != EXACT for q in view.estimates.values() for e in q.values()):
+        parts.append(("<, – : estimate from buckets\n", "$text-muted"))
     if view.status != OK and view.message:
         parts.append((view.message, "$text-warning"))
     return Content.assemble(*parts).rstrip("\n")
@@ -107,14 +203,23 @@ class ServerPane(Static):
     def show(self, view: ServerView | None, snap: Snapshot | None) -> None:
         """Redraw if the view or the client's TTFT changed (a scrape a second: cheap)."""
         client = snap.ttft_hist.get(CLIENT_WINDOW_S) if snap is not None else None
-        key = (id(view), view.scrapes if view else None, view.status if view else None, client)
+        canary = view.canary if view else None
+        # not the view's id: a view with the canary's figures is a new object on every read
+        key = (
+            (view.scrapes, view.failures, view.status, view.url) if view else None,
+            client,
+            canary,
+            self.content_region.width,
+        )
         if key == self._key:
             return
         self._key = key
-        width = max(8, self.content_region.width - 20) if self.content_region.width else 16
-        self.update(server_content(view, snap, spark_width=min(width, 40)))
+        inner = self.content_region.width or 38
+        self.update(server_content(view, snap, spark_width=min(max(8, inner - 18), 40), width=inner))
         if view is None:
             self.border_title = "server"
+            self.border_subtitle = ""
         else:
             model = f" · {view.model}" if view.model else ""
             self.border_title = f"server · {view.kind}{model}"
+            self.border_subtitle = reset_badge(view) or ""

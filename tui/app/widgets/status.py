@@ -32,6 +32,8 @@ class UiState:
     """The engine has not started its workers yet: it is still asking the server for /models."""
     watching: bool = False
     """`tokentop watch`: no load is sent, so the line says so instead of a target."""
+    canary_rate: float | None = None
+    """The canary user's rate when one runs (in `watch`, the only load sent)."""
     stopped_at_s: float | None = None
     """The run time of the first snapshot that said the engine stopped: the clock stays there, as the
     line says "■ stopped" (a clock that counted on after a 401 halt would say the run goes on)."""
@@ -71,7 +73,12 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
     target = ui.target
     load: list[Span] = [(target.label(), style("load")), (" ", None)]
     if ui.watching:
-        load = [("watching: no load sent, the server's own /metrics only", style("running"))]
+        said = (
+            f"watching: only a canary user sent ({ui.canary_rate:g}/s), and the server's own /metrics"
+            if ui.canary_rate
+            else "watching: no load sent, the server's own /metrics only"
+        )
+        load = [(said, style("running"))]
     elif snap.fatal:  # the banner says why; "running" under it would say the opposite
         load.append(("■ stopped", style("failed")))
     elif target.paused:

@@ -4,7 +4,7 @@ scrape and its stopped flag: the load engine (`EngineHandle`) and the watch-only
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget, TargetConfig
@@ -13,6 +13,7 @@ from tui.engine.secrets import display_url
 from tui.engine.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from tui.engine.results.model import Document
     from tui.engine.server_metrics import ServerView
 
 
@@ -61,12 +62,12 @@ class EngineBase:
             fatal=fatal,
         )
 
-    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+    def results(self, *, interrupted: str | None = None) -> Document:
         """The results document; each engine builds its own."""
         raise NotImplementedError
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
         """Write `results` atomically (a crash never leaves half a file); ``interrupted`` as in `results`."""
-        from tui.engine.host.results import write_results
+        from tui.engine.results.files import write_results
 
         return write_results(self.results(interrupted=interrupted), Path(path))

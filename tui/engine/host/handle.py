@@ -6,7 +6,7 @@ context: the app has threads, so no fork), sends each its share of the load, and
 into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
 the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop),
-`worker_pool`, `requests_log`, `server_scrape`, `live_results`, `length_check`; `engine_base` what it shares
+`worker_pool`, `requests_log`, `server_scrape`, `length_check`; `engine_base` what it shares
 with `watch`.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
@@ -45,7 +45,8 @@ from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:
     from tui.engine.host.ray_pool import RayWorkerPool
-    from tui.engine.host.results import RunInfo
+    from tui.engine.results.build import RunInfo
+    from tui.engine.results.model import Results
     from tui.engine.sessions.recorder import SessionRecorder
 
 
@@ -160,6 +161,8 @@ class EngineHandle(EngineBase):
                 self.target,
                 self.options,
                 on_notice=self._server_notice,
+                on_canary_record=self._canary_record,
+                canary_words=self.workload.isl,
                 on_scrape=session.scrape if session is not None else None,
             )
         ensure_resource_tracker()
@@ -276,10 +279,10 @@ class EngineHandle(EngineBase):
         with self._lock:
             return self._store.detail(request_id, time.perf_counter_ns())
 
-    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
-        """The results JSON as a dict, built from plain data (see `tui.engine.host.results`); ``interrupted``
-        says why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
-        from tui.engine.host.live_results import collect_results
+    def results(self, *, interrupted: str | None = None) -> Results:
+        """The results document, built from plain data (`tui.engine.results.live`); ``interrupted`` says
+        why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
+        from tui.engine.results.live import collect_results
 
         with self._lock:
             results = collect_results(
@@ -291,17 +294,20 @@ class EngineHandle(EngineBase):
             )
             if self._ray is not None:
                 p = self._ray.placement
-                results["config"]["placement"] = {
-                    "ray": p.address, "per_node": p.per_node, "on_node_loss": p.on_node_loss,
-                }  # fmt: skip
-                results["client"]["nodes"] = [n.as_dict() for n in self._ray.nodes(self._store.t0_ns)]
+                placement = {"ray": p.address, "per_node": p.per_node, "on_node_loss": p.on_node_loss}
+                nodes = tuple(n.as_dict() for n in self._ray.nodes(self._store.t0_ns))
+                results = replace(
+                    results,
+                    config=replace(results.config, placement=placement),
+                    client=replace(results.client, nodes=nodes),
+                )
             return results
 
     def run_info(self) -> RunInfo:
-        """The run described as plain data for results (no secrets: see `RunInfo.of`)."""
-        from tui.engine.host.results import RunInfo
+        """The run described as plain data for results (no secrets: see `run_config.run_info`)."""
+        from tui.engine.host.run_config import run_info
 
-        return RunInfo.of(
+        return run_info(
             self.target,
             self.workload,
             self._load,
@@ -357,7 +363,9 @@ class EngineHandle(EngineBase):
         if self._fatal:
             session.fatal(time.perf_counter_ns(), self._fatal)
         try:
-            session.results(self.results())
+            from tui.engine.results.files import to_json
+
+            session.results(to_json(self.results()))
         finally:
             session.close()
         if session.error is not None:
@@ -467,6 +475,15 @@ class EngineHandle(EngineBase):
         """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
         if not self._stopping and self._fatal is None:
             self._fatal = message
+
+    def _canary_record(self, record: dict[str, Any]) -> None:
+        """A finished canary request's line: into the requests log only (never the store: no level counts
+        it)."""
+        with self._lock:
+            log = self._log
+        error = log.write_canary(record) if log is not None else None
+        if error is not None and not self._stopping:
+            self._fatal = error
 
     def _take(self, batch: Batch) -> None:
         """A worker's batch: into the store and the requests log; the guard or the store may halt the load."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tui.engine.records import RequestRecord, RequestsLog
 
@@ -26,6 +27,19 @@ class RequestsLogFile:
         try:
             for rec in records:
                 log.write(rec)
+        except (OSError, ValueError) as exc:
+            self._log = None
+            return f"cannot write the requests log: {exc}"
+        return None
+
+    def write_canary(self, line: dict[str, Any]) -> str | None:
+        """Append a canary request's line (`tui.engine.host.canary`), marked ``"canary": true`` (its level 0
+        is none of the load's); the reason the first time writing fails, else None."""
+        log = self._log
+        if log is None:
+            return None
+        try:
+            log.write_json({**line, "canary": True})
         except (OSError, ValueError) as exc:
             self._log = None
             return f"cannot write the requests log: {exc}"

@@ -1,6 +1,7 @@
 """The workload as the results' ``config`` records it: every setting `tui.options.workload_from_args` built
 (length distributions, scenarios, seed, dataset, shared prefix, turns, tokenizer path), so a results file
-says what was asked without the command line beside it; and whether the ISL probe ran, or why not."""
+says what was asked without the command line beside it; whether the ISL probe ran, or why not; and the
+`RunInfo` the results are built from."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from tui.engine.config import EngineOptions, WorkloadConfig
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
-from tui.engine.secrets import HIDDEN, mask_secret
+from tui.engine.results.build import RunInfo
+from tui.engine.secrets import HIDDEN, display_url, mask_secret
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
@@ -62,3 +64,34 @@ def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[s
         "skipped": skipped,
         "observations": [list(pair) for pair in workload.isl_observations],
     }
+
+
+def run_info(
+    target: TargetConfig,
+    workload: WorkloadConfig,
+    load: LoadTarget,
+    *,
+    options: EngineOptions,
+    workers: int,
+    model: str,
+    started_at_s: float,
+) -> RunInfo:
+    """The run as the results describe it, from the configs a face ran with: the secrets in ``target`` are
+    left behind here (the URL without credentials, header names only, no API key)."""
+    return RunInfo(
+        url=display_url(target.base_url),
+        model=model,
+        endpoint=target.endpoint,
+        workload=workload,
+        options=options,
+        workers=workers,
+        load=load,
+        started_at_s=started_at_s,
+        timeout_s=target.timeout_s,
+        header_names=tuple(name for name, _ in target.headers),
+        extra_body=target.extra_body,
+        demo=target.demo,
+        endpoint_path=endpoint_path_record(target.endpoint_path, target.api_key),
+        workload_record=workload_record(workload),
+        isl_probe=isl_probe_record(workload, options),
+    )

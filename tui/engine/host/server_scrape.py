@@ -4,12 +4,13 @@ closed together, so the load engine and `tokentop watch` start and stop them the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from tui.engine.config import EngineOptions, TargetConfig
 
 if TYPE_CHECKING:
+    from tui.engine.host.canary import Canary
     from tui.engine.server_metrics import ServerMetricsPoller, ServerView
     from tui.engine.server_metrics.level_figures import LevelFigures, LevelSpan
     from tui.engine.snapshot import LevelView
@@ -22,12 +23,14 @@ everything)."""
 
 class ServerScrape:
     """Scrapes on its own thread of the face's process: a slow or missing endpoint never slows the workers,
-    which stamp tokens, nor the UI, which only reads the published view."""
+    which stamp tokens, nor the UI, which only reads the published view. The canary user (`--canary-rate`)
+    runs beside it, on a thread of its own: its figures join the view and each level's summary."""
 
     def __init__(self) -> None:
         self._poller: ServerMetricsPoller | None = None
         self._log: IO[bytes] | None = None
         self._summaries: LevelFigures[dict[str, Any]] | None = None
+        self.canary: Canary | None = None
 
     @property
     def started(self) -> bool:
@@ -40,14 +43,29 @@ class ServerScrape:
         options: EngineOptions,
         *,
         on_notice: Callable[[str], None],
-        on_scrape: Callable[[int, str], None] | None = None,
+        on_canary_record: Callable[[dict[str, Any]], None] | None = None,
+        canary_words: int = 32,
+        on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
     ) -> None:
         """Open ``options.server_metrics_log`` (if any) and start polling (the first scrape is immediate);
         the poller's one-line notices (metrics missing, log unwritable) go to ``on_notice``, and each
-        scrape's time and body to ``on_scrape`` (a session records them)."""
+        scrape's time, body and GPU gauges to ``on_scrape`` (a session records them). With
+        ``options.canary_rate``, start the canary too (prompts of ``canary_words`` words), each finished
+        canary request's requests-log line going to ``on_canary_record``."""
         if self._poller is not None:
             return
         from tui.engine.server_metrics.poller import poller_for
+
+        if options.canary_rate:
+            from tui.engine.host.canary import Canary
+
+            self.canary = Canary(
+                target,
+                options.canary_rate,
+                words=canary_words,
+                on_record=on_canary_record,
+                transport=options.transport,
+            ).start()
 
         if options.server_metrics_log is not None:
             self._log = open(options.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
@@ -60,8 +78,22 @@ class ServerScrape:
         self._poller = poller
 
     def latest(self) -> ServerView | None:
-        """The view as last scraped, or None before `start`."""
-        return self._poller.latest() if self._poller is not None else None
+        """The view as last scraped (with the canary's live figures), or None before `start`."""
+        if self._poller is None:
+            return None
+        view = self._poller.latest()
+        if self.canary is not None:
+            from dataclasses import replace
+
+            view = replace(view, canary=self.canary.figures())
+        return view
+
+    def summary(self, view: ServerView, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
+        """`ServerView.level_summary` over the window, with the canary's figures there (`canary`)."""
+        out = view.level_summary(t_from_ns, t_to_ns)
+        if self.canary is not None:
+            out["canary"] = self.canary.level(t_from_ns, t_to_ns)
+        return out
 
     def level_summaries(self, view: ServerView, spans: list[LevelSpan]) -> dict[int, dict[str, Any]]:
         """Each level's `ServerView.level_summary` over its span, by level id; a level's is kept once it
@@ -81,13 +113,14 @@ class ServerScrape:
     def _level_figures(self) -> LevelFigures[dict[str, Any]]:
         if self._summaries is None:
             from tui.engine.server_metrics.level_figures import LevelFigures
-            from tui.engine.server_metrics.view import ServerView
 
-            self._summaries = LevelFigures(ServerView.level_summary)
+            self._summaries = LevelFigures(self.summary)
         return self._summaries
 
     def stop(self) -> None:
-        """Stop polling (the last view stays readable) and close the log. Idempotent."""
+        """Stop polling and the canary (the last view stays readable) and close the log. Idempotent."""
+        if self.canary is not None:
+            self.canary.stop()
         if self._poller is not None:
             self._poller.stop()
         if self._log is not None:

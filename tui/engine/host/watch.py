@@ -1,8 +1,9 @@
 """`tokentop watch`: the server's own view with no load at all, for a server that real users are loading.
 
-An `Engine` that starts no workers and sends no request: its snapshots are empty of requests (so every
-load pane has nothing to show), its `server_view` is the `/metrics` poller's, and its results hold what
-the server reported over the whole watch. Load keys set a target that nothing acts on.
+An `Engine` that starts no workers and sends no request of the load: its snapshots are empty of requests
+(so every load pane has nothing to show), its `server_view` is the `/metrics` poller's, and its results
+hold what the server reported over the whole watch. Load keys set a target that nothing acts on. With
+`--canary-rate`, the canary user's one-token requests are the only load it adds (`host.canary`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.engine_base import EngineBase
-from tui.engine.host.results import safe_url
 from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.results.model import WatchResults, WatchTarget
+from tui.engine.secrets import display_url
+from tui.engine.server_metrics.parts import with_client
+from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
@@ -70,22 +74,29 @@ class WatchEngine(EngineBase):
     def detail(self, request_id: int) -> RequestDetail | None:
         return None
 
-    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+    def results(self, *, interrupted: str | None = None) -> WatchResults:
         """What the server reported over the whole watch (the same figures a load level's `server` has).
         A watch has no end of its own: ``interrupted`` (how it was stopped) is only recorded."""
         now = time.perf_counter_ns()
         view = self.server_view()
-        return {
-            "tool": "tokentop",
-            "version": __version__,
-            "mode": "watch",
-            "started_at": self.started_at,
-            "duration": (now - self._store.t0_ns) / 1e9,
-            "target": {"url": safe_url(self.target.base_url), "model": self.model or None},
-            "server": view.level_summary(self._store.t0_ns, now) if view is not None else None,
-            "notices": list(self._store.notices),
-            "stopped_by": interrupted,
-        }
+        return WatchResults(
+            version=__version__,
+            started_at=self.started_at,
+            duration=(now - self._store.t0_ns) / 1e9,
+            target=WatchTarget(url=display_url(self.target.base_url), model=self.model or None),
+            server=self._server_summary(view, now) if view is not None else None,
+            notices=tuple(self._store.notices),
+            stopped_by=interrupted,
+        )
+
+    def _server_summary(self, view: ServerView, now_ns: int) -> dict[str, Any]:
+        """The server's figures over the whole watch, saying what load tokentop added (none, or the canary).
+        Its TTFT parts are the server's only: the users it serves are not ours to time, and the canary's few
+        requests are not the population its histograms count."""
+        summary = self._scrape.summary(view, self._store.t0_ns, now_ns)
+        summary["ttft_parts"] = with_client(summary.get("ttft_parts"), None)
+        summary["load_sent"] = "a canary user only" if summary.get("canary") is not None else "none"
+        return summary
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""

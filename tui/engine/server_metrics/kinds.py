@@ -31,6 +31,16 @@ delta per second; "a / b": ratio of the two counters' deltas over the same windo
   `tgi_request_queue_duration`
 - e2e_s (s): `vllm:e2e_request_latency_seconds` / `sglang:e2e_request_latency_seconds` / - /
   `tgi_request_duration`
+- prefill_s (s): `vllm:request_prefill_time_seconds` /
+  `sglang:per_stage_req_latency_seconds{stage="prefill_forward"}` / - / -
+- decode_s (s): `vllm:request_decode_time_seconds` /
+  `sglang:per_stage_req_latency_seconds{stage="decode_forward"}` / - / -
+- inference_s (s): `vllm:request_inference_time_seconds` / - / - / `tgi_request_inference_duration`
+
+TTFT in parts (`parts`) reads queue_s, prefill_s and ttft_s. llama.cpp exports no latency histogram at all
+(only `llamacpp:prompt_seconds_total`, prefill time summed over every request, with no request count beside
+it), so it has no parts; TGI has queue and inference time but no TTFT nor per-request prefill.
+A candidate `name{label="value"}` reads only the series with that label (SGLang's stages share one family).
 
 TGI's `tgi_request_mean_time_per_token_duration` is a per-request mean (TPOT), not an inter-token gap, so it
 is deliberately not mapped to `itl_s`. Rates are windowed deltas (`tui.engine.server_metrics.window`); a ratio
@@ -50,7 +60,7 @@ GAUGES = ("running", "waiting", "kv_usage")
 """Signals read as gauges (time-averaged per level)."""
 RATES = ("preemptions_per_s", "prefix_cache_hit_rate", "generation_tok_s", "prompt_tok_s", "spec_acceptance")
 """Signals derived from counters over a window (a gauge stands in where a server only exports one)."""
-HISTOGRAMS = ("ttft_s", "itl_s", "queue_s", "e2e_s")
+HISTOGRAMS = ("ttft_s", "itl_s", "queue_s", "e2e_s", "prefill_s", "decode_s", "inference_s")
 """Server-side latency distributions, as windowed quantiles from bucket deltas."""
 
 SIGNAL_DOCS: dict[str, str] = {
@@ -66,6 +76,9 @@ SIGNAL_DOCS: dict[str, str] = {
     "itl_s": "server-side inter-token latency",
     "queue_s": "time a request waited before it was scheduled",
     "e2e_s": "server-side request latency, arrival to end",
+    "prefill_s": "time from a request's scheduling to its first token (its prefill)",
+    "decode_s": "time from a request's first token to its last",
+    "inference_s": "time from a request's scheduling to its end (prefill + decode)",
 }
 """One line per signal, for the help screen (the module docstring names the source metrics)."""
 
@@ -108,6 +121,7 @@ class ServerMap:
         names += list(self.counters())
         out = set()
         for name in names:
+            name = name.partition("{")[0]
             if name.endswith(("_sum", "_count")) and not name.endswith("_total"):
                 out.add(name.rpartition("_")[0])  # a histogram's sum: its family
             out.add(name[: -len("_total")] if name.endswith("_total") else name)
@@ -139,6 +153,9 @@ MAPS: dict[str, ServerMap] = {
             "itl_s": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
             "queue_s": ("vllm:request_queue_time_seconds",),
             "e2e_s": ("vllm:e2e_request_latency_seconds",),
+            "prefill_s": ("vllm:request_prefill_time_seconds",),
+            "decode_s": ("vllm:request_decode_time_seconds",),
+            "inference_s": ("vllm:request_inference_time_seconds",),
         },
         hint="vLLM serves /metrics by default: is a proxy in the way? point --metrics-url at the server",
     ),
@@ -158,6 +175,8 @@ MAPS: dict[str, ServerMap] = {
             "itl_s": ("sglang:inter_token_latency_seconds",),
             "queue_s": ("sglang:queue_time_seconds",),
             "e2e_s": ("sglang:e2e_request_latency_seconds",),
+            "prefill_s": ('sglang:per_stage_req_latency_seconds{stage="prefill_forward"}',),
+            "decode_s": ('sglang:per_stage_req_latency_seconds{stage="decode_forward"}',),
         },
         hint="SGLang: start with --enable-metrics",
     ),
@@ -190,7 +209,11 @@ MAPS: dict[str, ServerMap] = {
             "generation_tok_s": Rate(("tgi_request_generated_tokens_sum",)),
             "prompt_tok_s": Rate(("tgi_request_input_length_sum",)),
         },
-        histograms={"queue_s": ("tgi_request_queue_duration",), "e2e_s": ("tgi_request_duration",)},
+        histograms={
+            "queue_s": ("tgi_request_queue_duration",),
+            "e2e_s": ("tgi_request_duration",),
+            "inference_s": ("tgi_request_inference_duration",),
+        },
         hint="TGI serves /metrics on its own port by default: point --metrics-url at the router",
     ),
 }

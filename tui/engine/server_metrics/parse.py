@@ -151,14 +151,25 @@ def total(families: Mapping[str, Family], metric: str) -> float | None:
     return sum(values) if values else None
 
 
+def selector(metric: str) -> tuple[str, Labels]:
+    """`name{a="x",b="y"}` -> (`name`, the labels it asks for); a bare name asks for none."""
+    name, _, rest = metric.partition("{")
+    pairs = [p.split("=", 1) for p in rest.rstrip("}").split(",") if "=" in p]
+    return name, tuple(sorted((k.strip(), v.strip().strip('"')) for k, v in pairs))
+
+
 def histogram(families: Mapping[str, Family], metric: str) -> Buckets | None:
-    """A histogram summed over its label sets (all but `le`); None when absent or not a histogram."""
+    """A histogram summed over its label sets (all but `le`); None when absent or not a histogram.
+    `metric` may select series by label (`name{stage="prefill_forward"}`, see `selector`)."""
+    metric, wanted = selector(metric)
     family = families.get(metric)
     if family is None or family.kind not in ("histogram", "gaugehistogram"):
         return None
     by_edge: dict[float, float] = {}
     sum_value = 0.0
     for s in family.samples:
+        if wanted and not set(wanted) <= set(s.labels):
+            continue
         if s.name.endswith("_bucket"):
             le = dict(s.labels).get("le")
             if le is None:

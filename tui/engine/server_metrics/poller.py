@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,8 +33,11 @@ import orjson
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.network import sync_transport
 from tui.engine.secrets import mask_secret
+from tui.engine.server_metrics.gpu import FAMILIES
+from tui.engine.server_metrics.gpu_source import GpuSource, gpu_source_for
 from tui.engine.server_metrics.kinds import LLAMACPP, MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text, sample_names
+from tui.engine.server_metrics.parts import estimate_record
 from tui.engine.server_metrics.slots import Slots, parse_slots, slots_url
 from tui.engine.server_metrics.view import (
     MISSING,
@@ -44,6 +48,7 @@ from tui.engine.server_metrics.view import (
     build_view,
     model_of,
     read,
+    restarted,
     with_areas,
 )
 
@@ -82,14 +87,16 @@ class ServerMetricsPoller:
         on_notice: Callable[[str], None] | None = None,
         transport: httpx.BaseTransport | None = None,
         log: IO[bytes] | None = None,
-        on_scrape: Callable[[int, str], None] | None = None,
+        gpu: GpuSource | None = None,
+        on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
     ) -> None:
         """`base_url`: the OpenAI base (`.../v1`); `metrics_url` overrides where to scrape. `window_s`: the
         live view's window for rates and quantiles. `history`: readings kept (600 at 1 Hz = 10 minutes).
         `headers`: sent with every scrape (an Authorization header for a hosted server). `on_notice`: called
         once with the one-line reason when metrics are missing or unreachable. `log`: an open binary file that
         gets one JSON line per scrape (`scrape_record`), flushed, for plots after the run; on a write error
-        the poller says so once (`on_notice`) and stops logging, the scraping goes on."""
+        the poller says so once (`on_notice`) and stops logging, the scraping goes on. `gpu`: where the
+        GPU figures come from besides the server's own text (`gpu_source.GpuSource`), read each scrape."""
         if interval_s <= 0 or timeout_s <= 0 or window_s <= 0 or history < 2:
             raise ValueError("interval_s, timeout_s and window_s must be positive; history at least 2")
         self.url = metrics_url or metrics_url_for(base_url)
@@ -100,7 +107,9 @@ class ServerMetricsPoller:
         self._on_notice = on_notice
         self._transport = transport
         self._log = log
+        self._gpu = gpu
         self._on_scrape = on_scrape
+        """Called with each good scrape's time, body and GPU gauges (a session records them)."""
         self._slots_on = True
         self._ring: deque[Reading] = deque(maxlen=history)
         self._holds: dict[str, Hold] = {}
@@ -172,8 +181,6 @@ class ServerMetricsPoller:
                 self._fail(client, MISSING, f"GET {self.url} answered {response.status_code}")
                 return False
             text = response.text
-            # Midway between send and receipt: the instant the server most likely read its state.
-            t_ns = (sent_ns + got_ns) // 2
             kind, families = self._parse(text)
         except NotPrometheusError as exc:
             self._fail(client, MISSING, f"GET {self.url}: {exc}")
@@ -184,9 +191,12 @@ class ServerMetricsPoller:
         except Exception as exc:  # a parser surprise must not end the thread: the view says what happened
             self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
             return False
+        # Midway between send and receipt: the instant the server most likely read its state.
+        t_ns = (sent_ns + got_ns) // 2
+        gpu = self._gpu.read(client) if self._gpu is not None else {}
         if self._on_scrape is not None:
-            self._on_scrape(t_ns, text)
-        self._publish(kind, families, t_ns)
+            self._on_scrape(t_ns, text, gpu)
+        self._publish(kind, families, t_ns, gpu)
         if kind == LLAMACPP:
             self._view = replace(self._view, slots=self._read_slots(client))
         self._write_log(self._view, t_ns)
@@ -196,24 +206,31 @@ class ServerMetricsPoller:
     def _parse(text: str) -> tuple[str, Any]:
         kind = detect_kind(list(sample_names(text)))
         server_map = MAPS.get(kind)
-        return kind, parse_text(text, server_map.families() if server_map is not None else None)
+        return kind, parse_text(text, server_map.families() | FAMILIES if server_map is not None else None)
 
-    def take(self, t_ns: int, text: str) -> None:
-        """Publish the view of a ``/metrics`` body scraped at ``t_ns`` by someone else (a session's replay):
-        the same parse and view as a live scrape. A body that does not parse is skipped."""
+    def take(self, t_ns: int, text: str, gpu: Mapping[str, float] | None = None) -> None:
+        """Publish the view of a ``/metrics`` body scraped at ``t_ns`` by someone else (a session's replay),
+        with the GPU gauges read beside it: the same parse and view as a live scrape. A body that does not
+        parse is skipped, as live."""
         try:
             kind, families = self._parse(text)
         except Exception:
             return
-        self._publish(kind, families, t_ns)
+        self._publish(kind, families, t_ns, gpu or {})
 
-    def _publish(self, kind: str, families: Any, t_ns: int) -> None:
+    def _publish(self, kind: str, families: Any, t_ns: int, gpu: Mapping[str, float]) -> None:
         base = self._view
         if kind != base.kind:
             self._ring.clear()  # another server answers now: its readings do not continue the old ones
             self._holds.clear()
             base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
-        self._ring.append(with_areas(read(families, t_ns, kind), self._holds))
+        reading = read(families, t_ns, kind)
+        if gpu:
+            reading = replace(reading, gauges=MappingProxyType({**reading.gauges, **gpu}))
+        reading = with_areas(reading, self._holds)
+        if self._ring and restarted(self._ring[-1], reading):
+            base = replace(base, resets=base.resets + 1, reset_t_ns=t_ns)
+        self._ring.append(reading)
         self._view = build_view(base, tuple(self._ring), model_of(families))
 
     def _read_slots(self, client: httpx.Client) -> Slots | None:
@@ -251,7 +268,8 @@ class ServerMetricsPoller:
         for value in self._headers.values():
             message = mask_secret(message, value.removeprefix("Bearer "))
         old = self._view
-        self._view = ServerView(
+        self._view = replace(
+            old,
             status=status,
             url=self.url,
             kind=old.kind,
@@ -260,7 +278,13 @@ class ServerMetricsPoller:
             window_s=old.window_s,
             scrapes=old.scrapes,
             failures=old.failures + 1,
-            readings=old.readings,  # what was measured before stays usable for level summaries
+            # what was measured before stays usable for level summaries; the live figures do not hold
+            current={},
+            quantiles={},
+            estimates={},
+            parts=None,
+            other_gauges={},
+            slots=None,
         )
         if status not in self._noticed:
             self._noticed.add(status)
@@ -295,7 +319,8 @@ class ServerMetricsPoller:
 def scrape_record(view: ServerView, t_ns: int) -> dict[str, Any]:
     """One line of ``--server-metrics-log``: when (``perf_counter_ns``, the engine's clock, so it joins the
     requests log), what server, and every common signal as the live view had it (rates and quantiles over
-    the view's window; latencies in seconds, as the server exports them)."""
+    the view's window; latencies in seconds, as the server exports them; a quantile is a number only where
+    its bucket is narrow, `buckets` gives each one's edges and kind, `parts.histogram_record`)."""
     return {
         "t_ns": t_ns,
         "status": view.status,
@@ -304,6 +329,12 @@ def scrape_record(view: ServerView, t_ns: int) -> dict[str, Any]:
         "window_s": view.window_s,
         "current": dict(view.current),
         "quantiles": {name: dict(q) for name, q in view.quantiles.items()},
+        "buckets": {
+            name: {p: estimate_record(est) for p, est in found.items()}
+            for name, found in view.estimates.items()
+        },
+        "ttft_parts": view.parts,
+        "resets": view.resets,
         "other_gauges": dict(view.other_gauges),
     }
 
@@ -315,11 +346,12 @@ def poller_for(
     on_notice: Callable[[str], None],
     log: IO[bytes] | None,
     history: int = 3600,
-    on_scrape: Callable[[int, str], None] | None = None,
+    on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
 ) -> ServerMetricsPoller:
     """The poller a face runs for ``target`` (not started): the engine options' URL and interval, the API
     key as a bearer token (hosted servers guard /metrics too), an hour of readings at 1 Hz by default."""
     headers = {"authorization": f"Bearer {target.api_key}"} if target.api_key else None
+    gpu = gpu_source_for(options.gpu_metrics, on_notice) if options.gpu_metrics else None
     return ServerMetricsPoller(
         target.base_url,
         metrics_url=options.metrics_url,
@@ -328,6 +360,7 @@ def poller_for(
         on_notice=on_notice,
         log=log,
         history=history,
+        gpu=gpu,
         on_scrape=on_scrape,
         transport=sync_transport(target),  # the same trust (--ca-cert, --insecure, proxies) as the load
     )

@@ -16,19 +16,20 @@ from itertools import pairwise
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from tui.engine.server_metrics.gpu import gpu_gauges, gpu_record
 from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, MAPS, RATES, UNKNOWN, ServerMap
 from tui.engine.server_metrics.parse import Buckets, Family, histogram, label_values, total
+from tui.engine.server_metrics.parts import estimates, histogram_record, ttft_parts
 from tui.engine.server_metrics.slots import Slots
 from tui.engine.server_metrics.window import (
+    Estimate,
     Point,
     counter_rate,
     histogram_increase,
-    histogram_quantile,
     ratio_of_increases,
     time_weighted_mean,
 )
 
-QUANTILES = (0.5, 0.9, 0.99)
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -48,6 +49,21 @@ class Reading:
     areas: Mapping[str, float] = field(default_factory=dict)
     """Gauge signal -> its running area (value x ns, each reading held until the next) from the first
     scrape up to this one (`with_areas`); a gauge's mean over any window is then a difference of two."""
+
+
+class CanaryFigures(NamedTuple):
+    """The canary user's TTFT over the live window (`tui.engine.host.canary`): the TTFT a new user would
+    see now, from one-token requests sent beside the load and never counted in it."""
+
+    rate: float
+    """Requests per second asked for."""
+    n: int
+    """Canary requests whose first token came in the window."""
+    mean_ms: float | None
+    p99_ms: float | None
+    last_ms: float | None
+    errors: int
+    """Canary requests that failed in the window."""
 
 
 class Hold(NamedTuple):
@@ -89,6 +105,7 @@ def read(families: Mapping[str, Family], t_ns: int, kind: str) -> Reading:
     for signal, rate in server_map.rates.items():
         if rate.gauge is not None and (value := total(families, rate.gauge)) is not None:
             found_gauges[signal] = value
+    found_gauges.update(gpu_gauges(families))  # a server that serves DCGM's names beside its own
     counters = {n: v for n in server_map.counters() if (v := total(families, n)) is not None}
     hists: dict[str, Buckets] = {}
     for signal, candidates in server_map.histograms.items():
@@ -213,13 +230,22 @@ def window_histogram(
 
 
 def _quantiles(buckets: Buckets | None) -> dict[str, float | None]:
-    out: dict[str, float | None] = {f"p{round(q * 100)}": None for q in QUANTILES}
-    out["count"] = buckets.count if buckets is not None else 0.0
-    if buckets is not None and buckets.count > 0:
-        for q in QUANTILES:
-            out[f"p{round(q * 100)}"] = histogram_quantile(q, buckets)
-        out["mean"] = buckets.sum / buckets.count
-    return out
+    """Live quantiles in seconds: a number only where its bucket is narrow (`parts.histogram_record`)."""
+    record = histogram_record(buckets, scale=1.0)
+    return {k: v for k, v in record.items() if k not in ("buckets", "source")}
+
+
+def restarted(prev: Reading, cur: Reading) -> bool:
+    """True when a counter or a histogram's count went down between two readings: the server restarted
+    (its counters start again from zero)."""
+    if any(cur.counters[n] < v for n, v in prev.counters.items() if n in cur.counters):
+        return True
+    return any(cur.histograms[n].count < b.count for n, b in prev.histograms.items() if n in cur.histograms)
+
+
+def _window_hists(readings: tuple[Reading, ...], t_from_ns: int, t_to_ns: int) -> dict[str, Buckets | None]:
+    signals = {s for r in readings for s in r.histograms}
+    return {s: window_histogram(readings, s, t_from_ns, t_to_ns) for s in signals}
 
 
 # --- the view -----------------------------------------------------------------------------------------------
@@ -253,6 +279,16 @@ class ServerView:
     """The ring of recent readings, oldest first."""
     slots: Slots | None = None
     """llama.cpp only: its `/slots` as read beside the latest scrape (None elsewhere or when disabled)."""
+    estimates: Mapping[str, Mapping[str, Estimate]] = field(default_factory=dict)
+    """Each histogram's quantiles over the live window with their buckets (`window.Estimate`)."""
+    parts: Mapping[str, Any] | None = None
+    """The server's TTFT in parts over the live window (`parts.ttft_parts`), None without any part."""
+    resets: int = 0
+    """Times the server's counters went back (it restarted) since the first scrape."""
+    reset_t_ns: int | None = None
+    """When the last restart was seen (the first scrape after it)."""
+    canary: CanaryFigures | None = None
+    """The canary user's figures, set by the engine that runs one (None: no canary)."""
 
     @property
     def found(self) -> tuple[str, ...]:
@@ -261,7 +297,7 @@ class ServerView:
             return ()
         last = self.readings[-1]
         server_map = MAPS.get(self.kind)
-        names = list(last.gauges) + list(last.histograms)
+        names = [g for g in last.gauges if "@" not in g] + list(last.histograms)  # not each GPU's
         if server_map is not None:
             names += [
                 s
@@ -310,11 +346,14 @@ class ServerView:
             summary[signal] = (
                 rate_signal(server_map, readings, signal, t_from_ns, t_to_ns) if server_map else None
             )
+        hists = _window_hists(readings, t_from_ns, t_to_ns)
         for signal in HISTOGRAMS:
-            q = _quantiles(window_histogram(readings, signal, t_from_ns, t_to_ns))
-            summary[signal.removesuffix("_s") + "_ms"] = {
-                k: (v * 1e3 if v is not None and k != "count" else v) for k, v in q.items()
-            }
+            summary[signal.removesuffix("_s") + "_ms"] = histogram_record(hists.get(signal))
+        summary["ttft_parts"] = ttft_parts(hists)
+        last_gauges = self.readings[-1].gauges if self.readings else {}
+        summary["gpu"] = gpu_record(lambda s: gauge_mean(self.readings, s, t_from_ns, t_to_ns), last_gauges)
+        inside = [r for r in readings if t_from_ns <= r.t_ns <= t_to_ns]
+        summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
         return summary
 
 
@@ -327,11 +366,14 @@ def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: 
     current: dict[str, float | None] = {s: last.gauges.get(s) for s in GAUGES}
     server_map = MAPS.get(base.kind)
     quantiles: dict[str, Mapping[str, float | None]] = {}
+    found: dict[str, Mapping[str, Estimate]] = {}
+    hists = _window_hists(recent, t_from, t_to)
     if server_map is not None:
         for signal in RATES:
             current[signal] = rate_signal(server_map, recent, signal, t_from, t_to)
         for signal in server_map.histograms:
-            quantiles[signal] = _quantiles(window_histogram(recent, signal, t_from, t_to))
+            quantiles[signal] = _quantiles(hists.get(signal))
+            found[signal] = estimates(hists.get(signal))
     return ServerView(
         status=OK,
         url=base.url,
@@ -345,4 +387,8 @@ def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: 
         quantiles=MappingProxyType(quantiles),
         other_gauges=last.other_gauges,
         readings=readings,
+        estimates=MappingProxyType(found),
+        parts=ttft_parts(hists) if server_map is not None else None,
+        resets=base.resets,
+        reset_t_ns=base.reset_t_ns,
     )

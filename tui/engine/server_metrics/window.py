@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 
 from tui.engine.server_metrics.parse import Buckets
@@ -66,6 +67,12 @@ def histogram_increase(readings: Sequence[Buckets]) -> Buckets | None:
     if len(readings) < 2:
         return None
     edges = readings[-1].edges
+    first, last = readings[0], readings[-1]
+    if first.edges == edges and all(
+        prev.edges == edges and cur.count >= prev.count for prev, cur in pairwise(readings)
+    ):  # no restart inside: the increase is the last reading less the first (a level costs its length once)
+        increase = tuple(max(0.0, c - p) for c, p in zip(last.cumulative, first.cumulative, strict=True))
+        return Buckets(edges, increase, last.sum - first.sum)
     grown = [0.0] * len(edges)
     grown_sum = 0.0
     for prev, cur in pairwise(readings):
@@ -106,6 +113,54 @@ def histogram_quantile(q: float, buckets: Buckets) -> float | None:
                 return edge
             return lower + (edge - lower) * (rank - below) / in_bucket
     return None
+
+
+EXACT, BOUND, RANGE, ABOVE = "estimate", "bound", "range", "above"
+"""What a quantile read from buckets is: a narrow bucket's interpolation, `< high` (the first bucket), a
+range `low-high` (a bucket wider than the window's mean), or `> low` (the +Inf bucket)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A quantile from buckets with the edges of the bucket that holds it, so no midpoint of a coarse
+    bucket is shown or saved as a measurement. `value` is the interpolation, usable only when `kind` is
+    `estimate`; `low`/`high` are the bucket's edges (`high` is inf for the +Inf bucket)."""
+
+    kind: str
+    value: float
+    low: float
+    high: float
+
+    @property
+    def number(self) -> float | None:
+        """The figure when the bucket is narrow enough to give one, else None."""
+        return self.value if self.kind == EXACT else None
+
+    def scaled(self, factor: float) -> Estimate:
+        """The same estimate in another unit (seconds -> ms)."""
+        return Estimate(self.kind, self.value * factor, self.low * factor, self.high * factor)
+
+
+def quantile_estimate(q: float, buckets: Buckets) -> Estimate | None:
+    """The q-quantile as `histogram_quantile` reads it, with the bucket's edges and what it can claim: a rank
+    in the first bucket is only a bound (`< first edge`: every observation might sit at its bottom), as is a
+    bucket wider than the window's mean (sum/count, exact), which gives a range; None when empty."""
+    value = histogram_quantile(q, buckets)
+    if value is None:
+        return None
+    edges, cumulative = buckets.edges, buckets.cumulative
+    rank = q * cumulative[-1]
+    i = next(i for i, count in enumerate(cumulative) if count >= rank and count > 0)
+    if math.isinf(edges[i]):
+        low = max((e for e in edges if not math.isinf(e)), default=0.0)
+        return Estimate(ABOVE, value, low, math.inf)
+    low = edges[i - 1] if i > 0 else 0.0
+    if i == 0:
+        return Estimate(BOUND, value, 0.0, edges[0])
+    mean = buckets.sum / buckets.count if buckets.count > 0 else 0.0
+    if edges[i] - low > mean:
+        return Estimate(RANGE, value, low, edges[i])
+    return Estimate(EXACT, value, low, edges[i])
 
 
 def time_weighted_mean(points: Sequence[Point], t_from_ns: int, t_to_ns: int) -> float | None:

@@ -77,21 +77,18 @@ def load_run(path: Path, *, samples: bool = True) -> Run:
         head = path.open("rb").read(2)
     except OSError as exc:
         raise SessionError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if head[:1] == b"{":
-        import json
+    from tui.engine.results.files import ResultsFileError, read_results, to_json
 
+    if head[:1] == b"{":
         try:
-            doc = json.loads(path.read_text())
-        except ValueError as exc:
-            raise SessionError(f"{path}: not a results file ({exc})") from None
-        if not isinstance(doc, dict) or "levels" not in doc:
-            raise SessionError(f"{path}: not a results file (no levels)")
-        return Run(path, doc)
+            return Run(path, to_json(read_results(path)))
+        except ResultsFileError as exc:
+            raise SessionError(str(exc)) from None
     from tui.engine.sessions.replay import ReplayEngine
 
     session = read_session(path)
     replay = ReplayEngine(session).run_to_end()
-    doc = replay.results(interrupted="cut short" if session.cut else None)
+    doc = to_json(replay.results(interrupted="cut short" if session.cut else None))
     return Run(path, doc, session_samples(replay, doc) if samples else {}, cut=session.cut)
 
 

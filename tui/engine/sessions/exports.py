@@ -1,14 +1,19 @@
 """A session as another tool's input: a Mooncake-style trace of its requests (the format AIPerf, GuideLLM,
-vLLM's and SGLang's benches replay) and vLLM ``--save-result`` objects, one level per line."""
+vLLM's and SGLang's benches replay), and its results rebuilt by replaying it (for the results exports:
+vLLM, CSV, llm-d)."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.engine.sessions.file import read_session
 from tui.engine.sessions.replay import ReplayEngine
+
+if TYPE_CHECKING:
+    from tui.engine.results.model import Results
 
 MOONCAKE_BLOCK = 512
 """Tokens per ``hash_ids`` block, as Mooncake's traces count them."""
@@ -49,9 +54,17 @@ def to_mooncake(path: Path) -> list[str]:
     return lines
 
 
-def to_vllm_lines(path: Path) -> list[str]:
-    """One ``vllm bench serve --save-result`` object per level (``--append-result``'s layout)."""
-    from tui.engine.host.exports import vllm_level
+def session_results(path: Path) -> Results:
+    """The results document of the session at ``path``, rebuilt by replaying it to its end (a session cut
+    short: up to its cut, marked interrupted)."""
+    session = read_session(path)
+    return ReplayEngine(session).run_to_end().results(interrupted="cut short" if session.cut else None)
 
-    results = ReplayEngine(read_session(path)).run_to_end().results()
-    return [json.dumps(vllm_level(results, level)) for level in results["levels"]]
+
+def is_session(path: Path) -> bool:
+    """``path`` starts as a session does (gzip), not as a results file (JSON)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False

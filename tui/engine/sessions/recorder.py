@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,9 +134,13 @@ class SessionRecorder:
     def mark(self, t_ns: int, label: str) -> None:
         self._writer.write({"k": "mark", "t": t_ns, "label": label}, flush=True)
 
-    def scrape(self, t_ns: int, text: str) -> None:
-        """The server's ``/metrics`` body as scraped at ``t_ns`` (the server pane replays from it)."""
-        self._event("scrape", time.perf_counter_ns(), at=t_ns, text=text)
+    def scrape(self, t_ns: int, text: str, gpu: Mapping[str, float]) -> None:
+        """The server's ``/metrics`` body as scraped at ``t_ns``, with the GPU gauges read beside it (the
+        server pane replays from them)."""
+        if gpu:
+            self._event("scrape", time.perf_counter_ns(), at=t_ns, text=text, gpu=dict(gpu))
+        else:
+            self._event("scrape", time.perf_counter_ns(), at=t_ns, text=text)
 
     def fatal(self, t_ns: int, text: str) -> None:
         self._event("fatal", t_ns, text=text)

@@ -25,6 +25,9 @@ from tui.engine.sessions.file import Session, SessionError
 from tui.engine.sessions.stamps import LaneStamps, record_index
 from tui.engine.snapshot import RequestDetail, Snapshot
 
+if TYPE_CHECKING:
+    from tui.engine.results.model import Results
+
 SPEEDS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
 
@@ -218,7 +221,7 @@ class ReplayEngine(EngineBase):
             if not self._scraped:
                 self._scrape.attach(self._poller)
                 self._scraped = True
-            self._poller.take(int(e.get("at", t)), str(e["text"]))
+            self._poller.take(int(e.get("at", t)), str(e["text"]), e.get("gpu"))
         elif kind == "model":
             self._model = str(e["model"])
         elif kind == "workload":
@@ -273,12 +276,12 @@ class ReplayEngine(EngineBase):
     def detail(self, request_id: int) -> RequestDetail | None:
         return self._store.detail(request_id, self._now)
 
-    def results(self, *, interrupted: str | None = None) -> dict[str, Any]:
+    def results(self, *, interrupted: str | None = None) -> Results:
         """The results document of what was recorded up to the replay clock."""
-        from tui.engine.host.live_results import collect_results
-        from tui.engine.host.results import RunInfo
+        from tui.engine.host.run_config import run_info
+        from tui.engine.results.live import collect_results
 
-        info = RunInfo.of(
+        info = run_info(
             self.target,
             self.workload,
             self._load,

@@ -1,42 +1,44 @@
-"""A static plot of a run for reports: output throughput against concurrency (or request rate), as SVG.
+"""A static plot of a run for reports: output throughput against concurrency and/or request rate, as SVG.
 
-A pure function of the results dict that `tui.engine.host.results.build_results` makes (or a results file
-read back: ``python -m tui.engine.host.report_plots results.json [-o plot.svg]``), like the exports. Only
-steady levels with a measured rate are plotted (a level too short to measure has null rates and never
-makes a point: its fall would not be real); the knee is marked; under the curve a table gives each level's
-TTFT and ITL p50/p99, and under it each level's TTFT, ITL (vLLM's chunk gaps) and E2E histograms as the
-results saved them (``histograms``: the population of the level's stats), with p50 and p99 marked; a file
-from before histograms were saved gets a note instead. Plain string building (no plotting library: plotext
-is the app's, and the engine loads no UI library); an SVG opens in any browser and embeds in a report.
+A pure function of the results model (a run just measured, or a results file read back: ``tokentop plot
+results.json``), like the exports. Each load mode gets its own panel and x axis (users; requests/s): a run
+that switched modes with `m` shows two curves, never a rate level placed on a users axis. Only steady levels
+with a measured rate are plotted (a level too short to measure has null rates and never makes a point: its
+fall would not be real); the knee is marked; under the curves a table gives each level's TTFT and ITL p50/p99,
+and under it each level's TTFT, ITL (vLLM's chunk gaps) and E2E histograms as the results saved them, with p50
+and p99 marked; a file from before histograms were saved gets a note instead. Plain string building (no
+plotting library: plotext is the app's, and the engine loads no UI library); an SVG opens in any browser.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-import orjson
+from tui.engine.results.files import write_atomic
+from tui.engine.results.model import Histogram, Level, Mode, Results
 
 WIDTH = 720
 PLOT_TOP, PLOT_HEIGHT = 56, 260
 PLOT_LEFT, PLOT_RIGHT = 78, 24
 ROW_H = 18
-TABLE_COLUMNS: tuple[tuple[str, str | None], ...] = (
+TABLE_COLUMNS: tuple[tuple[str, Callable[[Level], float | None] | None], ...] = (
     ("level", None),
-    ("out tok/s", "output_throughput"),
-    ("TTFT p50", "p50_ttft_ms"),
-    ("TTFT p99", "p99_ttft_ms"),
-    ("ITL p50", "p50_itl_ms"),
-    ("ITL p99", "p99_itl_ms"),
+    ("out tok/s", lambda lv: lv.output_throughput),
+    ("TTFT p50", lambda lv: lv.ttft.p50),
+    ("TTFT p99", lambda lv: lv.ttft.p99),
+    ("ITL p50", lambda lv: lv.itl.p50),
+    ("ITL p99", lambda lv: lv.itl.p99),
     ("", None),
 )
-"""The table under the plot: header, results key (None: made here)."""
+"""The table under the plot: header, the level's figure (None: made here)."""
+AXIS_TITLES: dict[Mode, str] = {"concurrency": "concurrency (users)", "rate": "request rate (req/s)"}
+"""Each mode's x axis: a panel of its own, so users and requests/s never share one."""
+PANEL_GAP = 64
+"""Between one mode's panel and the next (its x labels and title sit there)."""
 _STYLE = (
     "text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;fill:#222}"
     ".title{font-size:14px;font-weight:bold}.axis{stroke:#444;stroke-width:1}.grid{stroke:#ddd;stroke-width:1}"
@@ -55,29 +57,36 @@ def _finite(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def level_value(level: Mapping[str, Any]) -> float | None:
+def level_value(level: Level) -> float | None:
     """A level's x: its concurrency or its request rate."""
-    return _finite(level.get("concurrency" if level.get("mode") == "concurrency" else "request_rate"))
+    return _finite(level.value)
 
 
-def level_name(level: Mapping[str, Any]) -> str:
+def level_name(level: Level) -> str:
     """As the bench table names it: "c=8", "r=2.5/s"."""
     v = level_value(level)
     shown = "?" if v is None else f"{v:g}"
-    return f"c={shown}" if level.get("mode") == "concurrency" else f"r={shown}/s"
+    return f"c={shown}" if level.mode == "concurrency" else f"r={shown}/s"
 
 
-def plotted_levels(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The levels that make a point: steady, not too short, with a measured output throughput; by x."""
+def plotted_levels(results: Results, mode: Mode | None = None) -> list[Level]:
+    """The levels that make a point (of ``mode``, or of every mode): steady, not too short, with a measured
+    output throughput; by x."""
     out = [
         lv
-        for lv in results.get("levels") or ()
-        if lv.get("steady") is True
-        and not lv.get("too_short")
-        and _finite(lv.get("output_throughput")) is not None
+        for lv in results.levels
+        if (mode is None or lv.mode == mode)
+        and lv.steady
+        and not lv.too_short
+        and _finite(lv.output_throughput) is not None
         and level_value(lv) is not None
     ]
     return sorted(out, key=lambda lv: level_value(lv) or 0.0)
+
+
+def plot_modes(results: Results) -> tuple[Mode, ...]:
+    """The panels: each mode the run's levels used, in the order it first ran (concurrency for none)."""
+    return results.modes or ("concurrency",)
 
 
 def nice_ceiling(x: float) -> float:
@@ -118,23 +127,21 @@ def _text(x: float, y: float, s: str, *, anchor: str = "start", cls: str | None 
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{c}>{escape(s)}</text>'
 
 
-def throughput_svg(results: Mapping[str, Any]) -> str:
-    """The SVG document (a string) of the run's throughput curve, its knee and the latency table."""
-    levels: list[Mapping[str, Any]] = list(results.get("levels") or ())
-    points = plotted_levels(results)
-    mode = levels[0].get("mode") if levels else "concurrency"
-    x_title = "concurrency (users)" if mode == "concurrency" else "request rate (req/s)"
-    plot_right = WIDTH - PLOT_RIGHT
-    bottom = PLOT_TOP + PLOT_HEIGHT
-    table_top = bottom + 64
+def throughput_svg(results: Results) -> str:
+    """The SVG document (a string) of the run's throughput curves (one panel per load mode), the knee and the
+    latency table."""
+    levels = list(results.levels)
+    modes = plot_modes(results)
+    panels_h = len(modes) * PLOT_HEIGHT + (len(modes) - 1) * PANEL_GAP
+    table_top = PLOT_TOP + panels_h + 64
     hist_top = table_top + ROW_H * (len(levels) + 2) + 16
     hist, hist_h = histogram_panels(levels, hist_top)
     height = hist_top + hist_h
-    target = results.get("target") or {}
-    title = f"output tok/s vs {x_title.split(' ')[0]}: {target.get('model') or '?'}"
-    sub = " · ".join(str(x) for x in (target.get("url"), results.get("started_at")) if x)
-    if results.get("interrupted"):
-        sub += f" · interrupted ({results.get('interrupted_by') or 'yes'})"
+    title = "output tok/s vs " + " and ".join(AXIS_TITLES[m].split(" ")[0] for m in modes)
+    title += f": {results.target.model or '?'}"
+    sub = " · ".join(x for x in (results.target.url, results.started_at) if x)
+    if results.interrupted:
+        sub += f" · interrupted ({results.interrupted_by or 'yes'})"
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}">',
@@ -143,52 +150,63 @@ def throughput_svg(results: Mapping[str, Any]) -> str:
         _text(PLOT_LEFT, 22, title, cls="title"),
         _text(PLOT_LEFT, 40, sub, cls="note"),
     ]
-    # y axis: 0 to a round top, five ticks
-    tps = [_finite(lv.get("output_throughput")) or 0.0 for lv in points]
-    top = nice_ceiling(max(tps, default=0.0))
-    for k in range(6):
-        y = bottom - k / 5 * PLOT_HEIGHT
-        out.append(f'<line class="grid" x1="{PLOT_LEFT}" y1="{y:.1f}" x2="{plot_right}" y2="{y:.1f}"/>')
-        out.append(_text(PLOT_LEFT - 6, y + 4, f"{top * k / 5:,.6g}", anchor="end"))
-    out.append(f'<line class="axis" x1="{PLOT_LEFT}" y1="{bottom}" x2="{plot_right}" y2="{bottom}"/>')
-    out.append(f'<line class="axis" x1="{PLOT_LEFT}" y1="{PLOT_TOP}" x2="{PLOT_LEFT}" y2="{bottom}"/>')
-    out.append(
-        f'<text x="18" y="{PLOT_TOP + PLOT_HEIGHT / 2:.1f}" text-anchor="middle" '
-        f'transform="rotate(-90 18 {PLOT_TOP + PLOT_HEIGHT / 2:.1f})">output tok/s</text>'
-    )
-    xs, log = x_positions([level_value(lv) or 0.0 for lv in points], PLOT_LEFT + 24, plot_right - 24)
-    ys = [bottom - t / top * PLOT_HEIGHT for t in tps]
-    for lv, x in zip(points, xs, strict=True):  # x labels: one per plotted level
-        out.append(f'<line class="axis" x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 4}"/>')
-        out.append(_text(x, bottom + 18, f"{level_value(lv):g}", anchor="middle"))
-    out.append(_text((PLOT_LEFT + plot_right) / 2, bottom + 38, x_title + (" (log scale)" if log else ""),
-                     anchor="middle"))  # fmt: skip
-    if points:
-        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=True))
-        out.append(f'<polyline class="tps" points="{coords}"/>')
-        for lv, x, y, t in zip(points, xs, ys, tps, strict=True):
-            out.append(
-                f'<circle class="point" data-level="{lv.get("level_id")}" cx="{x:.1f}" cy="{y:.1f}" r="3.5">'
-                f"<title>{escape(level_name(lv))}: {t:,.0f} tok/s</title></circle>"
-            )
-    else:
-        out.append(_text((PLOT_LEFT + plot_right) / 2, PLOT_TOP + PLOT_HEIGHT / 2,
-                         "no steady level to plot", anchor="middle", cls="note"))  # fmt: skip
-    knee = (results.get("saturation") or {}).get("knee")
-    knee_id = knee.get("level_id") if isinstance(knee, Mapping) else None
-    for lv, x, y in zip(points, xs, ys, strict=True):
-        if lv.get("level_id") == knee_id:
-            out.append(f'<circle class="knee" cx="{x:.1f}" cy="{y:.1f}" r="8"/>')
-            anchor = "end" if x > (PLOT_LEFT + plot_right) / 2 else "start"
-            dx = -12 if anchor == "end" else 12
-            out.append(_text(x + dx, y - 10, f"knee: {level_name(lv)}", anchor=anchor, cls="kneelabel"))
-    out.extend(_table(levels, points, table_top))
+    knee_id = results.saturation.knee.level_id if results.saturation.knee is not None else None
+    for k, mode in enumerate(modes):
+        out.extend(_panel_svg(results, mode, PLOT_TOP + k * (PLOT_HEIGHT + PANEL_GAP), knee_id))
+    out.extend(_table(levels, plotted_levels(results), table_top))
     out.extend(hist)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def _table(levels: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]], top: float) -> list[str]:
+def _panel_svg(results: Results, mode: Mode, top: float, knee_id: int | None) -> list[str]:
+    """One mode's curve on its own axes: y from 0 to a round top, x its levels' users or requests/s."""
+    points = plotted_levels(results, mode)
+    x_title = AXIS_TITLES[mode]
+    plot_right = WIDTH - PLOT_RIGHT
+    bottom = top + PLOT_HEIGHT
+    out = [f'<g class="panel" data-mode="{mode}">']
+    tps = [_finite(lv.output_throughput) or 0.0 for lv in points]
+    y_top = nice_ceiling(max(tps, default=0.0))
+    for k in range(6):
+        y = bottom - k / 5 * PLOT_HEIGHT
+        out.append(f'<line class="grid" x1="{PLOT_LEFT}" y1="{y:.1f}" x2="{plot_right}" y2="{y:.1f}"/>')
+        out.append(_text(PLOT_LEFT - 6, y + 4, f"{y_top * k / 5:,.6g}", anchor="end"))
+    out.append(f'<line class="axis" x1="{PLOT_LEFT}" y1="{bottom}" x2="{plot_right}" y2="{bottom}"/>')
+    out.append(f'<line class="axis" x1="{PLOT_LEFT}" y1="{top}" x2="{PLOT_LEFT}" y2="{bottom}"/>')
+    out.append(
+        f'<text x="18" y="{top + PLOT_HEIGHT / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 18 {top + PLOT_HEIGHT / 2:.1f})">output tok/s</text>'
+    )
+    xs, log = x_positions([level_value(lv) or 0.0 for lv in points], PLOT_LEFT + 24, plot_right - 24)
+    ys = [bottom - t / y_top * PLOT_HEIGHT for t in tps]
+    for lv, x in zip(points, xs, strict=True):  # x labels: one per plotted level
+        out.append(f'<line class="axis" x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 4}"/>')
+        out.append(_text(x, bottom + 18, f"{level_value(lv):g}", anchor="middle"))
+    out.append(_text((PLOT_LEFT + plot_right) / 2, bottom + 38, x_title + (" (log scale)" if log else ""),
+                     anchor="middle", cls="xtitle"))  # fmt: skip
+    if points:
+        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=True))
+        out.append(f'<polyline class="tps" data-mode="{mode}" points="{coords}"/>')
+        for lv, x, y, t in zip(points, xs, ys, tps, strict=True):
+            out.append(
+                f'<circle class="point" data-level="{lv.level_id}" cx="{x:.1f}" cy="{y:.1f}" r="3.5">'
+                f"<title>{escape(level_name(lv))}: {t:,.0f} tok/s</title></circle>"
+            )
+    else:
+        out.append(_text((PLOT_LEFT + plot_right) / 2, top + PLOT_HEIGHT / 2,
+                         "no steady level to plot", anchor="middle", cls="note"))  # fmt: skip
+    for lv, x, y in zip(points, xs, ys, strict=True):
+        if lv.level_id == knee_id:
+            out.append(f'<circle class="knee" cx="{x:.1f}" cy="{y:.1f}" r="8"/>')
+            anchor = "end" if x > (PLOT_LEFT + plot_right) / 2 else "start"
+            dx = -12 if anchor == "end" else 12
+            out.append(_text(x + dx, y - 10, f"knee: {level_name(lv)}", anchor=anchor, cls="kneelabel"))
+    out.append("</g>")
+    return out
+
+
+def _table(levels: Sequence[Level], points: Sequence[Level], top: float) -> list[str]:
     """Each level's TTFT and ITL p50/p99 (ms), its throughput, and why it is not on the curve if not."""
     plotted = {id(lv) for lv in points}
     xs = [PLOT_LEFT, PLOT_LEFT + 150, PLOT_LEFT + 240, PLOT_LEFT + 330, PLOT_LEFT + 420, PLOT_LEFT + 510,
@@ -203,35 +221,34 @@ def _table(levels: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, An
     row(top + ROW_H, [name for name, _ in TABLE_COLUMNS])
     for k, lv in enumerate(levels, 2):
         cells = [level_name(lv)]
-        for _, key in TABLE_COLUMNS[1:-1]:
-            assert key is not None
-            cells.append(_fmt(_finite(lv.get(key)), thousands=key == "output_throughput"))
+        for k, (_, figure) in enumerate(TABLE_COLUMNS[1:-1]):
+            assert figure is not None
+            cells.append(_fmt(_finite(figure(lv)), thousands=k == 0))
         if id(lv) in plotted:
             cells.append("")
         else:
-            why = "too short" if lv.get("too_short") else "not steady" if not lv.get("steady") else "no rate"
+            why = "too short" if lv.too_short else "not steady" if not lv.steady else "no rate"
             cells.append(f"(not plotted: {why})")
         row(top + k * ROW_H, cells)
     return out
 
 
-def _hist(level: Mapping[str, Any], key: str) -> tuple[list[float], list[int]] | None:
-    """A level's saved histogram ``key`` as (edges, counts), None when absent, malformed or empty."""
-    h = (level.get("histograms") or {}).get(key)
-    if not isinstance(h, Mapping):
+def _hist(level: Level, key: str) -> tuple[list[float], list[int]] | None:
+    """A level's saved histogram ``key`` as (edges, counts), None when absent or empty."""
+    h: Histogram | None = None if level.histograms is None else getattr(level.histograms, key)
+    if h is None or not h.total or h.check() is not None:
         return None
-    edges = [_finite(e) for e in h.get("edges_ms") or ()]
-    counts = [c for c in h.get("counts") or () if isinstance(c, int) and not isinstance(c, bool)]
-    if not counts or len(edges) != len(counts) + 1 or any(e is None for e in edges) or not sum(counts):
+    edges = [_finite(e) for e in h.edges_ms]
+    if any(e is None for e in edges):
         return None
-    return [e for e in edges if e is not None], counts
+    return [e for e in edges if e is not None], list(h.counts)
 
 
 def _ms_label(ms: float) -> str:
     return f"{ms / 1000:.3g} s" if ms >= 1000 else f"{ms:.3g}"
 
 
-def histogram_panels(levels: Sequence[Mapping[str, Any]], top: float) -> tuple[list[str], float]:
+def histogram_panels(levels: Sequence[Level], top: float) -> tuple[list[str], float]:
     """Each level's row of TTFT, ITL and E2E histograms (a column shares one log ms axis, so a shift between
     levels shows), bars scaled to the panel's tallest; and the height they take. Drawn from the saved
     counts alone: a results file redraws the same panels."""
@@ -265,7 +282,7 @@ def histogram_panels(levels: Sequence[Mapping[str, Any]], top: float) -> tuple[l
     for r, lv in enumerate(rows):
         y = grid_top + r * HIST_ROW_H
         out.append(_text(PLOT_LEFT - 6, y + HIST_BAR_H / 2, level_name(lv), anchor="end"))
-        n = f"n={lv.get('completed', '?')}"
+        n = f"n={lv.completed}"
         out.append(_text(PLOT_LEFT - 6, y + HIST_BAR_H / 2 + 14, n, anchor="end", cls="note"))
     return out, 40 + len(rows) * HIST_ROW_H + 20
 
@@ -289,7 +306,7 @@ def _log_axis(lo: float, hi: float, left: float, width: float) -> Callable[[floa
 
 
 def _panel(
-    lv: Mapping[str, Any],
+    lv: Level,
     key: str,
     title: str,
     x_of: Callable[[float], float],
@@ -301,7 +318,7 @@ def _panel(
     h = _hist(lv, key)
     n = 0 if h is None else sum(h[1])
     out = [
-        f'<g class="hist" data-level="{lv.get("level_id")}" data-metric="{key}" data-n="{n}">',
+        f'<g class="hist" data-level="{lv.level_id}" data-metric="{key}" data-n="{n}">',
         f'<rect class="frame" x="{left:.1f}" y="{y:.1f}" width="{width:.1f}" height="{HIST_BAR_H}"/>',
     ]
     if h is not None:
@@ -319,7 +336,7 @@ def _panel(
                     f"<title>{escape(tip)}</title></rect>"
                 )
         for stat in ("p50", "p99"):
-            v = _finite(lv.get(f"{stat}_{key}_ms"))
+            v = _finite(getattr(getattr(lv, key), stat))
             if v is not None:
                 x = x_of(v)
                 out.append(f'<line class="{stat}" x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{base:.1f}"/>')
@@ -329,37 +346,6 @@ def _panel(
     return out
 
 
-def write_plot(results: Mapping[str, Any], path: Path) -> Path:
+def write_plot(results: Results, path: Path) -> Path:
     """Write the SVG (UTF-8) to ``path``, replaced atomically like the results file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(throughput_svg(results), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tui.engine.host.report_plots results.json [-o plot.svg]``: the plot of a saved run."""
-    ap = argparse.ArgumentParser(prog="python -m tui.engine.host.report_plots", description=main.__doc__)
-    ap.add_argument("results", type=Path, help="a results JSON file written by tokentop")
-    ap.add_argument("-o", "--output", type=Path, help="where to write the SVG (default: beside it, .svg)")
-    ns = ap.parse_args(argv)
-    try:
-        results = orjson.loads(ns.results.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        print(f"error: cannot read {ns.results}: {exc}", file=sys.stderr)
-        return 1
-    if not isinstance(results, dict) or not isinstance(results.get("levels"), list):
-        print(f"error: {ns.results} is not a tokentop results file (no levels)", file=sys.stderr)
-        return 1
-    out = ns.output or ns.results.with_suffix(".svg")
-    try:
-        write_plot(results, out)
-    except OSError as exc:
-        print(f"error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return write_atomic(path, throughput_svg(results).encode())

@@ -1,0 +1,279 @@
+"""The results document from plain data: a `RunInfo`, a `Snapshot`, the level views, a `ClientSummary` and
+the server's figures; never the live engine, so results can be rebuilt from a file or a replay.
+
+Never contains the API key or a header value: `RunInfo` holds none.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui import __version__
+from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
+from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
+from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
+from tui.engine.results import model as rm
+from tui.engine.results.definitions import DEFINITIONS
+from tui.engine.secrets import display_url
+from tui.engine.snapshot import LevelView, Snapshot
+from tui.engine.snapshot import Stats as ViewStats
+
+
+def safe_url(url: str) -> str:
+    """The URL without any user:password part or query value (`tui.engine.secrets.display_url`)."""
+    return display_url(url)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the results say about the run itself, as plain data: no engine object and no secret (the URL
+    has no credentials, the headers only their names, the API key is not here at all). Made by
+    `tui.engine.host.run_config.run_info` from the configs a face ran with."""
+
+    url: str
+    """Server base URL, without any user:password part."""
+    model: str
+    endpoint: str
+    workload: WorkloadConfig
+    options: EngineOptions
+    workers: int
+    load: LoadTarget
+    """The target when the results were taken (a rate level's arrival process and cap come from it)."""
+    started_at_s: float
+    """Wall-clock start of the run (``time.time()``)."""
+    timeout_s: float
+    header_names: tuple[str, ...] = ()
+    extra_body: tuple[tuple[str, object], ...] = ()
+    demo: bool = False
+    endpoint_path: str | None = None
+    """``--endpoint /PATH`` without query values or key; None: the flavour's own path."""
+    workload_record: Mapping[str, Any] = field(default_factory=dict)
+    """Every workload setting as plain data (`run_config.workload_record`)."""
+    isl_probe: Mapping[str, Any] | None = None
+    """Whether the ISL probe ran, or why not (`run_config.isl_probe_record`)."""
+    tool: str = "tokentop"
+    version: str = __version__
+
+
+@dataclass(frozen=True)
+class ClientSummary:
+    """The load generator's own health over the whole run."""
+
+    max_loop_lag_p99_ms: float
+    """Highest event-loop lag p99 any worker reported: raw, a momentary stall included."""
+    max_cpu_share: float
+    """Highest CPU share (of one core) any worker reported: raw."""
+    saturated: bool
+    """Sustained saturation at some point (`tui.engine.load.health.Sustain`)."""
+    saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
+    """[from, to] run seconds while flagged (to None: until the end)."""
+    notices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServerSummary:
+    """The server's own view for results: each level's figures over its window
+    (`tui.engine.server_metrics.view.ServerView.level_summary`) and the run's (url, kind, status, message)."""
+
+    run: Mapping[str, Any]
+    levels: Mapping[int, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class LevelExtras:
+    """What a level's view does not hold: counts and peaks the live store keeps beside it."""
+
+    cancelled: int = 0
+    max_loop_lag_p99_ms: float = 0.0
+    max_cpu_share: float = 0.0
+    max_output_tokens_per_s: float | None = None
+    max_concurrent_requests: int | None = None
+    histograms: rm.Histograms | None = None
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
+
+
+def stats_of(s: ViewStats) -> rm.Stats:
+    """A view's statistics as the results write them (median is p50; NaN is None)."""
+    return rm.Stats(
+        mean=_num(s.mean), median=_num(s.p50), std=_num(s.std), p50=_num(s.p50), p90=_num(s.p90),
+        p95=_num(s.p95), p99=_num(s.p99), min=_num(s.min), max=_num(s.max),
+    )  # fmt: skip
+
+
+def histograms_of(raw: Mapping[str, Mapping[str, Any]]) -> rm.Histograms:
+    """`tui.engine.aggregate.level_histograms`'s dict (ttft, e2el, itl: edges_ms, counts) as the model's."""
+
+    def one(name: str) -> rm.Histogram:
+        h = raw.get(name) or {}
+        return rm.Histogram(
+            edges_ms=tuple(float(e) for e in h.get("edges_ms", ())), counts=tuple(h.get("counts", ()))
+        )
+
+    return rm.Histograms(ttft=one("ttft"), e2el=one("e2el"), itl=one("itl"))
+
+
+def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: ServerSummary | None) -> rm.Level:
+    """One level in vLLM's vocabulary (plus tokentop's keys)."""
+    rate = lv.mode == "rate"
+    return rm.Level(
+        level_id=lv.level_id,
+        mode=lv.mode,
+        concurrency=None if rate else int(lv.value),
+        request_rate=lv.value if rate else None,
+        arrival=load.arrival if rate else None,
+        max_concurrency=load.max_concurrency if rate else None,
+        duration=lv.window_s,
+        completed=lv.window_completed,
+        failed=lv.window_failed,
+        total_input_tokens=lv.input_tokens,
+        total_output_tokens=lv.output_tokens,
+        request_throughput=_num(lv.request_per_s),
+        output_throughput=_num(lv.output_tps),
+        total_token_throughput=_num(lv.total_tps),
+        request_goodput=_num(lv.goodput_per_s),
+        ttft=stats_of(lv.ttft),
+        tpot=stats_of(lv.tpot),
+        itl=stats_of(lv.itl_chunk),
+        e2el=stats_of(lv.e2el),
+        itl_e2e=stats_of(lv.itl_e2e),
+        tokens_per_chunk=_num(lv.tokens_per_chunk),
+        per_request_output_throughput=_num(lv.per_request_tps),
+        steady=lv.steady,
+        too_short=lv.too_short,
+        steady_from_s=lv.steady_from_s,
+        window_from_s=lv.window_from_s,
+        window_to_s=lv.window_to_s,
+        started_s=lv.started_s,
+        ended_s=lv.ended_s,
+        level_completed=lv.completed,
+        level_failed=lv.failed,
+        cancelled=extra.cancelled,
+        errors=dict(lv.errors),
+        exact_stats=lv.exact,
+        client=rm.LevelClient(
+            max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms, max_cpu_share=extra.max_cpu_share
+        ),
+        sched_lag=stats_of(lv.sched_lag) if rate else None,
+        dropped_arrivals=lv.dropped,
+        mean_input_tokens=_num(lv.mean_isl),
+        mean_output_tokens=_num(lv.mean_osl),
+        mean_reasoning_tokens=_num(lv.reasoning_tokens),
+        ttfa=stats_of(lv.ttfa),
+        cached_prompt_tokens=lv.cached_tokens,
+        prefix_cache_hit_rate=_num(lv.cache_hit_rate),
+        max_output_tokens_per_s=extra.max_output_tokens_per_s,
+        max_concurrent_requests=extra.max_concurrent_requests,
+        server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
+        scraped=server is not None,
+        histograms=extra.histograms,
+    )
+
+
+def _plain(figures: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if figures is None else dict(figures)
+
+
+def _with_client_ttft(figures: Mapping[str, Any] | None, client_ttft_ms: float) -> dict[str, Any] | None:
+    """A level's server figures with its TTFT parts completed by the client's mean TTFT over the same
+    window (the network and client part is the client's whole minus the server's)."""
+    out = _plain(figures)
+    if out is None or out.get("ttft_parts") is None:
+        return out
+    from tui.engine.server_metrics.parts import with_client
+
+    out["ttft_parts"] = with_client(
+        out["ttft_parts"], client_ttft_ms if math.isfinite(client_ttft_ms) else None
+    )
+    return out
+
+
+def build_results(
+    info: RunInfo,
+    snap: Snapshot,
+    views: Sequence[tuple[LevelView, LevelExtras]],
+    client: ClientSummary,
+    *,
+    interrupted: str | None = None,
+    server: ServerSummary | None = None,
+    clock: rm.Clock | None = None,
+) -> rm.Results:
+    """The whole results document for what was measured so far. ``interrupted``: why the run was cut short
+    ("quit", "SIGINT", ...), as the face that saw it says; None for a run that finished. ``server``: what the
+    server's own /metrics said, per level and overall (None: not scraped)."""
+    workload, options, load = info.workload, info.options, info.load
+    knee = snap.knee
+    levels = tuple(level_of(lv, extra, load, server) for lv, extra in views)
+    peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
+    health = snap.health
+    return rm.Results(
+        tool=info.tool,
+        version=info.version,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(info.started_at_s)),
+        interrupted=interrupted is not None,
+        interrupted_by=interrupted,
+        target=rm.Target(url=safe_url(info.url), model=info.model, endpoint=info.endpoint),
+        config=rm.Config(
+            isl=workload.isl,
+            osl=workload.osl,
+            fixed_osl=workload.fixed_osl,
+            seed=workload.seed,
+            timeout_s=info.timeout_s,
+            workers=info.workers,
+            header_names=tuple(info.header_names),
+            extra_body=dict(info.extra_body),
+            demo=info.demo,
+            endpoint_path=info.endpoint_path,
+            slo_ttft_ms=options.slo_ttft_ms,
+            slo_tpot_ms=options.slo_tpot_ms,
+            min_window_s=MIN_WINDOW_S,
+            min_steady_requests=MIN_STEADY_REQUESTS,
+            workload=dict(info.workload_record),
+            isl_probe=None if info.isl_probe is None else dict(info.isl_probe),
+        ),
+        definitions=DEFINITIONS,
+        levels=levels,
+        saturation=rm.Saturation(
+            knee=None
+            if knee is None
+            else rm.Knee(
+                level_id=knee.level_id,
+                value=knee.value,
+                output_throughput=knee.output_tps,
+                peak_output_throughput=knee.peak_tps,
+            ),
+            peak_output_throughput=peak,
+            rule=KNEE_RULE.format(tol=KNEE_TOLERANCE),
+        ),
+        client=rm.Client(
+            workers=info.workers,
+            max_loop_lag_p99_ms=client.max_loop_lag_p99_ms,
+            max_cpu_share=client.max_cpu_share,
+            lag_threshold_ms=options.lag_threshold_ms,
+            cpu_threshold=options.cpu_threshold,
+            health_window_s=options.health_window_s,
+            saturated=client.saturated,
+            saturated_spans_s=client.saturated_spans_s,
+            last=rm.ClientLast(
+                loop_lag_p99_ms=health.loop_lag_p99_ms, cpu_share=health.cpu_share, reason=health.reason
+            ),
+        ),
+        totals=rm.Totals(
+            completed=snap.completed,
+            failed=snap.failed,
+            cancelled=snap.cancelled,
+            errors=dict(snap.errors),
+            malformed_lines_skipped=snap.skipped_lines,
+            dropped_arrivals=sum(lv.dropped for lv, _ in views),
+        ),
+        fatal=snap.fatal,
+        notices=client.notices,
+        server=None if server is None else dict(server.run),
+        clock=clock,
+    )

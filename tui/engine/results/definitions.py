@@ -1,0 +1,69 @@
+"""What every key of the results means, in one place: written into each results file (``definitions``), shown
+by the manual (`tui/manual/results.md` lists the same keys) and checked by a test against the model."""
+
+from __future__ import annotations
+
+from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
+
+DEFINITIONS: dict[str, str] = {
+    "ttft": "time to first token: first chunk with generated text (content or reasoning) minus request sent",
+    "tpot": "time per output token excluding the first: (E2E - TTFT) / (output tokens - 1), per request",
+    "itl": "inter-token latency as vLLM/SGLang: gaps between consecutive content chunks, all gaps pooled",
+    "itl_e2e": "LLMPerf inter-token latency: E2E / output tokens, per request, TTFT included",
+    "e2el": "end-to-end latency: end of stream minus request sent",
+    "duration": "length in seconds of the level's window (the throughput denominator)",
+    "steady_window": "one rule for the table, the curve, the results and a quit: the window starts at "
+    "the steady start (once every request of earlier levels has ended and one median E2E of this level "
+    "has passed; while it never got there, once every worker had applied the level) and ends at the "
+    "level's end, but never past the send of a request whose chunks are not all known: one still in "
+    "flight, or one cancelled at quit or Ctrl-C (its tokens are not counted and its time is not in the "
+    "window). So every request sent inside the window has ended, and every chunk inside it is known",
+    "steady": "the window starts at the steady start, lasts at least min_window_s and one median E2E, and "
+    "holds at least min_steady_requests successful requests sent in it (the latency statistics' population)",
+    "too_short": "the window is shorter than max(min_window_s, the level's median E2E), or no request of the "
+    "level finished: the rates (request_throughput, output_throughput, total_token_throughput, "
+    "request_goodput) are null, never 0 or an extrapolation",
+    "completed": "successful requests sent in the window (the population of the latency stats)",
+    "failed": "failed requests sent in the window",
+    "output_throughput": "output tokens of successful requests' content chunks arriving in the window / "
+    "duration (tokens per chunk from server usage)",
+    "request_throughput": "successful requests ending in the window / duration",
+    "total_token_throughput": "output_throughput plus input tokens of requests sent in the window / duration",
+    "request_goodput": "requests ending in the window that met every SLO given / duration",
+    "interrupted": "the run was cut short (interrupted_by: quit, SIGINT, SIGTERM, ...); its last level ends "
+    "where the run stopped, under the window rule above",
+    "tokens_per_chunk": "output tokens / content chunks, mean over requests (>1 with speculative decoding)",
+    "per_request_output_throughput": "median over requests of (output tokens - 1) / (E2E - TTFT), tokens/s",
+    "sched_lag": "open loop: actual send time minus scheduled arrival time",
+    "histograms": "per level, counts of ttft, e2el and itl (vLLM's chunk gaps) in ms over exactly the "
+    "population of its latency stats (the successful requests sent in the window, and their chunk gaps), "
+    "in log-spaced bins [edges_ms[i], edges_ms[i+1]), 10 per decade, from the first to the last non-empty "
+    "one; a value beyond 0.1 ms..100 s widens its end bin. The e2el counts sum to completed while "
+    "exact_stats (else to the uniform sample the stats come from); ttft counts those with generated text",
+    "output tokens": "server usage.completion_tokens when reported, else one per content chunk",
+    "input tokens": "server usage.prompt_tokens when reported, else the requested input length",
+    "prefix_cache_hit_rate": "cached_prompt_tokens (usage.prompt_tokens_details.cached_tokens, summed over "
+    "the window's population) / the prompt tokens of the requests that reported it; null when none did",
+    "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
+    "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
+    "server.ttft_parts": "per level, the mean TTFT in parts: queue, prefill and the rest of the server's "
+    "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT minus the server's",
+    "server.gpu": "per level, the GPU beside the server (DCGM fields, time-averaged; per GPU and for all)",
+    "server.canary": "per level, the canary user's one-token requests sent in the window (never counted in "
+    "the level): n, mean_ms and p99_ms of their TTFT, errors",
+    "server": "per level, the server's own /metrics over the level's steady window (its whole span when it "
+    "has none): gauges time-averaged (running_mean, waiting_mean, kv_usage_mean), counters as rates, its "
+    "latency histograms from bucket deltas (ms): mean exact, each pNN a number only where its bucket is "
+    "narrow, else null with buckets.pNN = {kind: bound|range|above, low, high} (estimate from buckets); "
+    "restarts: times its counters went back; null when not scraped",
+    "max_output_tokens_per_s": "as vLLM: the most output tokens arriving in one whole second of the level's "
+    "window (the window cut into seconds from its start), tokens/s; absent when the window is shorter than a "
+    "second",
+    "max_concurrent_requests": "as vLLM: the most requests sent in the window that were in flight during one "
+    "second of it (a request counts in every second it touches)",
+    "client_saturated": "a worker's event-loop lag p99 over lag_threshold_ms or CPU share over cpu_threshold "
+    "in two consecutive disjoint health windows (health_window_s each), at any time in the run; "
+    "max_loop_lag_p99_ms and max_cpu_share are the raw rolling maxima, a momentary stall included; "
+    "saturated_spans_s: [from, to] seconds of run time while flagged (to null: until the end), the condition "
+    "having begun one health window before from",
+}

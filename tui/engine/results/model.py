@@ -1,0 +1,318 @@
+"""The results document as typed data: one `Results` per run (a `WatchResults` for a passive watch).
+
+Field names are the file's keys (a `Stats` is spread into vLLM's ``mean_ttft_ms``... keys), so the manual, the
+writer and the reader use one vocabulary. A number that could not be measured is None (JSON null), never NaN
+or 0. Every field added later has a default, so older files still read; keys the model does not know are kept
+in ``extra`` and written back. The meaning of each key is `tui.engine.results.definitions.DEFINITIONS`.
+
+To add a key: a field with a default in its class (its place among the fields is its place in the file),
+set by `tui.engine.results.build`, and a line on the manual's results page (a test checks every key is there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, Literal
+
+from tui.engine.results.codec import key
+
+Mode = Literal["concurrency", "rate"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stats:
+    """One latency metric of a level, in ms (``{stat}_{metric}_ms``); None without samples."""
+
+    mean: float | None
+    median: float | None
+    std: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Histogram:
+    """Counts over log-spaced bins [edges_ms[i], edges_ms[i+1]) in ms; both empty without samples."""
+
+    edges_ms: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        """Samples counted."""
+        return sum(self.counts)
+
+    def check(self) -> str | None:
+        """Why these are no histogram (the reader's check), or None."""
+        if any(c < 0 for c in self.counts):
+            return "counts must be whole numbers, none negative"
+        if len(self.edges_ms) != (len(self.counts) + 1 if self.counts else 0):
+            return f"{len(self.edges_ms)} edges for {len(self.counts)} counts"
+        if any(b <= a for a, b in pairwise(self.edges_ms)):
+            return "edges must rise"
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Histograms:
+    """A level's histograms over exactly the population of its latency stats."""
+
+    ttft: Histogram
+    e2el: Histogram
+    itl: Histogram
+    """vLLM's ITL: the gaps between content chunks."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelClient:
+    """The load generator's health during one level (raw rolling maxima)."""
+
+    max_loop_lag_p99_ms: float = 0.0
+    max_cpu_share: float = 0.0
+
+
+def _is_rate(level: Level) -> bool:
+    return level.mode == "rate"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Level:
+    """One load level over its steady window, in ``vllm bench serve``'s vocabulary plus tokentop's keys."""
+
+    level_id: int
+    mode: Mode
+    concurrency: int | None = field(default=None, metadata=key(omit_none=True))
+    """Users (closed loop); None for a rate level."""
+    request_rate: float | None = field(default=None, metadata=key(omit_none=True))
+    """Requests/s offered (open loop); None for a concurrency level."""
+    arrival: str | None = field(default=None, metadata=key(when=_is_rate))
+    max_concurrency: int | None = field(default=None, metadata=key(when=_is_rate))
+    duration: float | None
+    completed: int
+    failed: int
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float | None
+    output_throughput: float | None
+    total_token_throughput: float | None
+    request_goodput: float | None = field(default=None, metadata=key(omit_none=True))
+    ttft: Stats = field(metadata=key(flat="ttft"))
+    tpot: Stats = field(metadata=key(flat="tpot"))
+    itl: Stats = field(metadata=key(flat="itl"))
+    """vLLM's ITL: gaps between consecutive content chunks, pooled."""
+    e2el: Stats = field(metadata=key(flat="e2el"))
+    itl_e2e: Stats | None = field(default=None, metadata=key(flat="itl_e2e"))
+    tokens_per_chunk: float | None = None
+    per_request_output_throughput: float | None = None
+    steady: bool = True
+    too_short: bool = False
+    steady_from_s: float | None = None
+    window_from_s: float | None = None
+    window_to_s: float | None = None
+    started_s: float | None = None
+    ended_s: float | None = None
+    level_completed: int | None = None
+    level_failed: int | None = None
+    cancelled: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    exact_stats: bool | None = None
+    client: LevelClient = field(default_factory=LevelClient)
+    sched_lag: Stats | None = field(default=None, metadata=key(flat="sched_lag", when=_is_rate))
+    dropped_arrivals: int = field(default=0, metadata=key(when=_is_rate))
+    mean_input_tokens: float | None = None
+    mean_output_tokens: float | None = None
+    mean_reasoning_tokens: float | None = None
+    ttfa: Stats | None = field(default=None, metadata=key(flat="ttfa"))
+    cached_prompt_tokens: int | None = None
+    prefix_cache_hit_rate: float | None = None
+    max_output_tokens_per_s: float | None = field(default=None, metadata=key(omit_none=True))
+    """vLLM's peak: the most output tokens arriving in one second of the window."""
+    max_concurrent_requests: int | None = field(default=None, metadata=key(omit_none=True))
+    """vLLM's peak: the most requests in flight during one second of the window."""
+    server: dict[str, Any] | None = field(default=None, metadata=key(when=lambda lv: lv.scraped))
+    """The server's /metrics over the window (`tui.engine.server_metrics`); written while ``scraped``."""
+    scraped: bool = field(default=False, metadata=key(presence="server"))
+    """The run's server was scraped: the level writes ``server`` (null when it has no figures)."""
+    histograms: Histograms | None = field(default=None, metadata=key(omit_none=True))
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+    @property
+    def value(self) -> float:
+        """Users (closed loop) or requests/s offered (open loop)."""
+        v = self.concurrency if self.mode == "concurrency" else self.request_rate
+        return float("nan") if v is None else float(v)
+
+    @property
+    def name(self) -> str:
+        """As the tables name it: "c=8", "r=2.5/s"."""
+        return f"c={self.value:g}" if self.mode == "concurrency" else f"r={self.value:g}/s"
+
+    def check(self) -> str | None:
+        """The reader's check: a level says its load."""
+        if self.mode == "concurrency" and self.concurrency is None:
+            return "no 'concurrency'"
+        if self.mode == "rate" and self.request_rate is None:
+            return "no 'request_rate'"
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    url: str
+    """Without any user:password part or query value."""
+    model: str
+    endpoint: str
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """What the run was asked for (no secret: header names only)."""
+
+    isl: int
+    osl: int
+    fixed_osl: bool = False
+    seed: int = 0
+    timeout_s: float | None = None
+    workers: int = 1
+    header_names: tuple[str, ...] = ()
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    demo: bool = False
+    endpoint_path: str | None = None
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    min_window_s: float | None = None
+    min_steady_requests: int | None = None
+    workload: dict[str, Any] | None = None
+    isl_probe: dict[str, Any] | None = None
+    placement: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
+    """With ``--ray``: the cluster's address, workers per node and what a lost node does."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Knee:
+    level_id: int
+    value: float
+    output_throughput: float
+    peak_output_throughput: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Saturation:
+    knee: Knee | None = None
+    peak_output_throughput: float | None = None
+    rule: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientLast:
+    loop_lag_p99_ms: float = 0.0
+    cpu_share: float = 0.0
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Client:
+    """The load generator's own health over the whole run."""
+
+    workers: int = 1
+    max_loop_lag_p99_ms: float = 0.0
+    max_cpu_share: float = 0.0
+    lag_threshold_ms: float | None = None
+    cpu_threshold: float | None = None
+    health_window_s: float | None = None
+    saturated: bool = False
+    saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
+    last: ClientLast = field(default_factory=ClientLast)
+    nodes: tuple[dict[str, Any], ...] | None = field(default=None, metadata=key(omit_none=True))
+    """With ``--ray``: each node the workers ran on (its clock offset, workers, when it was lost)."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Totals:
+    completed: int
+    failed: int
+    cancelled: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    malformed_lines_skipped: int = 0
+    dropped_arrivals: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Clock:
+    """The run's zero on both clocks, so a requests-log stamp (``perf_counter_ns``) becomes wall time:
+    ``stamp - perf_t0_ns + unix_t0_ns``; the levels' ``*_s`` times are seconds from the same zero."""
+
+    perf_t0_ns: int
+    unix_t0_ns: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Results:
+    """A run's results document."""
+
+    tool: str = "tokentop"
+    version: str
+    started_at: str = ""
+    """Local time, ``%Y-%m-%dT%H:%M:%S%z``."""
+    interrupted: bool = False
+    interrupted_by: str | None = None
+    """Why the run was cut short ("quit", "SIGINT", ...); None when it finished."""
+    target: Target
+    config: Config
+    definitions: dict[str, str] = field(default_factory=dict)
+    levels: tuple[Level, ...]
+    saturation: Saturation
+    client: Client = field(default_factory=Client)
+    totals: Totals
+    fatal: str | None = None
+    notices: tuple[str, ...] = ()
+    server: dict[str, Any] | None = None
+    """The run's scrape: url, kind, model, status, message, scrapes, failures, found; None: not scraped."""
+    clock: Clock | None = field(default=None, metadata=key(omit_none=True))
+    """None in files written before it was saved (and by engines that have no clock)."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+    def check(self) -> str | None:
+        return None if self.tool == "tokentop" else f"tool is {self.tool!r}, not 'tokentop'"
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        """The load modes of the levels, in order of first appearance (two after `m` in the app)."""
+        return tuple(dict.fromkeys(lv.mode for lv in self.levels))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchTarget:
+    url: str
+    model: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchResults:
+    """A passive watch: what the server reported over the whole watch (no load, no levels)."""
+
+    tool: str = "tokentop"
+    version: str
+    mode: Literal["watch"] = "watch"
+    started_at: float | None = None
+    """Wall-clock start (``time.time()``)."""
+    duration: float
+    target: WatchTarget
+    server: dict[str, Any] | None = None
+    notices: tuple[str, ...] = ()
+    stopped_by: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+Document = Results | WatchResults
+"""What an engine's ``results()`` returns and a results file holds."""

@@ -1,0 +1,117 @@
+"""`tokentop plot RESULTS` and `tokentop export RESULTS --to ...`: a saved run's plot and exports, each made
+by `tui.engine.results` from the file read back by its one reader. A bad file or path is one line and exit 1;
+what is missing for an export (AIPerf's per-request records) is said, with the flag that gives it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tui.engine.results.aiperf import RequestsLogError, write_aiperf
+from tui.engine.results.files import ResultsFileError, read_results
+from tui.engine.results.llmd import write_llmd_reports
+from tui.engine.results.model import Results
+from tui.engine.results.plot import write_plot
+from tui.engine.results.table import write_csv
+from tui.engine.results.vllm import append_vllm_results, write_vllm_results
+
+EXPORTS = ("vllm", "csv", "llmd", "aiperf", "mooncake")
+
+
+def _fail(message: str, status: int = 1) -> int:
+    print(f"tokentop: error: {message}", file=sys.stderr)
+    return status
+
+
+def _read(path: Path) -> Results:
+    """A results file, or a session's results rebuilt by replaying it."""
+    from tui.engine.sessions.exports import is_session, session_results
+    from tui.engine.sessions.file import SessionError
+
+    if is_session(path):
+        try:
+            return session_results(path)
+        except SessionError as exc:
+            raise ResultsFileError(str(exc)) from None
+    return read_results(path)
+
+
+def run_plot(ns: argparse.Namespace) -> int:
+    """The SVG plot of a saved run; its path on stdout."""
+    source = Path(ns.results)
+    out = Path(ns.out) if ns.out else source.with_suffix(".svg")
+    if out.suffix.lower() != ".svg":
+        return _fail(f"--out {out}: the plot is SVG: give a name ending in .svg", 2)
+    try:
+        write_plot(_read(source), out)
+    except ResultsFileError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot write the plot {out}: {exc.strerror or exc}")
+    print(out)
+    return 0
+
+
+def _default_out(source: Path, to: str, append: bool) -> Path:
+    stem = source.with_suffix("")
+    if to == "vllm":
+        return stem.with_name(stem.name + ("-vllm.jsonl" if append else "-vllm"))
+    if to == "csv":
+        return source.with_suffix(".csv")
+    if to == "llmd":
+        return stem.with_name(stem.name + "-llmd")
+    if to == "mooncake":
+        return source.with_name(
+            source.name.removesuffix(".gz").removesuffix(".tokentop-session") + "-mooncake.jsonl"
+        )
+    return source.with_name("profile_export.jsonl")
+
+
+def run_export(ns: argparse.Namespace) -> int:
+    """One export of a saved run; each path written on stdout, what was left out on stderr."""
+    source = Path(ns.results)
+    to: str = ns.to
+    append = bool(getattr(ns, "append", False))
+    if append and to != "vllm":
+        return _fail("--append is vLLM's --append-result layout: only with --to vllm", 2)
+    if to == "aiperf" and not ns.requests_log:
+        return _fail(
+            "--to aiperf needs the per-request records, which the results file does not hold: give the run's "
+            "--requests-log FILE (bench and the app write it with --requests-log)",
+            2,
+        )
+    out = Path(ns.out) if ns.out else _default_out(source, to, append)
+    if to == "mooncake":
+        from tui.session_commands import mooncake_command
+
+        return mooncake_command(source, out)
+    try:
+        results = _read(source)
+        if to == "vllm":
+            written = [append_vllm_results(results, out)] if append else write_vllm_results(results, out)
+        elif to == "csv":
+            written = [write_csv(results, out)]
+        elif to == "llmd":
+            written = write_llmd_reports(results, out)
+        else:
+            export = write_aiperf(results, Path(ns.requests_log), out)
+            written = [out]
+            if not export.lines:
+                print(
+                    f"tokentop: warning: {ns.requests_log} holds no request of these results", file=sys.stderr
+                )
+            if export.malformed:
+                print(f"tokentop: note: {export.malformed} malformed line(s) skipped", file=sys.stderr)
+            if export.other_run:
+                print(
+                    f"tokentop: note: {export.other_run} request(s) of other runs' levels left out",
+                    file=sys.stderr,
+                )
+    except (ResultsFileError, RequestsLogError) as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot write {out}: {exc.strerror or exc}")
+    for path in written:
+        print(path)
+    return 0
