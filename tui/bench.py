@@ -75,10 +75,16 @@ class _RunClock:
     drain_s: list[float] = field(default_factory=list)
 
 
+TRACE_REQUESTS = 100
+"""Requests per trace level by default (each level replays the trace from its start)."""
+
+
 def default_requests(mode: str, value: float) -> int:
     """Requests per level when neither --requests nor --duration is given."""
     if mode == "concurrency":
         return max(20, 4 * int(value))
+    if mode == "trace":
+        return TRACE_REQUESTS  # the trace's rate is its own: --duration or --requests to say otherwise
     return max(20, math.ceil(5 * value))
 
 
@@ -145,7 +151,7 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
         cols = (*cols[:-1], "prefix cache", cols[-1])
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
-        name = f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
+        name = table_name(lv)
         lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
         row: tuple[str, ...] = (
             name,
@@ -184,16 +190,30 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     return "\n".join(lines)
 
 
+def table_name(lv: LevelView) -> str:
+    """A level as the table's first column names it: "c=8", "r=2.5/s", "x2"."""
+    if lv.mode == "trace":
+        return f"x{lv.value:g}"
+    return f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
+
+
 def _summary(snap: Snapshot) -> str:
     lines = [format_table(snap.levels)]
     if snap.knee is not None:
-        unit = "users" if snap.load.mode == "concurrency" else "req/s"
+        mode, v = snap.load.mode, snap.knee.value
+        at = f"speed x{v:g}" if mode == "trace" else f"{v:g} {'users' if mode == 'concurrency' else 'req/s'}"
         lines.append(
-            f"knee: {snap.knee.value:g} {unit} ({snap.knee.output_tps:,.0f} output tok/s of a "
-            f"{snap.knee.peak_tps:,.0f} peak)"
+            f"knee: {at} ({snap.knee.output_tps:,.0f} output tok/s of a {snap.knee.peak_tps:,.0f} peak)"
         )
     elif len(snap.levels) > 1:
         lines.append("knee: not found (output throughput still rising at the highest level measured)")
+    lags = [
+        f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}"
+        for lv in snap.levels
+        if lv.mode == "trace" and lv.sched_lag.n
+    ]
+    if lags:
+        lines.append("send vs schedule (ms, never in TTFT): " + "; ".join(lags))
     if snap.errors:
         lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
     dropped = sum(lv.dropped for lv in snap.levels)

@@ -153,3 +153,25 @@ def test_real_ramp_stops_at_the_simulators_knee(tmp_path: Path) -> None:
             time.sleep(0.1)  # the face's tick
     assert step.done, "ramp did not finish in time"
     assert step.reason.startswith(("knee at 4 users", "knee at 8 users")), step.reason
+
+
+def test_ramps_a_traces_speed_until_the_knee() -> None:
+    """In trace mode the ramp's value is the speed: x1, x2, x4, ... on the same timeline, until the knee."""
+    curve = {1.0: 100, 2.0: 200, 4.0: 390, 8.0: 700, 16.0: 720, 32.0: 725}
+    policy = RampPolicy(mode="trace")
+    target = policy.first(LoadTarget(mode="trace", speed=0.5))
+    levels: list[LevelView] = []
+    tried = []
+    for _ in range(10):
+        assert target.mode == "trace" and not target.from_start
+        tried.append(target.speed)
+        levels.append(
+            replace(level(len(levels) + 1, 1, curve[target.speed]), mode="trace", value=target.speed)
+        )
+        step = policy.step(replace(snap(levels, 1), load=target))
+        if step.done:
+            break
+        assert step.target is not None
+        target = step.target
+    assert tried == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert step.reason.startswith("knee at speed x8")

@@ -22,6 +22,7 @@ from tui.engine.sessions.compare import comparison
 from tui.engine.sessions.file import SessionError, read_session
 from tui.engine.sessions.replay import ReplayEngine
 from tui.engine.sessions.schedule import read_schedule
+from tui.engine.traces.mooncake import MooncakeReader
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -240,3 +241,40 @@ def test_schedule_runs_a_sessions_levels_again_for_their_recorded_times(
     assert wrong.returncode == 2
     assert wrong.stderr.strip() == f"tokentop: error: --schedule: {results}: a results file, not a session " \
                                    "(sessions are *.tokentop-session.gz)"  # fmt: skip
+
+
+def test_a_sessions_mooncake_trace_replays_in_tokentops_trace_replay(
+    recorded: dict[str, Path], fast: SimServer, tmp_path: Path
+) -> None:
+    """The exported trace reads back with the recorded lengths and times, and `bench --trace` sends its
+    requests with those lengths at those relative times."""
+    trace = tmp_path / "trace.jsonl"
+    export = ["-m", "tui", "export", str(recorded["fast"]), "--to", "mooncake", "--out", str(trace)]
+    assert (
+        subprocess.run([sys.executable, *export], capture_output=True, timeout=60, check=False).returncode
+        == 0
+    )
+    reader = MooncakeReader()
+    wanted = [reader.parse(line) for line in trace.read_text().splitlines()][:12]
+    session = read_session(recorded["fast"])
+    decoder = Decoder(session.header["schema"])
+    recorded_ok = sorted((r for e in session.of_kind("b") for r in decoder._build("Batch", e["b"]).records
+                          if r.status == "ok"), key=lambda r: r.sent_ns)  # fmt: skip
+    assert [(w.input_tokens, w.output_tokens) for w in wanted] == [
+        (r.input_tokens, r.output_tokens) for r in recorded_ok[:12]
+    ]
+    replayed = tmp_path / "replayed.tokentop-session.gz"
+    done = bench("--url", fast.url, "--trace", str(trace), "--requests", "12", "--record", str(replayed),
+                 "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    again = read_session(replayed)
+    decoder = Decoder(again.header["schema"])
+    sent = sorted((r for e in again.of_kind("b") for r in decoder._build("Batch", e["b"]).records),
+                  key=lambda r: r.sent_ns)[:12]  # fmt: skip
+    assert [(r.input_tokens, r.output_tokens) for r in sent] == [
+        (w.input_tokens, w.output_tokens) for w in wanted
+    ]
+    for r, w in zip(
+        sent, wanted, strict=True
+    ):  # the same relative times, to the ms the trace keeps and a tick
+        assert abs((r.sent_ns - sent[0].sent_ns) - (w.at_ns - wanted[0].at_ns)) < 60_000_000

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tui.engine.config import LoadTarget
+from tui.engine.config import LoadMode, LoadTarget
 
 ItlConvention = Literal["chunk", "tpot", "e2e"]
 """Which inter-token latency a figure uses:
@@ -110,7 +110,7 @@ class LevelView:
     """Everything measured at one load level (one row of the table, one point of the curve)."""
 
     level_id: int
-    mode: Literal["concurrency", "rate"]
+    mode: LoadMode
     value: float
     """Concurrency (users) or offered rate (req/s)."""
     started_s: float

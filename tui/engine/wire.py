@@ -71,6 +71,15 @@ class WorkerShare:
     phase_s: float = 0.0
     """Constant arrivals: this worker's offset, so W workers interleave evenly instead of firing together."""
     seed: int = 0
+    speed: float = 1.0
+    """Trace replay: the trace's gaps divided by this."""
+    trace_anchor_ns: int | None = None
+    """Trace replay: the moment (``perf_counter_ns``, one clock for every process) at which the replay is at
+    ``trace_pos_ns`` of the trace; None: not started yet (the workers wait until all are up)."""
+    trace_pos_ns: int = 0
+    """Trace replay: nanoseconds into the trace (from its first request) at ``trace_anchor_ns``."""
+    trace_epoch: int = 0
+    """Trace replay: a new epoch starts the trace over, from ``trace_pos_ns``."""
 
 
 # --- commands (face -> worker) ---------------------------------------------------------------------

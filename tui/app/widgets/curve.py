@@ -49,7 +49,9 @@ class ThroughputCurve(PlotPane):
         )
         self._tps = snap.output_tps
         self._baseline = tuple(self.baseline(self._mode)) if self.baseline is not None else ()
-        title = "tok/s vs " + ("users (concurrency)" if self._mode == "concurrency" else "offered req/s")
+        title = "tok/s vs " + {"concurrency": "users (concurrency)", "trace": "speed-up (trace x)"}.get(
+            self._mode, "offered req/s"
+        )
         if self.border_title != title:
             self.border_title = title
         self.set_data_key((self._levels, self._level_id, self._knee, self._baseline))
@@ -81,7 +83,7 @@ class ThroughputCurve(PlotPane):
         if self.baseline is not None:
             legend.append("  ∘ baseline", style=self.component_style("curve--baseline"))
         if self._knee is not None:
-            unit = "users" if self._mode == "concurrency" else "req/s"
+            unit = {"concurrency": "users", "trace": "x speed"}.get(self._mode, "req/s")
             knee_style = self.component_style("curve--knee")
             legend.append(f"  │ knee {self._knee.value:g} {unit}", style=knee_style)
         out = Text(no_wrap=True, overflow="ellipsis")

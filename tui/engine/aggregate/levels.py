@@ -433,5 +433,5 @@ def length_mismatch(view: LevelView, isl: int | None, osl: int | None, tolerance
         off.append(f"mean OSL {view.mean_osl:.1f} (asked {osl})")
     if not off:
         return None
-    unit = "users" if view.mode == "concurrency" else "req/s"
+    unit = {"concurrency": "users", "trace": "x speed"}.get(view.mode, "req/s")
     return f"level {view.level_id} ({view.value:g} {unit}): " + ", ".join(off) + " by the server's count"

@@ -20,6 +20,13 @@ from tui.engine.config import LoadMode, LoadTarget
 from tui.engine.snapshot import LevelView, Snapshot
 
 
+def named(mode: LoadMode, value: float) -> str:
+    """A level's load as the ramp's lines say it: "4 users", "2.5 req/s", "speed x8"."""
+    if mode == "trace":
+        return f"speed x{value:g}"
+    return f"{value:g} {'users' if mode == 'concurrency' else 'req/s'}"
+
+
 @dataclass(frozen=True)
 class RampStep:
     """What to do now."""
@@ -66,6 +73,8 @@ class RampPolicy:
     def _target(self, current: LoadTarget, value: float) -> LoadTarget:
         if self.mode == "concurrency":
             return replace(current, mode="concurrency", concurrency=max(1, round(value)), paused=False)
+        if self.mode == "trace":
+            return replace(current, mode="trace", speed=float(value), from_start=False, paused=False)
         return replace(current, mode="rate", rate=float(value), paused=False)
 
     def needed(self, value: float) -> int:
@@ -90,8 +99,7 @@ class RampPolicy:
         enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
-        unit = "users" if self.mode == "concurrency" else "req/s"
-        at = f"{self.value:g} {unit}"
+        at = named(self.mode, self.value)
         breach = self._slo_breach(level)
         if breach:
             return RampStep(None, done=True, reason=f"SLO broken at {at}: {breach}")
@@ -102,10 +110,12 @@ class RampPolicy:
         knee = find_knee(mine)
         if knee is not None:
             tps = f"{knee.output_tps:,.0f} of a {knee.peak_tps:,.0f} tok/s peak"
-            return RampStep(None, done=True, reason=f"knee at {knee.value:g} {unit}: {tps}")
+            return RampStep(None, done=True, reason=f"knee at {named(self.mode, knee.value)}: {tps}")
         nxt = self.value * self.factor
         if nxt > self.max_value:
-            return RampStep(None, done=True, reason=f"reached the ramp's limit of {self.max_value:g} {unit}")
+            return RampStep(
+                None, done=True, reason=f"reached the ramp's limit of {named(self.mode, self.max_value)}"
+            )
         self.value = nxt
         self._held_since = None
         return RampStep(self._target(load, nxt), reason=f"{at} measured; trying {nxt:g}")

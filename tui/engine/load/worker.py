@@ -33,6 +33,7 @@ from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import make_client
+from tui.engine.traces import TraceRequest
 from tui.engine.wire import (
     ApplyShare,
     Batch,
@@ -84,6 +85,8 @@ class Worker:
             stagger_max_s=options.user_stagger_max_s,
             worker=index,
             workers=workers,
+            trace=spec.workload.trace,
+            notice=self.notices.append,
         )
         self.lag = LoopLagMonitor()
         self.cpu = CpuMeter()
@@ -93,9 +96,15 @@ class Worker:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def issue(self, level_id: int, scheduled_ns: int | None, user: int | None = None) -> Outcome:
-        """Run one request under ``level_id`` for closed-loop ``user`` (None: an open-loop arrival) and queue
-        its record (also when cancelled)."""
+    async def issue(
+        self,
+        level_id: int,
+        scheduled_ns: int | None,
+        user: int | None = None,
+        trace: TraceRequest | None = None,
+    ) -> Outcome:
+        """Run one request under ``level_id`` for closed-loop ``user`` (None: an open-loop arrival; ``trace``:
+        a replay's entry) and queue its record (also when cancelled)."""
         assert self.session is not None
         seq = self.seq
         self.seq += 1
@@ -111,7 +120,7 @@ class Worker:
         acc = StreamAccumulator()
         lane = self.lanes[rid] = _Lane(record, acc)
         try:
-            await run_request(self.session, record, acc, user=user)
+            await run_request(self.session, record, acc, user=user, trace=trace)
         finally:
             # run_request has filled the record even when cancelled
             del self.lanes[rid]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from tui.engine.results.codec import key
 
-Mode = Literal["concurrency", "rate"]
+Mode = Literal["concurrency", "rate", "trace"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +80,11 @@ def _is_rate(level: Level) -> bool:
     return level.mode == "rate"
 
 
+def _is_open(level: Level) -> bool:
+    """Open loop: arrivals at a rate or at a trace's times (their sends have a schedule)."""
+    return level.mode in ("rate", "trace")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Level:
     """One load level over its steady window, in ``vllm bench serve``'s vocabulary plus tokentop's keys."""
@@ -90,8 +95,10 @@ class Level:
     """Users (closed loop); None for a rate level."""
     request_rate: float | None = field(default=None, metadata=key(omit_none=True))
     """Requests/s offered (open loop); None for a concurrency level."""
+    trace_speed: float | None = field(default=None, metadata=key(omit_none=True))
+    """A trace replay's speed-up (its gaps divided by it); None outside a replay."""
     arrival: str | None = field(default=None, metadata=key(when=_is_rate))
-    max_concurrency: int | None = field(default=None, metadata=key(when=_is_rate))
+    max_concurrency: int | None = field(default=None, metadata=key(when=_is_open))
     duration: float | None
     completed: int
     failed: int
@@ -122,8 +129,8 @@ class Level:
     errors: dict[str, int] = field(default_factory=dict)
     exact_stats: bool | None = None
     client: LevelClient = field(default_factory=LevelClient)
-    sched_lag: Stats | None = field(default=None, metadata=key(flat="sched_lag", when=_is_rate))
-    dropped_arrivals: int = field(default=0, metadata=key(when=_is_rate))
+    sched_lag: Stats | None = field(default=None, metadata=key(flat="sched_lag", when=_is_open))
+    dropped_arrivals: int = field(default=0, metadata=key(when=_is_open))
     mean_input_tokens: float | None = None
     mean_output_tokens: float | None = None
     mean_reasoning_tokens: float | None = None
@@ -143,13 +150,15 @@ class Level:
 
     @property
     def value(self) -> float:
-        """Users (closed loop) or requests/s offered (open loop)."""
-        v = self.concurrency if self.mode == "concurrency" else self.request_rate
+        """Users (closed loop), requests/s offered (open loop) or a trace's speed-up."""
+        v = {"concurrency": self.concurrency, "trace": self.trace_speed}.get(self.mode, self.request_rate)
         return float("nan") if v is None else float(v)
 
     @property
     def name(self) -> str:
-        """As the tables name it: "c=8", "r=2.5/s"."""
+        """As the tables name it: "c=8", "r=2.5/s", "x2"."""
+        if self.mode == "trace":
+            return f"x{self.value:g}"
         return f"c={self.value:g}" if self.mode == "concurrency" else f"r={self.value:g}/s"
 
     def check(self) -> str | None:
@@ -158,6 +167,8 @@ class Level:
             return "no 'concurrency'"
         if self.mode == "rate" and self.request_rate is None:
             return "no 'request_rate'"
+        if self.mode == "trace" and self.trace_speed is None:
+            return "no 'trace_speed'"
         return None
 
 

@@ -93,6 +93,12 @@ def _traffic(level: Level) -> dict[str, Any]:
     ``tokentop_arrival``."""
     if level.mode == "concurrency":
         return {"request_rate": "inf", "burstiness": 1.0, "max_concurrency": level.concurrency}
+    if level.mode == "trace":  # vLLM's trace replays have no one rate: the rate the level achieved
+        return {
+            "request_rate": level.request_throughput,
+            "burstiness": None,
+            "max_concurrency": level.max_concurrency,
+        }
     arrival = level.arrival or "poisson"
     return {
         "request_rate": level.request_rate,
