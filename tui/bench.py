@@ -7,7 +7,8 @@ Drives the same `EngineHandle` as the live app (through the `Engine` protocol, s
 another engine). Each level runs until ``--requests`` requests sent in its
 steady-state window have finished (default ``max(20, 4 x users)``, or 5 s of arrivals at a rate), or for
 ``--duration`` seconds; between levels the load is paused until nothing is in flight, so each level starts
-from an idle server (as separate ``vllm bench serve`` runs would).
+from an idle server (as separate ``vllm bench serve`` runs would). After the last ``--duration`` level the
+answers still streaming are cancelled, not waited for: the level is measured from what arrived in it.
 
 Exit status: 0 when the run finished with at least one request completed (failed ones allowed), 1 when
 the target is unusable (unreachable, the key rejected) or nothing completed (one line says why) or an
@@ -315,7 +316,11 @@ def _run(
                 handle.set_load(load)
             duration_s = durations[i - 1] if durations is not None else ns.duration
             fatal = _run_level(handle, ns, i, len(targets), load, progress, clock, duration_s)
-            if fatal is None:
+            if fatal is None and duration_s and i == len(targets):
+                # the last level's time is up: it is measured from what arrived in it, so the answers still
+                # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)
+                clock.drain_s.append(0.0)
+            elif fatal is None:
                 drain_from = time.monotonic()
                 fatal = _drain(handle, load, target.timeout_s + 5.0)
                 clock.drain_s.append(time.monotonic() - drain_from)
@@ -334,7 +339,7 @@ def _run(
             final = snap
             if status != 1 and snap.levels:
                 print_or_drop(_summary(snap))
-            if snap.levels and snap.completed + snap.failed > 0:
+            if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
                 # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
                 results = handle.results(interrupted=interrupted)
@@ -348,7 +353,7 @@ def _run(
             recorded = getattr(handle, "session_path", None)
             if recorded is not None and not ns.quiet:
                 say(f"session recorded to {recorded}")
-    if status == 0 and final is not None and final.completed == 0:
+    if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
     return status
@@ -382,6 +387,12 @@ def _write_plot(results: Results, ns: argparse.Namespace, status: int) -> int:
     if not ns.quiet:
         say(f"plot written to {path}")
     return status
+
+
+def _measured(snap: Snapshot) -> bool:
+    """Some level has a throughput from what arrived, though no request finished (answers longer than the
+    run)."""
+    return any(math.isfinite(lv.output_tps) and lv.output_tps > 0 for lv in snap.levels)
 
 
 def nothing_completed(snap: Snapshot) -> str:
@@ -432,7 +443,12 @@ def _run_level(
             if elapsed_s >= duration_s:
                 break
         elif (
-            (lv.steady and lv.window_completed + lv.window_failed >= goal_requests)
+            # over whole requests: an arrivals window counts the requests that ended in it, not those sent
+            (
+                lv.steady
+                and lv.measured_over == "requests"
+                and lv.window_completed + lv.window_failed >= goal_requests
+            )
             or (lv.completed == 0 and lv.failed >= goal_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
             or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)

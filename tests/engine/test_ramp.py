@@ -10,7 +10,7 @@ import pytest
 
 from tests.engine.engine_helpers import running_handle
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.host.ramp import RampPolicy, RampStep
+from tui.engine.host.ramp import ARRIVALS_HOLD_S, RampPolicy, RampStep
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 from tui.sim.launch import SimServer
 
@@ -121,6 +121,15 @@ def test_holds_until_the_level_is_steady_with_enough_requests_or_the_hold_limit(
     assert policy.step(snap([level(1, 1, 100, done=5)], 1, elapsed=2.0)) == RampStep(None)
     step = policy.step(snap([level(1, 1, 100, steady=False)], 1, elapsed=40.0))
     assert step.target is not None and step.target.concurrency == 2
+
+
+def test_holds_a_level_of_answers_longer_than_it_for_its_arrivals_window_only() -> None:
+    policy = RampPolicy(hold_limit_s=120.0)
+    policy.first(LoadTarget())
+    streaming = replace(level(1, 1, 100, done=0), measured_over="arrivals", window_s=2.0)
+    assert policy.step(snap([streaming], 1, elapsed=3.0)) == RampStep(None)
+    step = policy.step(snap([replace(streaming, window_s=ARRIVALS_HOLD_S)], 1, elapsed=6.0))
+    assert step.target is not None and step.target.concurrency == 2, "held for a finished answer"
 
 
 def test_ignores_snapshots_of_other_targets() -> None:

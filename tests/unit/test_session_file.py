@@ -153,3 +153,21 @@ def test_lane_stamps_are_written_once_and_come_back_in_order(tmp_path: Path) -> 
         b"",
         b"",
     ]  # no record: cut
+
+
+def test_every_class_a_batch_can_hold_is_in_the_header(tmp_path: Path) -> None:
+    """A value type first seen mid-run (the arrival aggregates, say) must already be in the header."""
+    from tui.engine.wire import Arrivals
+
+    path = tmp_path / "s.gz"
+    target = TargetConfig(base_url="http://127.0.0.1:1/v1")
+    rec = SessionRecorder(path, target=target, workload=WorkloadConfig(), load=LoadTarget(),
+                          options=EngineOptions(), workers=1, t0_ns=0, started_at_s=0.0)  # fmt: skip
+    stamps = array("q", [3, 4]).tobytes()
+    arrivals = Arrivals(1, stamps, stamps, stamps, stamps, stamps, stamps)
+    rec.batch(Batch(0, 1, 1, arrivals=[arrivals]))
+    rec.close()
+    session = read_session(path)
+    assert "Arrivals" in session.header["schema"]
+    (event,) = session.of_kind("b")
+    assert Decoder(session.header["schema"])._build("Batch", event["b"]).arrivals == [arrivals]

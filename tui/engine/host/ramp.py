@@ -4,7 +4,8 @@ Pure logic over snapshots: `RampPolicy.first` gives the first target, then each 
 (``target=None``), go to the next level (``target``), or stop (``done``, with a one-line ``reason``).
 
 A level is held until its steady-state window has enough data (`LevelView.steady` and at least
-``max(min_requests, 2 x users)`` requests finished in the window), or ``hold_limit_s`` passed. Then the
+``max(min_requests, 2 x users)`` requests finished in the window; a level measured over arrivals, whose
+answers outlive it, once its steady window is `ARRIVALS_HOLD_S` long), or ``hold_limit_s`` passed. Then the
 ramp stops if the level broke an SLO (p99 TTFT / p99 TPOT over the window) or failed more than
 ``max_error_share`` of its requests, or if the levels the ramp ran show a knee (`find_knee`), or if the next
 level would pass ``max_value``; otherwise it multiplies the load by ``factor``.
@@ -18,6 +19,10 @@ from dataclasses import dataclass, replace
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
 from tui.engine.snapshot import LevelView, Snapshot
+
+ARRIVALS_HOLD_S = 5.0
+"""How long a level measured over arrivals is held steady: its TTFTs, chunk gaps and tokens fill its window
+from the first token, so it needs no finished request (manual: ``live``)."""
 
 
 def named(mode: LoadMode, value: float) -> str:
@@ -96,7 +101,10 @@ class RampPolicy:
             self.level_ids.append(snap.level_id)
             self._held_since = snap.elapsed_s
         held_s = snap.elapsed_s - (self._held_since or snap.elapsed_s)
-        enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
+        if level.measured_over == "arrivals":
+            enough = level.steady and level.window_s >= ARRIVALS_HOLD_S
+        else:
+            enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
         at = named(self.mode, self.value)

@@ -18,6 +18,7 @@ from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
+from tui.engine.results.population import population
 from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
@@ -174,6 +175,10 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
         scraped=server is not None,
         histograms=extra.histograms,
+        measured_over=lv.measured_over,
+        in_flight_at_end=lv.in_flight_at_end,
+        partial_output_tokens=lv.partial_output_tokens,
+        population=population(lv),
     )
 
 

@@ -146,6 +146,15 @@ class Level:
     scraped: bool = field(default=False, metadata=key(presence="server"))
     """The run's server was scraped: the level writes ``server`` (null when it has no figures)."""
     histograms: Histograms | None = field(default=None, metadata=key(omit_none=True))
+    measured_over: str = "requests"
+    """``requests``: every figure over whole requests sent in the window; ``arrivals``: answers outlive it, so
+    throughput, TTFT and ITL count what arrived in it from every stream (manual: ``live``)."""
+    in_flight_at_end: int = 0
+    """Streams of the level unfinished when the figures were taken (in flight, or cancelled at quit)."""
+    partial_output_tokens: int = 0
+    """Output tokens of unfinished streams counted in ``output_throughput``."""
+    population: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
+    """Per metric: ``n``, ``unfinished_included``, ``null_because`` (`tui.engine.results.population`)."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
     @property

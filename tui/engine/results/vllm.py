@@ -149,6 +149,12 @@ def vllm_level(results: Results, level: Level) -> dict[str, Any]:
             "tokentop_prefix_cache_hit_rate": level.prefix_cache_hit_rate,
         }
     )
+    if level.measured_over == "arrivals":
+        # vLLM counts completed requests only; these count tokens and samples of unfinished streams too, so
+        # they go under tokentop's own keys and vLLM's stay null (manual: ``live``)
+        out["tokentop_measured_over"] = "arrivals"
+        for key in ("output_throughput", *(k for k in vllm_metric_keys() if "_ttft_" in k or "_itl_" in k)):
+            out[f"tokentop_{key}"], out[key] = out[key], None
     return out
 
 

@@ -26,6 +26,17 @@ MODULES = (
 """Where the classes a session may name live (nothing else is ever constructed from a file)."""
 
 
+def recordable_classes() -> list[type]:
+    """Every NamedTuple and dataclass of the `MODULES`: what a session's values can be made of."""
+    out = []
+    for module in MODULES:
+        for value in vars(importlib.import_module(module)).values():
+            mine = isinstance(value, type) and value.__module__ == module
+            if mine and (hasattr(value, "_fields") or dataclasses.is_dataclass(value)):
+                out.append(value)
+    return out
+
+
 class CodecError(ValueError):
     """A value the codec cannot write, or a tag it cannot read."""
 

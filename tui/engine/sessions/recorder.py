@@ -12,7 +12,7 @@ from typing import Any
 
 from tui import __version__
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.sessions.codec import Encoder
+from tui.engine.sessions.codec import Encoder, recordable_classes
 from tui.engine.sessions.file import SessionWriter
 from tui.engine.sessions.stamps import stamp_counts
 from tui.engine.wire import Batch
@@ -56,11 +56,8 @@ class SessionRecorder:
             "options": self._enc.encode(options),
             "workers": workers,
         }
-        # the schema of every class a batch can hold, known before the first batch is written
-        from tui.engine.records import RequestRecord
-        from tui.engine.wire import Health, LaneDelta
-
-        for cls in (Batch, LaneDelta, Health, RequestRecord):
+        # the schema of every class a batch can hold (any added later too), known before the first batch
+        for cls in recordable_classes():
             self._enc.schema.setdefault(cls.__name__, _field_names(cls))
         header = {
             "tokentop": __version__,
