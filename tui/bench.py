@@ -206,6 +206,9 @@ def _summary(snap: Snapshot) -> str:
         lines.append(
             f"knee: {at} ({snap.knee.output_tps:,.0f} output tok/s of a {snap.knee.peak_tps:,.0f} peak)"
         )
+    elif limited := [lv for lv in snap.levels if lv.client_limited]:
+        at = ", ".join(load_label(lv.mode, lv.value) for lv in limited)
+        lines.append(f"knee: not found among the server's levels (the client was the limit at {at})")
     elif len(snap.levels) > 1:
         lines.append("knee: not found (output throughput still rising at the highest level measured)")
     lags = [
@@ -242,7 +245,14 @@ def run_from_args(
     progress = Progress(sys.stderr, ns.quiet)
     output = Path(ns.output) if ns.output else None
     log_path = Path(ns.requests_log) if ns.requests_log else None
-    check_outputs(output=output, requests_log=log_path)
+    check_outputs(
+        output=output,
+        requests_log=log_path,
+        server_metrics_log=_path(ns.server_metrics_log),
+        csv=_path(ns.csv),
+        vllm_results=_path(ns.vllm_results),
+        plot=_path(ns.plot),
+    )
     # the dataset (or tokenizer) is checked before the demo simulator starts: a bad file is one line, fast
     workload = workload_from_args(ns)
     demo = demo_from_args(ns, time_scale=ns.sim_time_scale)
@@ -271,6 +281,10 @@ def run_from_args(
     elif status in SIGNAL_STATUSES:
         say(f"tokentop: terminated by {SIGNAL_STATUSES[status]}")
     return status
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
 
 
 def _run(

@@ -27,6 +27,7 @@ from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.cache_check import CacheCheck
 from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
@@ -119,6 +120,7 @@ class EngineHandle(EngineBase):
         self._log: RequestsLogFile | None = None
         self._started = False
         self._lengths = LengthCheck()
+        self._cache = CacheCheck()
         self._stopping = False
         self._stopped = False
         self._scrape = ServerScrape()
@@ -278,8 +280,11 @@ class EngineHandle(EngineBase):
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`)."""
-        for message in self._lengths.notices(levels, self.workload):
+        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`), and
+        synthetic prompts served from the prefix cache one for the run (`tui.engine.host.cache_check`)."""
+        for message in self._lengths.notices(levels, self.workload) + self._cache.notices(
+            levels, self.workload
+        ):
             self._store.add_notice(message)
 
     def detail(self, request_id: int) -> RequestDetail | None:

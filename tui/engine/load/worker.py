@@ -325,8 +325,10 @@ class Worker:
 
 def worker_main(spec: WorkerSpec, cmd: Connection, out: Connection) -> None:
     """Process entry point (multiprocessing ``spawn``)."""
-    # Ctrl-C reaches the whole process group: the face decides how to stop, not us.
+    # Ctrl-C, and the hang-up of a closed terminal, reach the whole process group: the face decides how to
+    # stop, not us (it asks, and this worker's last records reach it; dying here would lose them).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # The face may be a full-screen app on this terminal: nothing of ours may print there. A failure goes
     # to the handle over the pipe instead (TOKENTOP_WORKER_STDERR=1 keeps stderr, for debugging).
     if not os.environ.get("TOKENTOP_WORKER_STDERR"):

@@ -170,6 +170,8 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         ttfa=stats_of(lv.ttfa),
         cached_prompt_tokens=lv.cached_tokens,
         prefix_cache_hit_rate=_num(lv.cache_hit_rate),
+        client_saturated=lv.client_limited,
+        coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
         server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
@@ -216,7 +218,10 @@ def build_results(
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = tuple(level_of(lv, extra, load, server) for lv, extra in views)
-    peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
+    server_views = [
+        lv for lv, _ in views if lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited
+    ]
+    peak = max((lv.output_tps for lv in server_views), default=None)  # the knee's levels: the server's
     health = snap.health
     return rm.Results(
         tool=info.tool,
@@ -230,6 +235,7 @@ def build_results(
             osl=workload.osl,
             fixed_osl=workload.fixed_osl,
             seed=workload.seed,
+            prompt_salt=workload.prompt_salt,
             timeout_s=info.timeout_s,
             workers=info.workers,
             header_names=tuple(info.header_names),
@@ -255,6 +261,7 @@ def build_results(
                 peak_output_throughput=knee.peak_tps,
             ),
             peak_output_throughput=peak,
+            client_limited_levels=tuple(lv.level_id for lv, _ in views if lv.client_limited),
             rule=KNEE_RULE.format(tol=KNEE_TOLERANCE),
         ),
         client=rm.Client(
