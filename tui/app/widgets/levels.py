@@ -33,7 +33,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("ttfa", "TTFA p50/90/99"),
 )
 """Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
-BASE_COLUMN = ("base", "vs base tok/s, TTFT p99")
+BASE_COLUMN = ("base", "vs base tok/s/TTFT99")
 """With ``--baseline``: after tok/s, the change from the baseline's level at the same load."""
 CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
@@ -43,8 +43,8 @@ CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state", "n",
-                "len", "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "base", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state",
+                "n", "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
