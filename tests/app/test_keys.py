@@ -442,6 +442,10 @@ def test_every_bound_key_is_on_the_keys_page() -> None:
     assert {"+", "?", "q", "n", "enter"} <= set(bound)  # the walk found the app, the help and the lanes
     missing = {key: owner for key, owner in bound.items() if f"`{key}`" not in page.text}
     assert not missing, f"keys bound but not on tui/manual/keys.md: {missing}"
+    table = "\n".join(line for line in page.text.splitlines() if line.startswith("|"))
+    app_keys = {key for key, owner in bound.items() if owner == "tui.app.app.TokentopApp"}
+    untabled = sorted(key for key in app_keys if f"`{key}`" not in table)
+    assert not untabled, f"the live app's keys not in the keys page's table: {untabled}"
 
 
 async def test_the_help_turns_through_every_page_of_the_manual(make_app: MakeApp) -> None:
