@@ -9,6 +9,7 @@ Kept import-light: `tokentop --help` must answer fast, so each subcommand import
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 
@@ -25,7 +26,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad flag in one line (no usage dump) and exits 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        suffix = "" if message.endswith("?") else " (see --help)"
+        self.exit(2, f"{self.prog}: error: {message}{suffix}\n")
 
 
 # --- shared flags -------------------------------------------------------------------------------
@@ -111,8 +113,15 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not send ignore_eos/min_tokens (let the model stop at EOS)",
     )
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--seed", type=int, default=0, help="lengths and prompt text (default 0)")
+    w.add_argument(
+        "--repeat-prompts",
+        metavar="SALT|RESULTS.json",
+        help="send exactly an earlier run's prompts (its prompt salt, or its results file), to measure the "
+        "prefix cache it left; by default each run's prompts are its own",
+    )
     _add_workload_shape_args(p)
+    _add_trace_args(p)
     # exact input lengths: a local tokenizer, or a probe of the server's own count
     w.add_argument(
         "--tokenizer",
@@ -199,6 +208,44 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="closed loop: each user carries a conversation for K turns, each adding --isl tokens to its"
         " history, then starts anew (chat only)",
+    )
+
+
+def _add_trace_args(p: argparse.ArgumentParser) -> None:
+    """Replay a trace file at its own timestamps (`tokentop help traces`)."""
+    g = p.add_argument_group("trace replay (tokentop help traces)")
+    g.add_argument("--trace", metavar="PATH", help="replay a trace: Mooncake JSONL, Azure or BurstGPT CSV")
+    g.add_argument(
+        "--trace-format",
+        choices=["mooncake", "azure", "burstgpt"],
+        default=None,
+        help="the trace's format (default: from its first line, else its name)",
+    )
+    g.add_argument(
+        "--trace-speed",
+        type=_level_list(float),
+        default=None,
+        metavar="X[,X,...]",
+        help="gaps divided by X (default 1); bench: one level per speed, each replaying the trace anew",
+    )
+    g.add_argument(
+        "--trace-start", type=non_negative_float, default=0.0, metavar="S", help="skip the first S seconds"
+    )
+    g.add_argument("--trace-duration", type=positive_float, metavar="S", help="replay only S seconds of it")
+    g.add_argument("--trace-loop", action="store_true", help="start over at the end")
+    g.add_argument(
+        "--trace-block-size",
+        type=positive_int,
+        default=512,
+        metavar="N",
+        help="tokens per Mooncake hash_ids block (default 512; Alibaba's Bailian traces: 16)",
+    )
+    g.add_argument("--trace-model", metavar="NAME", help="BurstGPT: only this model's requests")
+    g.add_argument(
+        "--trace-time-unit",
+        choices=["s", "ms", "us", "ns"],
+        default=None,
+        help="what a timestamp number counts (default: Mooncake ms, BurstGPT s)",
     )
 
 
@@ -501,8 +548,34 @@ def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
 # --- entry point --------------------------------------------------------------------------------
 
 
+def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Refuse a flag no command has, naming the nearest real one (``--thme`` -> ``--theme``), before argparse
+    reads on: with subcommands it takes the flag's value for a command and says "invalid choice"."""
+    commands: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            commands = dict(action.choices)
+    current = parser
+    for arg in argv:
+        if arg == "--":
+            return
+        if current is parser and arg in commands:
+            current = commands[arg]
+            continue
+        if not arg.startswith("--") or len(arg) < 3:
+            continue
+        name = arg.partition("=")[0]
+        known = [s for s in current._option_string_actions if s.startswith("--")]
+        if any(k.startswith(name) for k in known):  # the flag, or an abbreviation argparse accepts
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f": did you mean {near[0]}?" if near else ""
+        current.error(f"unrecognized argument {name}{hint}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    check_flags(parser, sys.argv[1:] if argv is None else argv)
     ns = parser.parse_args(argv)
     command = ns.command or "live"
     if getattr(ns, "api_key", None) and not hide_in_argv(ns.api_key):

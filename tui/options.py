@@ -26,6 +26,7 @@ from tui.engine.config import (
     RayPlacement,
     Scenario,
     TargetConfig,
+    TraceConfig,
     WorkloadConfig,
     normalise_base_url,
 )
@@ -51,10 +52,20 @@ def url_from_args(ns: argparse.Namespace) -> str | None:
 
 
 def url_note(ns: argparse.Namespace) -> str | None:
-    """One line saying the target came from the environment (never its credentials), or None."""
-    if ns.url is not None or (url := url_from_args(ns)) is None:
+    """One line saying the target came from the environment, or that a URL without a scheme was taken as
+    http:// (never its credentials), or None."""
+    url = url_from_args(ns)
+    if url is not None and "://" not in url.strip():
+        return f"taking {_url_flag(ns)} {display_url(url.strip())} as {display_url(with_scheme(url))}"
+    if ns.url is not None or url is None:
         return None
     return f"using ${BASE_URL_ENV}={display_url(url)}"
+
+
+def with_scheme(url: str) -> str:
+    """``url`` with ``http://`` in front when it names no scheme (``localhost:8000``), else as given."""
+    url = url.strip()
+    return url if "://" in url else f"http://{url}"
 
 
 def _url_flag(ns: argparse.Namespace) -> str:
@@ -93,7 +104,7 @@ def base_url_from_args(ns: argparse.Namespace, *, demo_url: str | None = None, a
         raise UsageError(f"no server: give --url or set ${BASE_URL_ENV}")
     _refuse_credentials(url, _url_flag(ns))
     try:
-        return normalise_base_url(url, add_v1=add_v1)
+        return normalise_base_url(with_scheme(url), add_v1=add_v1)
     except ValueError as exc:
         from_env = ns.url is None and given is not None
         raise UsageError(f"${BASE_URL_ENV}: {exc}" if from_env else str(exc)) from None
@@ -217,8 +228,78 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
             load_tokenizer(tokenizer)
         except TokenizerError as exc:
             raise UsageError(str(exc)) from None
-    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer)
-    return _shaped_workload(ns, base)
+    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer,
+                          prompt_salt=prompt_salt_from_args(ns))  # fmt: skip
+    return _traced_workload(ns, _shaped_workload(ns, base))
+
+
+def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
+    """``--trace`` and its flags: the file checked here (its head only), in one line if it is unusable."""
+    path = getattr(ns, "trace", None)
+    trace_flags = ("trace_format", "trace_speed", "trace_duration", "trace_model", "trace_time_unit")
+    if path is None:
+        given = [f for f in trace_flags if getattr(ns, f, None)]
+        if given or getattr(ns, "trace_loop", False) or getattr(ns, "trace_start", 0.0):
+            raise UsageError("the --trace-* flags need --trace PATH")
+        return base
+    if base.dataset is not None or base.isl_dist or base.osl_dist or base.scenarios:
+        raise UsageError(
+            "--trace says every request's lengths: not with --dataset, --isl-dist, --osl-dist or --scenarios"
+        )
+    if base.shared_prefix or base.turns > 1:
+        raise UsageError("--trace shares prefixes as the trace says: not with --shared-prefix or --turns")
+    if getattr(ns, "rate", None) or getattr(ns, "concurrency", None):
+        raise UsageError("--trace replays at the trace's own times: not with --rate or --concurrency")
+    from tui.engine.traces import TraceError, check_trace
+
+    wanted = TraceConfig(
+        path=path,
+        format=getattr(ns, "trace_format", None),
+        block_size=getattr(ns, "trace_block_size", 512),
+        start_s=getattr(ns, "trace_start", 0.0) or 0.0,
+        duration_s=getattr(ns, "trace_duration", None),
+        loop=bool(getattr(ns, "trace_loop", False)),
+        model=getattr(ns, "trace_model", None),
+        time_unit=getattr(ns, "trace_time_unit", None),
+    )
+    if wanted.model and wanted.format not in (None, "burstgpt"):
+        raise UsageError("--trace-model filters BurstGPT traces only")
+    try:
+        trace = check_trace(wanted)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    if trace.model and trace.format != "burstgpt":
+        raise UsageError(f"--trace-model filters BurstGPT traces only; {path} is a {trace.format} trace")
+    return replace(base, trace=trace)
+
+
+SALT_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+
+
+def prompt_salt_from_args(ns: argparse.Namespace) -> str:
+    """The run's prompt salt: a new one (`new_salt`), or with ``--repeat-prompts`` an earlier run's, given
+    as the salt itself or as its results file (whose ``--seed`` must be this run's too: the prompts follow
+    both)."""
+    from tui.engine.workload.text import new_salt
+
+    given = getattr(ns, "repeat_prompts", None)
+    if given is None:
+        return new_salt()
+    path = Path(given)
+    if path.suffix.lower() == ".json" or path.is_file():
+        try:
+            config = json.loads(path.read_bytes()).get("config") or {}
+        except (OSError, ValueError, AttributeError) as exc:
+            raise UsageError(f"--repeat-prompts: cannot read {path} as results: {exc}") from None
+        seed = config.get("seed", 0)
+        if seed != ns.seed:
+            raise UsageError(f"--repeat-prompts: {path} ran with --seed {seed}: add --seed {seed}")
+        return str(config.get("prompt_salt") or "")  # a run without a salt sent the unsalted prompts
+    if not given or len(given) > 64 or not set(given) <= SALT_CHARS:
+        raise UsageError(
+            f"--repeat-prompts: not a results file nor a salt (letters, digits, - and _): {given!r}"
+        )
+    return str(given)
 
 
 # --- shaped workloads --------------------------------------------------------------------------
@@ -397,7 +478,15 @@ def gpu_metrics_from_args(ns: argparse.Namespace) -> str | None:
 
 
 def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:
-    """The live app's first target: ``--rate`` or ``--concurrency``, else 1 user (4 in the demo)."""
+    """The live app's first target: a trace at ``--trace-speed``, ``--rate`` or ``--concurrency``, else 1 user
+    (4 in the demo)."""
+    if getattr(ns, "trace", None) is not None:
+        speeds = getattr(ns, "trace_speed", None) or [1.0]
+        if len(speeds) > 1:
+            raise UsageError(
+                "the live app starts at one --trace-speed (the keys change it; bench sweeps a list)"
+            )
+        return LoadTarget(mode="trace", speed=float(speeds[0]))
     if ns.rate is not None:
         return LoadTarget(mode="rate", rate=ns.rate)
     if ns.concurrency is not None:
@@ -406,7 +495,13 @@ def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:
 
 
 def level_targets_from_args(ns: argparse.Namespace) -> list[LoadTarget]:
-    """bench's levels, one per ``--concurrency`` or ``--rate`` value (default: one user)."""
+    """bench's levels, one per ``--concurrency`` or ``--rate`` value (default: one user), or one per
+    ``--trace-speed`` with ``--trace``, each replaying the trace from its start."""
+    if getattr(ns, "trace", None) is not None:
+        return [
+            LoadTarget(mode="trace", speed=float(x), from_start=True, max_concurrency=ns.max_concurrency)
+            for x in (getattr(ns, "trace_speed", None) or [1.0])
+        ]
     if ns.rate:
         return [
             LoadTarget(mode="rate", rate=float(r), arrival=ns.arrival, max_concurrency=ns.max_concurrency)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ from tests.engine.scripted_server import (
     usage_chunk,
 )
 from tui.engine.config import Endpoint, TargetConfig, WorkloadConfig
-from tui.engine.records import RequestRecord
+from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.stream.client import MAX_SKIPPED_LINES, RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import TransportName, make_client
@@ -193,6 +194,9 @@ async def test_a_malformed_line_is_skipped_and_counted_and_the_stream_goes_on() 
 
     (rec,), _, _ = await _run(handler)
     assert (rec.status, rec.skipped_lines, len(rec.chunk_ns)) == ("ok", 1, 1)
+    log = io.BytesIO()
+    RequestsLog(log).write(rec)  # the requests log says so too, line by line
+    assert json.loads(log.getvalue())["skipped_lines"] == 1
 
 
 async def test_a_stream_of_malformed_lines_fails_as_malformed_past_the_cap() -> None:

@@ -12,8 +12,9 @@ from tui.engine.config import LoadTarget
 from tui.engine.host.ramp import RampPolicy
 from tui.engine.snapshot import LevelView, Snapshot
 
-FAILED_PREFIXES = ("SLO broken", "errors at")
-"""`RampPolicy.step` reasons that mean the ramp's last level failed: `k` then goes to the level before."""
+FAILED_PREFIXES = ("SLO broken", "errors at", "client is the limit")
+"""`RampPolicy.step` reasons that mean the ramp's last level failed (or measured the client, not the server):
+`k` then goes to the level before."""
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,11 @@ class RampResult:
     """The load `k` sets: the knee, or after a failed level the last one that passed; None if neither."""
 
     def status(self) -> str:
-        """Short, for the status bar (the reason up to its first colon)."""
+        """Short, for the status bar (the reason up to its first colon; with the fix, when it is the
+        client's limit)."""
         text = f"auto ramp stopped: {self.reason.split(':')[0]}"
+        if self.reason.startswith("client is the limit") and "; " in self.reason:
+            text += f" · {self.reason.rsplit('; ', 1)[1].split(' (')[0]}"
         return text + (f" · k → {load_label(self.knee)}" if self.knee is not None else "")
 
     def subtitle(self) -> str:
@@ -38,6 +42,8 @@ class RampResult:
 
 def load_label(target: LoadTarget) -> str:
     """ "4 users" or "2.5 req/s": how the ramp and the table name a level."""
+    if target.mode == "trace":
+        return f"trace x{target.speed:g}"
     return f"{target.concurrency} users" if target.mode == "concurrency" else f"{target.rate:g} req/s"
 
 
@@ -45,6 +51,8 @@ def level_target(current: LoadTarget, level: LevelView) -> LoadTarget:
     """``current`` moved to ``level``'s mode and value, unpaused."""
     if level.mode == "concurrency":
         return replace(current, mode="concurrency", concurrency=max(1, round(level.value)), paused=False)
+    if level.mode == "trace":
+        return replace(current, mode="trace", speed=float(level.value), paused=False)
     return replace(current, mode="rate", rate=float(level.value), paused=False)
 
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,13 @@ from tui.options import (
     workload_from_args,
 )
 from tui.outputs import check_outputs
-from tui.shutdown import Terminated, exit_status, signals_as_interrupt
+from tui.shutdown import Terminated, exit_status, say, signals_as_interrupt
 
 
 def run_from_args(ns: argparse.Namespace) -> int:
-    """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke, 143/129
-    after SIGTERM/SIGHUP (which quit like `q`: results written, terminal restored)."""
+    """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke (or the
+    engine had stopped on a fatal error), 143/129 after SIGTERM/SIGHUP (which quit like `q`: results
+    written, terminal restored)."""
     try:
         themes = load_themes()
         theme = resolve_theme(ns.theme, themes)
@@ -43,7 +45,8 @@ def run_from_args(ns: argparse.Namespace) -> int:
     load = initial_load(ns, demo=demo is not None)
     requests_log = Path(ns.requests_log) if ns.requests_log else None
     output = Path(ns.output) if ns.output else None
-    check_outputs(output=output, requests_log=requests_log)
+    metrics_log = Path(ns.server_metrics_log) if ns.server_metrics_log else None
+    check_outputs(output=output, requests_log=requests_log, server_metrics_log=metrics_log)
     try:
         with running_demo(demo) as demo_url:
             return _run_app(ns, demo_url, load, themes, theme.name, output, requests_log)
@@ -102,13 +105,14 @@ def _run_app(
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # the app is not running (yet or any more): unwind like Ctrl-C
                 raise Terminated(signum) from None
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(app.action_quit()))
+            reason = signal.Signals(signum).name
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(app.action_quit(reason)))
 
         with signals_as_interrupt(on_signal):
             result = app.run()
         _write_frame_stats(app)
         for note in app.quit_notes:
-            print(f"tokentop: {note}", file=sys.stderr)
+            say(f"tokentop: {note}")  # after a hang-up there is no terminal to print on
         if signalled:
             return exit_status(Terminated(signalled[0]))
         return result if isinstance(result, int) else (app.return_code or 0)

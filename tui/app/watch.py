@@ -10,6 +10,8 @@ from pathlib import Path
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.options import UsageError, base_url_from_args, gpu_metrics_from_args, url_note
+from tui.outputs import check_outputs
+from tui.shutdown import say
 
 
 def watch_target(ns: argparse.Namespace) -> tuple[TargetConfig, EngineOptions]:
@@ -41,6 +43,9 @@ def run_from_args(ns: argparse.Namespace) -> int:
         print(f"tokentop: {note}", file=sys.stderr)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("tokentop watch needs a terminal")
+    output = Path(ns.output) if ns.output else None
+    metrics_log = Path(ns.server_metrics_log) if ns.server_metrics_log else None
+    check_outputs(output=output, requests_log=None, server_metrics_log=metrics_log)
     from tui.app.app import TokentopApp
     from tui.engine.host.watch import WatchEngine
 
@@ -51,13 +56,13 @@ def run_from_args(ns: argparse.Namespace) -> int:
             engine,
             themes=themes,
             theme=theme.name,
-            output=Path(ns.output) if ns.output else None,
+            output=output,
             freeze_gc=True,
             watch_only=True,
         )
         result = app.run()
         for note in app.quit_notes:
-            print(f"tokentop: {note}", file=sys.stderr)
+            say(f"tokentop: {note}")
         return result if isinstance(result, int) else (app.return_code or 0)
     finally:
         engine.stop()

@@ -27,6 +27,7 @@ from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.cache_check import CacheCheck
 from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
@@ -38,6 +39,7 @@ from tui.engine.host.reader import Reader
 from tui.engine.host.requests_log import RequestsLogFile
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.trace_clock import TraceClock
 from tui.engine.host.worker_pool import WorkerPool
 from tui.engine.load.runner import split_load
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
+    # a trace's level is its speed (``value``); every other mode's is its users or rate
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
@@ -108,11 +111,15 @@ class EngineHandle(EngineBase):
             on_lost=self._lost,
             exitcode=self._pool.exitcode,
             on_worker_lost=self._worker_lost,
+            on_ready=self._workers_up,
         )
+        self._trace = TraceClock()
+        """The trace replay's timeline (used in the ``trace`` mode only)."""
         self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
         self._started = False
         self._lengths = LengthCheck()
+        self._cache = CacheCheck()
         self._stopping = False
         self._stopped = False
         self._scrape = ServerScrape()
@@ -172,12 +179,15 @@ class EngineHandle(EngineBase):
             if not self._started or self._stopping:
                 return
             now = time.perf_counter_ns()
+            new_level = False
             if target.paused:
                 if not old.paused:
                     self._store.end_level(now)
             elif old.paused or _level_key(old) != _level_key(target):
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
+                new_level = True
+            self._trace.retarget(target, now, new_level=new_level)
             self._send_shares()
             self._reader.await_views(self._store)
 
@@ -217,8 +227,11 @@ class EngineHandle(EngineBase):
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`)."""
-        for message in self._lengths.notices(levels, self.workload):
+        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`), and
+        synthetic prompts served from the prefix cache one for the run (`tui.engine.host.cache_check`)."""
+        for message in self._lengths.notices(levels, self.workload) + self._cache.notices(
+            levels, self.workload
+        ):
             self._store.add_notice(message)
 
     def detail(self, request_id: int) -> RequestDetail | None:
@@ -340,11 +353,26 @@ class EngineHandle(EngineBase):
             if probe.notice is not None:
                 self._store.add_notice(probe.notice)
 
+    def _workers_up(self) -> None:
+        """Every worker has reported (on the reader thread): a trace replay starts now, for all at once."""
+        with self._lock:
+            if self._stopping or self.workload.trace is None:
+                return
+            self._trace.start(time.perf_counter_ns(), self._load)
+            self._send_shares()
+
+    def trace_position_s(self) -> float:
+        """Seconds into the trace the replay is now (0 outside a replay)."""
+        with self._lock:
+            return self._trace.position_ns(time.perf_counter_ns()) / 1e9
+
     def _send_shares(self) -> None:
         """The load split over the workers still running (all of them unless a node was lost)."""
         load = replace(self._load, paused=True) if self._halted else self._load
         alive = [i for i in range(self.workers) if i not in self._store.lost_workers]
-        shares = split_load(load, max(1, len(alive)), self._level_id, seed=self.workload.seed)
+        shares = split_load(
+            load, max(1, len(alive)), self._level_id, seed=self.workload.seed, trace=self._trace.place()
+        )
         if len(alive) == self.workers:
             self._pool.send_each(ApplyShare(share) for share in shares)
             return

@@ -36,11 +36,14 @@ from tui.engine.secrets import mask_secret
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
 from tui.engine.workload.shaped import ShapedWorkload, is_shaped, longest_isl, shortest_isl
+from tui.engine.workload.synthetic import MAX_PROMPT_FACTOR
 from tui.engine.workload.text import shared_prefix_text, unique_head
 
 PROBE_REQUESTS = 4
 """Enough for the calibration's slope (two lengths) and an overhead averaged over the per-request head words;
 each asks for one output token, so on a slow server the probe costs about four prefills."""
+TRACE_PROBE_ISL = (64, 1024)
+"""A trace's lengths are its own, unknown until read: the probe measures the cost per word across these."""
 PREFIX_STEPS = 6
 """At most this many candidate prefix lengths are tried (each a request): the first guess from the slope is
 within a few tokens, and each step moves by the measured cost per word."""
@@ -66,10 +69,13 @@ def probe_workloads(workload: WorkloadConfig) -> list[SyntheticWorkload | Shaped
     lengths, two: one at the shortest ISL and one at the longest, taking turns, so the cost per word is
     measured across the range the run will ask for (two prompts a word apart give one word's cost, and a
     slope a few percent off puts the longest prompts tokens off)."""
-    bare = replace(workload, osl=1, fixed_osl=False, isl_observations=())
-    if not is_shaped(workload):
+    bare = replace(workload, osl=1, fixed_osl=False, isl_observations=(), trace=None)
+    if workload.trace is not None:
+        lo, hi = TRACE_PROBE_ISL  # a trace's prompts are of the shaped prompts' one-token words
+    elif not is_shaped(workload):
         return [SyntheticWorkload(bare)]
-    lo, hi = shortest_isl(workload), longest_isl(workload)
+    else:
+        lo, hi = shortest_isl(workload), longest_isl(workload)
     return [
         ShapedWorkload(replace(bare, isl_dist=LengthDist("fixed", isl, isl), osl_dist=None, scenarios=()))
         for isl in dict.fromkeys((lo, hi))
@@ -108,7 +114,7 @@ def size_prefix(workload: WorkloadConfig, count: Count, slope: float | None) -> 
     words = max(1, round(target / (slope or 1.0)))
     tried: dict[int, int] = {}
     for step in range(PREFIX_STEPS):
-        got = count(step + 1, spec(shared_prefix_text(workload.seed, words)))
+        got = count(step + 1, spec(shared_prefix_text(workload.seed, words, workload.prompt_salt)))
         if isinstance(got, str):
             return got
         tried[words] = got - base
@@ -116,7 +122,7 @@ def size_prefix(workload: WorkloadConfig, count: Count, slope: float | None) -> 
         if cost == target:
             break
         move = round((target - cost) * words / max(1, cost))
-        words = max(1, words + (move or (1 if target > cost else -1)))
+        words = min(MAX_PROMPT_FACTOR * target, max(1, words + (move or (1 if target > cost else -1))))
         if words in tried:
             break
     best = min(tried, key=lambda w: (abs(tried[w] - target), w))
@@ -177,8 +183,12 @@ def probe_isl(
             counted.append(tokens)
             record = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=0, sent_ns=0)
             record.input_tokens, record.input_source = tokens, "usage"
-            learned = len(probe.sizer.observed)
+            refused, learned = probe.sizer.refused, len(probe.sizer.observed)
             probe.on_response(key, spec, None, record)
+            if probe.sizer.refused is not refused:  # a count that is no count: none of them is used
+                notice = _refused_notice(counted, probe.sizer.refused)
+                observed.clear()
+                break
             if len(probe.sizer.observed) > learned:  # a prompt counted as 0 tokens teaches nothing
                 observed.append(probe.sizer.observed[-1])
         if notice is None and _prefix_to_size(workload):
@@ -196,6 +206,15 @@ def probe_isl(
     observations = tuple(observed)
     sized_workload = replace(workload, isl_observations=observations, shared_prefix_sized=sized)
     return IslProbe(sized_workload, tuple(counted), notice)
+
+
+def _refused_notice(counted: list[int], refused: tuple[int, int] | None) -> str:
+    words = f" (the last for {refused[0]} words)" if refused is not None else ""
+    shown = ", ".join(str(t) for t in counted[-4:])
+    return (
+        f"ISL probe: the server's prompt_tokens ({shown}){words} do not grow with the prompt: not used; "
+        "prompts sized from answers only"
+    )
 
 
 def _prompt_tokens(response: httpx.Response) -> int | None:

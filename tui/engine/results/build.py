@@ -18,6 +18,7 @@ from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
+from tui.engine.results.population import population
 from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
@@ -121,14 +122,15 @@ def histograms_of(raw: Mapping[str, Mapping[str, Any]]) -> rm.Histograms:
 
 def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: ServerSummary | None) -> rm.Level:
     """One level in vLLM's vocabulary (plus tokentop's keys)."""
-    rate = lv.mode == "rate"
+    rate, trace = lv.mode == "rate", lv.mode == "trace"
     return rm.Level(
         level_id=lv.level_id,
         mode=lv.mode,
-        concurrency=None if rate else int(lv.value),
+        concurrency=int(lv.value) if lv.mode == "concurrency" else None,
         request_rate=lv.value if rate else None,
+        trace_speed=lv.value if trace else None,
         arrival=load.arrival if rate else None,
-        max_concurrency=load.max_concurrency if rate else None,
+        max_concurrency=load.max_concurrency if rate or trace else None,
         duration=lv.window_s,
         completed=lv.window_completed,
         failed=lv.window_failed,
@@ -160,7 +162,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         client=rm.LevelClient(
             max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms, max_cpu_share=extra.max_cpu_share
         ),
-        sched_lag=stats_of(lv.sched_lag) if rate else None,
+        sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,
         mean_input_tokens=_num(lv.mean_isl),
         mean_output_tokens=_num(lv.mean_osl),
@@ -168,11 +170,17 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         ttfa=stats_of(lv.ttfa),
         cached_prompt_tokens=lv.cached_tokens,
         prefix_cache_hit_rate=_num(lv.cache_hit_rate),
+        client_saturated=lv.client_limited,
+        coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
         server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
         scraped=server is not None,
         histograms=extra.histograms,
+        measured_over=lv.measured_over,
+        in_flight_at_end=lv.in_flight_at_end,
+        partial_output_tokens=lv.partial_output_tokens,
+        population=population(lv),
     )
 
 
@@ -210,7 +218,10 @@ def build_results(
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = tuple(level_of(lv, extra, load, server) for lv, extra in views)
-    peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
+    server_views = [
+        lv for lv, _ in views if lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited
+    ]
+    peak = max((lv.output_tps for lv in server_views), default=None)  # the knee's levels: the server's
     health = snap.health
     return rm.Results(
         tool=info.tool,
@@ -224,6 +235,7 @@ def build_results(
             osl=workload.osl,
             fixed_osl=workload.fixed_osl,
             seed=workload.seed,
+            prompt_salt=workload.prompt_salt,
             timeout_s=info.timeout_s,
             workers=info.workers,
             header_names=tuple(info.header_names),
@@ -249,6 +261,7 @@ def build_results(
                 peak_output_throughput=knee.peak_tps,
             ),
             peak_output_throughput=peak,
+            client_limited_levels=tuple(lv.level_id for lv, _ in views if lv.client_limited),
             rule=KNEE_RULE.format(tol=KNEE_TOLERANCE),
         ),
         client=rm.Client(
