@@ -26,14 +26,14 @@ from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import TransportName, make_client
 
 pytestmark = pytest.mark.timeout(20)
-TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
+TRANSPORTS: list[TransportName] = ["protocol", "aiohttp", "httpx"]
 SECRET = "sk-test-SECRET-0123456789"
 
 
 async def _run(
     handler: Callable[[Request, Responder], Awaitable[None]],
     *,
-    transport: TransportName = "aiohttp",
+    transport: TransportName | None = None,
     timeout_s: float = 5.0,
     n: int = 1,
     endpoint: Endpoint = "chat",
@@ -56,6 +56,7 @@ async def _run(
         WorkloadConfig(isl=16, osl=8),
         "m",
         notice=(notices.append if notices is not None else None),
+        transport=transport,
     )
     records, accs = [], []
     try:
@@ -65,6 +66,7 @@ async def _run(
             records.append(await run_request(session, rec, acc))
             accs.append(acc)
     finally:
+        await session.aclose()
         await client.aclose()
         await server.close()
     return records, accs, server
@@ -409,6 +411,7 @@ async def test_connect_refused() -> None:
     try:
         session = RequestSession(client, target, WorkloadConfig(), "m")
         rec = await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
+        await session.aclose()
     finally:
         await client.aclose()
     assert rec.error_class == "connect"
@@ -435,6 +438,7 @@ async def test_cancel_finishes_record_as_cancelled() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await session.aclose()
     finally:
         await client.aclose()
         await server.close()

@@ -23,11 +23,12 @@ from tui.cli import build_parser
 from tui.engine.config import TargetConfig
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.network import ProxyError, bypassed, proxy_for
+from tui.engine.stream.transport import TRANSPORTS as ALL_TRANSPORTS
 from tui.engine.stream.transport import TransportName
 from tui.options import UsageError, target_from_args
 
 pytestmark = pytest.mark.timeout(30)
-TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
+TRANSPORTS: list[TransportName] = list(ALL_TRANSPORTS)
 UPSTREAM = "http://upstream.invalid:9/v1"
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 

@@ -284,7 +284,7 @@ class Worker:
         client = make_client(spec.target, self.options.transport)
         self.session = RequestSession(
             client, spec.target, spec.workload, spec.model, worker=self.index, workers=self.workers,
-            notice=self.notices.append,
+            notice=self.notices.append, transport=self.options.transport,
         )  # fmt: skip
         self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
         self.health_window_at = time.perf_counter()
@@ -319,6 +319,7 @@ class Worker:
             self.send(Goodbye())
             self.outbox.put(None)
             with contextlib.suppress(Exception):
+                await self.session.aclose()
                 await client.aclose()
             await loop.run_in_executor(None, sender.join, 5.0)
 

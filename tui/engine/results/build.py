@@ -29,6 +29,9 @@ def safe_url(url: str) -> str:
     return display_url(url)
 
 
+REDIRECTS = "not followed for a stream (a 3xx is a not_sse failure naming its Location)"
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """What the results say about the run itself, as plain data: no engine object and no secret (the URL
@@ -56,6 +59,10 @@ class RunInfo:
     """Every workload setting as plain data (`run_config.workload_record`)."""
     isl_probe: Mapping[str, Any] | None = None
     """Whether the ISL probe ran, or why not (`run_config.isl_probe_record`)."""
+    stream_transport: str | None = None
+    """What carried the workers' streams (`tui.engine.stream.transport.stream_transport`)."""
+    stream_transport_note: str | None = None
+    """Why that is not the transport asked for (a proxy), or None."""
     tool: str = "tokentop"
     version: str = __version__
 
@@ -266,6 +273,9 @@ def build_results(
         ),
         client=rm.Client(
             workers=info.workers,
+            stream_transport=info.stream_transport,
+            stream_transport_note=info.stream_transport_note,
+            redirects=REDIRECTS,
             max_loop_lag_p99_ms=client.max_loop_lag_p99_ms,
             max_cpu_share=client.max_cpu_share,
             lag_threshold_ms=options.lag_threshold_ms,

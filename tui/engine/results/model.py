@@ -252,6 +252,12 @@ class Client:
     """The load generator's own health over the whole run."""
 
     workers: int = 1
+    stream_transport: str | None = field(default=None, metadata=key(omit_none=True))
+    """What carried the workers' streams: protocol, aiohttp or httpx (absent in older files)."""
+    stream_transport_note: str | None = field(default=None, metadata=key(omit_none=True))
+    """Why that is not the transport asked for (through a proxy the protocol path hands over)."""
+    redirects: str | None = field(default=None, metadata=key(omit_none=True))
+    """How a redirect answer to a stream is treated (never followed)."""
     max_loop_lag_p99_ms: float = 0.0
     max_cpu_share: float = 0.0
     lag_threshold_ms: float | None = None
