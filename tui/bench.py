@@ -48,6 +48,7 @@ from tui.options import (
 )
 from tui.outputs import check_outputs
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
+from tui.units import ms_figure
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
@@ -80,12 +81,6 @@ def default_requests(mode: str, value: float) -> int:
     if mode == "concurrency":
         return max(20, 4 * int(value))
     return max(20, math.ceil(5 * value))
-
-
-def _ms(x: float) -> str:
-    if not math.isfinite(x):
-        return "-"
-    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
 def _level(snap: Snapshot, level_id: int) -> LevelView | None:
@@ -154,17 +149,17 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
             *lengths,
             f"{lv.request_per_s:.2f}" if math.isfinite(lv.request_per_s) else "-",
             f"{lv.output_tps:,.0f}" if math.isfinite(lv.output_tps) else "-",
-            _ms(lv.ttft.p50),
-            _ms(lv.ttft.p99),
-            _ms(lv.tpot.p50),
-            _ms(lv.itl_chunk.p50),
-            _ms(lv.itl_chunk.p99),
-            _ms(lv.e2el.p50),
+            ms_figure(lv.ttft.p50),
+            ms_figure(lv.ttft.p99),
+            ms_figure(lv.tpot.p50),
+            ms_figure(lv.itl_chunk.p50),
+            ms_figure(lv.itl_chunk.p99),
+            ms_figure(lv.e2el.p50),
             f"{lv.tokens_per_chunk:.2f}" if math.isfinite(lv.tokens_per_chunk) else "-",
             "yes" if lv.steady else "no",
         )
         if reasoning:
-            row = (*row[:9], _ms(lv.ttfa.p50), *row[9:])
+            row = (*row[:9], ms_figure(lv.ttfa.p50), *row[9:])
         if cached:
             rate = lv.cache_hit_rate
             hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TextIO
 
 from tui.shutdown import silence
+from tui.units import clock, ms_figure
 
 PLAIN_EVERY_S = 5.0
 """Not on a terminal: at most one progress line this often (plus the forced ones)."""
@@ -94,16 +95,6 @@ def bar(fraction: float, width: int) -> str:
     return cells.ljust(width)
 
 
-def clock(s: float) -> str:
-    """Seconds as m:ss (h:mm:ss from an hour)."""
-    if not math.isfinite(s) or s < 0:
-        return "-:--"
-    total = int(s)
-    h, rest = divmod(total, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
-
-
 def goal_text(done: float, goal: float, unit: str) -> str:
     """ "12/40 requests", "7.5/30 s"; past the goal "45 requests (goal 40)": a steady window must also be
     long enough to measure (a second at least), which at a fast server holds more than ``--requests``."""
@@ -112,12 +103,6 @@ def goal_text(done: float, goal: float, unit: str) -> str:
     if done > goal:
         return f"{done:.0f} requests (goal {goal:.0f})"
     return f"{done:.0f}/{goal:.0f} requests"
-
-
-def _ms(x: float) -> str:
-    if not math.isfinite(x):
-        return "-"
-    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
 def progress_line(p: LevelProgress, width: int | None = None) -> str:
@@ -136,7 +121,7 @@ def progress_line(p: LevelProgress, width: int | None = None) -> str:
     if p.failed:
         figures.append(f"{p.failed} failed")
     figures.append(f"{p.output_tps:,.0f} tok/s" if math.isfinite(p.output_tps) else "- tok/s")
-    figures.append(f"TTFT p50 {_ms(p.ttft_p50_ms)} ms, ITL p50 {_ms(p.itl_p50_ms)} ms")
+    figures.append(f"TTFT p50 {ms_figure(p.ttft_p50_ms)} ms, ITL p50 {ms_figure(p.itl_p50_ms)} ms")
     figures.append(f"in flight {p.in_flight}")
     tails = (", ".join(figures), ", ".join(figures[:-2]), "")  # all; phase, failures and tok/s; none
 

@@ -11,7 +11,6 @@ from tui.bench_progress import (
     LevelProgress,
     Progress,
     bar,
-    clock,
     goal_text,
     level_eta_s,
     load_label,
@@ -87,13 +86,6 @@ def test_run_eta_counts_the_drain_after_each_level_at_the_mean_measured() -> Non
 )  # fmt: skip
 def test_bar_fills_by_eighths(fraction: float, width: int, text: str) -> None:
     assert bar(fraction, width) == text and len(bar(fraction, width)) == width
-
-
-@pytest.mark.parametrize(
-    ("s", "text"), [(0, "0:00"), (7.9, "0:07"), (65, "1:05"), (3725, "1:02:05"), (-1, "-:--")]
-)
-def test_clock(s: float, text: str) -> None:
-    assert clock(s) == text
 
 
 def test_the_plain_line_says_everything() -> None:
