@@ -68,12 +68,12 @@ class _Goal:
 
 @dataclass
 class _RunClock:
-    """When the run began, how long each finished level took and how long its drain took (the progress
+    """When the run began, how long each finished level took and how long its wind-down took (the progress
     line's run ETA)."""
 
     started: float = field(default_factory=time.monotonic)
     level_s: list[float] = field(default_factory=list)
-    drain_s: list[float] = field(default_factory=list)
+    wind_down_s: list[float] = field(default_factory=list)
 
 
 def default_requests(mode: str, value: float) -> int:
@@ -116,7 +116,7 @@ def _level_progress(
         unit=goal.unit,
         phase=phase,
         finished_level_s=tuple(clock.level_s),
-        finished_drain_s=tuple(clock.drain_s),
+        finished_wind_down_s=tuple(clock.wind_down_s),
         failed=0 if lv is None else lv.failed,
         output_tps=snap.output_tps,
         ttft_p50_ms=math.nan if lv is None else lv.ttft.p50,
@@ -285,9 +285,9 @@ def _run(
                 handle.set_load(load)
             fatal = _run_level(handle, ns, i, len(targets), load, progress, clock)
             if fatal is None:
-                drain_from = time.monotonic()
-                fatal = _drain(handle, load, target.timeout_s + 5.0)
-                clock.drain_s.append(time.monotonic() - drain_from)
+                wind_down_from = time.monotonic()
+                fatal = _wind_down(handle, load, target.timeout_s + 5.0)
+                clock.wind_down_s.append(time.monotonic() - wind_down_from)
             if fatal is not None:
                 progress.done()
                 print(f"tokentop: error: {fatal}", file=err)
@@ -298,7 +298,7 @@ def _run(
     finally:
         progress.done()
         if handle is not None:
-            handle.stop(drain=False, timeout_s=2.0)
+            handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
             final = snap
             if status != 1 and snap.levels:
@@ -410,7 +410,7 @@ def _run_level(
     return None
 
 
-def _drain(handle: Engine, load: LoadTarget, timeout_s: float) -> str | None:
+def _wind_down(handle: Engine, load: LoadTarget, timeout_s: float) -> str | None:
     """Pause and wait (bounded) until nothing is in flight."""
     handle.set_load(replace(load, paused=True))
     deadline = time.monotonic() + timeout_s

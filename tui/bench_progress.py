@@ -45,9 +45,9 @@ class LevelProgress:
     """"starting", "warming up", "steady"."""
     finished_level_s: tuple[float, ...] = ()
     """How long each earlier level took (run ETA: the remaining levels at the same per-level time)."""
-    finished_drain_s: tuple[float, ...] = ()
-    """How long each earlier level's drain took: after its goal, its in-flight requests finish before the next
-    level starts (a level of long requests can drain for as long as it ran)."""
+    finished_wind_down_s: tuple[float, ...] = ()
+    """How long each earlier level's wind-down took: after its goal, its in-flight requests finish before the
+    next level starts (a level of long requests can wind down for as long as it ran)."""
     failed: int = 0
     output_tps: float = math.nan
     ttft_p50_ms: float = math.nan
@@ -72,16 +72,17 @@ def level_eta_s(done: float, goal: float, elapsed_s: float) -> float | None:
 
 
 def run_eta_s(p: LevelProgress) -> float | None:
-    """Seconds left in the run, an estimate: this level's ETA, then its drain and the remaining levels, each
-    at the mean time a level has taken (the earlier ones and this one's expected total) plus the mean drain
-    measured so far (none before the first level has drained). None while this level's ETA is unknown."""
+    """Seconds left in the run, an estimate: this level's ETA, then its wind-down and the remaining levels,
+    each at the mean time a level has taken (the earlier ones and this one's expected total) plus the mean
+    wind-down measured so far (none before the first level has wound down). None while this level's ETA is
+    unknown."""
     eta = level_eta_s(p.done, p.goal, p.level_elapsed_s)
     if eta is None:
         return None
     per_level = (sum(p.finished_level_s) + p.level_elapsed_s + eta) / (len(p.finished_level_s) + 1)
-    drains = p.finished_drain_s
-    drain = sum(drains) / len(drains) if drains else 0.0
-    return eta + drain + max(0, p.count - p.index) * (per_level + drain)
+    wind_downs = p.finished_wind_down_s
+    wind_down = sum(wind_downs) / len(wind_downs) if wind_downs else 0.0
+    return eta + wind_down + max(0, p.count - p.index) * (per_level + wind_down)
 
 
 def bar(fraction: float, width: int) -> str:

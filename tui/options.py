@@ -29,7 +29,7 @@ from tui.engine.config import (
     WorkloadConfig,
     normalise_base_url,
 )
-from tui.engine.secrets import display_url
+from tui.engine.redact import display_url
 
 BASE_URL_ENV = "OPENAI_BASE_URL"
 """The OpenAI SDK's variable for the server's base URL: honoured when ``--url`` is not given."""

@@ -71,7 +71,7 @@ def test_a_face_that_stops_reading_gets_one_batch_of_everything_not_one_per_inte
             time.sleep(UNREAD_S)  # the face falls behind: nobody reads
             resumed_ns = time.perf_counter_ns()
             behind = _read_for(data, 0.5)
-            cmd.send(Stop(drain=True, timeout_s=5.0))
+            cmd.send(Stop(finish_in_flight=True, timeout_s=5.0))
             after = _read_all(data, time.monotonic() + 20.0)
         finally:
             proc.join(10.0)

@@ -113,7 +113,7 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
                 print(progress_line(samples[-1]), flush=True)
             traces.report()
     finally:
-        engine.stop(drain=False, timeout_s=10.0)
+        engine.stop(finish_in_flight=False, timeout_s=10.0)
     return samples
 
 

@@ -22,7 +22,7 @@ from textual.theme import Theme
 from tui.app import control, keys
 from tui.app.frames import FrameStats
 from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
-from tui.app.saving import save_snapshot, saved_list
+from tui.app.saving import save_run_files, saved_list
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.detail import RequestDetailScreen
@@ -468,7 +468,7 @@ class TokentopApp(App[int]):
 
     def action_save(self) -> None:
         try:
-            saved = save_snapshot(self.engine, self.save_dir, self.requests_log, self._save_svg)
+            saved = save_run_files(self.engine, self.save_dir, self.requests_log, self._save_svg)
         except Exception as exc:
             self.notify(f"save failed: {exc}", severity="error", timeout=10)
             return

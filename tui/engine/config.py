@@ -180,11 +180,11 @@ class RayPlacement:
     """``stop``: the run ends (results saved, interrupted by ``node_lost``); ``continue``: the load is split
     again over the workers left, as a new level."""
     silent_after_s: float = 2.0
-    """A node whose drain has not come back for this long is reported silent ..."""
+    """A node whose collect call has not come back for this long is reported silent ..."""
     lost_after_s: float = 5.0
     """... and lost after this long (or at Ray's own error, if sooner)."""
     dead_after_s: float = 5.0
-    """A node's workers stop by themselves when its agent has not been drained for this long."""
+    """A node's workers stop by themselves when its agent has not been collected from for this long."""
     test_clock_offset_ns: int = 0
     """Tests only: the agents' clocks read this far ahead, as another machine's would."""
 

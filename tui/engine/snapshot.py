@@ -1,6 +1,6 @@
 """What a face (the live app or the headless bench) sees of the engine: immutable plain data.
 
-A `Snapshot` is computed by the engine handle from the raw records it has drained, on demand, and
+A `Snapshot` is computed by the engine handle from the raw records it has read, on demand, and
 is cheap to render. No numpy arrays, no live objects: tuples, floats, ints, strings.
 Latencies are in milliseconds (`_ms`), rates per second (`_per_s`), times since run start in seconds.
 """

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.host.server_scrape import ServerScrape
-from tui.engine.secrets import display_url
+from tui.engine.redact import display_url
 from tui.engine.snapshot import Snapshot
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 The handle lives in the face's process (the app or the bench). `start()` returns at once; a background thread
 checks the server (`/v1/models`, also resolving the model name), spawns the worker processes (``spawn``
-context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
+context: the app has threads, so no fork), sends each its share of the load, and then reads their batches
 into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
 the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop),
@@ -251,8 +251,8 @@ class EngineHandle(EngineBase):
             return results
 
     def run_info(self) -> RunInfo:
-        """The run described as plain data for results (no secrets: see `run_config.run_info`)."""
-        from tui.engine.host.run_config import run_info
+        """The run described as plain data for results (no secrets: see `config_record.run_info`)."""
+        from tui.engine.host.config_record import run_info
 
         return run_info(
             self.target,
@@ -269,9 +269,9 @@ class EngineHandle(EngineBase):
         with self._lock:
             self._store.add_notice(message)
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
-        """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
-        the requests log, stop scraping. Idempotent."""
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
+        """Stop issuing, cancel (or let finish, up to ``timeout_s``) in-flight requests, join the workers,
+        close the requests log, stop scraping. Idempotent."""
         self._scrape.stop()
         with self._lock:
             if self._stopped or not self._started:
@@ -281,7 +281,7 @@ class EngineHandle(EngineBase):
             self._stopping = True
             if first:
                 self._store.end_level(time.perf_counter_ns())
-            self._pool.send_all(Stop(drain, timeout_s))
+            self._pool.send_all(Stop(finish_in_flight, timeout_s))
         if self._thread is not None:
             self._thread.join(timeout_s + 5.0)
         self._pool.join()

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.config import WorkloadConfig
-from tui.engine.host.run_config import asked_isl, asked_osl
+from tui.engine.host.config_record import asked_isl, asked_osl
 from tui.engine.snapshot import LevelView
 
 

@@ -48,7 +48,7 @@ class Reader:
         self.ready = threading.Event()
         """Set once every worker still running has sent something, or the start failed, or all are gone."""
         self.owns_views = False
-        """The reader is draining batches and keeps the store's costly views fresh (`Store.refresh_views`);
+        """The reader is reading batches and keeps the store's costly views fresh (`Store.refresh_views`);
         before it starts and once it has ended, snapshots refresh them. Read and written under the lock."""
         self._wake_r = self._wake_w = -1
 
@@ -82,14 +82,14 @@ class Reader:
         with self.published:
             self.owns_views = True
         try:
-            self._drain(conns, store)
+            self._read_batches(conns, store)
         finally:
             self.ready.set()  # the workers are gone before they all reported: nothing left to wait for
             with self.published:
                 self.owns_views = False
                 self.published.notify_all()
 
-    def _drain(self, conns: Sequence[Connection], store: Store) -> None:
+    def _read_batches(self, conns: Sequence[Connection], store: Store) -> None:
         open_conns = {id(c): i for i, c in enumerate(conns)}
         pending = list(conns)
         silent = set(open_conns)

@@ -17,8 +17,8 @@ from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.redact import display_url
 from tui.engine.results.model import WatchResults, WatchTarget
-from tui.engine.secrets import display_url
 from tui.engine.server_metrics.parts import with_client
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
@@ -98,7 +98,7 @@ class WatchEngine(EngineBase):
         summary["load_sent"] = "a canary user only" if summary.get("canary") is not None else "none"
         return summary
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
         self._scrape.stop()
         self._stopped = True

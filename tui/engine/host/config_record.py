@@ -11,8 +11,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
+from tui.engine.redact import HIDDEN, display_url, mask_secret
 from tui.engine.results.build import RunInfo
-from tui.engine.secrets import HIDDEN, display_url, mask_secret
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
