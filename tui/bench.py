@@ -30,7 +30,7 @@ from tui.bench_progress import LevelProgress, Progress, load_label
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.guard import persistent_failure
+from tui.engine.control.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.results.exports import write_exports

@@ -19,7 +19,7 @@ from tui.app.widgets.levels import level_cells, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
-from tui.engine.host.ramp import RampPolicy
+from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Snapshot, Stats
 
 

@@ -17,7 +17,7 @@ from tui.calibrate import floor
 from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig
-from tui.engine.host import guard
+from tui.engine.control import guard
 from tui.engine.results.files import read_results
 
 pytestmark = pytest.mark.timeout(60)

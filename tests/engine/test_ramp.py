@@ -10,7 +10,7 @@ import pytest
 
 from tests.engine.engine_helpers import running_handle
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.host.ramp import RampPolicy, RampStep
+from tui.engine.control.ramp import RampPolicy, RampStep
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 from tui.sim.launch import SimServer
 

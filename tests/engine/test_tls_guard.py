@@ -15,7 +15,7 @@ import tui.bench as bench
 from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, ThreadedTlsServer, make_self_signed
 from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.guard import TLS_FATAL_AFTER, ConfigGuard
+from tui.engine.control.guard import TLS_FATAL_AFTER, ConfigGuard
 from tui.engine.host.handle import EngineHandle
 from tui.engine.records import RequestRecord
 

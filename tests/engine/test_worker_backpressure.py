@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tui.engine.config import EngineOptions, TargetConfig, WorkloadConfig
-from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
+from tui.engine.host.worker_pool import ensure_resource_tracker, spawn_worker
 from tui.engine.wire import ApplyShare, Batch, Goodbye, Stop, WorkerShare, WorkerSpec
 from tui.sim.launch import SimServer
 

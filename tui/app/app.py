@@ -37,7 +37,7 @@ from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
-from tui.engine.host.ramp import RampPolicy
+from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 
 VIEWS = ("live", "latency", "levels", "server")

@@ -218,7 +218,7 @@ class ClientHealth:
     """Highest CPU share (0..1 of one core) among engine processes over the last few seconds."""
     saturated: bool = False
     """Sustained: some engine process's lag p99 or CPU share was over its threshold in two consecutive
-    health windows (`tui.engine.aggregate.saturation.Sustain`); a momentary high reading above does not
+    health windows (`tui.engine.control.saturation.Sustain`); a momentary high reading above does not
     set it."""
     reason: str = ""
     worker_tasks: int = 0

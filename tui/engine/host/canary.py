@@ -27,7 +27,7 @@ import httpx
 import numpy as np
 
 from tui.engine.config import TargetConfig
-from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.worker_pool import ensure_resource_tracker
 from tui.engine.records import RequestRecord
 from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.stream.client import RequestSession, run_request

@@ -5,9 +5,9 @@ checks the server (`/v1/models`, also resolving the model name), spawns the work
 context: the app has threads, so no fork), sends each its share of the load, and then reads their batches
 into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
-the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop),
-`worker_pool`, `requests_log`, `server_scrape`, `length_check`; `engine_base` what it shares
-with `watch`.
+the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop and the
+requests log), `worker_pool` (local processes) or `ray_pool` behind `pool`, `server_scrape`, and
+`config_record` (what was asked, and the check that levels got it); its decisions are `tui.engine.control`.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
@@ -27,19 +27,16 @@ from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.engine_base import EngineBase
-from tui.engine.host.guard import ConfigGuard
+from tui.engine.control.guard import ConfigGuard
+from tui.engine.host.config_record import LengthCheck
 from tui.engine.host.isl_probe import probe_isl, skip_reason
-from tui.engine.host.length_check import LengthCheck
-from tui.engine.host.node_loss import LostNodes, lost_line, placement_line
-from tui.engine.host.pool import Pool, PoolError
+from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placement_line
 from tui.engine.host.probe import ProbeError, probe_server
-from tui.engine.host.reader import Reader
-from tui.engine.host.requests_log import RequestsLogFile
+from tui.engine.host.reader import Reader, RequestsLogFile
 from tui.engine.host.server_scrape import ServerScrape
-from tui.engine.host.spawning import ensure_resource_tracker
-from tui.engine.host.worker_pool import WorkerPool
+from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
 from tui.engine.load.runner import split_load
+from tui.engine.redact import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
@@ -47,13 +44,14 @@ if TYPE_CHECKING:
     from tui.engine.host.ray_pool import RayWorkerPool
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
+    from tui.engine.server_metrics import ServerView
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
-class EngineHandle(EngineBase):
+class EngineHandle:
     """Implements `tui.engine.api.Engine` with the load generated in ``workers`` processes."""
 
     def __init__(
@@ -134,6 +132,31 @@ class EngineHandle(EngineBase):
 
     # --- Engine protocol ------------------------------------------------------------------------
 
+    @property
+    def load(self) -> LoadTarget:
+        """The current target."""
+        return self._load
+
+    @property
+    def t0_ns(self) -> int:
+        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
+        return self._store.t0_ns
+
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` has finished."""
+        return self._stopped
+
+    def server_view(self) -> ServerView | None:
+        """The server's own signals as last scraped from its ``/metrics``, or None when not scraping."""
+        return self._scrape.latest()
+
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        """Write `results` atomically (a crash never leaves half a file); ``interrupted`` as in `results`."""
+        from tui.engine.results.files import write_results
+
+        return write_results(self.results(interrupted=interrupted), Path(path))
+
     def start(self) -> None:
         """Begin: returns at once; the server check and worker start-up happen on a background thread."""
         with self._lock:
@@ -207,8 +230,15 @@ class EngineHandle(EngineBase):
             now = time.perf_counter_ns()
             if not self._reader.owns_views:
                 self._store.refresh_views(now)
-            snap = self._store_snapshot(
-                now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
+            snap = self._store.snapshot(
+                now,
+                base_url=display_url(self.target.base_url),
+                model=self._model,
+                endpoint=self.target.endpoint,
+                demo=self.target.demo,
+                load=self._load,
+                level_id=self._level_id,
+                fatal=self._fatal,
             )
             self._flag_lengths(snap.levels)
             self._scrape.keep_level_summaries(snap.levels, self._store.t0_ns, now)
@@ -217,7 +247,7 @@ class EngineHandle(EngineBase):
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`)."""
+        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.config_record`)."""
         for message in self._lengths.notices(levels, self.workload):
             self._store.add_notice(message)
 
