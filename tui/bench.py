@@ -7,7 +7,8 @@ Drives the same `EngineHandle` as the live app (through the `Engine` protocol, s
 another engine). Each level runs until ``--requests`` requests sent in its
 steady-state window have finished (default ``max(20, 4 x users)``, or 5 s of arrivals at a rate), or for
 ``--duration`` seconds; between levels the load is paused until nothing is in flight, so each level starts
-from an idle server (as separate ``vllm bench serve`` runs would).
+from an idle server (as separate ``vllm bench serve`` runs would). After the last ``--duration`` level the
+answers still streaming are cancelled, not waited for: the level is measured from what arrived in it.
 
 Exit status: 0 when the run finished with at least one request completed (failed ones allowed), 1 when
 the target is unusable (unreachable, the key rejected) or nothing completed (one line says why) or an
@@ -76,10 +77,16 @@ class _RunClock:
     wind_down_s: list[float] = field(default_factory=list)
 
 
+TRACE_REQUESTS = 100
+"""Requests per trace level by default (each level replays the trace from its start)."""
+
+
 def default_requests(mode: str, value: float) -> int:
     """Requests per level when neither --requests nor --duration is given."""
     if mode == "concurrency":
         return max(20, 4 * int(value))
+    if mode == "trace":
+        return TRACE_REQUESTS  # the trace's rate is its own: --duration or --requests to say otherwise
     return max(20, math.ceil(5 * value))
 
 
@@ -140,7 +147,7 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
         cols = (*cols[:-1], "prefix cache", cols[-1])
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
-        name = f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
+        name = table_name(lv)
         lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
         row: tuple[str, ...] = (
             name,
@@ -179,16 +186,30 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     return "\n".join(lines)
 
 
+def table_name(lv: LevelView) -> str:
+    """A level as the table's first column names it: "c=8", "r=2.5/s", "x2"."""
+    if lv.mode == "trace":
+        return f"x{lv.value:g}"
+    return f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
+
+
 def _summary(snap: Snapshot) -> str:
     lines = [format_table(snap.levels)]
     if snap.knee is not None:
-        unit = "users" if snap.load.mode == "concurrency" else "req/s"
+        mode, v = snap.load.mode, snap.knee.value
+        at = f"speed x{v:g}" if mode == "trace" else f"{v:g} {'users' if mode == 'concurrency' else 'req/s'}"
         lines.append(
-            f"knee: {snap.knee.value:g} {unit} ({snap.knee.output_tps:,.0f} output tok/s of a "
-            f"{snap.knee.peak_tps:,.0f} peak)"
+            f"knee: {at} ({snap.knee.output_tps:,.0f} output tok/s of a {snap.knee.peak_tps:,.0f} peak)"
         )
     elif len(snap.levels) > 1:
         lines.append("knee: not found (output throughput still rising at the highest level measured)")
+    lags = [
+        f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}"
+        for lv in snap.levels
+        if lv.mode == "trace" and lv.sched_lag.n
+    ]
+    if lags:
+        lines.append("send vs schedule (ms, never in TTFT): " + "; ".join(lags))
     if snap.errors:
         lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
     dropped = sum(lv.dropped for lv in snap.levels)
@@ -284,7 +305,11 @@ def _run(
             if i > 1:
                 handle.set_load(load)
             fatal = _run_level(handle, ns, i, len(targets), load, progress, clock)
-            if fatal is None:
+            if fatal is None and ns.duration and i == len(targets):
+                # the last level's time is up: it is measured from what arrived in it, so the answers still
+                # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)
+                clock.wind_down_s.append(0.0)
+            elif fatal is None:
                 wind_down_from = time.monotonic()
                 fatal = _wind_down(handle, load, target.timeout_s + 5.0)
                 clock.wind_down_s.append(time.monotonic() - wind_down_from)
@@ -303,7 +328,7 @@ def _run(
             final = snap
             if status != 1 and snap.levels:
                 print_or_drop(_summary(snap))
-            if snap.levels and snap.completed + snap.failed > 0:
+            if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
                 # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
                 results = handle.results(interrupted=interrupted)
@@ -314,7 +339,7 @@ def _run(
                         say(f"results written to {output}")
                 status = _write_exports(results, ns, status)
                 status = _write_plot(results, ns, status)
-    if status == 0 and final is not None and final.completed == 0:
+    if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
     return status
@@ -348,6 +373,12 @@ def _write_plot(results: Results, ns: argparse.Namespace, status: int) -> int:
     if not ns.quiet:
         say(f"plot written to {path}")
     return status
+
+
+def _measured(snap: Snapshot) -> bool:
+    """Some level has a throughput from what arrived, though no request finished (answers longer than the
+    run)."""
+    return any(math.isfinite(lv.output_tps) and lv.output_tps > 0 for lv in snap.levels)
 
 
 def nothing_completed(snap: Snapshot) -> str:
@@ -394,7 +425,12 @@ def _run_level(
             if elapsed_s >= ns.duration:
                 break
         elif (
-            (lv.steady and lv.window_completed + lv.window_failed >= goal_requests)
+            # over whole requests: an arrivals window counts the requests that ended in it, not those sent
+            (
+                lv.steady
+                and lv.measured_over == "requests"
+                and lv.window_completed + lv.window_failed >= goal_requests
+            )
             or (lv.completed == 0 and lv.failed >= goal_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
             or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)

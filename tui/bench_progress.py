@@ -59,6 +59,8 @@ def load_label(mode: str, value: float) -> str:
     """ "1 user", "8 users", "2.5 req/s"."""
     if mode == "concurrency":
         return f"{value:g} user" + ("" if value == 1 else "s")
+    if mode == "trace":
+        return f"trace x{value:g}"
     return f"{value:g} req/s"
 
 

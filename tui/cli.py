@@ -113,6 +113,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument("--seed", type=int, default=0)
     _add_workload_shape_args(p)
+    _add_trace_args(p)
     # exact input lengths: a local tokenizer, or a probe of the server's own count
     w.add_argument(
         "--tokenizer",
@@ -199,6 +200,44 @@ def _add_workload_shape_args(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="closed loop: each user carries a conversation for K turns, each adding --isl tokens to its"
         " history, then starts anew (chat only)",
+    )
+
+
+def _add_trace_args(p: argparse.ArgumentParser) -> None:
+    """Replay a trace file at its own timestamps (`tokentop help traces`)."""
+    g = p.add_argument_group("trace replay (tokentop help traces)")
+    g.add_argument("--trace", metavar="PATH", help="replay a trace: Mooncake JSONL, Azure or BurstGPT CSV")
+    g.add_argument(
+        "--trace-format",
+        choices=["mooncake", "azure", "burstgpt"],
+        default=None,
+        help="the trace's format (default: from its first line, else its name)",
+    )
+    g.add_argument(
+        "--trace-speed",
+        type=_level_list(float),
+        default=None,
+        metavar="X[,X,...]",
+        help="gaps divided by X (default 1); bench: one level per speed, each replaying the trace anew",
+    )
+    g.add_argument(
+        "--trace-start", type=non_negative_float, default=0.0, metavar="S", help="skip the first S seconds"
+    )
+    g.add_argument("--trace-duration", type=positive_float, metavar="S", help="replay only S seconds of it")
+    g.add_argument("--trace-loop", action="store_true", help="start over at the end")
+    g.add_argument(
+        "--trace-block-size",
+        type=positive_int,
+        default=512,
+        metavar="N",
+        help="tokens per Mooncake hash_ids block (default 512; Alibaba's Bailian traces: 16)",
+    )
+    g.add_argument("--trace-model", metavar="NAME", help="BurstGPT: only this model's requests")
+    g.add_argument(
+        "--trace-time-unit",
+        choices=["s", "ms", "us", "ns"],
+        default=None,
+        help="what a timestamp number counts (default: Mooncake ms, BurstGPT s)",
     )
 
 

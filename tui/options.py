@@ -26,6 +26,7 @@ from tui.engine.config import (
     RayPlacement,
     Scenario,
     TargetConfig,
+    TraceConfig,
     WorkloadConfig,
     normalise_base_url,
 )
@@ -218,7 +219,47 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
         except TokenizerError as exc:
             raise UsageError(str(exc)) from None
     base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer)
-    return _shaped_workload(ns, base)
+    return _traced_workload(ns, _shaped_workload(ns, base))
+
+
+def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
+    """``--trace`` and its flags: the file checked here (its head only), in one line if it is unusable."""
+    path = getattr(ns, "trace", None)
+    trace_flags = ("trace_format", "trace_speed", "trace_duration", "trace_model", "trace_time_unit")
+    if path is None:
+        given = [f for f in trace_flags if getattr(ns, f, None)]
+        if given or getattr(ns, "trace_loop", False) or getattr(ns, "trace_start", 0.0):
+            raise UsageError("the --trace-* flags need --trace PATH")
+        return base
+    if base.dataset is not None or base.isl_dist or base.osl_dist or base.scenarios:
+        raise UsageError(
+            "--trace says every request's lengths: not with --dataset, --isl-dist, --osl-dist or --scenarios"
+        )
+    if base.shared_prefix or base.turns > 1:
+        raise UsageError("--trace shares prefixes as the trace says: not with --shared-prefix or --turns")
+    if getattr(ns, "rate", None) or getattr(ns, "concurrency", None):
+        raise UsageError("--trace replays at the trace's own times: not with --rate or --concurrency")
+    from tui.engine.traces import TraceError, check_trace
+
+    wanted = TraceConfig(
+        path=path,
+        format=getattr(ns, "trace_format", None),
+        block_size=getattr(ns, "trace_block_size", 512),
+        start_s=getattr(ns, "trace_start", 0.0) or 0.0,
+        duration_s=getattr(ns, "trace_duration", None),
+        loop=bool(getattr(ns, "trace_loop", False)),
+        model=getattr(ns, "trace_model", None),
+        time_unit=getattr(ns, "trace_time_unit", None),
+    )
+    if wanted.model and wanted.format not in (None, "burstgpt"):
+        raise UsageError("--trace-model filters BurstGPT traces only")
+    try:
+        trace = check_trace(wanted)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    if trace.model and trace.format != "burstgpt":
+        raise UsageError(f"--trace-model filters BurstGPT traces only; {path} is a {trace.format} trace")
+    return replace(base, trace=trace)
 
 
 # --- shaped workloads --------------------------------------------------------------------------
@@ -397,7 +438,15 @@ def gpu_metrics_from_args(ns: argparse.Namespace) -> str | None:
 
 
 def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:
-    """The live app's first target: ``--rate`` or ``--concurrency``, else 1 user (4 in the demo)."""
+    """The live app's first target: a trace at ``--trace-speed``, ``--rate`` or ``--concurrency``, else 1 user
+    (4 in the demo)."""
+    if getattr(ns, "trace", None) is not None:
+        speeds = getattr(ns, "trace_speed", None) or [1.0]
+        if len(speeds) > 1:
+            raise UsageError(
+                "the live app starts at one --trace-speed (the keys change it; bench sweeps a list)"
+            )
+        return LoadTarget(mode="trace", speed=float(speeds[0]))
     if ns.rate is not None:
         return LoadTarget(mode="rate", rate=ns.rate)
     if ns.concurrency is not None:
@@ -406,7 +455,13 @@ def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:
 
 
 def level_targets_from_args(ns: argparse.Namespace) -> list[LoadTarget]:
-    """bench's levels, one per ``--concurrency`` or ``--rate`` value (default: one user)."""
+    """bench's levels, one per ``--concurrency`` or ``--rate`` value (default: one user), or one per
+    ``--trace-speed`` with ``--trace``, each replaying the trace from its start."""
+    if getattr(ns, "trace", None) is not None:
+        return [
+            LoadTarget(mode="trace", speed=float(x), from_start=True, max_concurrency=ns.max_concurrency)
+            for x in (getattr(ns, "trace_speed", None) or [1.0])
+        ]
     if ns.rate:
         return [
             LoadTarget(mode="rate", rate=float(r), arrival=ns.arrival, max_concurrency=ns.max_concurrency)

@@ -26,7 +26,9 @@ class FakeRequests:
         self.release = asyncio.Event()
         self.changed = asyncio.Event()
 
-    async def __call__(self, level_id: int, scheduled_ns: int | None, user: int | None = None) -> str | None:
+    async def __call__(
+        self, level_id: int, scheduled_ns: int | None, user: int | None = None, trace: object = None
+    ) -> str | None:
         self.started.append((level_id, scheduled_ns))
         self.users.append(user)
         self.running += 1

@@ -28,7 +28,9 @@ class FlakyServer:
         self.failing_user: int | None = None
         """This user's requests get 5xx whatever ``outcome`` says."""
 
-    async def __call__(self, level_id: int, scheduled_ns: int | None, user: int | None = None) -> Outcome:
+    async def __call__(
+        self, level_id: int, scheduled_ns: int | None, user: int | None = None, trace: object = None
+    ) -> Outcome:
         outcome = self.outcome  # what the server is doing when the request arrives
         if user is not None and user == self.failing_user:
             outcome = Outcome("http_5xx")

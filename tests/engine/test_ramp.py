@@ -10,7 +10,7 @@ import pytest
 
 from tests.engine.engine_helpers import running_handle
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.control.ramp import RampPolicy, RampStep
+from tui.engine.control.ramp import ARRIVALS_HOLD_S, RampPolicy, RampStep
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 from tui.sim.launch import SimServer
 
@@ -123,6 +123,15 @@ def test_holds_until_the_level_is_steady_with_enough_requests_or_the_hold_limit(
     assert step.target is not None and step.target.concurrency == 2
 
 
+def test_holds_a_level_of_answers_longer_than_it_for_its_arrivals_window_only() -> None:
+    policy = RampPolicy(hold_limit_s=120.0)
+    policy.first(LoadTarget())
+    streaming = replace(level(1, 1, 100, done=0), measured_over="arrivals", window_s=2.0)
+    assert policy.step(snap([streaming], 1, elapsed=3.0)) == RampStep(None)
+    step = policy.step(snap([replace(streaming, window_s=ARRIVALS_HOLD_S)], 1, elapsed=6.0))
+    assert step.target is not None and step.target.concurrency == 2, "held for a finished answer"
+
+
 def test_ignores_snapshots_of_other_targets() -> None:
     policy = RampPolicy()
     policy.first(LoadTarget())
@@ -153,3 +162,25 @@ def test_real_ramp_stops_at_the_simulators_knee(tmp_path: Path) -> None:
             time.sleep(0.1)  # the face's tick
     assert step.done, "ramp did not finish in time"
     assert step.reason.startswith(("knee at 4 users", "knee at 8 users")), step.reason
+
+
+def test_ramps_a_traces_speed_until_the_knee() -> None:
+    """In trace mode the ramp's value is the speed: x1, x2, x4, ... on the same timeline, until the knee."""
+    curve = {1.0: 100, 2.0: 200, 4.0: 390, 8.0: 700, 16.0: 720, 32.0: 725}
+    policy = RampPolicy(mode="trace")
+    target = policy.first(LoadTarget(mode="trace", speed=0.5))
+    levels: list[LevelView] = []
+    tried = []
+    for _ in range(10):
+        assert target.mode == "trace" and not target.from_start
+        tried.append(target.speed)
+        levels.append(
+            replace(level(len(levels) + 1, 1, curve[target.speed]), mode="trace", value=target.speed)
+        )
+        step = policy.step(replace(snap(levels, 1), load=target))
+        if step.done:
+            break
+        assert step.target is not None
+        target = step.target
+    assert tried == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert step.reason.startswith("knee at speed x8")

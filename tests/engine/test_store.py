@@ -13,6 +13,7 @@ from tui.engine.aggregate import levels as levels_mod
 from tui.engine.aggregate import series as series_mod
 from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget
+from tui.engine.load.arrivals import ArrivalCollector
 from tui.engine.records import RequestRecord
 from tui.engine.wire import Batch, Health, LaneDelta
 
@@ -21,8 +22,10 @@ MS = 1_000_000
 
 
 def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> Batch:
-    """n finished requests ending at t_ns: TTFT 50 ms, 20 chunks 10 ms apart, 20 tokens (usage)."""
+    """n finished requests ending at t_ns: TTFT 50 ms, 20 chunks 10 ms apart, 20 tokens (usage); their
+    arrivals as a worker counts them (`ArrivalCollector`)."""
     records = []
+    arrivals = ArrivalCollector()
     for k in range(n):
         sent = t_ns - 300 * MS - k * MS
         chunks = array("q", [sent + 50 * MS + i * 10 * MS for i in range(20)])
@@ -42,6 +45,7 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> Batch:
             output_source="usage",
         )
         records.append(rec)
+        arrivals.note(level, sent, None, chunks.tobytes(), None)
     # lanes: streaming text of requests that finish in this same batch (the worker sends the last text first)
     lanes = [
         LaneDelta(first_id + k, level, t_ns - 300 * MS - k * MS, "tok " * 3, 3, None, b"", None)
@@ -57,6 +61,7 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> Batch:
         records=records,
         health=Health(0.5, 0.2),
         notices=[],
+        arrivals=arrivals.take(),
     )
 
 
@@ -119,7 +124,8 @@ def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> N
     # 50 requests x 20 tokens every 2 s of run
     assert view.output_tps == pytest.approx(500.0, rel=0.02)
     h = snap.itl_hist[("chunk", None)]
-    assert h.stats.n == 900 * 50 * 19 and h.stats.mean == pytest.approx(10.0)
+    # the rolling views are made of the workers' binned arrivals: each gap stands at its bin's middle
+    assert h.stats.n == 900 * 50 * 19 and h.stats.mean == pytest.approx(10.0, rel=0.025)
     h10 = snap.ttft_hist[10.0]
     assert 250 <= h10.stats.n <= 300
     assert snap.completed == 45_000 and snap.health.cpu_share == pytest.approx(0.2)

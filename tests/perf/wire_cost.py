@@ -15,6 +15,7 @@ import timeit
 from array import array
 from collections.abc import Callable
 
+from tui.engine.load.arrivals import ArrivalCollector
 from tui.engine.records import RequestRecord, record_fields
 from tui.engine.wire import Batch, Health, LaneDelta
 
@@ -68,6 +69,22 @@ def main() -> None:
         d = best_us(lambda payload=payload: pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))  # type: ignore[misc]
         loads = best_us(lambda data=data: _load(data))  # type: ignore[misc]
         print(f"  {name:13s} build {b:7.1f}  dumps {d:7.1f}  loads {loads:7.1f}  ({len(data)} bytes)")
+    # the arrivals (tokens by time, TTFT and gap bins) a batch adds, built from the same stamps
+    collector = ArrivalCollector()
+
+    def arrivals() -> object:
+        for i in range(args.lanes):
+            collector.note(1, T0, T0 - 1000 + i if i % 10 else None, stamps, stamps)
+        return collector.take()
+
+    a = best_us(arrivals)
+    data = pickle.dumps(arrivals(), protocol=pickle.HIGHEST_PROTOCOL)
+    a_dumps = best_us(lambda: pickle.dumps(arrivals(), protocol=pickle.HIGHEST_PROTOCOL)) - a
+    per_chunk = (a + max(a_dumps, 0.0)) / (args.lanes * args.stamps)
+    print(
+        f"  arrivals      build {a:7.1f}  dumps {a_dumps:7.1f}  ({len(data)} bytes): "
+        f"{per_chunk:.3f} us per chunk"
+    )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ LEVEL_KEYS = [
     "tokens_per_chunk", "per_request_output_throughput", "steady", "too_short", "steady_from_s",
     "window_from_s", "window_to_s", "started_s", "ended_s", "level_completed", "level_failed", "cancelled",
     "errors", "exact_stats", "client", "mean_input_tokens", "mean_output_tokens", "mean_reasoning_tokens",
-    *_stat_keys("ttfa"), "cached_prompt_tokens", "prefix_cache_hit_rate",
+    *_stat_keys("ttfa"), "cached_prompt_tokens", "prefix_cache_hit_rate", "measured_over", "in_flight_at_end",
+    "partial_output_tokens", "population",
 ]  # fmt: skip
 RATE_ONLY = ["arrival", "max_concurrency", *_stat_keys("sched_lag"), "dropped_arrivals"]
 
@@ -168,15 +169,15 @@ def test_unknown_keys_are_kept_and_written_back(tmp_path: Path) -> None:
     """A newer file (a key another part of tokentop added) loses nothing through this reader and writer."""
     doc = to_json(frozen_results())
     doc["sessions"] = {"id": "abc"}
-    doc["levels"][0]["in_flight_at_end"] = 3
+    doc["levels"][0]["queue_depth_at_end"] = 3
     doc["config"]["prompt_salt"] = "s41t"
     path = tmp_path / "newer.json"
     path.write_bytes(orjson.dumps(doc))
     res = read_results(path)
-    assert res.extra == {"sessions": {"id": "abc"}} and res.levels[0].extra == {"in_flight_at_end": 3}
+    assert res.extra == {"sessions": {"id": "abc"}} and res.levels[0].extra == {"queue_depth_at_end": 3}
     assert res.config.extra == {"prompt_salt": "s41t"}
     again = orjson.loads(dump_results(res))
-    assert again["sessions"] == {"id": "abc"} and again["levels"][0]["in_flight_at_end"] == 3
+    assert again["sessions"] == {"id": "abc"} and again["levels"][0]["queue_depth_at_end"] == 3
     assert again["config"]["prompt_salt"] == "s41t"
 
 

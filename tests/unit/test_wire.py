@@ -7,6 +7,7 @@ import pickle
 from array import array
 from multiprocessing import Pipe
 
+from tui.engine.aggregate.series import Timeline
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.load.worker import Worker, _Lane
@@ -80,7 +81,7 @@ async def test_a_batch_built_by_the_worker_is_what_the_store_ingests() -> None:
     store.begin_level(1, LoadTarget(concurrency=1), 0)
     record = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=10 * MS)
     acc = StreamAccumulator()
-    lane = worker.lanes[1] = _Lane(record, acc)
+    lane = worker.lanes[1] = _Lane(record, acc, worker.arrivals.level(1))
     for i in range(6):
         _chunk(acc, f"t{i} ", 2 * (i + 1), 60 * MS + 10 * i * MS)
         if i % 2:  # a batch every other chunk
@@ -89,6 +90,10 @@ async def test_a_batch_built_by_the_worker_is_what_the_store_ingests() -> None:
             store.ingest(back)
     live = store.detail(1, 200 * MS)
     assert live is not None and live.state == "streaming" and live.text == "t0 t1 t2 t3 t4 t5 "
+    # and what arrived, from the stream still in flight: its tokens, its TTFT, one gap per later chunk
+    arrived = store.levels[1]
+    assert arrived.timeline.total(Timeline.TOK, 0) == 12 and arrived.timeline.total(Timeline.TOK_OK, 0) == 0
+    assert arrived.ttft_log.total == 1 and arrived.gap_log.total == 5
     assert live.chunk_offsets_ms == (50.0, 60.0, 70.0, 80.0, 90.0, 100.0) and live.chunk_tokens == (2,) * 6
     # the request ends: what Worker.issue does once run_request has filled the record
     record.first_content_ns, record.end_ns = acc.chunk_ns[0], acc.chunk_ns[-1]

@@ -381,7 +381,7 @@ class TokentopApp(App[int]):
 
     def _ramp_progress(self) -> str:
         assert self._ramp is not None
-        unit = "users" if self._ramp.mode == "concurrency" else "req/s"
+        unit = {"concurrency": "users", "trace": "x speed"}.get(self._ramp.mode, "req/s")
         return f"auto ramp: {self._ramp.value:g} {unit}, holding until steady"
 
     def _ramp_tick(self, snap: Snapshot) -> None:

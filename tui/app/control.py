@@ -10,6 +10,13 @@ from tui.engine.config import LoadTarget
 MAX_CONCURRENCY = 4096
 MIN_RATE_PER_S = 0.1
 MAX_RATE_PER_S = 100_000.0
+MIN_SPEED = 0.01
+MAX_SPEED = 10_000.0
+
+
+def speed_step(speed: float) -> float:
+    """A trace's speed moves by 0.25 below x2, else as a rate does (x20 by 2, x50 by 5)."""
+    return 0.25 if speed < 2 else rate_step(speed)
 
 
 def rate_step(rate_per_s: float) -> float:
@@ -22,9 +29,13 @@ def rate_step(rate_per_s: float) -> float:
 
 
 def step(target: LoadTarget, direction: int) -> LoadTarget:
-    """`+`/`-`: one user more/less, or one rate step; never below one user or 0.1/s."""
+    """`+`/`-`: one user more/less, one rate step or one speed step; never below one user, 0.1/s or x0.01."""
     if target.mode == "concurrency":
         return replace(target, concurrency=_clamp_users(target.concurrency + direction))
+    if target.mode == "trace":
+        size = speed_step(target.speed if direction > 0 else max(MIN_SPEED, target.speed - 0.125))
+        new = round((target.speed + direction * size) / size) * size
+        return replace(target, speed=_clamp_speed(new), from_start=False)
     if direction > 0:
         size = rate_step(target.rate)
     else:
@@ -35,7 +46,9 @@ def step(target: LoadTarget, direction: int) -> LoadTarget:
 
 
 def scale(target: LoadTarget, factor: float) -> LoadTarget:
-    """`]`/`[`: double or halve the users or the rate."""
+    """`]`/`[`: double or halve the users, the rate or the trace's speed."""
+    if target.mode == "trace":
+        return replace(target, speed=_clamp_speed(target.speed * factor), from_start=False)
     if target.mode == "concurrency":
         users = target.concurrency * factor
         return replace(target, concurrency=_clamp_users(math.floor(users) if factor < 1 else round(users)))
@@ -44,7 +57,10 @@ def scale(target: LoadTarget, factor: float) -> LoadTarget:
 
 def toggle_mode(target: LoadTarget, measured_rate_per_s: float) -> LoadTarget:
     """`m`: concurrency <-> rate. Entering rate mode starts at the request rate measured now (rounded to a
-    rate step), so the load does not jump; back in concurrency mode the last user count is kept."""
+    rate step), so the load does not jump; back in concurrency mode the last user count is kept. A trace
+    replay keeps its mode (its times are the trace's)."""
+    if target.mode == "trace":
+        return target
     if target.mode == "rate":
         return replace(target, mode="concurrency")
     rate = target.rate
@@ -64,3 +80,7 @@ def _clamp_users(users: int) -> int:
 
 def _clamp_rate(rate: float) -> float:
     return round(max(MIN_RATE_PER_S, min(MAX_RATE_PER_S, rate)), 3)
+
+
+def _clamp_speed(speed: float) -> float:
+    return round(max(MIN_SPEED, min(MAX_SPEED, speed)), 3)

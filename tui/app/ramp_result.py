@@ -38,6 +38,8 @@ class RampResult:
 
 def load_label(target: LoadTarget) -> str:
     """ "4 users" or "2.5 req/s": how the ramp and the table name a level."""
+    if target.mode == "trace":
+        return f"trace x{target.speed:g}"
     return f"{target.concurrency} users" if target.mode == "concurrency" else f"{target.rate:g} req/s"
 
 
@@ -45,6 +47,8 @@ def level_target(current: LoadTarget, level: LevelView) -> LoadTarget:
     """``current`` moved to ``level``'s mode and value, unpaused."""
     if level.mode == "concurrency":
         return replace(current, mode="concurrency", concurrency=max(1, round(level.value)), paused=False)
+    if level.mode == "trace":
+        return replace(current, mode="trace", speed=float(level.value), paused=False)
     return replace(current, mode="rate", rate=float(level.value), paused=False)
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 Endpoint = Literal["chat", "completions"]
-LoadMode = Literal["concurrency", "rate"]
+LoadMode = Literal["concurrency", "rate", "trace"]
 Arrival = Literal["poisson", "constant"]
 
 
@@ -76,6 +76,8 @@ class WorkloadConfig:
     turns: int = 1
     """Closed loop: each user carries a conversation this many turns (history grows with the replies)."""
     # --- exact input lengths (see `tui.engine.workload.synthetic.IslCalibrator`) ---
+    trace: TraceConfig | None = None
+    """Replay a trace file: its requests' lengths (and, with the load's ``trace`` mode, its timing)."""
     isl_observations: tuple[tuple[int, int], ...] = ()
     """(words sent, ``usage.prompt_tokens`` measured) pairs from a probe before the run
     (`tui.engine.host.isl_probe`): each worker starts its ISL calibration from them."""
@@ -132,6 +134,35 @@ class DatasetConfig:
     """The file's size when checked: a worker that finds another refuses it."""
 
 
+TraceFormatName = Literal["mooncake", "azure", "burstgpt"]
+TraceTimeUnit = Literal["s", "ms", "us", "ns"]
+TIME_UNIT_NS: dict[str, int] = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    """A trace file the face has opened and checked (`tui.engine.traces.check_trace`). Only its name and
+    settings cross the process boundary: each worker streams the file itself, never loading it whole."""
+
+    path: str
+    format: TraceFormatName | None = None
+    """None until the face has sniffed it from the name and first line."""
+    block_size: int = 512
+    """Tokens per Mooncake ``hash_ids`` block (Mooncake's 512; Alibaba's Bailian traces use 16)."""
+    start_s: float = 0.0
+    """Skip the trace's first this many seconds (from its first timestamp)."""
+    duration_s: float | None = None
+    """Replay only this many seconds of it from ``start_s``; None: to the end."""
+    loop: bool = False
+    """Start over at the end (the next pass one mean gap after the last request)."""
+    model: str | None = None
+    """BurstGPT: keep only this model's requests (``Model`` column, case-insensitive)."""
+    time_unit: TraceTimeUnit | None = None
+    """What a number in the timestamp column counts; None: the format's own (Mooncake ms, BurstGPT s)."""
+    size_bytes: int = 0
+    """The file's size when checked: a worker that finds another refuses it."""
+
+
 @dataclass(frozen=True)
 class LoadTarget:
     """The load the user asked for. Keys change the target; the engine reconciles toward it."""
@@ -145,21 +176,32 @@ class LoadTarget:
     max_concurrency: int | None = None
     """Open loop: cap on in-flight requests (arrivals beyond it wait, and their lag is recorded)."""
     paused: bool = False
+    speed: float = 1.0
+    """Trace replay: the trace's gaps divided by this (2: twice as fast)."""
+    from_start: bool = False
+    """Trace replay: a new level with this target plays the trace from its start again (bench's sweep);
+    False: it goes on from where the replay is (the live knob)."""
 
     @property
     def value(self) -> float:
-        """The number that the load level is named by: users or req/s."""
+        """The number that the load level is named by: users, req/s or the trace's speed-up."""
+        if self.mode == "trace":
+            return self.speed
         return float(self.concurrency) if self.mode == "concurrency" else self.rate
 
     def label(self) -> str:
         if self.mode == "concurrency":
             return f"concurrency {self.concurrency}"
+        if self.mode == "trace":
+            return f"trace x{self.speed:g}"
         return f"rate {self.rate:g}/s"
 
     def with_value(self, value: float) -> LoadTarget:
-        """Same mode, new level; concurrency is clamped to >= 0 users, rate to >= 0 req/s."""
+        """Same mode, new level; concurrency is clamped to >= 0 users, rate to >= 0 req/s, speed above 0."""
         if self.mode == "concurrency":
             return replace(self, concurrency=max(0, round(value)))
+        if self.mode == "trace":
+            return replace(self, speed=max(0.001, round(value, 3)))
         return replace(self, rate=max(0.0, round(value, 3)))
 
 

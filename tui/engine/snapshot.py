@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tui.engine.config import LoadTarget
+from tui.engine.config import LoadMode, LoadTarget
 
 ItlConvention = Literal["chunk", "tpot", "e2e"]
 """Which inter-token latency a figure uses:
@@ -110,7 +110,7 @@ class LevelView:
     """Everything measured at one load level (one row of the table, one point of the curve)."""
 
     level_id: int
-    mode: Literal["concurrency", "rate"]
+    mode: LoadMode
     value: float
     """Concurrency (users) or offered rate (req/s)."""
     started_s: float
@@ -180,6 +180,19 @@ class LevelView:
     dropped: int = 0
     """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
     `tui.engine.load.backoff.ArrivalGate`)."""
+    measured_over: Literal["requests", "arrivals"] = "requests"
+    """``requests``: the window ends before every unfinished request, so each figure is over whole requests
+    sent in it; ``arrivals``: answers outlive that window, so the window runs to the level's end and
+    throughput, TTFT and chunk ITL count what arrived in it from every stream (manual: ``live``)."""
+    in_flight_at_end: int = 0
+    """Streams of the level unfinished when its figures were taken (in flight, or cancelled at quit)."""
+    partial_output_tokens: int = 0
+    """Output tokens in the window from streams that had not finished (counted in ``output_tps``)."""
+    finished_in_window: int = 0
+    """Successful requests that ended inside the window: the population of E2E, TPOT and E2E/OSL."""
+    ttft_since_s: float | None = None
+    """Over arrivals, where the TTFT population starts: the window's start, or the level's (when no first
+    token arrived inside the window: answers longer than the window start no new request in a closed loop)."""
     workers_lost: int = 0
     """Engine workers lost during the level (their node went away): the window ends at the loss."""
 

@@ -3,7 +3,8 @@ message, grouped by who sends it, so mypy checks both ends of each pipe.
 
 Two one-way pipes per worker. The handle starts each worker with a `WorkerSpec` and then sends it commands
 (`ApplyShare`, `Stop`); the worker sends back, every ``batch_interval_s``, one `Batch` of everything it
-measured since the last, and finally a `Goodbye` (or a `WorkerFailed` first, if it broke).
+measured since the last (lane deltas, what arrived per level as mergeable counts, finished records), and
+finally a `Goodbye` (or a `WorkerFailed` first, if it broke).
 
 Cost: every worker sends about ten batches a second, each with a lane delta per live stream (hundreds at
 high concurrency), so the values are NamedTuples (a tuple underneath) and a `Batch` pickles its lane deltas
@@ -26,6 +27,7 @@ from tui.engine.records import RequestRecord, record_fields
 
 __all__ = [
     "ApplyShare",
+    "Arrivals",
     "Batch",
     "Command",
     "Goodbye",
@@ -71,6 +73,15 @@ class WorkerShare:
     phase_s: float = 0.0
     """Constant arrivals: this worker's offset, so W workers interleave evenly instead of firing together."""
     seed: int = 0
+    speed: float = 1.0
+    """Trace replay: the trace's gaps divided by this."""
+    trace_anchor_ns: int | None = None
+    """Trace replay: the moment (``perf_counter_ns``, one clock for every process) at which the replay is at
+    ``trace_pos_ns`` of the trace; None: not started yet (the workers wait until all are up)."""
+    trace_pos_ns: int = 0
+    """Trace replay: nanoseconds into the trace (from its first request) at ``trace_anchor_ns``."""
+    trace_epoch: int = 0
+    """Trace replay: a new epoch starts the trace over, from ``trace_pos_ns``."""
 
 
 # --- commands (face -> worker) ---------------------------------------------------------------------
@@ -131,6 +142,28 @@ class LaneDelta(NamedTuple):
     from the answer in `text` so a face can draw it apart."""
 
 
+class Arrivals(NamedTuple):
+    """What arrived for one level since the worker's last batch, from every stream (finished or not), as
+    counts that merge by adding: across batches, workers and machines (never an averaged percentile).
+
+    Each field is the raw bytes of an int64 numpy array. Tokens are counted per `ARRIVAL_BUCKET_NS` bucket
+    of `time.perf_counter_ns` (bucket ``k`` covers ``[k * ARRIVAL_BUCKET_NS, (k + 1) * ARRIVAL_BUCKET_NS)``);
+    TTFTs (at each stream's first content chunk) and chunk gaps (at each later chunk) as counts per fine bin
+    of `tui.engine.bins.FINE_EDGES_MS` (50 per decade from 0.01 ms)."""
+
+    level_id: int
+    token_buckets: bytes
+    token_counts: bytes
+    ttft_bins: bytes
+    ttft_counts: bytes
+    gap_bins: bytes
+    gap_counts: bytes
+
+
+ARRIVAL_BUCKET_NS = 10_000_000
+"""Width of the token-arrival buckets an `Arrivals` carries (10 ms: well under the face's 100 ms buckets)."""
+
+
 _lane_delta_from_tuple = partial(tuple.__new__, LaneDelta)
 """Rebuilds a `LaneDelta` from its plain tuple without a Python frame per item."""
 _plain_tuple = itemgetter(slice(None))
@@ -162,6 +195,9 @@ class Batch(NamedTuple):
     dropped: int = 0
     """Open-loop arrivals dropped since the last batch: due while the server's failures held the arrivals
     (`tui.engine.load.backoff.ArrivalGate`), never sent."""
+    arrivals: Sequence[Arrivals] = ()
+    """Per level, the tokens, TTFTs and chunk gaps that arrived since the last batch (in-flight streams
+    included): what the face's rolling views and level figures are made of."""
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         """Pickle the lane deltas and records as plain tuples (pickle's C fast path, no Python call per item)
@@ -186,12 +222,13 @@ def _batch_from_wire(
     notices: Sequence[str],
     health_window: Health | None,
     dropped: int = 0,
+    arrivals: Sequence[Arrivals] = (),
 ) -> Batch:
     deltas = list(map(_lane_delta_from_tuple, lanes))
     recs = list(starmap(RequestRecord, records))
     return Batch(
         worker, t_ns, level_id, level_at_ns, in_flight, deltas, tokens, recs, health, notices, health_window,
-        dropped,
+        dropped, arrivals,
     )  # fmt: skip
 
 

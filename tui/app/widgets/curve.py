@@ -44,7 +44,9 @@ class ThroughputCurve(PlotPane):
             knee if knee is not None and any(lv.level_id == knee.level_id for lv in self._levels) else None
         )
         self._tps = snap.output_tps
-        title = "tok/s vs " + ("users (concurrency)" if self._mode == "concurrency" else "offered req/s")
+        title = "tok/s vs " + {"concurrency": "users (concurrency)", "trace": "speed-up (trace x)"}.get(
+            self._mode, "offered req/s"
+        )
         if self.border_title != title:
             self.border_title = title
         self.set_data_key((self._levels, self._level_id, self._knee))
@@ -74,7 +76,7 @@ class ThroughputCurve(PlotPane):
         legend.append("  ")
         legend.append("· per req (right)", style=self.component_style("curve--per-request"))
         if self._knee is not None:
-            unit = "users" if self._mode == "concurrency" else "req/s"
+            unit = {"concurrency": "users", "trace": "x speed"}.get(self._mode, "req/s")
             knee_style = self.component_style("curve--knee")
             legend.append(f"  │ knee {self._knee.value:g} {unit}", style=knee_style)
         out = Text(no_wrap=True, overflow="ellipsis")

@@ -26,6 +26,8 @@ class LatencyHistogram(PlotPane):
         super().__init__(id=id)
         self.kind = kind
         self._hist: Histogram | None = None
+        self._in_flight: int | None = None
+        """Streams in flight, when the view is of whole requests (TPOT, E2E/OSL): they are not in it yet."""
 
     def show(self, snap: Snapshot, window_s: float | None, convention: ItlConvention) -> None:
         if self.kind == "ttft":
@@ -37,23 +39,29 @@ class LatencyHistogram(PlotPane):
         if self.border_title != title:
             self.border_title = title
         self._hist = hist
-        self.set_data_key((title, hist))
+        whole = self.kind != "ttft" and convention != "chunk"
+        self._in_flight = snap.in_flight if whole else None
+        self.set_data_key((title, hist, self._in_flight))
         self.refresh_header()
 
     def header_lines(self) -> Text:
         stats = self._hist.stats if self._hist is not None else None
+        whole = "" if self._in_flight is None else f" finished · {self._in_flight:,} in flight"
         if stats is None or stats.n == 0:
-            return Text("n 0", style="dim")
+            return Text(f"n 0{whole}", style="dim")
         line = Text(no_wrap=True, overflow="ellipsis")
         for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99)):
             line.append(f"{name} ", style="dim")
             line.append(f"{units.ms_label(value)}  ", style="bold")
-        line.append(f"mean {units.ms_label(stats.mean)}  n {stats.n:,}", style="dim")
+        line.append(f"mean {units.ms_label(stats.mean)}  n {stats.n:,}{whole}", style="dim")
         return line
 
     def plot_job(self, width: int, height: int) -> PlotJob:
         if self._hist is None:
             return partial(PlotLines.message, "no data for this window yet")
+        if self._in_flight is not None and not any(self._hist.counts):
+            note = f"no request finished in this window yet ({self._in_flight:,} in flight)"
+            return partial(PlotLines.message, note)
         bars = "plot-ttft" if self.kind == "ttft" else "plot-itl"
         colours = HistColours(
             bars=self.colour(bars), marker=self.colour("plot-marker"), axes=self.colour("plot-axes")

@@ -48,6 +48,8 @@ def itl_stats(level: LevelView, convention: ItlConvention) -> Stats:
 
 
 def level_label(level: LevelView) -> str:
+    if level.mode == "trace":
+        return f"x{level.value:g}"
     return f"{level.value:g} users" if level.mode == "concurrency" else f"{level.value:g}/s"
 
 

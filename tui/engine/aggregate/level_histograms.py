@@ -50,11 +50,36 @@ def window_ns(view: LevelView, t0_ns: int) -> tuple[int, int] | None:
     return t0_ns + round(view.window_from_s * 1e9), t0_ns + round(view.window_to_s * 1e9)
 
 
+def compact_fine(fine: npt.NDArray[np.int64]) -> dict[str, list[float] | list[int]]:
+    """`compact_histogram` of samples known only as fine-bin counts (the workers' arrivals)."""
+    counts = m.display_counts_from_fine(fine)
+    nonzero = np.flatnonzero(counts)
+    if nonzero.size == 0:
+        return {"edges_ms": [], "counts": []}
+    lo, hi = int(nonzero[0]), int(nonzero[-1])
+    edges = [float(e) for e in m.DISPLAY_EDGES_MS[lo : hi + 2]]
+    filled = np.flatnonzero(fine)
+    edges[0] = min(edges[0], float(m.FINE_EDGES_MS[filled[0]]))
+    edges[-1] = max(edges[-1], float(m.FINE_EDGES_MS[filled[-1] + 1]))
+    return {"edges_ms": edges, "counts": [int(c) for c in counts[lo : hi + 1]]}
+
+
 def level_histograms(lv: LevelAgg, view: LevelView, t0_ns: int) -> dict[str, dict[str, Any]]:
     """The TTFT, E2E and chunk-gap ITL histograms of ``view``'s window, read from ``lv`` (the aggregate the
-    view was made from, not changed since: call both under the same lock)."""
+    view was made from, not changed since: call both under the same lock). A level measured over arrivals
+    counts its TTFTs and gaps by arrival in the window and its E2E over the requests that ended in it."""
     empty = np.empty(0, dtype=np.float64)
     span = window_ns(view, t0_ns)
+    if view.measured_over == "arrivals" and span is not None:
+        since = view.ttft_since_s
+        ttft_from_ns = span[0] if since is None else t0_ns + round(since * 1e9)
+        rows = lv.req.view()
+        ended = (rows["end_ns"] >= span[0]) & (rows["end_ns"] < span[1])
+        return {
+            "ttft": compact_fine(lv.ttft_log.fine(ttft_from_ns, span[1])),
+            "e2el": compact_histogram(rows["e2e_ms"][ended]),
+            "itl": compact_fine(lv.gap_log.fine(*span)),
+        }
     rows = lv.req.view()
     gaps = lv.gaps.view()
     out: dict[str, dict[str, Any]] = {}

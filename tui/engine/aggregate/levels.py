@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tui.engine.aggregate import metrics as m
+from tui.engine.aggregate.binned_log import BinnedLog
 from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
@@ -43,6 +44,7 @@ _REQ_COLUMNS: dict[str, Any] = {
     "ttfa_ms": np.float64,
     "reasoning_tokens": np.float64,
     "isl": np.float64,
+    "osl": np.float64,
     "cached_tokens": np.float64,
 }
 _GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
@@ -75,17 +77,41 @@ class LevelAgg:
     version: int = 0
     applied_ns: dict[int, int] = field(default_factory=dict)
     """When each worker applied this level (its load really starts then: a worker may still be starting)."""
+    first_token_count: int = 0
+    """Streams of this level that have had their first content chunk (from the workers' arrivals)."""
+    users_started_ns: int | None = None
+    """When the level's users all had a first token (a closed loop's ``concurrency`` streams, an open loop's
+    `MIN_STEADY_REQUESTS`): one half of the arrivals' steady start (`tui.engine.aggregate.level_arrivals`)."""
     workers_lost: int = 0
     """Workers lost mid-level (their node went away): the window ends at the loss (`lost_at_ns`)."""
     lost_at_ns: int | None = None
     req: Reservoir = field(init=False)
     gaps: Reservoir = field(init=False)
     timeline: Timeline = field(init=False)
+    ttft_log: BinnedLog = field(init=False)
+    """Every TTFT of this level by arrival (in-flight streams included), binned."""
+    gap_log: BinnedLog = field(init=False)
+    """Every chunk gap of this level by arrival, binned."""
 
     def __post_init__(self) -> None:
         self.req = Reservoir(LEVEL_REQUEST_CAP, _REQ_COLUMNS, seed=self.level_id)
         self.gaps = Reservoir(LEVEL_GAP_CAP, _GAP_COLUMNS, seed=self.level_id + 1)
         self.timeline = Timeline(self.start_ns)
+        self.ttft_log = BinnedLog()
+        self.gap_log = BinnedLog()
+
+    def first_tokens(self, t_ns: int, n: int) -> None:
+        """``n`` more streams of this level had their first token by ``t_ns``."""
+        if n <= 0:
+            return
+        self.first_token_count += n
+        users = (
+            max(1, int(np.ceil(self.target.value)))
+            if self.target.mode == "concurrency"
+            else MIN_STEADY_REQUESTS
+        )
+        if self.users_started_ns is None and self.first_token_count >= users:
+            self.users_started_ns = t_ns
 
     def count(self, rec: RequestRecord) -> None:
         """Count one finished request of this level (the successful ones' figures come from `fold_ok`)."""
@@ -131,6 +157,9 @@ class OkColumns:
     """Every request's chunk stamps, request after request."""
     chunk_w: FloatArray
     """Tokens in each of those chunks."""
+    chunk_arrived_w: FloatArray
+    """Tokens the workers' arrivals already counted for each chunk: the server's per-chunk count, else one
+    (so ``chunk_w - chunk_arrived_w`` corrects a level's arrivals to the usage total once a stream ends)."""
     chunk_level: IntArray
     gaps_ms: FloatArray
     """Gaps between consecutive chunks of one request."""
@@ -187,10 +216,11 @@ def ok_columns(
     with np.errstate(divide="ignore", invalid="ignore"):
         per_chunk = np.where((lens > 0) & (osl > 0), osl / lens, 1.0)
     cw = per_chunk[owner]
+    arrived = np.ones(cw.size, dtype=np.float64)
     for i, r in enumerate(recs):
         if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
             lo = int(lens[:i].sum())
-            cw[lo : lo + lens[i]] = np.frombuffer(r.chunk_tokens, dtype=np.int64)
+            cw[lo : lo + lens[i]] = arrived[lo : lo + lens[i]] = np.frombuffer(r.chunk_tokens, dtype=np.int64)
     same = owner[1:] == owner[:-1]
     gap_owner = owner[1:][same]
     return OkColumns(
@@ -208,6 +238,7 @@ def ok_columns(
         good=good,
         chunk_t=ct,
         chunk_w=cw,
+        chunk_arrived_w=arrived,
         chunk_level=levels[owner],
         gaps_ms=(np.diff(ct)[same]).astype(np.float64) / 1e6,
         gap_t=ct[1:][same],
@@ -238,6 +269,7 @@ def fold_ok(cols: OkColumns, levels: Mapping[int, LevelAgg]) -> None:
                 "ttfa_ms": cols.ttfa_ms[s],
                 "reasoning_tokens": cols.reasoning_tokens[s],
                 "isl": cols.isl[s],
+                "osl": cols.osl[s],
                 "cached_tokens": cols.cached_tokens[s],
             }
         )
@@ -245,7 +277,10 @@ def fold_ok(cols: OkColumns, levels: Mapping[int, LevelAgg]) -> None:
         lv.gaps.add({"sent_ns": cols.gap_sent[gsel], "gap_ms": cols.gaps_ms[gsel]})
         tl = lv.timeline
         csel = cols.chunk_level == level_id
-        tl.add(Timeline.TOK, cols.chunk_t[csel], cols.chunk_w[csel])
+        tl.add(Timeline.TOK_OK, cols.chunk_t[csel], cols.chunk_w[csel])
+        fix = cols.chunk_w[csel] - cols.chunk_arrived_w[csel]
+        if fix.any():
+            tl.add(Timeline.TOK, cols.chunk_t[csel], fix)
         tl.add(Timeline.END_OK, cols.end[s])
         tl.add(Timeline.END_GOOD, cols.end[s & cols.good])
         tl.add(Timeline.SENT_OK, cols.sent[s])
@@ -333,7 +368,8 @@ def level_view(
     gap_rows = lv.gaps.view()
     gaps = gap_rows["gap_ms"][(gap_rows["sent_ns"] >= a_from) & (gap_rows["sent_ns"] < a_to)]
     pick = {k: v[sel] for k, v in rows.items()}
-    tokens = tl.total(Timeline.TOK, b0, b1)
+    # every chunk inside this window belongs to a request that has ended: its exact stamps and usage count
+    tokens = tl.total(Timeline.TOK_OK, b0, b1)
     ended_ok = tl.total(Timeline.END_OK, b0, b1)
     ended_good = tl.total(Timeline.END_GOOD, b0, b1)
     sent_in_window_in = tl.total(Timeline.SENT_IN, b0, b1)
@@ -433,5 +469,5 @@ def length_mismatch(view: LevelView, isl: int | None, osl: int | None, tolerance
         off.append(f"mean OSL {view.mean_osl:.1f} (asked {osl})")
     if not off:
         return None
-    unit = "users" if view.mode == "concurrency" else "req/s"
+    unit = {"concurrency": "users", "trace": "x speed"}.get(view.mode, "req/s")
     return f"level {view.level_id} ({view.value:g} {unit}): " + ", ".join(off) + " by the server's count"

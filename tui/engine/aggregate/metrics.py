@@ -23,18 +23,17 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tui.engine.bins import FINE_CENTERS_MS as FINE_CENTERS_MS
+from tui.engine.bins import FINE_EDGES_MS as FINE_EDGES_MS
+from tui.engine.bins import FINE_PER_DECADE as FINE_PER_DECADE
+from tui.engine.bins import N_FINE as N_FINE
+from tui.engine.bins import fine_bins as fine_bins
 from tui.engine.snapshot import Knee, LevelView, Stats
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
-
-FINE_PER_DECADE = 50
-FINE_EDGES_MS: FloatArray = 10.0 ** np.linspace(-2.0, 7.0, 9 * FINE_PER_DECADE + 1)
-"""Internal histogram: 0.01 ms to 10^7 ms (2.8 h), 50 bins per decade (bin width ~4.7%). Values outside are
-counted in the end bins."""
-N_FINE = len(FINE_EDGES_MS) - 1
 
 DISPLAY_EDGES_MS: FloatArray = 10.0 ** np.linspace(-1.0, 5.0, 6 * 10 + 1)
 """What snapshots carry: 0.1 ms to 100 s, 10 bins per decade; values outside go to the end bins. Every
@@ -95,12 +94,6 @@ class Moments:
         self.hi = max(self.hi, other.hi)
 
 
-def fine_bins(values: FloatArray) -> IntArray:
-    """Index of each value's fine bin (out-of-range values clamp to the end bins)."""
-    idx = np.searchsorted(FINE_EDGES_MS, values, side="right") - 1
-    return np.clip(idx, 0, N_FINE - 1).astype(np.int64)
-
-
 def fine_histogram(values: FloatArray) -> IntArray:
     """Counts of ``values`` over the fine edges."""
     return np.bincount(fine_bins(values), minlength=N_FINE).astype(np.int64)
@@ -157,6 +150,25 @@ def stats_from_fine(fine: IntArray, moments: Moments) -> Stats:
         p95=p95,
         p99=p99,
     )
+
+
+def moments_from_fine(fine: IntArray) -> Moments:
+    """Moments of binned samples, each standing at its bin's middle (`FINE_CENTERS_MS`)."""
+    mom = Moments()
+    nz = np.flatnonzero(fine)
+    if nz.size:
+        w = fine[nz].astype(np.float64)
+        c = FINE_CENTERS_MS[nz]
+        mom.n = int(w.sum())
+        mom.total = float(np.dot(w, c))
+        mom.total_sq = float(np.dot(w, c * c))
+        mom.lo, mom.hi = float(FINE_EDGES_MS[nz[0]]), float(FINE_EDGES_MS[nz[-1] + 1])
+    return mom
+
+
+def stats_from_counts(fine: IntArray) -> Stats:
+    """Stats of samples known only as fine-bin counts (what the workers send): every figure within one bin."""
+    return stats_from_fine(fine, moments_from_fine(fine))
 
 
 # --- per-request figures ------------------------------------------------------------------------

@@ -92,6 +92,15 @@ class MetricSeries:
             self.slot_hist[slot] += np.bincount(bins[sel], minlength=m.N_FINE)
             self.slot_moments[slot].add(values[sel])
 
+    def add_counts(self, t_ns: int, bins: IntArray, counts: IntArray) -> None:
+        """Add binned samples (``counts[i]`` in fine bin ``bins[i]``), all stamped ``t_ns``: each stands at
+        its bin's middle, so the stats of these are within one bin."""
+        n = int(counts.sum()) if counts.size else 0
+        if n == 0:
+            return
+        values = m.FINE_CENTERS_MS[np.repeat(bins, counts)]
+        self.add(np.full(n, t_ns, dtype=np.int64), values)
+
     def histogram(self, now_ns: int, window_s: float | None) -> Histogram:
         """Display histogram and stats of the samples stamped within the last ``window_s`` (None: all)."""
         edges = tuple(float(e) for e in m.DISPLAY_EDGES_MS)
@@ -170,8 +179,9 @@ class Reservoir:
 class Timeline:
     """Per-level counters by time: fixed bucket count; the bucket width doubles when the level outgrows it."""
 
-    TOK, END_OK, END_GOOD, SENT_OK, SENT_FAIL, SENT_IN, SENT_OUT = range(7)
-    CHANNELS = 7
+    TOK, END_OK, END_GOOD, SENT_OK, SENT_FAIL, SENT_IN, SENT_OUT, TOK_OK = range(8)
+    """``TOK``: output tokens by arrival, from every stream; ``TOK_OK``: those of streams that finished."""
+    CHANNELS = 8
 
     def __init__(self, start_ns: int, res_ns: int = 100_000_000, buckets: int = 4096) -> None:
         self.start_ns = start_ns

@@ -12,6 +12,9 @@ in its own module:
   `LEVEL_REQUEST_CAP`/`LEVEL_GAP_CAP`, then a uniform reservoir sample of that size (stats become
   estimates; counts and throughput stay exact, as they come from a per-level timeline of at most 4096
   buckets whose width doubles as the level grows);
+- `arrivals`: the workers' arrival counts (tokens by time, TTFT and gap bins, in-flight streams included)
+  into the levels' timelines and binned logs (`binned_log`) and the rolling TTFT/ITL series; a level whose
+  answers outlive its whole-request window is measured from them (`level_arrivals`);
 - `saturation`: the workers' health readings and the saturated flag; `live`: the live rates;
 - `views`: the costly views (level views, histograms), published as one immutable bundle.
 """
@@ -22,6 +25,7 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
 
+from tui.engine.aggregate.arrivals import fold_arrivals
 from tui.engine.aggregate.lanes import Lane, Lanes
 from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
 from tui.engine.aggregate.live import LiveRates
@@ -158,6 +162,8 @@ class Store:
             self.lanes.apply(delta)
         if batch.tokens:
             self.live.add_tokens(t_ns, batch.tokens)
+        if batch.arrivals:
+            fold_arrivals(t_ns, batch.arrivals, self.levels, self.series)
         if batch.records:
             self._finish(batch.records)
         return batch.records
@@ -221,11 +227,10 @@ class Store:
         if ok_recs:
             cols = ok_columns(ok_recs, self.slo_ttft_ms, self.slo_tpot_ms)
             fig = cols.fig
-            self.series["ttft"].add(cols.first_t, fig.ttft_ms)
+            # TTFT and chunk gaps enter the rolling series as they arrive (`fold_arrivals`), not here
             self.series["e2e"].add(cols.end, fig.e2e_ms)
             self.series["tpot"].add(cols.end, fig.tpot_ms)
             self.series["itl_e2e"].add(cols.end, fig.itl_e2e_ms)
-            self.series["itl_chunk"].add(cols.gap_t, cols.gaps_ms)
             fold_ok(cols, self.levels)
 
     def _check_fatal(self) -> None:

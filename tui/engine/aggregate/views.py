@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.engine.aggregate import metrics as m
-from tui.engine.aggregate.levels import LevelAgg, LevelContext, level_view
+from tui.engine.aggregate.level_arrivals import measure_level
+from tui.engine.aggregate.levels import LevelAgg, LevelContext
 from tui.engine.aggregate.series import MetricSeries
 from tui.engine.snapshot import WINDOWS_S, Histogram, ItlConvention, Knee, LevelView
 
@@ -147,7 +148,7 @@ class ViewMaker:
             key = (lv.version, 1 if settled else 0)
             cached = self._cache.get(level_id)
             if cached is None or not settled or self._cache_keys.get(level_id) != key:
-                cached = level_view(lv, ctx, inputs.t0_ns, inputs.slo_ttft_ms, inputs.slo_tpot_ms)
+                cached = measure_level(lv, ctx, inputs.t0_ns, inputs.slo_ttft_ms, inputs.slo_tpot_ms)
                 self._cache[level_id] = cached
                 self._cache_keys[level_id] = key
             out.append(cached)

@@ -4,7 +4,8 @@ Pure logic over snapshots: `RampPolicy.first` gives the first target, then each 
 (``target=None``), go to the next level (``target``), or stop (``done``, with a one-line ``reason``).
 
 A level is held until its steady-state window has enough data (`LevelView.steady` and at least
-``max(min_requests, 2 x users)`` requests finished in the window), or ``hold_limit_s`` passed. Then the
+``max(min_requests, 2 x users)`` requests finished in the window; a level measured over arrivals, whose
+answers outlive it, once its steady window is `ARRIVALS_HOLD_S` long), or ``hold_limit_s`` passed. Then the
 ramp stops if the level broke an SLO (p99 TTFT / p99 TPOT over the window) or failed more than
 ``max_error_share`` of its requests, or if the levels the ramp ran show a knee (`find_knee`), or if the next
 level would pass ``max_value``; otherwise it multiplies the load by ``factor``.
@@ -18,6 +19,17 @@ from dataclasses import dataclass, replace
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
 from tui.engine.snapshot import LevelView, Snapshot
+
+ARRIVALS_HOLD_S = 5.0
+"""How long a level measured over arrivals is held steady: its TTFTs, chunk gaps and tokens fill its window
+from the first token, so it needs no finished request (manual: ``live``)."""
+
+
+def named(mode: LoadMode, value: float) -> str:
+    """A level's load as the ramp's lines say it: "4 users", "2.5 req/s", "speed x8"."""
+    if mode == "trace":
+        return f"speed x{value:g}"
+    return f"{value:g} {'users' if mode == 'concurrency' else 'req/s'}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,8 @@ class RampPolicy:
     def _target(self, current: LoadTarget, value: float) -> LoadTarget:
         if self.mode == "concurrency":
             return replace(current, mode="concurrency", concurrency=max(1, round(value)), paused=False)
+        if self.mode == "trace":
+            return replace(current, mode="trace", speed=float(value), from_start=False, paused=False)
         return replace(current, mode="rate", rate=float(value), paused=False)
 
     def needed(self, value: float) -> int:
@@ -87,11 +101,13 @@ class RampPolicy:
             self.level_ids.append(snap.level_id)
             self._held_since = snap.elapsed_s
         held_s = snap.elapsed_s - (self._held_since or snap.elapsed_s)
-        enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
+        if level.measured_over == "arrivals":
+            enough = level.steady and level.window_s >= ARRIVALS_HOLD_S
+        else:
+            enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
-        unit = "users" if self.mode == "concurrency" else "req/s"
-        at = f"{self.value:g} {unit}"
+        at = named(self.mode, self.value)
         breach = self._slo_breach(level)
         if breach:
             return RampStep(None, done=True, reason=f"SLO broken at {at}: {breach}")
@@ -102,10 +118,12 @@ class RampPolicy:
         knee = find_knee(mine)
         if knee is not None:
             tps = f"{knee.output_tps:,.0f} of a {knee.peak_tps:,.0f} tok/s peak"
-            return RampStep(None, done=True, reason=f"knee at {knee.value:g} {unit}: {tps}")
+            return RampStep(None, done=True, reason=f"knee at {named(self.mode, knee.value)}: {tps}")
         nxt = self.value * self.factor
         if nxt > self.max_value:
-            return RampStep(None, done=True, reason=f"reached the ramp's limit of {self.max_value:g} {unit}")
+            return RampStep(
+                None, done=True, reason=f"reached the ramp's limit of {named(self.mode, self.max_value)}"
+            )
         self.value = nxt
         self._held_since = None
         return RampStep(self._target(load, nxt), reason=f"{at} measured; trying {nxt:g}")

@@ -47,6 +47,8 @@ def asked_isl(workload: WorkloadConfig) -> int | None:
     with its history)."""
     if workload.dataset is not None or workload.turns > 1 or workload.isl_dist or workload.scenarios:
         return None
+    if workload.trace is not None:
+        return None  # each request's own, from the trace
     return workload.isl + workload.shared_prefix
 
 
@@ -54,6 +56,8 @@ def asked_osl(workload: WorkloadConfig) -> int | None:
     """The OSL every request should reach: ``--osl`` when pinned with ``ignore_eos``; None when left to the
     model, or when the lengths are the file's or drawn."""
     if not workload.fixed_osl or workload.dataset is not None or workload.osl_dist or workload.scenarios:
+        return None
+    if workload.trace is not None:
         return None
     return workload.osl
 

@@ -34,6 +34,7 @@ from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placemen
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader, RequestsLogFile
 from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.host.trace_clock import TraceClock
 from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
 from tui.engine.load.runner import split_load
 from tui.engine.redact import display_url
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
+    # a trace's level is its speed (``value``); every other mode's is its users or rate
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
@@ -106,7 +108,10 @@ class EngineHandle:
             on_lost=self._lost,
             exitcode=self._pool.exitcode,
             on_worker_lost=self._worker_lost,
+            on_ready=self._workers_up,
         )
+        self._trace = TraceClock()
+        """The trace replay's timeline (used in the ``trace`` mode only)."""
         self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
         self._started = False
@@ -195,12 +200,15 @@ class EngineHandle:
             if not self._started or self._stopping:
                 return
             now = time.perf_counter_ns()
+            new_level = False
             if target.paused:
                 if not old.paused:
                     self._store.end_level(now)
             elif old.paused or _level_key(old) != _level_key(target):
                 self._level_id += 1
                 self._store.begin_level(self._level_id, target, now)
+                new_level = True
+            self._trace.retarget(target, now, new_level=new_level)
             self._send_shares()
             self._reader.await_views(self._store)
 
@@ -370,11 +378,26 @@ class EngineHandle:
             if probe.notice is not None:
                 self._store.add_notice(probe.notice)
 
+    def _workers_up(self) -> None:
+        """Every worker has reported (on the reader thread): a trace replay starts now, for all at once."""
+        with self._lock:
+            if self._stopping or self.workload.trace is None:
+                return
+            self._trace.start(time.perf_counter_ns(), self._load)
+            self._send_shares()
+
+    def trace_position_s(self) -> float:
+        """Seconds into the trace the replay is now (0 outside a replay)."""
+        with self._lock:
+            return self._trace.position_ns(time.perf_counter_ns()) / 1e9
+
     def _send_shares(self) -> None:
         """The load split over the workers still running (all of them unless a node was lost)."""
         load = replace(self._load, paused=True) if self._halted else self._load
         alive = [i for i in range(self.workers) if i not in self._store.lost_workers]
-        shares = split_load(load, max(1, len(alive)), self._level_id, seed=self.workload.seed)
+        shares = split_load(
+            load, max(1, len(alive)), self._level_id, seed=self.workload.seed, trace=self._trace.place()
+        )
         if len(alive) == self.workers:
             self._pool.send_each(ApplyShare(share) for share in shares)
             return

@@ -41,6 +41,8 @@ from tui.engine.workload.text import shared_prefix_text, unique_head
 PROBE_REQUESTS = 4
 """Enough for the calibration's slope (two lengths) and an overhead averaged over the per-request head words;
 each asks for one output token, so on a slow server the probe costs about four prefills."""
+TRACE_PROBE_ISL = (64, 1024)
+"""A trace's lengths are its own, unknown until read: the probe measures the cost per word across these."""
 PREFIX_STEPS = 6
 """At most this many candidate prefix lengths are tried (each a request): the first guess from the slope is
 within a few tokens, and each step moves by the measured cost per word."""
@@ -66,10 +68,13 @@ def probe_workloads(workload: WorkloadConfig) -> list[SyntheticWorkload | Shaped
     lengths, two: one at the shortest ISL and one at the longest, taking turns, so the cost per word is
     measured across the range the run will ask for (two prompts a word apart give one word's cost, and a
     slope a few percent off puts the longest prompts tokens off)."""
-    bare = replace(workload, osl=1, fixed_osl=False, isl_observations=())
-    if not is_shaped(workload):
+    bare = replace(workload, osl=1, fixed_osl=False, isl_observations=(), trace=None)
+    if workload.trace is not None:
+        lo, hi = TRACE_PROBE_ISL  # a trace's prompts are of the shaped prompts' one-token words
+    elif not is_shaped(workload):
         return [SyntheticWorkload(bare)]
-    lo, hi = shortest_isl(workload), longest_isl(workload)
+    else:
+        lo, hi = shortest_isl(workload), longest_isl(workload)
     return [
         ShapedWorkload(replace(bare, isl_dist=LengthDist("fixed", isl, isl), osl_dist=None, scenarios=()))
         for isl in dict.fromkeys((lo, hi))

@@ -39,14 +39,17 @@ class Reader:
         on_lost: Callable[[str], None],
         exitcode: Callable[[int], int | None],
         on_worker_lost: Callable[[int, WorkerLost], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         """``on_batch`` gets each batch; ``on_lost`` one line for a worker that failed or exited unexpectedly
-        (``exitcode(i)`` names worker i's exit code). Both are called on the reader thread."""
+        (``exitcode(i)`` names worker i's exit code); ``on_ready`` once every worker has reported. All are
+        called on the reader thread."""
         self._on_batch = on_batch
         self._on_lost = on_lost
         self._exitcode = exitcode
         self._on_worker_lost = on_worker_lost
         """Gets worker i's `WorkerLost` (its node went away), after every batch of it that arrived."""
+        self._on_ready = on_ready
         self.published = threading.Condition(lock)
         """Notified (under the engine's lock) whenever the reader has refreshed the store's views."""
         self.ready = threading.Event()
@@ -103,6 +106,8 @@ class Reader:
         while pending:
             if not self.ready.is_set() and not silent & {id(c) for c in pending}:
                 self.ready.set()  # every worker still running has reported
+                if self._on_ready is not None:
+                    self._on_ready()
             with self.published:
                 store.refresh_views(time.perf_counter_ns())
                 self.published.notify_all()

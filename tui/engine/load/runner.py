@@ -8,6 +8,9 @@ reconciles toward its `WorkerShare` (`tui.engine.wire`, as it crosses to the wor
   of W workers interleaved): a jump to 200 users is then not a 200-connection storm, and identical requests
   do not keep starting and ending in the same instant for the rest of the run. Lowering N lets the surplus
   users finish their request in flight and stop (nothing is cancelled).
+- trace replay: arrivals at a trace's own timestamps (worker i of W takes every W-th request), each one
+  at ``anchor + (t - position) / speed`` on the timeline the handle anchored for every worker alike, so a
+  change of speed goes on from where the replay is (`tui.engine.load.replay`).
 - open loop: arrivals at rate R (Poisson or constant), scheduled on an absolute timeline (each send time is
   the previous *scheduled* time plus an interval, so a late wake-up does not slow the rate down), optionally
   capped at ``max_concurrency`` in flight (arrivals beyond it wait; their scheduling lag is recorded).
@@ -27,15 +30,29 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
 
 from tui.engine.config import LoadTarget
 from tui.engine.load.backoff import SERVER_GONE, ArrivalGate, Backoff, Outcome
+from tui.engine.load.replay import Replay, TracePlace
 from tui.engine.wire import WorkerShare
 
+if TYPE_CHECKING:
+    from tui.engine.config import TraceConfig
+    from tui.engine.traces.protocol import TraceRequest
 
-def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -> list[WorkerShare]:
+
+def split_load(
+    target: LoadTarget,
+    workers: int,
+    level_id: int,
+    seed: int = 0,
+    trace: TracePlace | None = None,
+) -> list[WorkerShare]:
     """Split ``target`` over ``workers`` as evenly as possible: N users -> N//W each, the first N%W one more;
-    rate R -> R/W each (or in proportion to each worker's part of ``max_concurrency`` when capped)."""
+    rate R -> R/W each (or in proportion to each worker's part of ``max_concurrency`` when capped); a trace
+    by its requests (each worker its W-th of them: `tui.engine.traces.TraceFeed`), all on one timeline,
+    ``trace``."""
     shares = []
     caps: list[int | None] = [None] * workers
     if target.max_concurrency is not None:
@@ -58,15 +75,23 @@ def split_load(target: LoadTarget, workers: int, level_id: int, seed: int = 0) -
                 paused=target.paused,
                 phase_s=phase,
                 seed=seed * 1000 + i,
+                speed=target.speed,
+                trace_anchor_ns=trace.anchor_ns if trace is not None else None,
+                trace_pos_ns=trace.pos_ns if trace is not None else 0,
+                trace_epoch=trace.epoch if trace is not None else 0,
             )
         )
     return shares
 
 
-IssueFn = Callable[[int, "int | None", "int | None"], Awaitable["Outcome | str | None"]]
-"""Runs one request to completion: (level id, scheduled ns or None, closed-loop user index or None) -> its
-`Outcome` (a bare error class, or None if it succeeded, stands for an outcome without a Retry-After). Must
-not raise except on cancel."""
+class IssueFn(Protocol):
+    """Runs one request to completion: (level id, scheduled ns or None, closed-loop user index or None, and
+    a replay's trace entry, passed only in a replay) -> its `Outcome` (a bare error class, or None if it
+    succeeded, stands for an outcome without a Retry-After). Must not raise except on cancel."""
+
+    def __call__(
+        self, level_id: int, scheduled_ns: int | None, user: int | None = ..., trace: TraceRequest = ..., /
+    ) -> Awaitable[Outcome | str | None]: ...
 
 
 class LoadRunner:
@@ -83,7 +108,11 @@ class LoadRunner:
         stagger_max_s: float = 1.0,
         worker: int = 0,
         workers: int = 1,
+        trace: TraceConfig | None = None,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
+        """``trace``: the trace a ``trace`` share replays; ``notice``: where a replay's lines go (a bad line,
+        falling behind its schedule, its end)."""
         self._issue = issue
         self.stagger_step_s = stagger_step_s
         self.stagger_max_s = stagger_max_s
@@ -101,6 +130,9 @@ class LoadRunner:
         self._awaiting_server = 0
         """Users waiting on `_served` now (a success with none waiting swaps no event)."""
         self._gate = ArrivalGate(random.Random(f"gate:{worker}"))
+        self._replay = (
+            Replay(trace, worker=worker, workers=self.workers, notice=notice) if trace is not None else None
+        )
 
     def take_dropped(self) -> int:
         """Open-loop arrivals dropped in a back-off hold since the last call."""
@@ -132,13 +164,30 @@ class LoadRunner:
             old.arrival,
             old.max_concurrency,
             old.paused,
-        ) != (share.level_id, share.mode, share.rate, share.arrival, share.max_concurrency, share.paused)
+            old.speed,
+            old.trace_anchor_ns,
+            old.trace_pos_ns,
+            old.trace_epoch,
+        ) != (
+            share.level_id,
+            share.mode,
+            share.rate,
+            share.arrival,
+            share.max_concurrency,
+            share.paused,
+            share.speed,
+            share.trace_anchor_ns,
+            share.trace_pos_ns,
+            share.trace_epoch,
+        )
         if arrivals_changed:
             if self._arrivals is not None:
                 self._arrivals.cancel()
                 self._arrivals = None
             if share.mode == "rate" and active and share.rate > 0:
                 self._arrivals = asyncio.ensure_future(self._arrive(share))
+            elif share.mode == "trace" and active and share.trace_anchor_ns is not None and self._replay:
+                self._arrivals = asyncio.ensure_future(self._replay.run(share, self._send_traced))
         self._slot_freed.set()
         return ramp_s
 
@@ -207,11 +256,18 @@ class LoadRunner:
         await asyncio.sleep((idx * self.workers + self.worker) * self._stagger_step(users))
 
     async def _run(
-        self, level_id: int, scheduled_ns: int | None, user: int | None = None
+        self,
+        level_id: int,
+        scheduled_ns: int | None,
+        user: int | None = None,
+        entry: TraceRequest | None = None,
     ) -> Outcome | str | None:
         self.in_flight += 1
         try:
-            outcome = await self._issue(level_id, scheduled_ns, user)
+            if entry is None:
+                outcome = await self._issue(level_id, scheduled_ns, user)
+            else:
+                outcome = await self._issue(level_id, scheduled_ns, user, entry)
         finally:
             self.in_flight -= 1
             self._slot_freed.set()
@@ -247,9 +303,21 @@ class LoadRunner:
             self._open.add(task)
             task.add_done_callback(self._open.discard)
 
-    async def _run_open(self, level_id: int, scheduled_ns: int) -> None:
+    async def _send_traced(self, share: WorkerShare, scheduled_ns: int, entry: TraceRequest) -> None:
+        """A replay's request is due: in flight at once (after the cap and the gate, as any arrival)."""
+        cap = share.max_concurrency
+        while cap is not None and self._open_in_flight() >= cap:
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+        if not self._gate.admit(time.perf_counter_ns()):
+            return
+        task = asyncio.ensure_future(self._run_open(share.level_id, scheduled_ns, entry))
+        self._open.add(task)
+        task.add_done_callback(self._open.discard)
+
+    async def _run_open(self, level_id: int, scheduled_ns: int, entry: TraceRequest | None = None) -> None:
         sent_ns = time.perf_counter_ns()
-        outcome = _outcome(await self._run(level_id, scheduled_ns))
+        outcome = _outcome(await self._run(level_id, scheduled_ns, None, entry))
         self._gate.see(outcome, sent_ns, time.perf_counter_ns())
 
     def _open_in_flight(self) -> int:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from tui.engine.load.arrivals import ArrivalCollector, LevelArrivals
 from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
 from tui.engine.load.lane_budget import in_budget, lane_budget
@@ -33,6 +34,7 @@ from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import make_client
+from tui.engine.traces import TraceRequest
 from tui.engine.wire import (
     ApplyShare,
     Batch,
@@ -53,9 +55,12 @@ GC_YOUNG_THRESHOLD = 10_000
 class _Lane:
     record: RequestRecord
     acc: StreamAccumulator
+    arrivals: LevelArrivals
     announced: bool = False
     reported_tokens: int = 0
     reported_chunks: int = 0
+    last_chunk_ns: int | None = None
+    """The stamp of the last chunk already counted in the arrivals (None before the first)."""
 
 
 class Worker:
@@ -73,6 +78,7 @@ class Worker:
         self.finished: list[RequestRecord] = []
         self.finished_lanes: list[LaneDelta] = []
         self.tokens = 0
+        self.arrivals = ArrivalCollector()
         self.notices: list[str] = []
         self.level_id = 0
         self.level_at_ns = 0
@@ -84,6 +90,8 @@ class Worker:
             stagger_max_s=options.user_stagger_max_s,
             worker=index,
             workers=workers,
+            trace=spec.workload.trace,
+            notice=self.notices.append,
         )
         self.lag = LoopLagMonitor()
         self.cpu = CpuMeter()
@@ -93,9 +101,15 @@ class Worker:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def issue(self, level_id: int, scheduled_ns: int | None, user: int | None = None) -> Outcome:
-        """Run one request under ``level_id`` for closed-loop ``user`` (None: an open-loop arrival) and queue
-        its record (also when cancelled)."""
+    async def issue(
+        self,
+        level_id: int,
+        scheduled_ns: int | None,
+        user: int | None = None,
+        trace: TraceRequest | None = None,
+    ) -> Outcome:
+        """Run one request under ``level_id`` for closed-loop ``user`` (None: an open-loop arrival; ``trace``:
+        a replay's entry) and queue its record (also when cancelled)."""
         assert self.session is not None
         seq = self.seq
         self.seq += 1
@@ -109,9 +123,9 @@ class Worker:
             scheduled_ns=scheduled_ns,
         )
         acc = StreamAccumulator()
-        lane = self.lanes[rid] = _Lane(record, acc)
+        lane = self.lanes[rid] = _Lane(record, acc, self.arrivals.level(level_id))
         try:
-            await run_request(self.session, record, acc, user=user)
+            await run_request(self.session, record, acc, user=user, trace=trace)
         finally:
             # run_request has filled the record even when cancelled
             del self.lanes[rid]
@@ -141,11 +155,16 @@ class Worker:
         stamps = b""
         counts: bytes | None = None
         done = lane.reported_chunks
-        if n > done and not final:
+        if n > done:
             # only the new stamps, as raw bytes (slicing the array beats a memoryview at these sizes)
             stamps = acc.chunk_ns[done:n].tobytes()
             if acc.tokens_known:
                 counts = acc.chunk_tokens[done:n].tobytes()
+            lane.arrivals.note(rec.sent_ns, lane.last_chunk_ns, stamps, counts)
+            lane.last_chunk_ns = acc.chunk_ns[n - 1]
+            if final:
+                stamps = b""  # the record carries them all
+                counts = b"" if acc.tokens_known else None
         elif acc.tokens_known:
             counts = b""
         lane.reported_chunks = n
@@ -197,6 +216,7 @@ class Worker:
             notices=notices,
             health_window=window,
             dropped=self.runner.take_dropped(),
+            arrivals=self.arrivals.take(),
         )
 
     def send(self, msg: WorkerMessage) -> None:

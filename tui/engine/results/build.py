@@ -19,6 +19,7 @@ from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.redact import display_url
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
+from tui.engine.results.population import population
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
 
@@ -121,14 +122,15 @@ def histograms_of(raw: Mapping[str, Mapping[str, Any]]) -> rm.Histograms:
 
 def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: ServerSummary | None) -> rm.Level:
     """One level in vLLM's vocabulary (plus tokentop's keys)."""
-    rate = lv.mode == "rate"
+    rate, trace = lv.mode == "rate", lv.mode == "trace"
     return rm.Level(
         level_id=lv.level_id,
         mode=lv.mode,
-        concurrency=None if rate else int(lv.value),
+        concurrency=int(lv.value) if lv.mode == "concurrency" else None,
         request_rate=lv.value if rate else None,
+        trace_speed=lv.value if trace else None,
         arrival=load.arrival if rate else None,
-        max_concurrency=load.max_concurrency if rate else None,
+        max_concurrency=load.max_concurrency if rate or trace else None,
         duration=lv.window_s,
         completed=lv.window_completed,
         failed=lv.window_failed,
@@ -160,7 +162,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         client=rm.LevelClient(
             max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms, max_cpu_share=extra.max_cpu_share
         ),
-        sched_lag=stats_of(lv.sched_lag) if rate else None,
+        sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,
         mean_input_tokens=_num(lv.mean_isl),
         mean_output_tokens=_num(lv.mean_osl),
@@ -173,6 +175,10 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
         scraped=server is not None,
         histograms=extra.histograms,
+        measured_over=lv.measured_over,
+        in_flight_at_end=lv.in_flight_at_end,
+        partial_output_tokens=lv.partial_output_tokens,
+        population=population(lv),
     )
 
 

@@ -25,8 +25,18 @@ DEFINITIONS: dict[str, str] = {
     "request_goodput) are null, never 0 or an extrapolation",
     "completed": "successful requests sent in the window (the population of the latency stats)",
     "failed": "failed requests sent in the window",
-    "output_throughput": "output tokens of successful requests' content chunks arriving in the window / "
-    "duration (tokens per chunk from server usage)",
+    "output_throughput": "output tokens arriving in the window / duration; over requests (measured_over), "
+    "the successful requests' content chunks (tokens per chunk from server usage); over arrivals, every "
+    "stream's, finished or not (partial_output_tokens of them unfinished)",
+    "measured_over": "requests: every figure over the requests sent in the window, all of which ended; "
+    "arrivals (answers longer than the window: none finished, or a median E2E of 2 s or more): the window "
+    "starts once earlier levels' requests ended, every user had a first token and a median TTFT passed, "
+    "and ends at the level's end; output_throughput, ttft and itl count what arrived in it from every "
+    "stream, tpot, e2el, itl_e2e and completed the requests that ended in it",
+    "in_flight_at_end": "streams of the level unfinished when the figures were taken (in flight, or "
+    "cancelled at quit)",
+    "partial_output_tokens": "output tokens of unfinished streams counted in output_throughput",
+    "population": "per metric: n (samples), unfinished_included, and null_because when it has none",
     "request_throughput": "successful requests ending in the window / duration",
     "total_token_throughput": "output_throughput plus input tokens of requests sent in the window / duration",
     "request_goodput": "requests ending in the window that met every SLO given / duration",

@@ -82,8 +82,9 @@ def _load(results: Results, level: Level) -> dict[str, Any]:
         "input_seq_len": {"distribution": "fixed" if fixed_isl else "other", "value": config.isl},
         "output_seq_len": {"distribution": "fixed" if fixed_osl else "other", "value": config.osl},
     }
-    if level.mode == "rate":
-        standardized["rate_qps"] = level.request_rate
+    if level.mode in ("rate", "trace"):
+        # a trace's rate is its own: the rate the level achieved
+        standardized["rate_qps"] = level.request_rate if level.mode == "rate" else level.request_throughput
         if level.max_concurrency is not None:
             standardized["concurrency"] = level.max_concurrency
     else:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from tui.engine.results.codec import key
 
-Mode = Literal["concurrency", "rate"]
+Mode = Literal["concurrency", "rate", "trace"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +80,11 @@ def _is_rate(level: Level) -> bool:
     return level.mode == "rate"
 
 
+def _is_open(level: Level) -> bool:
+    """Open loop: arrivals at a rate or at a trace's times (their sends have a schedule)."""
+    return level.mode in ("rate", "trace")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Level:
     """One load level over its steady window, in ``vllm bench serve``'s vocabulary plus tokentop's keys."""
@@ -90,8 +95,10 @@ class Level:
     """Users (closed loop); None for a rate level."""
     request_rate: float | None = field(default=None, metadata=key(omit_none=True))
     """Requests/s offered (open loop); None for a concurrency level."""
+    trace_speed: float | None = field(default=None, metadata=key(omit_none=True))
+    """A trace replay's speed-up (its gaps divided by it); None outside a replay."""
     arrival: str | None = field(default=None, metadata=key(when=_is_rate))
-    max_concurrency: int | None = field(default=None, metadata=key(when=_is_rate))
+    max_concurrency: int | None = field(default=None, metadata=key(when=_is_open))
     duration: float | None
     completed: int
     failed: int
@@ -122,8 +129,8 @@ class Level:
     errors: dict[str, int] = field(default_factory=dict)
     exact_stats: bool | None = None
     client: LevelClient = field(default_factory=LevelClient)
-    sched_lag: Stats | None = field(default=None, metadata=key(flat="sched_lag", when=_is_rate))
-    dropped_arrivals: int = field(default=0, metadata=key(when=_is_rate))
+    sched_lag: Stats | None = field(default=None, metadata=key(flat="sched_lag", when=_is_open))
+    dropped_arrivals: int = field(default=0, metadata=key(when=_is_open))
     mean_input_tokens: float | None = None
     mean_output_tokens: float | None = None
     mean_reasoning_tokens: float | None = None
@@ -139,17 +146,28 @@ class Level:
     scraped: bool = field(default=False, metadata=key(presence="server"))
     """The run's server was scraped: the level writes ``server`` (null when it has no figures)."""
     histograms: Histograms | None = field(default=None, metadata=key(omit_none=True))
+    measured_over: str = "requests"
+    """``requests``: every figure over whole requests sent in the window; ``arrivals``: answers outlive it, so
+    throughput, TTFT and ITL count what arrived in it from every stream (manual: ``live``)."""
+    in_flight_at_end: int = 0
+    """Streams of the level unfinished when the figures were taken (in flight, or cancelled at quit)."""
+    partial_output_tokens: int = 0
+    """Output tokens of unfinished streams counted in ``output_throughput``."""
+    population: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
+    """Per metric: ``n``, ``unfinished_included``, ``null_because`` (`tui.engine.results.population`)."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
     @property
     def value(self) -> float:
-        """Users (closed loop) or requests/s offered (open loop)."""
-        v = self.concurrency if self.mode == "concurrency" else self.request_rate
+        """Users (closed loop), requests/s offered (open loop) or a trace's speed-up."""
+        v = {"concurrency": self.concurrency, "trace": self.trace_speed}.get(self.mode, self.request_rate)
         return float("nan") if v is None else float(v)
 
     @property
     def name(self) -> str:
-        """As the tables name it: "c=8", "r=2.5/s"."""
+        """As the tables name it: "c=8", "r=2.5/s", "x2"."""
+        if self.mode == "trace":
+            return f"x{self.value:g}"
         return f"c={self.value:g}" if self.mode == "concurrency" else f"r={self.value:g}/s"
 
     def check(self) -> str | None:
@@ -158,6 +176,8 @@ class Level:
             return "no 'concurrency'"
         if self.mode == "rate" and self.request_rate is None:
             return "no 'request_rate'"
+        if self.mode == "trace" and self.trace_speed is None:
+            return "no 'trace_speed'"
         return None
 
 

@@ -36,7 +36,11 @@ TABLE_COLUMNS: tuple[tuple[str, Callable[[Level], float | None] | None], ...] = 
     ("", None),
 )
 """The table under the plot: header, the level's figure (None: made here)."""
-AXIS_TITLES: dict[Mode, str] = {"concurrency": "concurrency (users)", "rate": "request rate (req/s)"}
+AXIS_TITLES: dict[Mode, str] = {
+    "concurrency": "concurrency (users)",
+    "rate": "request rate (req/s)",
+    "trace": "speed-up (trace x)",
+}
 """Each mode's x axis: a panel of its own, so users and requests/s never share one."""
 PANEL_GAP = 64
 """Between one mode's panel and the next (its x labels and title sit there)."""
@@ -59,14 +63,16 @@ def _finite(x: Any) -> float | None:
 
 
 def level_value(level: Level) -> float | None:
-    """A level's x: its concurrency or its request rate."""
+    """A level's x: its concurrency, its request rate or its trace's speed-up."""
     return _finite(level.value)
 
 
 def level_name(level: Level) -> str:
-    """As the bench table names it: "c=8", "r=2.5/s"."""
+    """As the bench table names it: "c=8", "r=2.5/s", "x2"."""
     v = level_value(level)
     shown = "?" if v is None else f"{v:g}"
+    if level.mode == "trace":
+        return f"x{shown}"
     return f"c={shown}" if level.mode == "concurrency" else f"r={shown}/s"
 
 

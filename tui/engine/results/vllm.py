@@ -93,6 +93,12 @@ def _traffic(level: Level) -> dict[str, Any]:
     ``tokentop_arrival``."""
     if level.mode == "concurrency":
         return {"request_rate": "inf", "burstiness": 1.0, "max_concurrency": level.concurrency}
+    if level.mode == "trace":  # vLLM's trace replays have no one rate: the rate the level achieved
+        return {
+            "request_rate": level.request_throughput,
+            "burstiness": None,
+            "max_concurrency": level.max_concurrency,
+        }
     arrival = level.arrival or "poisson"
     return {
         "request_rate": level.request_rate,
@@ -143,6 +149,12 @@ def vllm_level(results: Results, level: Level) -> dict[str, Any]:
             "tokentop_prefix_cache_hit_rate": level.prefix_cache_hit_rate,
         }
     )
+    if level.measured_over == "arrivals":
+        # vLLM counts completed requests only; these count tokens and samples of unfinished streams too, so
+        # they go under tokentop's own keys and vLLM's stay null (manual: ``live``)
+        out["tokentop_measured_over"] = "arrivals"
+        for key in ("output_throughput", *(k for k in vllm_metric_keys() if "_ttft_" in k or "_itl_" in k)):
+            out[f"tokentop_{key}"], out[key] = out[key], None
     return out
 
 

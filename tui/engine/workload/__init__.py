@@ -15,6 +15,7 @@ from tui.engine.workload.prefix import SharedPrefix
 from tui.engine.workload.protocol import Message, RequestKey, RequestSpec, Role, UserKey, Workload
 from tui.engine.workload.shaped import ShapedWorkload, is_shaped, shortest_isl
 from tui.engine.workload.synthetic import SyntheticWorkload
+from tui.engine.workload.trace import TraceWorkload
 
 __all__ = [
     "Conversations",
@@ -28,6 +29,7 @@ __all__ = [
     "ShapedWorkload",
     "SharedPrefix",
     "SyntheticWorkload",
+    "TraceWorkload",
     "UserKey",
     "Workload",
     "build_workload",
@@ -42,8 +44,11 @@ def build_workload(config: WorkloadConfig, *, workers: int = 1) -> Workload:
     each user's conversation, so it is made where it runs rather than sent across the process boundary).
     ``workers``: how many share the run (a dataset walks its entries across all of them).
 
-    The source of the prompts (a dataset, shaped lengths, or today's synthetic prompts, byte for byte when
-    nothing else is asked), then a shared prefix, then conversations, each only when configured."""
+    A trace's requests alone; else the source of the prompts (a dataset, shaped lengths, or today's
+    synthetic prompts, byte for byte when nothing else is asked), then a shared prefix, then
+    conversations, each only when configured."""
+    if config.trace is not None:
+        return TraceWorkload(config)  # the trace says every length; no prefix or turns of ours on top
     base = _source(config, workers)
     if config.turns > 1:
         # Later turns' questions calibrate apart (their cost comes with the history's templates): the first

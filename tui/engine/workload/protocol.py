@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from tui.engine.records import RequestRecord
+    from tui.engine.traces.protocol import TraceRequest
 
 Role = Literal["system", "user", "assistant"]
 
@@ -44,6 +45,8 @@ class RequestKey:
     user: int | None = None
     """The closed-loop user (its index in this worker) that sends it; None for an open-loop arrival, or when
     the caller does not say."""
+    trace: TraceRequest | None = None
+    """A trace replay's entry for this request (its lengths and blocks); None outside a replay."""
 
     @property
     def user_key(self) -> UserKey | None:
