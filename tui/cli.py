@@ -560,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_sim(ns)
         if command == "bench":
-            from tui.bench import run_from_args as run_bench
+            from tui.bench.run import run_from_args as run_bench
 
             return run_bench(ns)
         if command == "calibrate":

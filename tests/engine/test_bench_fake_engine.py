@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import tui.bench as bench
+import tui.bench.run as bench
 from tests.engine.scripted_engine import ScriptedEngine
 from tui.calibrate import command as calibrate
 from tui.calibrate import floor

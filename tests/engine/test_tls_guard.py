@@ -11,7 +11,7 @@ from typing import Literal
 
 import pytest
 
-import tui.bench as bench
+import tui.bench.run as bench
 from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, ThreadedTlsServer, make_self_signed
 from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig

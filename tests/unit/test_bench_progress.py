@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tui.bench_progress import (
+from tui.bench.progress import (
     LevelProgress,
     Progress,
     bar,

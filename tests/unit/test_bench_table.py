@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.app import frozen
-from tui.bench import format_table
+from tui.bench.table import format_table
 
 
 def _header_and_rows(text: str) -> tuple[str, list[str]]:

@@ -3,7 +3,7 @@
 On a terminal the line is redrawn in place (``\\r\\x1b[K``) and fitted to the terminal's width, so it never
 wraps (a wrapped line cannot be redrawn in place); not on a terminal (CI, a file) a plain line every
 `PLAIN_EVERY_S`. Plain ANSI and Unicode block characters: bench loads no UI library (the import-hygiene
-test checks that ``tui.bench`` loads no textual, rich or plotext).
+test checks that ``tui.bench.run`` loads no textual, rich or plotext).
 """
 
 from __future__ import annotations
