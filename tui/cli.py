@@ -17,7 +17,7 @@ from tui.argtypes import non_negative_float, non_negative_int, positive_float, p
 from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
-from tui.options import UsageError, api_key_from_args
+from tui.options import UsageError, api_key_from_args, bench_config
 from tui.sim.flags import add_sim_args
 
 
@@ -560,9 +560,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_sim(ns)
         if command == "bench":
-            from tui.bench.run import run_from_args as run_bench
+            from tui.bench.run import run as run_bench
 
-            return run_bench(ns)
+            return run_bench(bench_config(ns))
         if command == "calibrate":
             from tui.calibrate.command import run_from_args as run_calibrate
 

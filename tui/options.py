@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tui.configs import BenchConfig, RunTarget
 from tui.demo import DemoConfig
 from tui.engine.config import (
     DatasetConfig,
@@ -470,3 +471,42 @@ def level_targets_from_args(ns: argparse.Namespace) -> list[LoadTarget]:
     if ns.max_concurrency is not None:
         raise UsageError("--max-concurrency applies to open-loop --rate levels")
     return [LoadTarget(mode="concurrency", concurrency=int(c)) for c in (ns.concurrency or [1])]
+
+
+# --- one config per face ------------------------------------------------------------------------
+
+DEMO_URL_UNTIL_STARTED = "http://127.0.0.1"
+"""The simulator's address before it runs; its port is known once it does (`RunTarget.at`)."""
+
+
+def run_target_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> RunTarget:
+    """The server a load face runs against, every flag of it checked now (before any simulator starts)."""
+    demo = demo_from_args(ns, time_scale=time_scale)
+    target = target_from_args(ns, demo_url=DEMO_URL_UNTIL_STARTED if demo is not None else None)
+    return RunTarget(target=target, demo=demo, note=url_note(ns))
+
+
+def bench_config(ns: argparse.Namespace) -> BenchConfig:
+    """`tokentop bench`'s flags as its one config; a flag that cannot be used is a `UsageError`."""
+    levels = level_targets_from_args(ns)
+    # the dataset (or tokenizer) is checked before the demo simulator starts: a bad file is one line, fast
+    workload = workload_from_args(ns)
+    return BenchConfig(
+        server=run_target_from_args(ns, time_scale=ns.sim_time_scale),
+        workload=workload,
+        levels=tuple(levels),
+        options=engine_options_from_args(ns),
+        workers=ns.workers,
+        requests=ns.requests,
+        duration_s=ns.duration,
+        output=_path(ns.output),
+        requests_log=_path(ns.requests_log),
+        vllm_results=_path(getattr(ns, "vllm_results", None)),
+        csv=_path(getattr(ns, "csv", None)),
+        plot=_path(getattr(ns, "plot", None)),
+        quiet=bool(ns.quiet),
+    )
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None

@@ -19,6 +19,7 @@ from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.control import guard
 from tui.engine.results.files import read_results
+from tui.options import bench_config
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,7 +47,7 @@ def _bench(tmp_path: Path, factory: Factory, *flags: str) -> int:
         ["bench", "--url", "http://127.0.0.1:9/v1", "--api-key", "sk-fake-key", "--concurrency", "1,2,4",
          "--requests", "4", "--slo-ttft-ms", "250", "--output", str(tmp_path / "results.json"), *flags]
     )  # fmt: skip
-    return bench.run_from_args(ns, engine_factory=factory, probe=_probe)
+    return bench.run(bench_config(ns), engine_factory=factory, probe=_probe)
 
 
 def test_bench_runs_its_levels_on_a_scripted_engine(

@@ -18,20 +18,19 @@ Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (each after writing what was measured: `tu
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Literal
 
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
+from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
-from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.control.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
@@ -40,14 +39,6 @@ from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
 from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
-from tui.options import (
-    demo_from_args,
-    engine_options_from_args,
-    level_targets_from_args,
-    target_from_args,
-    url_note,
-    workload_from_args,
-)
 from tui.outputs import check_outputs
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
@@ -132,31 +123,24 @@ def _level_progress(
     )
 
 
-def run_from_args(
-    ns: argparse.Namespace,
+def run(
+    config: BenchConfig,
     *,
     engine_factory: EngineFactory = EngineHandle,
     probe: Callable[[TargetConfig], str] = probe_server,
 ) -> int:
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
-    targets = level_targets_from_args(ns)
-    progress = Progress(sys.stderr, ns.quiet)
-    output = Path(ns.output) if ns.output else None
-    log_path = Path(ns.requests_log) if ns.requests_log else None
-    check_outputs(output=output, requests_log=log_path)
-    # the dataset (or tokenizer) is checked before the demo simulator starts: a bad file is one line, fast
-    workload = workload_from_args(ns)
-    demo = demo_from_args(ns, time_scale=ns.sim_time_scale)
+    progress = Progress(sys.stderr, config.quiet)
+    check_outputs(output=config.output, requests_log=config.requests_log)
+    demo = config.server.demo
     try:
         with signals_as_interrupt():
             try:
                 if demo is not None:
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
-                    status = _run(
-                        ns, demo_url, workload, targets, output, log_path, progress, engine_factory, probe
-                    )
+                    status = _run(config, demo_url, progress, engine_factory, probe)
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
     except DemoError as exc:
@@ -175,12 +159,8 @@ def run_from_args(
 
 
 def _run(
-    ns: argparse.Namespace,
+    config: BenchConfig,
     demo_url: str | None,
-    workload: WorkloadConfig,
-    targets: list[LoadTarget],
-    output: Path | None,
-    log_path: Path | None,
     progress: Progress,
     engine_factory: EngineFactory,
     probe: Callable[[TargetConfig], str],
@@ -191,8 +171,9 @@ def _run(
     final: Snapshot | None = None
     status = 0
     try:
-        target = target_from_args(ns, demo_url=demo_url)
-        if (note := url_note(ns)) is not None:
+        target = config.server.at(demo_url)
+        targets = config.levels
+        if (note := config.server.note) is not None:
             progress.note(note)  # the first line: the target came from the environment, not the demo
         # a slow /models would otherwise look like a hung start
         progress.show(f"probing {target.base_url}/models…", force=True)
@@ -205,16 +186,17 @@ def _run(
         progress.note(f"model {model} at {target.base_url}")
         target = replace(target, model=model)
         # probed above (so an unusable target fails before any file is created): not again
-        handle = engine_factory(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
-                                options=engine_options_from_args(ns), probe=False)  # fmt: skip
+        handle = engine_factory(target, config.workload, targets[0], workers=config.workers,
+                                requests_log=config.requests_log, options=config.options,
+                                probe=False)  # fmt: skip
         handle.start()
         handle.wait_ready(30.0)
         clock = _RunClock()
         for i, load in enumerate(targets, 1):
             if i > 1:
                 handle.set_load(load)
-            fatal = _run_level(handle, ns, i, len(targets), load, progress, clock)
-            if fatal is None and ns.duration and i == len(targets):
+            fatal = _run_level(handle, config, i, len(targets), load, progress, clock)
+            if fatal is None and config.duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
                 # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)
                 clock.wind_down_s.append(0.0)
@@ -242,36 +224,34 @@ def _run(
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
                 results = handle.results(interrupted=interrupted)
                 assert isinstance(results, Results)  # a load engine's, never a watch's
-                if output is not None:
-                    write_results(results, output)
-                    if not ns.quiet:
-                        say(f"results written to {output}")
-                status = _write_exports(results, ns, status)
-                status = _write_plot(results, ns, status)
+                if config.output is not None:
+                    write_results(results, config.output)
+                    if not config.quiet:
+                        say(f"results written to {config.output}")
+                status = _write_exports(results, config, status)
+                status = _write_plot(results, config, status)
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
     return status
 
 
-def _write_exports(results: Results, ns: argparse.Namespace, status: int) -> int:
+def _write_exports(results: Results, config: BenchConfig, status: int) -> int:
     """--vllm-results and --csv from the results just written; the exit status (1 if one failed)."""
-    vllm_dir = Path(ns.vllm_results) if getattr(ns, "vllm_results", None) else None
-    csv_path = Path(ns.csv) if getattr(ns, "csv", None) else None
     try:
-        written = write_exports(results, vllm_dir=vllm_dir, csv_path=csv_path)
+        written = write_exports(results, vllm_dir=config.vllm_results, csv_path=config.csv)
     except OSError as exc:
         say(f"tokentop: error: cannot write the exports: {exc}")
         return status or 1
-    if written and not ns.quiet:
+    if written and not config.quiet:
         where = ", ".join(sorted({str(p.parent) for p in written}))
         say(f"exports written: {len(written)} file(s) in {where}")
     return status
 
 
-def _write_plot(results: Results, ns: argparse.Namespace, status: int) -> int:
+def _write_plot(results: Results, config: BenchConfig, status: int) -> int:
     """--plot from the results just written; the exit status (1 if it could not be written)."""
-    path = Path(ns.plot) if getattr(ns, "plot", None) else None
+    path = config.plot
     if path is None:
         return status
     try:
@@ -279,7 +259,7 @@ def _write_plot(results: Results, ns: argparse.Namespace, status: int) -> int:
     except OSError as exc:
         say(f"tokentop: error: cannot write the plot {path}: {exc.strerror or exc}")
         return status or 1
-    if not ns.quiet:
+    if not config.quiet:
         say(f"plot written to {path}")
     return status
 
@@ -300,7 +280,7 @@ def nothing_completed(snap: Snapshot) -> str:
 
 def _run_level(
     handle: Engine,
-    ns: argparse.Namespace,
+    config: BenchConfig,
     i: int,
     n: int,
     load: LoadTarget,
@@ -310,8 +290,9 @@ def _run_level(
     """Hold ``load`` until the level is done; return a fatal reason or None."""
     level_id = handle.level_id
     started = time.monotonic()
-    goal_requests = ns.requests or default_requests(load.mode, load.value)
-    goal = _Goal(ns.duration, "s") if ns.duration else _Goal(goal_requests, "requests")
+    goal_requests = config.requests or default_requests(load.mode, load.value)
+    duration_s = config.duration_s
+    goal = _Goal(duration_s, "s") if duration_s else _Goal(goal_requests, "requests")
     first = True
     ended_early: str | None = None
     while True:
@@ -330,8 +311,8 @@ def _run_level(
             if snap.completed == 0:
                 return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
             break
-        if ns.duration:
-            if elapsed_s >= ns.duration:
+        if duration_s:
+            if elapsed_s >= duration_s:
                 break
         elif (
             # over whole requests: an arrivals window counts the requests that ended in it, not those sent

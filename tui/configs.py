@@ -1,0 +1,50 @@
+"""What each face takes: one frozen config per face, built from the flags by `tui.options` (the one reader
+of the argparse namespace) and by tests directly, as posting's ``make_posting(...)`` takes typed inputs
+from its CLI and its tests alike. Plain data on `tui.engine.config` values; no face imported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tui.demo import DemoConfig
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig, normalise_base_url
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """The server a load face runs against: ``target`` as the flags gave it, or the built-in simulator
+    (``demo``), whose URL is known once it runs (`at`)."""
+
+    target: TargetConfig
+    demo: DemoConfig | None = None
+    note: str | None = None
+    """One line saying the target came from ``$OPENAI_BASE_URL`` (never its credentials), or None."""
+
+    def at(self, demo_url: str | None) -> TargetConfig:
+        """The target to probe and load: the simulator's URL when tokentop started it."""
+        if demo_url is None:
+            return self.target
+        return replace(self.target, base_url=normalise_base_url(demo_url))
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """`tokentop bench`: a sweep of load levels, each ended by a request count or a duration."""
+
+    server: RunTarget
+    workload: WorkloadConfig
+    levels: tuple[LoadTarget, ...]
+    """One per ``--concurrency`` or ``--rate`` value (a trace's speed), run in order."""
+    options: EngineOptions = field(default_factory=EngineOptions)
+    workers: int = 1
+    requests: int | None = None
+    """Requests per level counted in its steady window (None: `tui.bench.run.default_requests`)."""
+    duration_s: float | None = None
+    """Seconds per level instead of a request count."""
+    output: Path | None = None
+    requests_log: Path | None = None
+    vllm_results: Path | None = None
+    csv: Path | None = None
+    plot: Path | None = None
+    quiet: bool = False
