@@ -17,7 +17,7 @@ from tui.argtypes import non_negative_float, non_negative_int, positive_float, p
 from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
-from tui.options import UsageError, api_key_from_args, bench_config
+from tui.options import UsageError, api_key_from_args, bench_config, live_config, watch_config
 from tui.sim.flags import add_sim_args
 
 
@@ -568,9 +568,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_calibrate(ns)
         if command == "watch":
-            from tui.app.watch import run_from_args as run_watch
+            from tui.app.watch import run as run_watch
 
-            return run_watch(ns)
+            return run_watch(watch_config(ns))
         if command in ("plot", "export"):
             from tui.results_command import run_export, run_plot
 
@@ -579,9 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.ray_check import run_from_args as run_ray_check
 
             return run_ray_check(ns)
-        from tui.app.run import run_from_args as run_live
+        from tui.app.run import run as run_live
 
-        return run_live(ns)
+        return run_live(live_config(ns))
     except UsageError as exc:
         print(f"tokentop: error: {exc}", file=sys.stderr)
         return 2

@@ -48,3 +48,30 @@ class BenchConfig:
     csv: Path | None = None
     plot: Path | None = None
     quiet: bool = False
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """`tokentop` (the live app): one engine whose load the keys change, from ``load`` at start."""
+
+    server: RunTarget
+    workload: WorkloadConfig
+    load: LoadTarget
+    options: EngineOptions = field(default_factory=EngineOptions)
+    workers: int = 1
+    theme: str | None = None
+    """A theme's name or a theme file's path (None: the default)."""
+    output: Path | None = None
+    requests_log: Path | None = None
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """`tokentop watch`: no load, only the server's own ``/metrics`` (and a canary, if asked)."""
+
+    target: TargetConfig
+    options: EngineOptions
+    note: str | None = None
+    """One line saying the target came from ``$OPENAI_BASE_URL``, or None."""
+    theme: str | None = None
+    output: Path | None = None

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tui.configs import BenchConfig, RunTarget
+from tui.configs import BenchConfig, LiveConfig, RunTarget, WatchConfig
 from tui.demo import DemoConfig
 from tui.engine.config import (
     DatasetConfig,
@@ -510,3 +510,39 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
 
 def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
+
+
+def live_config(ns: argparse.Namespace) -> LiveConfig:
+    """The live app's flags as its one config; a flag that cannot be used is a `UsageError`."""
+    server = run_target_from_args(ns)
+    options = engine_options_from_args(ns)
+    return LiveConfig(
+        server=server,
+        workload=workload_from_args(ns),
+        load=initial_load(ns, demo=server.demo is not None),
+        options=options,
+        workers=ns.workers,
+        theme=ns.theme,
+        output=_path(ns.output),
+        requests_log=_path(ns.requests_log),
+    )
+
+
+def watch_config(ns: argparse.Namespace) -> WatchConfig:
+    """`tokentop watch`'s flags: the URL from ``--url`` or ``$OPENAI_BASE_URL`` (as the load commands read
+    it), the scrape's options, the key for ``/metrics``."""
+    base_url = base_url_from_args(ns)
+    metrics_url = ns.metrics_url
+    if metrics_url is not None and not metrics_url.startswith(("http://", "https://")):
+        raise UsageError(f"--metrics-url must start with http:// or https://: {metrics_url!r}")
+    options = EngineOptions(
+        metrics_url=metrics_url,
+        metrics_interval_s=ns.interval,
+        server_metrics_log=ns.server_metrics_log,
+        gpu_metrics=gpu_metrics_from_args(ns),
+        canary_rate=ns.canary_rate,
+    )
+    target = TargetConfig(base_url=base_url, api_key=api_key_from_args(ns))
+    return WatchConfig(
+        target=target, options=options, note=url_note(ns), theme=ns.theme, output=_path(ns.output)
+    )
