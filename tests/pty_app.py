@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping
+
+_AS_CONTROLLING = (
+    "import os, sys; os.close(os.open(os.ttyname(0), os.O_RDWR)); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'tui', *sys.argv[1:]])"
+)
+"""Run ``python -m tui`` with the pty as its controlling terminal, as a shell's child has it: a session
+leader that opens a terminal acquires it, so closing the pty's master sends the kernel's SIGHUP."""
 
 
 class PtyApp:
@@ -24,12 +32,13 @@ class PtyApp:
         self.env = dict(env)
         self.screen = bytearray()
         self._master = -1
+        self._hang_up = threading.Event()
         self._reader: threading.Thread | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> PtyApp:
         self._master, slave = os.openpty()
-        cmd = [sys.executable, "-m", "tui", *self.args]
+        cmd = [sys.executable, "-c", _AS_CONTROLLING, *self.args]
         self.proc = subprocess.Popen(
             cmd, stdin=slave, stdout=slave, stderr=slave, env=self.env, start_new_session=True
         )
@@ -39,7 +48,12 @@ class PtyApp:
         return self
 
     def _drain(self) -> None:
-        while True:
+        """Read the terminal until it ends; close the master here when `hang_up` asks (a close from another
+        thread would not take effect while this one is blocked reading it)."""
+        while not self._hang_up.is_set():
+            ready, _, _ = select.select([self._master], [], [], 0.05)
+            if not ready:
+                continue
             try:
                 data = os.read(self._master, 65536)
             except OSError:
@@ -47,6 +61,8 @@ class PtyApp:
             if not data:
                 return
             self.screen.extend(data)
+        os.close(self._master)
+        self._master = -1
 
     @property
     def pid(self) -> int:
@@ -59,6 +75,13 @@ class PtyApp:
     def write(self, data: bytes) -> None:
         """Type ``data`` on the terminal."""
         os.write(self._master, data)
+
+    def hang_up(self) -> None:
+        """Close the terminal, as a closed window, an ssh drop or ``tmux kill-session`` does."""
+        self._hang_up.set()
+        assert self._reader is not None
+        self._reader.join(5)
+        assert self._master == -1, "the pty's master is still open"
 
     def send_signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None
@@ -75,6 +98,9 @@ class PtyApp:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        os.close(self._master)
+        self._hang_up.set()
         if self._reader is not None:
             self._reader.join(5)
+        if self._master != -1:
+            os.close(self._master)
+            self._master = -1

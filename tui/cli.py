@@ -9,6 +9,7 @@ Kept import-light: `tokentop --help` must answer fast, so each subcommand import
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 
@@ -25,7 +26,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad flag in one line (no usage dump) and exits 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        suffix = "" if message.endswith("?") else " (see --help)"
+        self.exit(2, f"{self.prog}: error: {message}{suffix}\n")
 
 
 # --- shared flags -------------------------------------------------------------------------------
@@ -111,7 +113,13 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not send ignore_eos/min_tokens (let the model stop at EOS)",
     )
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--seed", type=int, default=0, help="lengths and prompt text (default 0)")
+    w.add_argument(
+        "--repeat-prompts",
+        metavar="SALT|RESULTS.json",
+        help="send exactly an earlier run's prompts (its prompt salt, or its results file), to measure the "
+        "prefix cache it left; by default each run's prompts are its own",
+    )
     _add_workload_shape_args(p)
     _add_trace_args(p)
     # exact input lengths: a local tokenizer, or a probe of the server's own count
@@ -540,8 +548,34 @@ def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
 # --- entry point --------------------------------------------------------------------------------
 
 
+def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Refuse a flag no command has, naming the nearest real one (``--thme`` -> ``--theme``), before argparse
+    reads on: with subcommands it takes the flag's value for a command and says "invalid choice"."""
+    commands: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            commands = dict(action.choices)
+    current = parser
+    for arg in argv:
+        if arg == "--":
+            return
+        if current is parser and arg in commands:
+            current = commands[arg]
+            continue
+        if not arg.startswith("--") or len(arg) < 3:
+            continue
+        name = arg.partition("=")[0]
+        known = [s for s in current._option_string_actions if s.startswith("--")]
+        if any(k.startswith(name) for k in known):  # the flag, or an abbreviation argparse accepts
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f": did you mean {near[0]}?" if near else ""
+        current.error(f"unrecognized argument {name}{hint}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    check_flags(parser, sys.argv[1:] if argv is None else argv)
     ns = parser.parse_args(argv)
     command = ns.command or "live"
     if getattr(ns, "api_key", None) and not hide_in_argv(ns.api_key):

@@ -53,10 +53,20 @@ def url_from_args(ns: argparse.Namespace) -> str | None:
 
 
 def url_note(ns: argparse.Namespace) -> str | None:
-    """One line saying the target came from the environment (never its credentials), or None."""
-    if ns.url is not None or (url := url_from_args(ns)) is None:
+    """One line saying the target came from the environment, or that a URL without a scheme was taken as
+    http:// (never its credentials), or None."""
+    url = url_from_args(ns)
+    if url is not None and "://" not in url.strip():
+        return f"taking {_url_flag(ns)} {display_url(url.strip())} as {display_url(with_scheme(url))}"
+    if ns.url is not None or url is None:
         return None
     return f"using ${BASE_URL_ENV}={display_url(url)}"
+
+
+def with_scheme(url: str) -> str:
+    """``url`` with ``http://`` in front when it names no scheme (``localhost:8000``), else as given."""
+    url = url.strip()
+    return url if "://" in url else f"http://{url}"
 
 
 def _url_flag(ns: argparse.Namespace) -> str:
@@ -95,7 +105,7 @@ def base_url_from_args(ns: argparse.Namespace, *, demo_url: str | None = None, a
         raise UsageError(f"no server: give --url or set ${BASE_URL_ENV}")
     _refuse_credentials(url, _url_flag(ns))
     try:
-        return normalise_base_url(url, add_v1=add_v1)
+        return normalise_base_url(with_scheme(url), add_v1=add_v1)
     except ValueError as exc:
         from_env = ns.url is None and given is not None
         raise UsageError(f"${BASE_URL_ENV}: {exc}" if from_env else str(exc)) from None
@@ -219,7 +229,8 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
             load_tokenizer(tokenizer)
         except TokenizerError as exc:
             raise UsageError(str(exc)) from None
-    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer)
+    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer,
+                          prompt_salt=prompt_salt_from_args(ns))  # fmt: skip
     return _traced_workload(ns, _shaped_workload(ns, base))
 
 
@@ -261,6 +272,35 @@ def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
     if trace.model and trace.format != "burstgpt":
         raise UsageError(f"--trace-model filters BurstGPT traces only; {path} is a {trace.format} trace")
     return replace(base, trace=trace)
+
+
+SALT_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+
+
+def prompt_salt_from_args(ns: argparse.Namespace) -> str:
+    """The run's prompt salt: a new one (`new_salt`), or with ``--repeat-prompts`` an earlier run's, given
+    as the salt itself or as its results file (whose ``--seed`` must be this run's too: the prompts follow
+    both)."""
+    from tui.engine.workload.text import new_salt
+
+    given = getattr(ns, "repeat_prompts", None)
+    if given is None:
+        return new_salt()
+    path = Path(given)
+    if path.suffix.lower() == ".json" or path.is_file():
+        try:
+            config = json.loads(path.read_bytes()).get("config") or {}
+        except (OSError, ValueError, AttributeError) as exc:
+            raise UsageError(f"--repeat-prompts: cannot read {path} as results: {exc}") from None
+        seed = config.get("seed", 0)
+        if seed != ns.seed:
+            raise UsageError(f"--repeat-prompts: {path} ran with --seed {seed}: add --seed {seed}")
+        return str(config.get("prompt_salt") or "")  # a run without a salt sent the unsalted prompts
+    if not given or len(given) > 64 or not set(given) <= SALT_CHARS:
+        raise UsageError(
+            f"--repeat-prompts: not a results file nor a salt (letters, digits, - and _): {given!r}"
+        )
+    return str(given)
 
 
 # --- shaped workloads --------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Output paths checked before the run: an unwritable ``--output`` or ``--requests-log`` fails in one line
-(exit 2) before any load is sent, instead of as a traceback after the whole run, with the results lost.
+"""Output paths checked before the run: an unwritable ``--output``, ``--requests-log``, ``--csv``, ``--plot``,
+``--vllm-results`` or ``--server-metrics-log`` fails in one line (exit 2) before any load is sent, instead
+of after the whole run, with the results lost. And where results go when no path was asked for.
 
 The checks try what the run will do, because permission bits say little (root ignores them, a read-only
 mount does not show in them): the requests log is opened for appending (the engine appends to it), and for
@@ -11,17 +12,57 @@ from __future__ import annotations
 
 import contextlib
 import os
+from datetime import datetime
 from pathlib import Path
 
 from tui.options import UsageError
 
 
-def check_outputs(*, output: Path | None, requests_log: Path | None) -> None:
-    """Raise `UsageError` (one line naming the flag and the path) if either cannot be written."""
+def state_dir() -> Path:
+    """Where tokentop keeps what it records without being asked: ``$XDG_STATE_HOME/tokentop``, else
+    ``~/.local/state/tokentop`` (the XDG base directory rules). Not created here."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "tokentop"
+
+
+def kept_results_path(now: datetime | None = None) -> Path:
+    """A new file for results nobody asked a path for: ``state_dir()/results/tokentop-YYYYmmdd-HHMMSS.json``
+    (``-2``, ``-3``, ... if that second is taken); its folder is created."""
+    folder = state_dir() / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    path, n = folder / f"tokentop-{stamp}.json", 1
+    while path.exists():
+        n += 1
+        path = folder / f"tokentop-{stamp}-{n}.json"
+    return path
+
+
+def check_outputs(
+    *,
+    output: Path | None,
+    requests_log: Path | None,
+    server_metrics_log: Path | None = None,
+    csv: Path | None = None,
+    vllm_results: Path | None = None,
+    plot: Path | None = None,
+) -> None:
+    """Raise `UsageError` (one line naming the flag and the path) if any of them cannot be written."""
     if requests_log is not None:
         _check_appendable("--requests-log", requests_log)
+    if server_metrics_log is not None:
+        _check_appendable("--server-metrics-log", server_metrics_log)
     if output is not None:
         _check_replaceable("--output", output)
+    if csv is not None:
+        _check_replaceable("--csv", csv)
+    if plot is not None:
+        if plot.suffix.lower() != ".svg":
+            raise UsageError(f"--plot writes SVG: name the file .svg, not {plot.name}")
+        _check_replaceable("--plot", plot)
+    if vllm_results is not None:
+        _check_folder("--vllm-results", vllm_results)
 
 
 def _check_dir(flag: str, path: Path) -> None:
@@ -32,6 +73,25 @@ def _check_dir(flag: str, path: Path) -> None:
         raise UsageError(f"{flag}: not a directory: {parent}")
     if path.is_dir():
         raise UsageError(f"{flag}: is a directory: {path}")
+
+
+def _check_folder(flag: str, path: Path) -> None:
+    """A folder that exists and takes new files, or one that can be made in a folder that exists."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag}: not a directory: {path}")
+    if not path.parent.exists():
+        raise UsageError(f"{flag}: directory does not exist: {path.parent}")
+    made = not path.exists()
+    try:
+        if made:
+            path.mkdir()
+        _check_replaceable(flag, path / ".tokentop-check")
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot write in {path}: {exc.strerror or exc}") from None
+    finally:
+        if made:
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
 
 def _check_appendable(flag: str, path: Path) -> None:

@@ -41,3 +41,45 @@ def test_a_signal_quits_the_app_like_q(tmp_path: Path, sig: signal.Signals, stat
     assert b"\x1b[?1049l" in bytes(screen[-4000:])  # left the alternate screen: the terminal is restored
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
+
+
+def test_closing_the_terminal_ends_the_app_within_2_s(tmp_path: Path) -> None:
+    """The pty's master really closed (an ssh drop, ``tmux kill-session``): the kernel's SIGHUP, a terminal
+    that fails every write. The app writes its results, exits 129 and leaves no process behind."""
+    out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
+    with SimServer("flat", time_scale=4.0) as sim:
+        env = dict(os.environ, OPENAI_API_KEY="", TERM="xterm-256color", COLUMNS="120", LINES="40")
+        args = ["--url", sim.url, "--concurrency", "2", "--osl", "32", "--output", str(out),
+                "--requests-log", str(log)]  # fmt: skip
+        with PtyApp(args, env) as app:
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline and app.running():
+                if log.exists() and log.read_text().count("\n") >= 4:
+                    break
+                time.sleep(0.05)
+            assert log.exists() and log.read_text().count("\n") >= 4, bytes(app.screen[-2000:])
+            children = psutil.Process(app.pid).children(recursive=True)
+            assert children  # the engine's workers
+            app.hang_up()
+            closed = time.monotonic()
+            try:
+                returncode = app.wait(10)
+            except Exception:
+                returncode = None
+            took_s = time.monotonic() - closed
+        _, alive = psutil.wait_procs(children, timeout=2)
+    # a child that ended after the app did is a zombie until init reaps it: ended, not left behind
+    alive = [p for p in alive if _running(p)]
+    assert returncode == 129
+    assert took_s < 2.0, f"{took_s:.1f} s from the hang-up to the exit"
+    assert not alive, alive
+    results = json.loads(out.read_text())
+    assert results["interrupted_by"] == "SIGHUP"
+    assert results["totals"]["completed"] >= 4
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import orjson
+import pytest
+
 from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
@@ -216,6 +219,34 @@ async def test_q_stops_the_engine_writes_output_and_exits_zero(
     assert output.exists()
     assert app.return_value == 0
     assert app.quit_notes == [f"results written to {output}"]
+
+
+async def test_q_without_output_keeps_the_results_in_the_state_directory(
+    make_app: MakeApp, engine: FakeEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = make_app()
+    async with app.run_test() as pilot:
+        app.poll(force=True)
+        await pilot.press("q")
+        await settle(pilot)
+    kept = list((tmp_path / "state" / "tokentop" / "results").glob("tokentop-*.json"))
+    assert len(kept) == 1 and engine.results == kept
+    assert orjson.loads(kept[0].read_bytes())["interrupted_by"] == "quit"
+    assert app.quit_notes == [f"results kept in {kept[0]}"]  # said once, on exit
+
+
+async def test_q_after_the_engine_stopped_on_a_fatal_error_exits_one(
+    make_app: MakeApp, engine: FakeEngine, tmp_path: Path
+) -> None:
+    engine.snap = replace(engine.snap, fatal="401 Unauthorized: the API key was rejected")
+    app = make_app(output=tmp_path / "results.json")
+    async with app.run_test() as pilot:
+        app.poll(force=True)
+        await pilot.press("q")
+        await settle(pilot)
+    assert app.return_value == 1
+    assert (tmp_path / "results.json").exists()
 
 
 async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(

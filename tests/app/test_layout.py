@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.binding import Binding
 
 from tests.app.conftest import MakeApp, screen_text, settle
+from tests.app.fake_engine import FakeEngine
+from tests.app.test_server_pane import _view as server_view
 from tui.app.app import TokentopApp
 from tui.app.widgets.footer import FooterEntry, KeyFooter, fit_entries
+from tui.app.widgets.levels import COLUMNS, level_cells
 
 
 async def test_resizing_small_and_back_follows_the_current_size(make_app: MakeApp) -> None:
@@ -101,3 +105,36 @@ def test_fit_entries_keeps_the_most_useful_and_their_order() -> None:
     assert [e[0].action for e in fit_entries(entries, rank, 21)] == ["beta", "gamma", "delta"]
     focused = [entry("open", "open request"), *entries]
     assert fit_entries(focused, rank, 16)[0][0].action == "open"  # a focused widget's own key first
+
+
+SERVER_ROWS = 12
+"""What a vLLM server fills the server pane with: six gauges, TTFT p50/p99 (a heading, server, client and
+their difference) and the queue and ITL quantiles."""
+
+
+@pytest.mark.parametrize("size", [(160, 48), (200, 60)], ids=["160x48", "200x60"])
+async def test_the_level_table_shows_whole_values_and_the_server_pane_its_last_rows(
+    engine: FakeEngine, make_app: MakeApp, size: tuple[int, int]
+) -> None:
+    engine.server = server_view()
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        app.poll(force=True)
+        await settle(pilot)
+        table = app._table
+        shown = [key for key, _ in table.columns_shown]
+        assert {"level", "tps", "ttft"} <= set(shown)  # the most useful first: they always fit
+        # every column shown is whole: nothing runs past the pane, so nothing is cut at its edge
+        assert table.virtual_size.width <= table.scrollable_content_region.width, (
+            table.virtual_size,
+            table.scrollable_content_region,
+        )
+        lines = screen_text(app).splitlines()
+        for level in engine.snap.levels:
+            cells = level_cells(level, engine.snap.level_id, engine.snap.knee, "chunk")
+            row = next(line for line in lines if cells["level"].strip() in line)
+            assert all(cells[key] in row for key in shown if key != "srv"), (shown, row)
+        if len(shown) < len(COLUMNS):
+            assert "not shown:" in str(table.border_subtitle)
+        assert app._server.scrollable_content_region.height >= SERVER_ROWS

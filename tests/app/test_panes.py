@@ -263,7 +263,7 @@ async def test_the_prefix_cache_column_appears_once_a_level_has_a_hit_rate(
     make_app: MakeApp, engine: FakeEngine
 ) -> None:
     app = make_app()
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with app.run_test(size=(260, 50)) as pilot:  # wide enough for every column, whole
         await settle(pilot)
         table = app.query_one(LevelTable)
         labels = [str(c.label) for c in table.columns.values()]

@@ -19,6 +19,7 @@ from tui.app.widgets.levels import level_cells, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
+from tui.engine.control.advice import client_limit
 from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Snapshot, Stats
 
@@ -221,6 +222,14 @@ def test_ramp_result_names_the_knee_and_where_k_goes() -> None:
     rate = replace(frozen.LEVELS[0], mode="rate", value=2.5)
     assert level_target(current, rate) == replace(current, mode="rate", rate=2.5)
     assert load_label(replace(current, mode="rate", rate=2.5)) == "2.5 req/s"
+
+
+def test_a_ramp_stopped_by_the_client_says_so_with_the_fix_in_the_status_bar() -> None:
+    current = LoadTarget(concurrency=8)
+    policy, snap = _ramped(48.0, 93.0, 176.0, 180.0)
+    result = ramp_result(policy, client_limit("8 users", 1), snap, current)
+    status = result.status()
+    assert status == "auto ramp stopped: client is the limit at 8 users · try --workers 2 · k → 4 users"
 
 
 def _lanes(streaming: int, done: int) -> list[LaneView]:

@@ -43,3 +43,33 @@ def test_a_bad_dataset_fails_before_the_demo_simulator_starts(tmp_path: Path) ->
     assert "simulator" not in proc.stderr
     assert proc.stdout.strip() == "no-sim"
     assert took_s < 10.0  # the simulator alone takes about a second to start; nothing of the kind here
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--csv", "no-such-dir/x.csv", "--csv: directory does not exist"),
+        ("--plot", "no-such-dir/x.svg", "--plot: directory does not exist"),
+        ("--plot", "plot.png", "--plot writes SVG"),
+        ("--vllm-results", "no-such-dir/deeper/vllm", "--vllm-results: directory does not exist"),
+        ("--server-metrics-log", "no-such-dir/m.jsonl", "--server-metrics-log: directory does not exist"),
+    ],
+)
+def test_an_unwritable_output_fails_before_any_load(tmp_path: Path, flag: str, value: str, says: str) -> None:
+    """Each output path is tried before the run: one line, exit 2, the simulator never started (a missing
+    folder used to be found after the whole sweep, with exit 1)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN_MAIN, "bench", "--requests", "1", flag, value],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], lines
+    assert proc.stdout.strip() == "no-sim"
+    assert not list(tmp_path.iterdir())  # nothing was written

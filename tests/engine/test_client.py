@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -19,20 +20,20 @@ from tests.engine.scripted_server import (
     usage_chunk,
 )
 from tui.engine.config import Endpoint, TargetConfig, WorkloadConfig
-from tui.engine.records import RequestRecord
+from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.stream.client import MAX_SKIPPED_LINES, RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import TransportName, make_client
 
 pytestmark = pytest.mark.timeout(20)
-TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
+TRANSPORTS: list[TransportName] = ["protocol", "aiohttp", "httpx"]
 SECRET = "sk-test-SECRET-0123456789"
 
 
 async def _run(
     handler: Callable[[Request, Responder], Awaitable[None]],
     *,
-    transport: TransportName = "aiohttp",
+    transport: TransportName | None = None,
     timeout_s: float = 5.0,
     n: int = 1,
     endpoint: Endpoint = "chat",
@@ -55,6 +56,7 @@ async def _run(
         WorkloadConfig(isl=16, osl=8),
         "m",
         notice=(notices.append if notices is not None else None),
+        transport=transport,
     )
     records, accs = [], []
     try:
@@ -64,6 +66,7 @@ async def _run(
             records.append(await run_request(session, rec, acc))
             accs.append(acc)
     finally:
+        await session.aclose()
         await client.aclose()
         await server.close()
     return records, accs, server
@@ -193,6 +196,9 @@ async def test_a_malformed_line_is_skipped_and_counted_and_the_stream_goes_on() 
 
     (rec,), _, _ = await _run(handler)
     assert (rec.status, rec.skipped_lines, len(rec.chunk_ns)) == ("ok", 1, 1)
+    log = io.BytesIO()
+    RequestsLog(log).write(rec)  # the requests log says so too, line by line
+    assert json.loads(log.getvalue())["skipped_lines"] == 1
 
 
 async def test_a_stream_of_malformed_lines_fails_as_malformed_past_the_cap() -> None:
@@ -405,6 +411,7 @@ async def test_connect_refused() -> None:
     try:
         session = RequestSession(client, target, WorkloadConfig(), "m")
         rec = await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
+        await session.aclose()
     finally:
         await client.aclose()
     assert rec.error_class == "connect"
@@ -431,6 +438,7 @@ async def test_cancel_finishes_record_as_cancelled() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await session.aclose()
     finally:
         await client.aclose()
         await server.close()

@@ -4,6 +4,7 @@ prefix adds exactly its N tokens, and a conversation's turns each add ``--isl`` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,14 @@ import numpy as np
 import pytest
 
 from tests.engine.engine_helpers import read_jsonl, wait_for
+from tests.engine.scripted_server import Request, Responder, ScriptedServer, ThreadedServer, normal_stream
 from tui.engine.config import EngineOptions, LengthDist, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import probe_isl
 from tui.engine.workload.prefix import prefix_text
 from tui.engine.workload.protocol import RequestKey
 from tui.engine.workload.shaped import ShapedWorkload
+from tui.engine.workload.synthetic import MAX_PROMPT_FACTOR
 from tui.sim.launch import SimServer
 from tui.sim.tokens import count_prompt_tokens
 
@@ -179,3 +182,47 @@ def test_each_turn_adds_isl_tokens_to_the_turn_before(sim_url: str, tmp_path: Pa
     # the first later turn is sized by the first turns' calibration (45-49 seen; sized blind: 77), off by
     # the later template and the reply counted again as text (as "added" always is)
     assert abs(added[0] - isl) <= 15, added
+
+
+# --- a server whose counts do not grow with the prompt ---------------------------------------------------
+
+
+def _one_token_server() -> ThreadedServer:
+    """Counts every prompt as 1 token, whatever its length, streaming or not (a broken usage report)."""
+
+    async def handler(req: Request, resp: Responder) -> None:
+        if req.method == "GET":  # /models
+            await resp.json(200, b'{"data": [{"id": "m"}]}')
+            return
+        words = len(json.loads(req.body)["messages"][0]["content"].split())
+        sizes.append(words)
+        if not json.loads(req.body).get("stream"):
+            usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+            body = {"choices": [{"message": {"content": "a"}, "finish_reason": "length"}], "usage": usage}
+            await resp.json(200, json.dumps(body).encode())
+            return
+        await resp.head()
+        for piece in normal_stream(["a", "b"], prompt_tokens=1):
+            await resp.send(piece)
+        await resp.end()
+
+    sizes: list[int] = []
+    server = ThreadedServer(ScriptedServer(handler))
+    server.sizes = sizes  # type: ignore[attr-defined]
+    return server
+
+
+def test_counts_that_do_not_grow_are_refused_and_no_prompt_is_blown_up(tmp_path: Path) -> None:
+    """The probe's counts (1 token for 100 words) are refused with one notice and teach the workers nothing;
+    the run's own answers say the same, and no prompt ever grows past a few times the asked ISL (a
+    calibration that believed them sent 33,000-token prompts for --isl 100)."""
+    with _one_token_server() as server:
+        probe = probe_isl(TargetConfig(base_url=server.url), WorkloadConfig(isl=100, osl=4), "m")
+        assert probe.notice is not None and "do not grow with the prompt" in probe.notice, probe.notice
+        assert probe.workload.isl_observations == ()
+        assert max(server.sizes) <= MAX_PROMPT_FACTOR * 100  # type: ignore[attr-defined]
+        probes = len(server.sizes)  # type: ignore[attr-defined]
+        run_records(server.url, tmp_path, "chat", 100, probe=True, requests=12)
+        sent = server.sizes[probes:]  # type: ignore[attr-defined]
+    assert len(sent) >= 12
+    assert max(sent) <= MAX_PROMPT_FACTOR * 100, sent

@@ -13,10 +13,11 @@ from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.transport import TRANSPORTS as ALL_TRANSPORTS
 from tui.engine.stream.transport import TransportName, make_client
 
 pytestmark = pytest.mark.timeout(20)
-TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
+TRANSPORTS: list[TransportName] = list(ALL_TRANSPORTS)
 NOWHERE = "http://tokentop-test.invalid:8000/v1"
 
 
@@ -27,8 +28,9 @@ async def test_a_worker_names_a_host_that_does_not_resolve(
     target = TargetConfig(base_url=NOWHERE, model="m", timeout_s=5)
     client = make_client(target, transport)
     try:
-        session = RequestSession(client, target, WorkloadConfig(isl=8, osl=8), "m")
+        session = RequestSession(client, target, WorkloadConfig(isl=8, osl=8), "m", transport=transport)
         rec = await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
+        await session.aclose()
     finally:
         await client.aclose()
     assert (rec.error_class, rec.error) == ("connect", "cannot resolve host tokentop-test.invalid")

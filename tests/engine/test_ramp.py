@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.engine_helpers import running_handle
+from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.engine.control.ramp import ARRIVALS_HOLD_S, RampPolicy, RampStep
 from tui.engine.snapshot import LevelView, Snapshot, Stats
@@ -160,7 +161,11 @@ def test_real_ramp_stops_at_the_simulators_knee(tmp_path: Path) -> None:
             if step.target is not None:
                 handle.set_load(step.target)
             time.sleep(0.1)  # the face's tick
+        last = handle.snapshot().levels[-1]
     assert step.done, "ramp did not finish in time"
+    if last.client_limited:  # a machine so busy that this client was flagged for half the level: no knee
+        assert step.reason.startswith("client is the limit at"), step.reason
+        return
     assert step.reason.startswith(("knee at 4 users", "knee at 8 users")), step.reason
 
 
@@ -184,3 +189,72 @@ def test_ramps_a_traces_speed_until_the_knee() -> None:
         target = step.target
     assert tried == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert step.reason.startswith("knee at speed x8")
+
+
+def test_a_client_limited_level_is_neither_the_knee_nor_its_plateau() -> None:
+    """The throughput stops growing at 8 users because the client is saturated there, not the server: the
+    ramp stops at 8 saying the client is the limit, and no knee is quoted from a plateau the client made."""
+    policy = RampPolicy()
+    levels: list[LevelView] = []
+    tried, step = [], RampStep(None)
+    target = policy.first(LoadTarget())
+    curve = {1: 100, 2: 200, 4: 400, 8: 410, 16: 410}
+    for _ in range(10):
+        users = target.concurrency
+        tried.append(users)
+        levels.append(replace(level(len(levels) + 1, users, curve[users]), client_limited=users >= 8))
+        step = policy.step(snap(levels, users))
+        if step.done:
+            break
+        assert step.target is not None
+        target = step.target
+    assert tried == [1, 2, 4, 8]
+    assert step.done and step.reason.startswith("client is the limit at 8 users"), step.reason
+    assert "--workers" in step.reason
+    assert find_knee(levels) is None  # 4 users is the best the server showed; nothing above it counts
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.heavy
+def test_a_slowed_client_stops_the_ramp_against_a_server_that_is_not_saturated(tmp_path: Path) -> None:
+    """A worker whose loop is blocked 60 ms in every 100 ms (the engine's test hook) against the paced
+    server, which streams every request at its own pace however many there are (never saturated): the
+    ramp stops with the client as the limit, the results mark the level, and neither quotes a knee there."""
+    import json
+    import time
+
+    from tui.engine.config import EngineOptions
+    from tui.sim.paced import paced_server
+
+    policy = RampPolicy(min_requests=6, max_value=64)
+    options = EngineOptions(test_block_loop_ms=60.0)
+    workload = WorkloadConfig(isl=16, osl=16)
+    with (
+        paced_server(400.0) as server,
+        running_handle(
+            server.url, policy.first(LoadTarget()), tmp_path, workload=workload, options=options
+        ) as handle,
+    ):
+        deadline = time.monotonic() + 60
+        step = RampStep(None)
+        while time.monotonic() < deadline:
+            step = policy.step(handle.snapshot())
+            if step.done:
+                break
+            if step.target is not None:
+                handle.set_load(step.target)
+            time.sleep(0.1)  # the face's tick
+        snap_at_stop = handle.snapshot()
+        handle.write_results(tmp_path / "results.json")
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert step.done, "ramp did not finish in time"
+    assert step.reason.startswith("client is the limit at "), step.reason
+    assert "--workers" in step.reason
+    limited = {lv.level_id for lv in snap_at_stop.levels if lv.client_limited}
+    assert snap_at_stop.level_id in limited
+    assert snap_at_stop.knee is None or snap_at_stop.knee.level_id not in limited
+    saved = {lv["level_id"]: lv for lv in results["levels"]}
+    assert all(saved[i]["client_saturated"] for i in limited)
+    knee = results["saturation"]["knee"]
+    assert knee is None or knee["level_id"] not in limited
+    assert [n for n in results["notices"] if "client is the limit" in n and "--workers" in n]

@@ -182,7 +182,7 @@ def test_engine_resumes_cleanly_after_the_server_closed_its_idle_connections(tmp
     assert all(r["status"] == "ok" for r in resumed), [r["error"] for r in resumed if r["status"] != "ok"]
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["protocol", "aiohttp", "httpx"])
 async def test_request_sent_as_the_server_closes_is_retried(transport: str) -> None:
     """The real race: the client reuses a pooled connection just as the server's keep-alive ends, so the
     request meets a closed socket before any response byte; the engine must retry it once, transparently.
@@ -193,10 +193,12 @@ async def test_request_sent_as_the_server_closes_is_retried(transport: str) -> N
     with SimServer("small-gpu", time_scale=20, keep_alive_s=keep_alive_s) as sim:
         target = TargetConfig(base_url=sim.url, timeout_s=10)
         client = make_client(target, transport)
-        session = RequestSession(client, target, WorkloadConfig(isl=16, osl=4), PROFILES["small-gpu"].model)
+        session = RequestSession(
+            client, target, WorkloadConfig(isl=16, osl=4), PROFILES["small-gpu"].model, transport=transport
+        )
         records: list[RequestRecord] = []
         try:
-            for seq in range(1, 201):
+            for seq in range(1, 501):
                 rec = await run_request(session, RequestRecord(seq, 0, seq, 1, 0), StreamAccumulator())
                 records.append(rec)
                 assert rec.status == "ok", (rec.error_class, rec.error)
@@ -205,5 +207,6 @@ async def test_request_sent_as_the_server_closes_is_retried(transport: str) -> N
                 offset_s = (seq % 29 - 24) * 0.00025  # -6 ms .. +1 ms
                 await asyncio.sleep(keep_alive_s + offset_s)  # the idle spell under test
         finally:
+            await session.aclose()
             await client.aclose()
     assert records[-1].retries == 1, f"no request met a just-closed connection in {len(records)} tries"

@@ -319,3 +319,19 @@ def test_worker_tasks_are_the_sum_of_each_workers_latest_window() -> None:
     st.ingest(Batch(0, 2 * S, 1, health=Health(0.5, 0.1)))
     st.ingest(Batch(0, 3 * S, 1, health_window=Health(0.5, 0.1, 20)))
     assert st.health().worker_tasks == 32
+
+
+def test_chunks_that_came_in_one_read_are_counted_per_level() -> None:
+    """Two chunks stamped alike (one read carried both) make a 0 ms ITL gap: each level counts them, so a
+    p50 ITL of 0.00 ms reads as the client's reads, not the server's speed."""
+    st = Store(0, workers=1)
+    st.begin_level(1, LoadTarget(concurrency=5), 0)
+    for b in range(1, 9):
+        batch = _batch(0, b * S, 1 + 5 * b, 5, 1)
+        for rec in batch.records:  # chunks 1-2 and 5-6 of each request in one read
+            rec.chunk_ns[2], rec.chunk_ns[6] = rec.chunk_ns[1], rec.chunk_ns[5]
+        st.ingest(batch)
+    ((view, _extra),) = st.level_views(9 * S, force=True)
+    assert view.steady and view.window_completed > 0
+    assert view.itl_chunk.n == 19 * view.window_completed
+    assert view.coalesced_gaps == 2 * view.window_completed and view.itl_chunk.p50 > 0

@@ -26,13 +26,14 @@ from tests.engine.tls_server import (
 )
 from tui.engine.config import TargetConfig
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.stream.transport import TRANSPORTS as ALL_TRANSPORTS
 from tui.engine.stream.transport import TransportName
 
 pytestmark = [
     pytest.mark.timeout(60),
     pytest.mark.skipif(not HAVE_OPENSSL, reason="needs the openssl binary to make a certificate"),
 ]
-TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
+TRANSPORTS: list[TransportName] = list(ALL_TRANSPORTS)
 NAMED = "TLS: certificate verify failed: self"  # OpenSSL 3 "self-signed certificate", 1.1 "self signed"
 HINT = "(use --ca-cert or --insecure)"
 

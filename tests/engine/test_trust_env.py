@@ -23,11 +23,12 @@ from tui.cli import build_parser
 from tui.engine.config import TargetConfig
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.network import ProxyError, bypassed, proxy_for
+from tui.engine.stream.transport import TRANSPORTS as ALL_TRANSPORTS
 from tui.engine.stream.transport import TransportName
 from tui.options import UsageError, target_from_args
 
 pytestmark = pytest.mark.timeout(30)
-TRANSPORTS: list[TransportName] = ["aiohttp", "httpx"]
+TRANSPORTS: list[TransportName] = list(ALL_TRANSPORTS)
 UPSTREAM = "http://upstream.invalid:9/v1"
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
@@ -193,3 +194,21 @@ def test_bench_refuses_a_socks_proxy_in_one_line() -> None:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=env, check=False)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "socks5:// proxy" in r.stderr
+
+
+def test_a_dead_proxy_is_named_not_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy refuses connections: the error says the proxy could not be reached (and where it came
+    from), not that the server could not; its credentials are not shown."""
+    import socket
+
+    from tui.engine.host.probe import ProbeError, probe_server
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://user:s3cret@127.0.0.1:{port}")
+    with pytest.raises(ProbeError) as info:
+        probe_server(_target(UPSTREAM, connect_timeout_s=2.0))
+    message = str(info.value)
+    assert f"proxy http://127.0.0.1:{port}" in message and "HTTP_PROXY" in message, message
+    assert "s3cret" not in message and "--no-trust-env" in message

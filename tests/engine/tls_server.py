@@ -71,8 +71,9 @@ async def one_request(target: TargetConfig, transport: TransportName) -> Request
     """One streaming request to ``target`` through the engine's own client and session, as a worker sends it
     (model "tls-model"): the record says how the TLS or proxy settings fared."""
     client = make_client(target, transport)
+    session = RequestSession(client, target, WorkloadConfig(isl=8, osl=3), "tls-model", transport=transport)
     try:
-        session = RequestSession(client, target, WorkloadConfig(isl=8, osl=3), "tls-model")
         return await run_request(session, RequestRecord(1, 0, 0, 1, 0), StreamAccumulator())
     finally:
+        await session.aclose()
         await client.aclose()

@@ -19,6 +19,10 @@ Sections (``--only``, comma-separated; the noise floor is always measured first)
   its engine worker sampled every 5 s; growth after warm-up < 50 MB. Samples go to ``--out-dir``/memory.jsonl
   as they are taken.
 - ``startup``: ``tokentop --help`` < 0.5 s (median of 5); first frame of the app < 1.5 s (tmux, polled).
+- ``ttft``: TTFT bias at ``--ttft-streams`` (400) closed-loop streams on one worker: ``tokentop bench``
+  against the paced server, each request's TTFT minus the server's (first token written minus request read,
+  from the truth log), median and p99, once per ``--ttft-transports`` (``TOKENTOP_TRANSPORT``) and once from
+  ``--ttft-before DIR`` (another checkout's ``tui``, its default path), one after another in this run.
 
 Everything runs on 127.0.0.1; every wait has a deadline. Not a pytest test (tests/perf is excluded).
 The machine's other load matters: each figure is printed with the noise floor measured beside it.
@@ -48,11 +52,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from tui.calibrate.accuracy import ErrorStats, join_files  # noqa: E402
+from tui.calibrate.accuracy import ErrorStats, join_files, read_jsonl  # noqa: E402
 from tui.calibrate.floor import FloorProbe, noise_floor  # noqa: E402
 from tui.sim.paced import FIRST_TOKEN_S, paced_server  # noqa: E402
 
-SECTIONS = ("parse", "itl", "workers", "memory", "startup")
+SECTIONS = ("parse", "itl", "workers", "memory", "startup", "ttft")
 PY = sys.executable
 
 
@@ -499,6 +503,80 @@ def section_startup(report: Report, ns: argparse.Namespace, out: Path) -> None:
 # --- main -------------------------------------------------------------------------------------------
 
 
+def _ttft_bias(
+    out: Path, label: str, env: dict[str, str], ns: argparse.Namespace, tree: Path = ROOT
+) -> dict[str, float]:
+    """One bench run at ``--ttft-streams`` on one worker: client TTFT minus true TTFT per request (ms)."""
+    truth, requests = out / f"ttft-{label}-truth.jsonl", out / f"ttft-{label}-requests.jsonl"
+    for p in (truth, requests):
+        p.unlink(missing_ok=True)
+    with paced_server(50.0, truth) as server:
+        cmd = [
+            sys.executable, "-m", "tui", "bench", "--url", server.url, "--model", "sim-paced",
+            "--concurrency", str(ns.ttft_streams), "--duration", str(ns.ttft_seconds), "--workers", "1",
+            "--isl", "16", "--osl", "100", "--no-isl-probe", "--no-server-metrics", "--quiet",
+            "--requests-log", str(requests), "--output", str(out / f"ttft-{label}.json"),
+        ]  # fmt: skip
+        # cwd: `python -m` puts it first on sys.path, ahead of PYTHONPATH
+        subprocess.run(
+            cmd, env=env, cwd=tree, capture_output=True, text=True, timeout=ns.ttft_seconds * 4 + 120
+        )
+    server_ttft: dict[str, int] = {}
+    for rec in read_jsonl(truth):
+        if rec.get("first_token_ns") and rec.get("arrival_ns"):
+            server_ttft[str(rec["client_request_id"])] = rec["first_token_ns"] - rec["arrival_ns"]
+    bias = [
+        (rec["first_content_ns"] - rec["sent_ns"] - server_ttft[str(rec["client_request_id"])]) / 1e6
+        for rec in read_jsonl(requests)
+        if rec.get("status") == "ok"
+        and rec.get("first_content_ns")
+        and str(rec.get("client_request_id")) in server_ttft
+    ]
+    try:
+        client = json.loads((out / f"ttft-{label}.json").read_text())["client"]
+    except (OSError, ValueError, KeyError):
+        client = {}
+    health = {"cpu_share": client.get("max_cpu_share", float("nan")),
+              "lag_p99_ms": client.get("max_loop_lag_p99_ms", float("nan"))}  # fmt: skip
+    if not bias:
+        return {"requests": 0, "p50_ms": float("nan"), "p99_ms": float("nan"), **health}
+    arr = np.asarray(bias)
+    return {
+        "requests": len(bias),
+        "p50_ms": float(np.median(arr)),
+        "p99_ms": float(np.percentile(arr, 99)),
+        **health,
+    }
+
+
+def section_ttft(report: Report, ns: argparse.Namespace, out: Path) -> None:
+    runs: list[tuple[str, dict[str, str], Path]] = []
+    if ns.ttft_before is not None:
+        before = ns.ttft_before.resolve()
+        runs.append(("before", {**os.environ, "PYTHONPATH": str(before), "TOKENTOP_TRANSPORT": ""}, before))
+    for transport in (t for t in ns.ttft_transports.split(",") if t):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENTOP_TRANSPORT": transport}
+        runs.append((transport, env, ROOT))
+    results: dict[str, dict[str, float]] = {}
+    for label, env, tree in runs:
+        r = results[label] = _ttft_bias(out, label, env, ns, tree)
+        print(
+            f"  {label:<10} {r['requests']:>6} requests  TTFT bias p50 {r['p50_ms']:+8.2f} ms  "
+            f"p99 {r['p99_ms']:+8.2f} ms  worker CPU {r['cpu_share']:.0%}, lag p99 {r['lag_p99_ms']:.0f} ms",
+            flush=True,
+        )
+    report.data["ttft"] = results
+    base = results.get("before") or results.get("aiohttp")
+    new = results.get("protocol")
+    if base and new:
+        report.add(
+            f"TTFT bias at {ns.ttft_streams} streams, 1 worker: < half of before",
+            f"p50 {base['p50_ms']:+.1f} -> {new['p50_ms']:+.1f} ms",
+            abs(new["p50_ms"]) < abs(base["p50_ms"]) / 2,
+            "same run, one after another",
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"sections: {','.join(SECTIONS)}")
@@ -518,6 +596,10 @@ def main() -> int:
         "--out-dir", type=Path, help="keep logs and results here (default: a temporary directory)"
     )
     ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--ttft-streams", type=int, default=400)
+    ap.add_argument("--ttft-seconds", type=float, default=20.0, metavar="S")
+    ap.add_argument("--ttft-transports", default="protocol,aiohttp", help="ttft: TOKENTOP_TRANSPORT values")
+    ap.add_argument("--ttft-before", type=Path, help="ttft: also run this checkout's tui (its default path)")
     ns = ap.parse_args()
     only = [s for s in ns.only.split(",") if s]
     unknown = set(only) - set(SECTIONS)
@@ -564,6 +646,8 @@ def main() -> int:
                 section_memory(report, ns, out)
             elif name == "startup":
                 section_startup(report, ns, out)
+            elif name == "ttft":
+                section_ttft(report, ns, out)
     finally:
         print("\n" + report.table())
         if ns.json is not None:

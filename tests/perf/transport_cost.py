@@ -12,7 +12,10 @@ the chunks it received. Variants:
   chunk; without it the silence limit would have to be enforced another way)
 - ``aiohttp``: aiohttp directly (``content.iter_any``), our decoder, orjson (the floor)
 - ``engine``: the engine's real path (`tui.engine.stream.client.run_request`: transport as configured,
-  decoder, orjson, `apply_chunk` into the accumulator, socket stamps)
+  decoder, orjson, `apply_chunk` into the accumulator, socket stamps): by default the protocol path
+  (`tui.engine.stream.h1`, httptools, decoding in ``data_received``)
+- ``engine-aiohttp``, ``engine-httpx``: the same over the httpx client, as ``TOKENTOP_TRANSPORT`` selects
+- ``before``: ``engine`` from another checkout (``--before DIR``: its ``tui``, its default path), in this run
 
 Requests are long (``--tokens`` 1000 by default) so the per-request cost is spread thin; ``--tokens 128``
 shows it included. Each variant runs in a fresh process, one after another; the server runs in its own
@@ -38,7 +41,18 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = ("protocol", "httpx", "httpx+orjson", "aiohttp-tx", "aiohttp-tx-noread", "aiohttp", "engine")
+VARIANTS = (
+    "protocol",
+    "httpx",
+    "httpx+orjson",
+    "aiohttp-tx",
+    "aiohttp-tx-noread",
+    "aiohttp",
+    "engine",
+    "engine-aiohttp",
+    "engine-httpx",
+    "before",
+)
 
 
 def _body(tokens: int) -> bytes:
@@ -221,11 +235,17 @@ async def _client(
         from tui.engine.stream.transport import make_client
 
         target = TargetConfig(base_url=base_url, model="sim-paced", timeout_s=60.0)
-        client = make_client(target)
-        rs = RequestSession(client, target, WorkloadConfig(isl=16, osl=tokens), "sim-paced")
+        transport = variant.partition("-")[2] or None
+        client = make_client(target, transport)
+        chosen: dict[str, Any] = {} if transport is None else {"transport": transport}  # `before`: none
+        rs = RequestSession(client, target, WorkloadConfig(isl=16, osl=tokens), "sim-paced", **chosen)
         live: list[Any] = []
         users = [_user_engine(rs, count, stop, live) for _ in range(streams)]
-        closer = client.aclose
+
+        async def closer() -> None:
+            if hasattr(rs, "aclose"):
+                await rs.aclose()
+            await client.aclose()
 
         def chunks_now() -> int:
             for acc in live:
@@ -269,8 +289,9 @@ def parser_cost() -> dict[str, float]:
 
 
 def _child(ns: argparse.Namespace) -> int:
-    sys.path.insert(0, str(ROOT))
-    coro = _client(ns.child, ns.url, ns.streams, ns.tokens, ns.warm, ns.seconds)
+    sys.path.insert(0, str(ns.root or ROOT))
+    variant = "engine" if ns.child == "before" else ns.child
+    coro = _client(variant, ns.url, ns.streams, ns.tokens, ns.warm, ns.seconds)
     if ns.uvloop:
         import uvloop
 
@@ -299,6 +320,8 @@ def main() -> int:
     ap.add_argument("--lockstep", action="store_true", help="all streams emit together (a batched server)")
     ap.add_argument("--uvloop", action="store_true", help="run the clients on uvloop (must be importable)")
     ap.add_argument("--profile", action="store_true", help="cProfile the client (slower; top 25 to stderr)")
+    ap.add_argument("--before", type=Path, help="the checkout the `before` variant runs")
+    ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ns = ap.parse_args()
@@ -349,8 +372,16 @@ def main() -> int:
                 cmd.append("--profile")
             if ns.uvloop:
                 cmd.append("--uvloop")
+            env = None
+            if variant == "before":
+                if ns.before is None:
+                    print(f"{variant:<18} skipped: needs --before DIR")
+                    continue
+                cmd += ["--root", str(ns.before)]
+                env = {**os.environ, "PYTHONPATH": str(ns.before), "TOKENTOP_TRANSPORT": ""}
             out = subprocess.run(
                 cmd,
+                env=env,
                 capture_output=not ns.profile,
                 text=True,
                 timeout=ns.seconds + ns.warm + 60,

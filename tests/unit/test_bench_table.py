@@ -26,3 +26,13 @@ def test_the_prefix_cache_hit_rate_is_a_column_before_steady() -> None:
     assert header.split()[-3:] == ["prefix", "cache", "steady"]
     assert rows[0].split()[-2] == "89%"
     assert all(row.split()[-2] == "-" for row in rows[1:])  # a level whose server said nothing
+
+
+def test_no_knee_from_the_clients_levels_says_the_client_was_the_limit() -> None:
+    from tui.bench.table import summary
+
+    levels = frozen.LEVELS
+    limited = (*levels[:-1], replace(levels[-1], client_limited=True))
+    text = summary(frozen.snapshot(levels=limited, knee=None))
+    assert "knee: not found among the server's levels (the client was the limit at 8 users)" in text
+    assert "still rising" not in text

@@ -104,8 +104,11 @@ def test_csv_is_the_level_table(tmp_path: Path) -> None:
     levels = to_json(results)["levels"]
     assert len(rows) == len(levels)
     header = list(rows[0])
-    level_keys = [k for k in levels[0] if k not in ("client", "errors")]
+    nested = [k for k, v in levels[0].items() if isinstance(v, dict) and k != "errors"]
+    level_keys = [k for k in levels[0] if k not in nested and k != "histograms"]
     assert [k for k in header if k in level_keys] == level_keys
+    for key in nested:  # spread to parent.child columns
+        assert any(column.startswith(f"{key}.") for column in header), key
     assert "client.max_cpu_share" in header and "errors" in header
     for row, level in zip(rows, levels, strict=True):
         assert int(row["level_id"]) == level["level_id"] and int(row["concurrency"]) == level["concurrency"]

@@ -1,17 +1,19 @@
-"""Request bodies are byte-identical for the same seed, worker and seq.
+"""Request bodies are byte-identical for the same seed, prompt salt, worker and seq.
 
 The hashes below were recorded from the request-building code before the workload seam existed (prompts made
-in `tui.engine.stream.openai`, commit 6103258); the synthetic workload must keep every one of them, since a
-changed body changes what a server caches and what a rerun with the same seed measures.
+in `tui.engine.stream.openai`, commit 6103258), with no prompt salt; the synthetic workload must keep every
+one of them at ``prompt_salt=""`` (what ``--repeat-prompts`` sends for a results file without a salt), since
+a changed body changes what a server caches and what a rerun measures. A salt changes the first words only.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 
-from tui.engine.config import TargetConfig, WorkloadConfig
+from tui.engine.config import LengthDist, TargetConfig, WorkloadConfig
 from tui.engine.stream.openai import build_body
 from tui.engine.workload import RequestKey, build_workload
 
@@ -63,12 +65,38 @@ def body_for(
 @pytest.mark.parametrize("case", RECORDED, ids=lambda c: f"{c[0]}-isl{c[1]}-w{c[5]}-s{c[6]}")
 def test_body_matches_recorded_hash(case: Case) -> None:
     endpoint, isl, osl, fixed, seed, worker, seq, accepted, extra, digest = case
-    workload = WorkloadConfig(isl=isl, osl=osl, fixed_osl=fixed, seed=seed)
+    workload = WorkloadConfig(isl=isl, osl=osl, fixed_osl=fixed, seed=seed, prompt_salt="")
     body = body_for(endpoint, workload, worker, seq, fixed_osl_fields=accepted, extra_body=extra)
     assert hashlib.sha256(body).hexdigest()[:32] == digest
 
 
 def test_small_bodies_match_recorded_bytes() -> None:
-    workload = WorkloadConfig(isl=6, osl=4, seed=3)
+    workload = WorkloadConfig(isl=6, osl=4, seed=3, prompt_salt="")
     assert body_for("chat", workload, 1, 2) == SMALL_CHAT
     assert body_for("completions", workload, 0, 5, fixed_osl_fields=False) == SMALL_COMPLETIONS
+
+
+def _prompt(workload: WorkloadConfig, worker: int, seq: int) -> str:
+    spec = build_workload(workload).next_request(RequestKey(worker, seq))
+    assert spec.prompt is not None
+    return spec.prompt
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [{}, {"isl_dist": LengthDist("uniform", 20, 60, 40.0)}, {"shared_prefix": 12}],
+    ids=["synthetic", "shaped", "shared-prefix"],
+)
+def test_a_prompt_salt_changes_the_first_words_and_nothing_else(shape: dict[str, object]) -> None:
+    """Two salts, the same seed: the prompts differ from their first words (no earlier run's cached blocks
+    match), and are as long as each other, word for word, as the unsalted ones (lengths follow the seed)."""
+    plain = WorkloadConfig(isl=40, seed=4, prompt_salt="", **shape)  # type: ignore[arg-type]
+    for seq in range(5):
+        texts = [_prompt(replace(plain, prompt_salt=salt), 1, seq) for salt in ("", "a1b2c3d4", "e5f6a7b8")]
+        words = [t.split() for t in texts]
+        assert len({len(w) for w in words}) == 1
+        assert len(set(texts)) == 3
+        head = 4 + plain.shared_prefix  # the per-request words, after the (salted) shared prefix
+        assert len({tuple(w[:head]) for w in words}) == 3
+        assert words[1][head:] == words[0][head:] == words[2][head:]  # the seed's text after the head
+        assert _prompt(replace(plain, prompt_salt="a1b2c3d4"), 1, seq) == texts[1]  # a salt repeats exactly

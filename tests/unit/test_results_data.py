@@ -30,7 +30,8 @@ TOP_KEYS = [
     "levels", "saturation", "client", "totals", "fatal", "notices", "server",
 ]  # fmt: skip
 CONFIG_KEYS = [
-    "isl", "osl", "fixed_osl", "seed", "timeout_s", "workers", "header_names", "extra_body", "demo",
+    "isl", "osl", "fixed_osl", "seed", "prompt_salt", "timeout_s", "workers", "header_names", "extra_body",
+    "demo",
     "endpoint_path", "slo_ttft_ms", "slo_tpot_ms", "min_window_s", "min_steady_requests", "workload",
     "isl_probe",
 ]  # fmt: skip
@@ -49,8 +50,8 @@ LEVEL_KEYS = [
     "tokens_per_chunk", "per_request_output_throughput", "steady", "too_short", "steady_from_s",
     "window_from_s", "window_to_s", "started_s", "ended_s", "level_completed", "level_failed", "cancelled",
     "errors", "exact_stats", "client", "mean_input_tokens", "mean_output_tokens", "mean_reasoning_tokens",
-    *_stat_keys("ttfa"), "cached_prompt_tokens", "prefix_cache_hit_rate", "measured_over", "in_flight_at_end",
-    "partial_output_tokens", "population",
+    *_stat_keys("ttfa"), "cached_prompt_tokens", "prefix_cache_hit_rate", "client_saturated",
+    "coalesced_chunk_gaps", "measured_over", "in_flight_at_end", "partial_output_tokens", "population",
 ]  # fmt: skip
 RATE_ONLY = ["arrival", "max_concurrency", *_stat_keys("sched_lag"), "dropped_arrivals"]
 
@@ -170,15 +171,15 @@ def test_unknown_keys_are_kept_and_written_back(tmp_path: Path) -> None:
     doc = to_json(frozen_results())
     doc["sessions"] = {"id": "abc"}
     doc["levels"][0]["queue_depth_at_end"] = 3
-    doc["config"]["prompt_salt"] = "s41t"
+    doc["config"]["future_knob"] = "s41t"
     path = tmp_path / "newer.json"
     path.write_bytes(orjson.dumps(doc))
     res = read_results(path)
     assert res.extra == {"sessions": {"id": "abc"}} and res.levels[0].extra == {"queue_depth_at_end": 3}
-    assert res.config.extra == {"prompt_salt": "s41t"}
+    assert res.config.extra == {"future_knob": "s41t"}
     again = orjson.loads(dump_results(res))
     assert again["sessions"] == {"id": "abc"} and again["levels"][0]["queue_depth_at_end"] == 3
-    assert again["config"]["prompt_salt"] == "s41t"
+    assert again["config"]["future_knob"] == "s41t"
 
 
 def test_results_hold_no_secret_and_no_url_password() -> None:

@@ -49,3 +49,27 @@ def test_bench_with_a_bad_port_prints_one_line_and_exits_2() -> None:
     lines = r.stderr.strip().splitlines()
     assert lines == ["tokentop: error: URL port must be a number in 1..65535, got 'abc'"], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_url_without_a_scheme_is_taken_as_http_with_one_notice() -> None:
+    from tui.cli import build_parser
+    from tui.options import base_url_from_args, url_note
+
+    ns = build_parser().parse_args(["bench", "--url", "localhost:8000"])
+    assert base_url_from_args(ns) == "http://localhost:8000/v1"
+    assert url_note(ns) == "taking --url localhost:8000 as http://localhost:8000"
+    ns = build_parser().parse_args(["bench", "--url", "http://localhost:8000"])
+    assert url_note(ns) is None
+
+
+def test_bench_names_the_nearest_flag_for_a_typo() -> None:
+    for args, says in [
+        (["--thme", "light"], "tokentop: error: unrecognized argument --thme: did you mean --theme?"),
+        (["bench", "--concurency", "2"], "did you mean --concurrency?"),
+        (["bench", "--isl=12", "--osl-dsit", "3"], "did you mean --osl-dist?"),
+    ]:
+        r = subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ), check=False)  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        assert says in r.stderr and "invalid choice" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1

@@ -7,6 +7,7 @@ import argparse
 import random
 import statistics
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -146,7 +147,26 @@ def test_flags_become_the_workload_config() -> None:
         "normal", 1, 141, 100, 10
     )
     assert workload_from_args(_ns("--turns", "4", "--concurrency", "2")).turns == 4
-    assert workload_from_args(_ns()) == WorkloadConfig()
+    plain = workload_from_args(_ns())
+    assert plain == WorkloadConfig(prompt_salt=plain.prompt_salt)
+
+
+def test_each_run_gets_its_own_prompt_salt_and_repeat_prompts_takes_an_earlier_one(tmp_path: Path) -> None:
+    salts = {workload_from_args(_ns()).prompt_salt for _ in range(5)}
+    assert len(salts) == 5 and all(len(s) == 8 for s in salts)
+    assert workload_from_args(_ns("--repeat-prompts", "a1b2c3d4")).prompt_salt == "a1b2c3d4"
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text('{"config": {"seed": 3, "prompt_salt": "0badf00d"}}')
+    assert workload_from_args(_ns("--repeat-prompts", str(earlier), "--seed", "3")).prompt_salt == "0badf00d"
+    with pytest.raises(UsageError, match="ran with --seed 3: add --seed 3"):
+        workload_from_args(_ns("--repeat-prompts", str(earlier)))
+    unsalted = tmp_path / "unsalted.json"
+    unsalted.write_text('{"config": {"seed": 0}}')  # a run that sent no salt: its prompts, unsalted
+    assert workload_from_args(_ns("--repeat-prompts", str(unsalted))).prompt_salt == ""
+    with pytest.raises(UsageError, match="cannot read"):
+        workload_from_args(_ns("--repeat-prompts", str(tmp_path / "missing.json")))
+    with pytest.raises(UsageError, match="not a results file nor a salt"):
+        workload_from_args(_ns("--repeat-prompts", "no spaces"))
 
 
 @pytest.mark.parametrize(

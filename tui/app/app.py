@@ -14,6 +14,8 @@ from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Container, Horizontal
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Size
 from textual.screen import Screen
 
@@ -22,6 +24,7 @@ from tui.app.frames import FrameStats
 from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
 from tui.app.saving import save_run_files, saved_list
 from tui.app.settings import AppSettings
+from tui.app.terminal import HangUpSafeDriver
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.detail import RequestDetailScreen
@@ -38,6 +41,7 @@ from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
 from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
+from tui.outputs import kept_results_path, state_dir
 
 VIEWS = ("live", "latency", "levels", "server")
 """Pane groups shown one at a time when the terminal is too small for all of them (`v` cycles)."""
@@ -149,6 +153,10 @@ class TokentopApp(App[int]):
         )
         for pane in self._plots:
             pane.executor = self._plot_executor
+
+    def get_driver_class(self) -> type[Driver]:
+        driver = super().get_driver_class()
+        return HangUpSafeDriver if driver is LinuxDriver else driver
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLE_DEFAULTS)
@@ -462,22 +470,34 @@ class TokentopApp(App[int]):
     def _save_svg(self, filename: str, folder: str) -> str:
         return self.save_screenshot(filename=filename, path=folder)
 
-    async def action_quit(self) -> None:
-        """Cancel in-flight requests, write --output, exit 0. The status line says so while it blocks."""
+    async def action_quit(self, reason: str = "quit") -> None:
+        """Cancel in-flight requests, write the results, exit (0, or 1 if the engine had stopped on a fatal
+        error). ``reason`` is saved as the results' ``interrupted_by`` (a signal's name when one quit)."""
         self._fatal.show("cancelling in-flight requests…", prefix="stopping: ")
-        self.call_after_refresh(self._finish_quit)
+        self.call_after_refresh(self._finish_quit, reason)
 
-    def _finish_quit(self) -> None:
+    def _finish_quit(self, reason: str) -> None:
+        failed = self._snap is not None and bool(self._snap.fatal)
         try:
             self.engine.stop()
         finally:
-            if self.output is not None:
-                try:
-                    written = self.engine.write_results(self.output, interrupted="quit")
-                    self.quit_notes.append(f"results written to {written}")
-                except Exception as exc:
-                    self.quit_notes.append(f"could not write results to {self.output}: {exc}")
-            self.exit(0)
+            self._keep_results(reason)
+            self.exit(1 if failed else 0)
+
+    def _keep_results(self, reason: str) -> None:
+        """Write the results to --output, or, without one, to the state directory (`kept_results_path`),
+        so a run ended with `q` is never lost; `quit_notes` says where."""
+        output = self.output
+        if output is None:
+            measured = self._snap is not None and self._snap.completed + self._snap.failed > 0
+            if self.watch_only or not measured:
+                return
+        try:
+            path = output or kept_results_path()
+            written = self.engine.write_results(path, interrupted=reason)
+            self.quit_notes.append(f"results {'written to' if output else 'kept in'} {written}")
+        except Exception as exc:
+            self.quit_notes.append(f"could not write results to {output or state_dir()}: {exc}")
 
     # --- command palette --------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ from tui.engine.config import LoadTarget
 from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import LevelView, Snapshot
 
-FAILED_PREFIXES = ("SLO broken", "errors at")
-"""`RampPolicy.step` reasons that mean the ramp's last level failed: `k` then goes to the level before."""
+FAILED_PREFIXES = ("SLO broken", "errors at", "client is the limit")
+"""`RampPolicy.step` reasons that mean the ramp's last level failed (or measured the client, not the server):
+`k` then goes to the level before."""
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,11 @@ class RampResult:
     """The load `k` sets: the knee, or after a failed level the last one that passed; None if neither."""
 
     def status(self) -> str:
-        """Short, for the status bar (the reason up to its first colon)."""
+        """Short, for the status bar (the reason up to its first colon; with the fix, when it is the
+        client's limit)."""
         text = f"auto ramp stopped: {self.reason.split(':')[0]}"
+        if self.reason.startswith("client is the limit") and "; " in self.reason:
+            text += f" · {self.reason.rsplit('; ', 1)[1].split(' (')[0]}"
         return text + (f" · k → {load_label(self.knee)}" if self.knee is not None else "")
 
     def subtitle(self) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,13 @@ from tui.configs import LiveConfig
 from tui.demo import DemoError, running_demo
 from tui.options import UsageError
 from tui.outputs import check_outputs
-from tui.shutdown import Terminated, exit_status, signals_as_interrupt
+from tui.shutdown import Terminated, exit_status, say, signals_as_interrupt
 
 
 def run(config: LiveConfig) -> int:
-    """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke, 143/129
-    after SIGTERM/SIGHUP (which quit like `q`: results written, terminal restored)."""
+    """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke (or the
+    engine had stopped on a fatal error), 143/129 after SIGTERM/SIGHUP (which quit like `q`: results
+    written, terminal restored)."""
     try:
         themes = load_themes()
         theme = resolve_theme(config.theme, themes)
@@ -30,7 +32,12 @@ def run(config: LiveConfig) -> int:
         raise UsageError(str(exc)) from None
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the live app needs a terminal; for a headless run use `tokentop bench`")
-    check_outputs(output=config.output, requests_log=config.requests_log)
+    metrics_log = config.options.server_metrics_log
+    check_outputs(
+        output=config.output,
+        requests_log=config.requests_log,
+        server_metrics_log=Path(metrics_log) if metrics_log else None,
+    )
     try:
         with running_demo(config.server.demo) as demo_url:
             return _run_app(config, demo_url, themes, theme.name)
@@ -75,13 +82,14 @@ def _run_app(config: LiveConfig, demo_url: str | None, themes: dict[str, Theme],
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # the app is not running (yet or any more): unwind like Ctrl-C
                 raise Terminated(signum) from None
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(app.action_quit()))
+            reason = signal.Signals(signum).name
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(app.action_quit(reason)))
 
         with signals_as_interrupt(on_signal):
             result = app.run()
         _write_frame_stats(app)
         for note in app.quit_notes:
-            print(f"tokentop: {note}", file=sys.stderr)
+            say(f"tokentop: {note}")  # after a hang-up there is no terminal to print on
         if signalled:
             return exit_status(Terminated(signalled[0]))
         return result if isinstance(result, int) else (app.return_code or 0)

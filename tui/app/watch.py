@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.configs import WatchConfig
 from tui.options import UsageError
+from tui.outputs import check_outputs
+from tui.shutdown import say
 
 
 def run(config: WatchConfig) -> int:
@@ -20,6 +23,10 @@ def run(config: WatchConfig) -> int:
         print(f"tokentop: {config.note}", file=sys.stderr)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("tokentop watch needs a terminal")
+    metrics_log = config.options.server_metrics_log
+    check_outputs(
+        output=config.output, requests_log=None, server_metrics_log=Path(metrics_log) if metrics_log else None
+    )
     from tui.app.app import TokentopApp
     from tui.app.settings import AppSettings
     from tui.engine.host.watch import WatchEngine
@@ -32,7 +39,7 @@ def run(config: WatchConfig) -> int:
         app = TokentopApp(engine, settings)
         result = app.run()
         for note in app.quit_notes:
-            print(f"tokentop: {note}", file=sys.stderr)
+            say(f"tokentop: {note}")
         return result if isinstance(result, int) else (app.return_code or 0)
     finally:
         engine.stop()

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
 from tui.bench.progress import LevelProgress, Progress, load_label
@@ -132,7 +133,14 @@ def run(
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
     progress = Progress(sys.stderr, config.quiet)
-    check_outputs(output=config.output, requests_log=config.requests_log)
+    check_outputs(
+        output=config.output,
+        requests_log=config.requests_log,
+        server_metrics_log=_path(config.options.server_metrics_log),
+        csv=config.csv,
+        vllm_results=config.vllm_results,
+        plot=config.plot,
+    )
     demo = config.server.demo
     try:
         with signals_as_interrupt():
@@ -156,6 +164,10 @@ def run(
     elif status in SIGNAL_STATUSES:
         say(f"tokentop: terminated by {SIGNAL_STATUSES[status]}")
     return status
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
 
 
 def _run(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from tui.bench.progress import load_label
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.units import ms_figure
 
@@ -79,6 +80,9 @@ def summary(snap: Snapshot) -> str:
         lines.append(
             f"knee: {at} ({snap.knee.output_tps:,.0f} output tok/s of a {snap.knee.peak_tps:,.0f} peak)"
         )
+    elif limited := [lv for lv in snap.levels if lv.client_limited]:
+        at = ", ".join(load_label(lv.mode, lv.value) for lv in limited)
+        lines.append(f"knee: not found among the server's levels (the client was the limit at {at})")
     elif len(snap.levels) > 1:
         lines.append("knee: not found (output throughput still rising at the highest level measured)")
     lags = [

@@ -60,6 +60,11 @@ class WorkloadConfig:
     fixed_osl: bool = True
     """Ask the server to ignore EOS so every request generates exactly `osl` tokens."""
     seed: int = 0
+    prompt_salt: str = ""
+    """Drawn afresh for each run (`tui.engine.workload.text.new_salt`): the first words of every prompt, and
+    the shared prefix, are drawn from it, so no earlier run's prefix cache can serve this run's prompts; the
+    lengths and the rest of the text follow ``seed`` alone. "" is no salt; an earlier run's salt sends
+    exactly that run's prompts (``--repeat-prompts``)."""
     # --- shaped workloads: each left at its default keeps the plain synthetic prompts ---
     isl_dist: LengthDist | None = None
     """Input length per request drawn from this (instead of ``isl``)."""

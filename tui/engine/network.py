@@ -67,6 +67,21 @@ def proxy_for(target: TargetConfig) -> httpx.Proxy | None:
     return httpx.Proxy(url)
 
 
+def proxy_named(target: TargetConfig) -> str | None:
+    """The proxy the target's connections go through, for an error line: "the proxy URL ($HTTP_PROXY)"
+    without its credentials; None when they go direct."""
+    try:
+        proxy = proxy_for(target)
+    except ProxyError:
+        return None
+    if proxy is None:
+        return None
+    scheme = urlsplit(target.base_url).scheme
+    var = f"{scheme.upper()}_PROXY" if urllib.request.getproxies_environment().get(scheme) else "ALL_PROXY"
+    url = proxy.url
+    return f"the proxy {url.scheme}://{url.host}{f':{url.port}' if url.port else ''} (${var})"
+
+
 def bypassed(host: str, port: int | None, no_proxy: str) -> bool:
     """``NO_PROXY`` covers ``host``: ``*``, the host itself, or a domain it is under (``example.com`` and
     ``.example.com`` both cover ``api.example.com``), optionally with a port (``host:8000``)."""

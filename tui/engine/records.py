@@ -151,6 +151,7 @@ class RequestRecord:
             "http_status": self.http_status,
             "finish_reason": self.finish_reason,
             "retries": self.retries,
+            "skipped_lines": self.skipped_lines,
             "scheduled_ns": self.scheduled_ns,
             "send_start_ns": self.send_start_ns,
             "sent_ns": self.sent_ns,

@@ -193,6 +193,12 @@ class LevelView:
     ttft_since_s: float | None = None
     """Over arrivals, where the TTFT population starts: the window's start, or the level's (when no first
     token arrived inside the window: answers longer than the window start no new request in a closed loop)."""
+    coalesced_gaps: int = 0
+    """Chunk gaps of 0 in the window: chunks that came in one read of the socket, stamped alike. They make
+    ITL p50 0.00 ms when many chunks share reads: a fact about the client's reads, not the server."""
+    client_limited: bool = False
+    """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
+    figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""
     workers_lost: int = 0
     """Engine workers lost during the level (their node went away): the window ends at the loss."""
 

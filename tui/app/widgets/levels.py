@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -35,6 +36,31 @@ CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
 FIXED_COLUMNS = 1
 """The level column stays put when the table scrolls sideways, so every row still says its load."""
+CELL_PADDING = 2
+"""A DataTable column is its widest cell plus one space each side."""
+
+
+FIT_PRIORITY = ("level", "tps", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state", "n",
+                "len", "cache", "ttfa")  # fmt: skip
+"""Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
+
+
+def fitting(
+    columns: tuple[tuple[str, str], ...], rows: list[dict[str, str]], width: int
+) -> tuple[tuple[str, str], ...]:
+    """The ``columns`` (in their order) that fit whole in ``width`` cells, taken by `FIT_PRIORITY` while
+    each still fits (the level column always): a column cut at the pane's edge would show half a value."""
+    need = {
+        key: max([cell_len(label), *(cell_len(r[key]) for r in rows)]) + CELL_PADDING
+        for key, label in columns
+    }
+    kept: set[str] = set()
+    used = 0
+    for key in sorted(need, key=lambda k: FIT_PRIORITY.index(k) if k in FIT_PRIORITY else len(FIT_PRIORITY)):
+        if not kept or used + need[key] <= width:
+            kept.add(key)
+            used += need[key]
+    return tuple(column for column in columns if column[0] in kept)
 
 
 def triple(stats: Stats) -> str:
@@ -164,7 +190,8 @@ class LevelTable(DataTable[Text]):
         self._shown: dict[tuple[str, str], str] = {}
         self._followed = -1
         self._columns = COLUMNS
-        """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate)."""
+        """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate); in the
+        wide layout only those that fit whole (`fitting`), the small one scrolls sideways instead."""
         self.component_style = ComponentStyles(self)
 
     def on_mount(self) -> None:
@@ -187,13 +214,24 @@ class LevelTable(DataTable[Text]):
         title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
         if self.border_title != title:
             self.border_title = title
-        if CACHE_COLUMN not in self._columns and any(lv.cache_hit_rate is not None for lv in levels):
-            self._add_cache_column()
+        every = COLUMNS
+        if any(lv.cache_hit_rate is not None for lv in levels):
+            at = [key for key, _ in COLUMNS].index("len") + 1
+            every = (*COLUMNS[:at], CACHE_COLUMN, *COLUMNS[at:])  # beside ISL/OSL, not off at the far right
+        all_cells = {
+            lv.level_id: level_cells(lv, current_id, knee, convention, (server or {}).get(lv.level_id))
+            for lv in levels
+        }
+        width = self.scrollable_content_region.width
+        wide = width > 0 and not self.screen.has_class("-compact")
+        wanted = fitting(every, list(all_cells.values()), width) if wide else every
+        if wanted != self._columns:
+            self._set_columns(wanted, every)
             changed = True
         keys = [key for key, _ in self._columns]
         for level in levels:
             row = str(level.level_id)
-            cells = level_cells(level, current_id, knee, convention, (server or {}).get(level.level_id))
+            cells = all_cells[level.level_id]
             if row not in self.rows:
                 self.add_row(
                     *(self._style(key, cells[key], level, current_id, knee) for key in keys), key=row
@@ -215,11 +253,19 @@ class LevelTable(DataTable[Text]):
             self.move_cursor(row=self.get_row_index(str(current_id)), scroll=True)
         return changed
 
-    def _add_cache_column(self) -> None:
-        """Put the prefix-cache column beside ISL/OSL: the table is rebuilt once (a DataTable only appends
-        columns, and one at the far right is off screen on most terminals)."""
-        at = [key for key, _ in COLUMNS].index("len") + 1
-        self._columns = (*COLUMNS[:at], CACHE_COLUMN, *COLUMNS[at:])
+    @property
+    def columns_shown(self) -> tuple[tuple[str, str], ...]:
+        """(key, label) of each column on screen, in order."""
+        return self._columns
+
+    def _set_columns(self, columns: tuple[tuple[str, str], ...], every: tuple[tuple[str, str], ...]) -> None:
+        """Rebuild the table with ``columns`` (a DataTable only appends columns); the border names what
+        is left out for want of width."""
+        self._columns = columns
+        hidden = [label for key, label in every if (key, label) not in columns]
+        self.border_subtitle = (
+            f"not shown: {', '.join(hidden)} (wider terminal, or s saves all)" if hidden else ""
+        )
         self.clear(columns=True)
         for key, label in self._columns:
             self.add_column(label, key=key)

@@ -402,6 +402,7 @@ def level_view(
         ttft=m.stats(pick["ttft_ms"]),
         tpot=m.stats(pick["tpot_ms"]),
         itl_chunk=m.stats(gaps),
+        coalesced_gaps=int(np.count_nonzero(gaps == 0)),
         itl_e2e=m.stats(pick["itl_e2e_ms"]),
         e2el=m.stats(pick["e2e_ms"]),
         tokens_per_chunk=float(tpc.mean()) if tpc.size else float("nan"),

@@ -277,7 +277,8 @@ def steady_from_ns(
 KNEE_TOLERANCE = 0.05
 KNEE_RULE = (
     "the lowest load whose steady output throughput is within {tol:.0%} of the best measured, "
-    "provided a higher load was also measured (the plateau is seen, not just the end of the sweep)"
+    "provided a higher load was also measured (the plateau is seen, not just the end of the sweep); "
+    "levels where the client was saturated take no part"
 )
 
 
@@ -287,14 +288,15 @@ def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) ->
     Rule: among steady levels of the mode of the last level (for a value measured more than once, its
     latest steady level), the knee is the lowest load whose steady output tokens/s is within ``tolerance``
     (5%) of the highest measured, provided some higher load was measured too; if the best is only reached
-    at the highest load measured, the curve is still climbing and there is no knee (None).
+    at the highest load measured, the curve is still climbing and there is no knee (None). A level where the
+    client was saturated (`LevelView.client_limited`) measured the client: it takes no part.
     """
     if not levels:
         return None
     mode = levels[-1].mode
     by_value: dict[float, LevelView] = {}
     for lv in levels:
-        if lv.mode == mode and lv.steady and np.isfinite(lv.output_tps):
+        if lv.mode == mode and lv.steady and np.isfinite(lv.output_tps) and not lv.client_limited:
             by_value[lv.value] = lv  # later levels win
     points = sorted(by_value.values(), key=lambda lv: lv.value)
     if len(points) < 2:

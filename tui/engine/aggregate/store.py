@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tui.engine.aggregate.arrivals import fold_arrivals
@@ -30,12 +31,14 @@ from tui.engine.aggregate.lanes import Lane, Lanes
 from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
 from tui.engine.aggregate.live import LiveRates
 from tui.engine.aggregate.lost import lost_records
+from tui.engine.aggregate.metrics import find_knee
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.aggregate.views import LevelEntry, ViewInputs, ViewMaker, Views
 from tui.engine.config import LoadTarget
+from tui.engine.control.advice import client_limit, load_at
 from tui.engine.control.saturation import Saturation
 from tui.engine.records import RequestRecord
-from tui.engine.snapshot import ClientHealth, LaneView, RequestDetail, Snapshot
+from tui.engine.snapshot import ClientHealth, Knee, LaneView, LevelView, RequestDetail, Snapshot
 from tui.engine.wire import Batch
 
 __all__ = ["Lane", "LevelAgg", "MetricSeries", "Reservoir", "Store", "Timeline", "Views"]
@@ -330,6 +333,23 @@ class Store:
         """[from_s, to_s] of run time when some worker was saturated (`Saturation.saturated_spans`)."""
         return self.saturation.saturated_spans
 
+    def _client_limited(
+        self, levels: tuple[LevelView, ...], knee: Knee | None, now_ns: int
+    ) -> tuple[tuple[LevelView, ...], Knee | None]:
+        """The levels with those measured while the client was saturated marked, and the knee without them
+        (`find_knee`); each marked level gets one notice saying the client is the limit, and the fix."""
+        if not self.saturation.saturated_spans:
+            return levels, knee
+        now_s = (now_ns - self.t0_ns) / 1e9
+        marked = tuple(
+            replace(lv, client_limited=True) if self.saturation.during(lv.span_s(now_s)) else lv
+            for lv in levels
+        )
+        for lv in marked:
+            if lv.client_limited:
+                self.add_notice(client_limit(load_at(lv.mode, lv.value), self.saturation.workers))
+        return marked, find_knee(marked)
+
     def snapshot(self, now_ns: int, **meta: Any) -> Snapshot:
         """The state now, with the level views and histograms of the latest published `Views` (cheap:
         nothing costly is computed here). ``meta``: base_url, model, endpoint, demo, load, level_id, fatal."""
@@ -338,6 +358,7 @@ class Store:
         lanes, hidden = self.lane_views(now_ns)
         tps, rps = self.live.rates(now_ns)
         fatal = meta.pop("fatal", None) or self.fatal
+        levels, knee = self._client_limited(views.levels, views.knee, now_ns)
         return Snapshot(
             seq=self.seq,
             elapsed_s=(now_ns - self.t0_ns) / 1e9,
@@ -350,8 +371,8 @@ class Store:
             lanes_hidden=hidden,
             ttft_hist=views.ttft_hist,
             itl_hist=views.itl_hist,
-            levels=views.levels,
-            knee=views.knee,
+            levels=levels,
+            knee=knee,
             errors=tuple(sorted(self.errors.items())),
             recent_errors=tuple(self.recent_errors),
             health=self.saturation.health(),

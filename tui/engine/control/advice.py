@@ -28,3 +28,18 @@ def saturation_advice(
             "token timings may be late; the machine may be short of CPU (--workers helps only CPU-bound ones)"
         )
     return ""
+
+
+def client_limit(at: str, workers: int) -> str:
+    """The line for a level measured while the client was saturated (``at``: "8 users", "20 req/s"): its
+    figures are the load generator's limit, so it cannot be the knee; the fix is more of it."""
+    return (
+        f"client is the limit at {at}: the load generator was saturated there, so its figures are the "
+        f"client's, not the server's, and no knee is taken from it; try --workers {workers * 2} "
+        "(on a machine with cores to spare)"
+    )
+
+
+def load_at(mode: str, value: float) -> str:
+    """How a level's load is named in these lines: "8 users" or "2.5 req/s"."""
+    return f"{value:g} users" if mode == "concurrency" else f"{value:g} req/s"

@@ -7,8 +7,9 @@ A level is held until its steady-state window has enough data (`LevelView.steady
 ``max(min_requests, 2 x users)`` requests finished in the window; a level measured over arrivals, whose
 answers outlive it, once its steady window is `ARRIVALS_HOLD_S` long), or ``hold_limit_s`` passed. Then the
 ramp stops if the level broke an SLO (p99 TTFT / p99 TPOT over the window) or failed more than
-``max_error_share`` of its requests, or if the levels the ramp ran show a knee (`find_knee`), or if the next
-level would pass ``max_value``; otherwise it multiplies the load by ``factor``.
+``max_error_share`` of its requests, or if the client was saturated during it (`LevelView.client_limited`:
+the client is the limit, not the server), or if the levels the ramp ran show a knee (`find_knee`), or if the
+next level would pass ``max_value``; otherwise it multiplies the load by ``factor``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
+from tui.engine.control.advice import client_limit
 from tui.engine.snapshot import LevelView, Snapshot
 
 ARRIVALS_HOLD_S = 5.0
@@ -114,6 +116,8 @@ class RampPolicy:
         total = level.window_completed + level.window_failed
         if total and level.window_failed / total > self.max_error_share:
             return RampStep(None, done=True, reason=f"errors at {at}: {level.window_failed}/{total} failed")
+        if level.client_limited:  # the client's plateau, not the server's: more load would measure it again
+            return RampStep(None, done=True, reason=client_limit(at, snap.health.workers))
         mine = [lv for lv in snap.levels if lv.level_id in self.level_ids]
         knee = find_knee(mine)
         if knee is not None:

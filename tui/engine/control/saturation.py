@@ -17,6 +17,8 @@ from tui.engine.wire import Health
 
 SUSTAIN_WINDOWS = 2
 """Consecutive over-threshold health windows that make a worker saturated."""
+LIMITED_SHARE = 0.5
+"""A level is the client's (`Saturation.during`) when the client was flagged for this share of its window."""
 SATURATED_SPANS = 100
 """Saturated spans kept (the latest)."""
 
@@ -94,6 +96,20 @@ class Saturation:
             del self.saturated_spans[:-SATURATED_SPANS]
         elif was and not now and self.saturated_spans:
             self.saturated_spans[-1][1] = t_s
+
+    def during(self, span_s: tuple[float, float] | None) -> bool:
+        """Whether some worker was flagged saturated for at least `LIMITED_SHARE` of ``span_s`` (run
+        seconds): a level measured then shows the client's limit. A moment of it (a neighbour's burst on a
+        shared machine) late timings may show, but not the level's throughput."""
+        if span_s is None or span_s[1] <= span_s[0]:
+            return False
+        lo, hi = span_s
+        covered = sum(
+            max(0.0, min(hi, hi if b is None else b) - max(lo, a))
+            for a, b in self.saturated_spans
+            if a is not None
+        )
+        return covered >= LIMITED_SHARE * (hi - lo)
 
     @property
     def saturated(self) -> bool:

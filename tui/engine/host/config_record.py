@@ -86,6 +86,13 @@ def run_info(
 ) -> RunInfo:
     """The run as the results describe it, from the configs a face ran with: the secrets in ``target`` are
     left behind here (the URL without credentials, header names only, no API key)."""
+    from tui.engine.network import ProxyError
+    from tui.engine.stream.transport import StreamTransport, stream_transport
+
+    try:
+        carried = stream_transport(target, options.transport)
+    except ProxyError:  # the workers fail on it, and say so
+        carried = StreamTransport("aiohttp")
     return RunInfo(
         url=display_url(target.base_url),
         model=model,
@@ -102,6 +109,8 @@ def run_info(
         endpoint_path=endpoint_path_record(target.endpoint_path, target.api_key),
         workload_record=workload_record(workload),
         isl_probe=isl_probe_record(workload, options),
+        stream_transport=carried.name,
+        stream_transport_note=carried.note,
     )
 
 

@@ -28,6 +28,7 @@ from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import ConfigGuard
+from tui.engine.host.cache_check import CacheCheck
 from tui.engine.host.config_record import LengthCheck
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placement_line
@@ -116,6 +117,7 @@ class EngineHandle:
         self._log: RequestsLogFile | None = None
         self._started = False
         self._lengths = LengthCheck()
+        self._cache = CacheCheck()
         self._stopping = False
         self._stopped = False
         self._scrape = ServerScrape()
@@ -255,8 +257,11 @@ class EngineHandle:
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.config_record`)."""
-        for message in self._lengths.notices(levels, self.workload):
+        """Under the lock: a level off its asked lengths gets one notice (`config_record.LengthCheck`), and
+        synthetic prompts served from the prefix cache one for the run (`tui.engine.host.cache_check`)."""
+        for message in self._lengths.notices(levels, self.workload) + self._cache.notices(
+            levels, self.workload
+        ):
             self._store.add_notice(message)
 
     def detail(self, request_id: int) -> RequestDetail | None:

@@ -36,6 +36,7 @@ from tui.engine.redact import mask_secret
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
 from tui.engine.workload.shaped import ShapedWorkload, is_shaped, longest_isl, shortest_isl
+from tui.engine.workload.synthetic import MAX_PROMPT_FACTOR
 from tui.engine.workload.text import shared_prefix_text, unique_head
 
 PROBE_REQUESTS = 4
@@ -113,7 +114,7 @@ def size_prefix(workload: WorkloadConfig, count: Count, slope: float | None) -> 
     words = max(1, round(target / (slope or 1.0)))
     tried: dict[int, int] = {}
     for step in range(PREFIX_STEPS):
-        got = count(step + 1, spec(shared_prefix_text(workload.seed, words)))
+        got = count(step + 1, spec(shared_prefix_text(workload.seed, words, workload.prompt_salt)))
         if isinstance(got, str):
             return got
         tried[words] = got - base
@@ -121,7 +122,7 @@ def size_prefix(workload: WorkloadConfig, count: Count, slope: float | None) -> 
         if cost == target:
             break
         move = round((target - cost) * words / max(1, cost))
-        words = max(1, words + (move or (1 if target > cost else -1)))
+        words = min(MAX_PROMPT_FACTOR * target, max(1, words + (move or (1 if target > cost else -1))))
         if words in tried:
             break
     best = min(tried, key=lambda w: (abs(tried[w] - target), w))
@@ -182,8 +183,12 @@ def probe_isl(
             counted.append(tokens)
             record = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=0, sent_ns=0)
             record.input_tokens, record.input_source = tokens, "usage"
-            learned = len(probe.sizer.observed)
+            refused, learned = probe.sizer.refused, len(probe.sizer.observed)
             probe.on_response(key, spec, None, record)
+            if probe.sizer.refused is not refused:  # a count that is no count: none of them is used
+                notice = _refused_notice(counted, probe.sizer.refused)
+                observed.clear()
+                break
             if len(probe.sizer.observed) > learned:  # a prompt counted as 0 tokens teaches nothing
                 observed.append(probe.sizer.observed[-1])
         if notice is None and _prefix_to_size(workload):
@@ -201,6 +206,15 @@ def probe_isl(
     observations = tuple(observed)
     sized_workload = replace(workload, isl_observations=observations, shared_prefix_sized=sized)
     return IslProbe(sized_workload, tuple(counted), notice)
+
+
+def _refused_notice(counted: list[int], refused: tuple[int, int] | None) -> str:
+    words = f" (the last for {refused[0]} words)" if refused is not None else ""
+    shown = ", ".join(str(t) for t in counted[-4:])
+    return (
+        f"ISL probe: the server's prompt_tokens ({shown}){words} do not grow with the prompt: not used; "
+        "prompts sized from answers only"
+    )
 
 
 def _prompt_tokens(response: httpx.Response) -> int | None:

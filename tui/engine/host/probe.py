@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 
 from tui.engine.config import TargetConfig
-from tui.engine.network import sync_client
+from tui.engine.network import proxy_named, sync_client
 from tui.engine.redact import mask_secret
 from tui.engine.stream.errors import classify_exception
 from tui.engine.stream.openai import error_message
@@ -43,6 +43,13 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
         kind, message, _ = classify_exception(exc, started=False)
         if kind == "connect" and message.startswith("cannot connect: "):
             reason = message.removeprefix("cannot connect: ")
+            if (via := proxy_named(target)) is not None:  # the proxy refused us, not (yet) the server
+                raise ProbeError(
+                    scrub(
+                        f"cannot connect to {via} on the way to {target.base_url}: {reason}; fix or unset "
+                        "it, or give --no-trust-env"
+                    )
+                ) from None
             raise ProbeError(scrub(f"cannot connect to {target.base_url}: {reason}")) from None
         if kind in ("connect", "tls"):  # "cannot resolve host NAME", "TLS: ..."
             raise ProbeError(scrub(f"{target.base_url}: {message}")) from None

@@ -284,7 +284,7 @@ class Worker:
         client = make_client(spec.target, self.options.transport)
         self.session = RequestSession(
             client, spec.target, spec.workload, spec.model, worker=self.index, workers=self.workers,
-            notice=self.notices.append,
+            notice=self.notices.append, transport=self.options.transport,
         )  # fmt: skip
         self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
         self.health_window_at = time.perf_counter()
@@ -320,14 +320,17 @@ class Worker:
             self.send(Goodbye())
             self.outbox.put(None)
             with contextlib.suppress(Exception):
+                await self.session.aclose()
                 await client.aclose()
             await loop.run_in_executor(None, sender.join, 5.0)
 
 
 def worker_main(spec: WorkerSpec, cmd: Connection, out: Connection) -> None:
     """Process entry point (multiprocessing ``spawn``)."""
-    # Ctrl-C reaches the whole process group: the face decides how to stop, not us.
+    # Ctrl-C, and the hang-up of a closed terminal, reach the whole process group: the face decides how to
+    # stop, not us (it asks, and this worker's last records reach it; dying here would lose them).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # The face may be a full-screen app on this terminal: nothing of ours may print there. A failure goes
     # to the handle over the pipe instead (TOKENTOP_WORKER_STDERR=1 keeps stderr, for debugging).
     if not os.environ.get("TOKENTOP_WORKER_STDERR"):

@@ -29,6 +29,9 @@ def safe_url(url: str) -> str:
     return display_url(url)
 
 
+REDIRECTS = "not followed for a stream (a 3xx is a not_sse failure naming its Location)"
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """What the results say about the run itself, as plain data: no engine object and no secret (the URL
@@ -56,6 +59,10 @@ class RunInfo:
     """Every workload setting as plain data (`config_record.workload_record`)."""
     isl_probe: Mapping[str, Any] | None = None
     """Whether the ISL probe ran, or why not (`config_record.isl_probe_record`)."""
+    stream_transport: str | None = None
+    """What carried the workers' streams (`tui.engine.stream.transport.stream_transport`)."""
+    stream_transport_note: str | None = None
+    """Why that is not the transport asked for (a proxy), or None."""
     tool: str = "tokentop"
     version: str = __version__
 
@@ -170,6 +177,8 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         ttfa=stats_of(lv.ttfa),
         cached_prompt_tokens=lv.cached_tokens,
         prefix_cache_hit_rate=_num(lv.cache_hit_rate),
+        client_saturated=lv.client_limited,
+        coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
         server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
@@ -216,7 +225,10 @@ def build_results(
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = tuple(level_of(lv, extra, load, server) for lv, extra in views)
-    peak = max((lv.output_tps for lv, _ in views if lv.steady and math.isfinite(lv.output_tps)), default=None)
+    server_views = [
+        lv for lv, _ in views if lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited
+    ]
+    peak = max((lv.output_tps for lv in server_views), default=None)  # the knee's levels: the server's
     health = snap.health
     return rm.Results(
         tool=info.tool,
@@ -230,6 +242,7 @@ def build_results(
             osl=workload.osl,
             fixed_osl=workload.fixed_osl,
             seed=workload.seed,
+            prompt_salt=workload.prompt_salt,
             timeout_s=info.timeout_s,
             workers=info.workers,
             header_names=tuple(info.header_names),
@@ -255,10 +268,14 @@ def build_results(
                 peak_output_throughput=knee.peak_tps,
             ),
             peak_output_throughput=peak,
+            client_limited_levels=tuple(lv.level_id for lv, _ in views if lv.client_limited),
             rule=KNEE_RULE.format(tol=KNEE_TOLERANCE),
         ),
         client=rm.Client(
             workers=info.workers,
+            stream_transport=info.stream_transport,
+            stream_transport_note=info.stream_transport_note,
+            redirects=REDIRECTS,
             max_loop_lag_p99_ms=client.max_loop_lag_p99_ms,
             max_cpu_share=client.max_cpu_share,
             lag_threshold_ms=options.lag_threshold_ms,

@@ -9,6 +9,8 @@ DEFINITIONS: dict[str, str] = {
     "ttft": "time to first token: first chunk with generated text (content or reasoning) minus request sent",
     "tpot": "time per output token excluding the first: (E2E - TTFT) / (output tokens - 1), per request",
     "itl": "inter-token latency as vLLM/SGLang: gaps between consecutive content chunks, all gaps pooled",
+    "coalesced_chunk_gaps": "chunk gaps of 0 ms in the window: chunks that arrived in one read, stamped "
+    "alike (a p50 ITL of 0 means most chunks shared a read: the client's reads, not the server's speed)",
     "itl_e2e": "LLMPerf inter-token latency: E2E / output tokens, per request, TTFT included",
     "e2el": "end-to-end latency: end of stream minus request sent",
     "duration": "length in seconds of the level's window (the throughput denominator)",

@@ -113,8 +113,10 @@ def collect_results(
     """Called under the engine's lock. The level views are forced fresh before ``snapshot`` is taken, so
     the snapshot shows them; ``interrupted`` says why the run was cut short, None when it finished."""
     now = time.perf_counter_ns()
-    views: Sequence[tuple[LevelView, dict[str, Any]]] = store.level_views(now, force=True)
+    fresh: Sequence[tuple[LevelView, dict[str, Any]]] = store.level_views(now, force=True)
     snap = snapshot()
+    marked = {lv.level_id: lv for lv in snap.levels}  # the same views, client-limited levels marked
+    views = [(marked.get(lv.level_id, lv), extra) for lv, extra in fresh]
     client = ClientSummary(
         max_loop_lag_p99_ms=store.max_lag_ms,
         max_cpu_share=store.max_cpu,

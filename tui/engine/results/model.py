@@ -137,6 +137,10 @@ class Level:
     ttfa: Stats | None = field(default=None, metadata=key(flat="ttfa"))
     cached_prompt_tokens: int | None = None
     prefix_cache_hit_rate: float | None = None
+    client_saturated: bool = False
+    """The load generator was saturated for half the window or more: the client's figures, never the knee."""
+    coalesced_chunk_gaps: int = 0
+    """Chunk gaps of 0 in the window (chunks that came in one read)."""
     max_output_tokens_per_s: float | None = field(default=None, metadata=key(omit_none=True))
     """vLLM's peak: the most output tokens arriving in one second of the window."""
     max_concurrent_requests: int | None = field(default=None, metadata=key(omit_none=True))
@@ -198,6 +202,8 @@ class Config:
     osl: int
     fixed_osl: bool = False
     seed: int = 0
+    prompt_salt: str = ""
+    """The run's prompt salt ("" for none): ``--repeat-prompts`` with this file sends the same prompts."""
     timeout_s: float | None = None
     workers: int = 1
     header_names: tuple[str, ...] = ()
@@ -227,6 +233,9 @@ class Knee:
 class Saturation:
     knee: Knee | None = None
     peak_output_throughput: float | None = None
+    """Over the levels the knee is looked for among: those where the client was not the limit."""
+    client_limited_levels: tuple[int, ...] = ()
+    """Level ids measured while the client was saturated (none of them is the knee)."""
     rule: str = ""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
@@ -243,6 +252,12 @@ class Client:
     """The load generator's own health over the whole run."""
 
     workers: int = 1
+    stream_transport: str | None = field(default=None, metadata=key(omit_none=True))
+    """What carried the workers' streams: protocol, aiohttp or httpx (absent in older files)."""
+    stream_transport_note: str | None = field(default=None, metadata=key(omit_none=True))
+    """Why that is not the transport asked for (through a proxy the protocol path hands over)."""
+    redirects: str | None = field(default=None, metadata=key(omit_none=True))
+    """How a redirect answer to a stream is treated (never followed)."""
     max_loop_lag_p99_ms: float = 0.0
     max_cpu_share: float = 0.0
     lag_threshold_ms: float | None = None

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 import orjson
@@ -20,28 +20,31 @@ from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.redact import mask_secret
 from tui.engine.stream.errors import classify_exception
-from tui.engine.stream.openai import (
-    StreamAccumulator,
-    apply_chunk,
-    build_body,
-    endpoint_url,
-    error_message,
-    one_line,
-    rejects_fixed_osl_fields,
+from tui.engine.stream.failures import (
+    ERROR_BODY_LIMIT,
+    Failure,
+    RetryFresh,
+    RetryWithoutFixedOsl,
+    handle_event,
+    http_failure,
+    is_event_stream,
+    not_sse_failure,
+    redirect_failure,
+    stall_message,
 )
-from tui.engine.stream.retry_after import parse_retry_after
+from tui.engine.stream.failures import (
+    MAX_SKIPPED_LINES as MAX_SKIPPED_LINES,  # re-exported: the cap is part of this module's contract
+)
+from tui.engine.stream.openai import StreamAccumulator, build_body, endpoint_url, one_line
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
-from tui.engine.stream.transport import SENDING
+from tui.engine.stream.transport import SENDING, protocol_streams, stream_transport
 from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
 
 if TYPE_CHECKING:
     from tui.engine.traces.protocol import TraceRequest
 
 REQUEST_ID_HEADER = "x-tokentop-request-id"
-_ERROR_BODY_LIMIT = 4096
 _DRAIN_S = 1.0
-MAX_SKIPPED_LINES = 16
-"""Malformed data lines skipped in one stream before it fails as `malformed`."""
 
 
 class RequestSession:
@@ -62,6 +65,7 @@ class RequestSession:
         worker: int = 0,
         workers: int = 1,
         notice: Callable[[str], None] | None = None,
+        transport: str | None = None,
     ) -> None:
         self.client = client
         self.target = target
@@ -87,6 +91,17 @@ class RequestSession:
         self.fixed_osl_fields = True
         """Cleared (for the rest of the run) when the server rejects ignore_eos/min_tokens."""
         self.notice = notice or (lambda _msg: None)
+        self.stream_transport = stream_transport(target, transport)
+        """Which path carries the streams, and why when it is not the one asked for."""
+        self.streams = (
+            protocol_streams(target, self.url, headers) if self.stream_transport.name == "protocol" else None
+        )
+        """The protocol path's pool, or None when httpx carries the streams."""
+
+    async def aclose(self) -> None:
+        """Close the protocol path's connections (the httpx client is its owner's to close)."""
+        if self.streams is not None:
+            await self.streams.aclose()
 
     def scrub(self, text: str) -> str:
         """Never let the API key into a message (call it before cutting one, too: `mask_secret`)."""
@@ -96,29 +111,6 @@ class RequestSession:
         """The JSON body for ``spec``, as the server now accepts it (built again for a retry without the
         fixed-OSL fields)."""
         return build_body(self.target, self.model, spec, fixed_osl_fields=self.fixed_osl_fields)
-
-
-class _Failure(Exception):
-    def __init__(
-        self,
-        error_class: str,
-        message: str,
-        http_status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.error_class = error_class
-        self.message = message
-        self.http_status = http_status
-        self.retry_after_s = retry_after_s
-
-
-class _RetryFresh(Exception):
-    """The request failed before any response byte on what was probably a stale keep-alive connection."""
-
-
-class _RetryWithoutFixedOsl(Exception):
-    pass
 
 
 async def run_request(
@@ -161,20 +153,20 @@ async def run_request(
             try:
                 await _attempt(session, spec, record, acc)
                 break
-            except _RetryFresh:
+            except RetryFresh:
                 if record.retries >= 1:
                     raise
                 record.retries += 1
-            except _RetryWithoutFixedOsl:
+            except RetryWithoutFixedOsl:
                 if fixed_retry_done:
                     raise
                 fixed_retry_done = True
                 record.retries += 1
-    except _RetryFresh as exc:
+    except RetryFresh as exc:
         _fail(record, "disconnect", str(exc.__cause__ or exc) or "connection closed")
-    except _RetryWithoutFixedOsl:
+    except RetryWithoutFixedOsl:
         _fail(record, "http_4xx", "server rejected the request body")
-    except _Failure as exc:
+    except Failure as exc:
         _fail(record, exc.error_class, session.scrub(exc.message), exc.http_status)
         acc.retry_after_s = exc.retry_after_s
     except asyncio.CancelledError:
@@ -237,13 +229,9 @@ def _fail_deadline(record: RequestRecord, acc: StreamAccumulator, timeout_s: flo
         return
     silent_s = (now - max(acc.last_read_ns, acc.chunk_ns[-1])) / 1e9
     if silent_s >= timeout_s / 2:
-        _fail(record, "stall", _stall_message(chunks, silent_s))
+        _fail(record, "stall", stall_message(chunks, silent_s))
     else:
         _fail(record, "timeout", f"request took longer than the {timeout_s:g} s timeout")
-
-
-def _stall_message(chunks: int, silent_s: float) -> str:
-    return f"stream stalled after {chunks} chunk{'s' if chunks != 1 else ''}: no data for {silent_s:.1f} s"
 
 
 def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestSpec | None) -> None:
@@ -289,10 +277,16 @@ async def wait_until_ns(t_ns: int) -> None:
 async def _attempt(
     session: RequestSession, spec: RequestSpec, record: RequestRecord, acc: StreamAccumulator
 ) -> None:
-    headers = dict(session.headers)
-    headers[REQUEST_ID_HEADER] = f"{record.worker}-{record.seq}"
+    request_id = f"{record.worker}-{record.seq}"
     sent_fixed_osl = session.fixed_osl_fields
     body = session.body(spec)
+    if session.streams is not None:
+        if record.scheduled_ns is not None and record.scheduled_ns > time.perf_counter_ns():
+            await wait_until_ns(record.scheduled_ns)  # built ahead of its time (a trace replay): sent on it
+        await session.streams.attempt(session, request_id, body, record, acc, sent_fixed_osl)
+        return
+    headers = dict(session.headers)
+    headers[REQUEST_ID_HEADER] = request_id
     request = session.client.build_request("POST", session.url, content=body, headers=headers)
     if record.scheduled_ns is not None and record.scheduled_ns > time.perf_counter_ns():
         await wait_until_ns(record.scheduled_ns)  # built ahead of its time (a trace replay): sent on it
@@ -303,18 +297,21 @@ async def _attempt(
     except httpx.HTTPError as exc:
         kind, message, retryable = classify_exception(exc, started=False)
         if retryable:
-            raise _RetryFresh(message) from exc
-        raise _Failure(kind, message) from exc
+            raise RetryFresh(message) from exc
+        raise Failure(kind, message) from exc
     finally:
         SENDING.reset(token)
     try:
         record.first_byte_ns = time.perf_counter_ns()
         record.http_status = response.status_code
         if response.status_code >= 400:
-            await _http_error(session, response, sent_fixed_osl)
+            body = await _read_some(response)
+            raise http_failure(session, response.status_code, response.headers, body, sent_fixed_osl)
+        if 300 <= response.status_code < 400:
+            raise redirect_failure(response.status_code, response.headers.get("location"))
         content_type = response.headers.get("content-type", "")
-        if content_type and not content_type.lower().startswith("text/event-stream"):
-            await _not_sse(session, response, content_type)
+        if not is_event_stream(content_type):
+            raise not_sse_failure(session, content_type, await _read_some(response))
         await _read_stream(response, acc, record)
     finally:
         await response.aclose()
@@ -334,57 +331,12 @@ def _unlink(response: httpx.Response) -> None:
     response.stream = _CLOSED_STREAM
 
 
-async def _http_error(session: RequestSession, response: httpx.Response, sent_fixed_osl: bool) -> None:
-    """Raise the failure for an HTTP error status; or `_RetryWithoutFixedOsl` when this request carried the
-    fixed-OSL fields and the server rejected them (``sent_fixed_osl``: what this request sent, not the
-    session's flag now: with several in flight, another one's 400 may have switched the flag already)."""
-    body = await _read_some(response)
-    status = response.status_code
-    text = body.decode("utf-8", "replace")
-    if sent_fixed_osl and rejects_fixed_osl_fields(status, text):
-        if session.fixed_osl_fields:  # the first such 400 of the run says so, once
-            session.fixed_osl_fields = False
-            session.notice(
-                f"server rejected ignore_eos/min_tokens (HTTP {status}); sending without them, "
-                "so output lengths may vary"
-            )
-        raise _RetryWithoutFixedOsl
-    # masked before error_message cuts it: a key cut in half would leak its first characters
-    message = f"HTTP {status}: {error_message(session.scrub(text).encode())}"
-    retry_after = response.headers.get("retry-after")
-    if retry_after:
-        message += f" (Retry-After {retry_after})"
-    kind = "http_429" if status == 429 else "http_5xx" if status >= 500 else "http_4xx"
-    raise _Failure(kind, message, status, parse_retry_after(retry_after))
-
-
-async def _not_sse(session: RequestSession, response: httpx.Response, content_type: str) -> None:
-    """A success answered with something other than an event stream (a JSON completion from a server or
-    proxy that ignored ``stream: true``, an HTML login page, ...): class `not_sse`, naming the content type
-    and the start of the body. Read as a stream it would only have looked like a disconnect."""
-    body = await _read_some(response)
-    text = session.scrub(body.decode("utf-8", "replace"))  # masked before it is cut
-    kind = content_type.split(";")[0].strip().lower()
-    what = kind
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        obj = None
-    if (
-        isinstance(obj, dict)
-        and "choices" in obj
-        and obj.get("object") in ("chat.completion", "text_completion")
-    ):
-        what = f"a non-streamed completion ({kind}; the server ignored stream: true)"
-    raise _Failure("not_sse", f"expected an event stream, got {what}: {one_line(text, 80)}")
-
-
 async def _read_some(response: httpx.Response) -> bytes:
     body = bytearray()
     try:
         async for part in response.aiter_raw():
             body += part
-            if len(body) >= _ERROR_BODY_LIMIT:
+            if len(body) >= ERROR_BODY_LIMIT:
                 break
     except httpx.HTTPError:
         pass
@@ -403,33 +355,33 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
         async for data in stream:
             now = acc.last_read_ns = perf_ns()
             for event in feed(data):
-                if _handle_event(event.event, event.data, acc, now, loads):
+                if handle_event(event.event, event.data, acc, now, loads):
                     record.end_ns = now
                     await _discard_rest(stream)
                     return
         now = perf_ns()
         for event in decoder.flush():
-            if _handle_event(event.event, event.data, acc, now, loads):
+            if handle_event(event.event, event.data, acc, now, loads):
                 record.end_ns = now
                 return
     except httpx.HTTPError as exc:
         kind, message, _ = classify_exception(exc, started=True, chunks=len(acc.chunk_ns))
         if kind == "stall" and acc.chunk_ns:
-            message = _stall_message(len(acc.chunk_ns), (perf_ns() - acc.last_read_ns) / 1e9)
+            message = stall_message(len(acc.chunk_ns), (perf_ns() - acc.last_read_ns) / 1e9)
         elif kind == "stall":  # headers, perhaps a role delta, but no output: not a stall of output
             kind, message = "timeout", "no output within the timeout"
-        raise _Failure(kind, message) from exc
+        raise Failure(kind, message) from exc
     except SSEDecoderError as exc:
         # A line or event past the decoder's cap (a server bug or a hostile body): fail this request alone,
         # keeping the chunks that arrived whole before it; the decoder never held more than the cap.
         for event in exc.events:
-            if _handle_event(event.event, event.data, acc, now, loads):
+            if handle_event(event.event, event.data, acc, now, loads):
                 break
-        raise _Failure("oversized", f"oversized stream: {exc}") from None
+        raise Failure("oversized", f"oversized stream: {exc}") from None
     if acc.finish_reason is None:
         # the body ended cleanly but the stream did not: say how far it got, as a broken connection does
         chunks = len(acc.chunk_ns)
-        raise _Failure(
+        raise Failure(
             "disconnect", f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before [DONE]"
         )
     record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
@@ -446,30 +398,3 @@ async def _discard_rest(stream: AsyncIterator[bytes]) -> None:
 
     with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
         await asyncio.wait_for(rest(), _DRAIN_S)
-
-
-def _handle_event(
-    event: str, data: str, acc: StreamAccumulator, now: int, loads: Callable[[str], Any]
-) -> bool:
-    """Apply one event; True when the stream is complete."""
-    if data == "[DONE]":
-        acc.done = True
-        return True
-    if event == "error":
-        raise _Failure("stream_error", "stream error: " + error_message(data.encode()))
-    try:
-        obj = loads(data)
-    except orjson.JSONDecodeError:
-        # One bad line (a proxy's keep-alive comment without its colon, a cut chunk) costs that line, not
-        # the stream: skipped and counted. A stream of nothing but bad lines still fails, once the cap says
-        # it is not a glitch.
-        acc.skipped_lines += 1
-        if acc.skipped_lines > MAX_SKIPPED_LINES:
-            raise _Failure(
-                "malformed", f"more than {MAX_SKIPPED_LINES} malformed lines, last: " + one_line(data, 80)
-            ) from None
-        return False
-    apply_chunk(acc, obj, now)
-    if acc.error is not None:
-        raise _Failure("stream_error", "stream error: " + acc.error)
-    return False

@@ -143,6 +143,20 @@ class SSEDecoder:
 
         Raises `SSELineTooLong` or `SSEEventTooLarge` as soon as a line or an event passes its cap.
         """
+        if (
+            chunk[:6] == b"data: "
+            and chunk[-2:] == b"\n\n"
+            and chunk.count(b"\n") == 2
+            and b"\r" not in chunk
+            and self._started
+            and not self._parts
+            and not self._data
+            and not self._skip_lf
+            and not self._event
+            and len(chunk) <= self._max_line_bytes
+        ):
+            # The common read, one whole single-line event with nothing held: no line split needed.
+            return [SSEEvent("message", chunk[6:-2].decode("utf-8", "replace"), self._last_id)]
         if not chunk:
             return []
         if self._skip_lf:

@@ -1,8 +1,11 @@
-"""The HTTP client an engine worker streams through, configured on purpose (see STYLE.md rule 6).
+"""The HTTP clients an engine worker streams through, configured on purpose (see STYLE.md rule 6).
 
-httpx is the client API over aiohttp's transport (about 4x less CPU per chunk than httpx's own h11
-transport; ``TOKENTOP_TRANSPORT=httpx`` or ``transport="httpx"`` picks the stock one for comparison), no
-connection limit (the pool must never queue a request: the wait would show up as TTFT), explicit timeouts,
+The streams go over a bare `asyncio.Protocol` with httptools (`tui.engine.stream.h1`, about a third of the
+CPU per chunk of httpx over aiohttp) unless ``TOKENTOP_TRANSPORT`` (or ``transport=``) asks for ``aiohttp``
+or ``httpx``, or the target needs a proxy, which only httpx speaks here. The httpx client serves the rest:
+httpx as the client API over aiohttp's transport (about 4x less CPU per chunk than httpx's own h11
+transport; ``httpx`` picks the stock one for comparison), no connection limit (the pool must never queue
+a request: the wait would show up as TTFT), explicit timeouts,
 the trust and proxy decision of `tui.engine.network`, and a socket-level "sent" stamp.
 """
 
@@ -11,7 +14,7 @@ from __future__ import annotations
 import contextvars
 import os
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import httpx
 
@@ -19,19 +22,60 @@ from tui.engine.config import TargetConfig
 from tui.engine.network import proxy_for, ssl_context
 from tui.engine.records import RequestRecord
 
-TransportName = Literal["aiohttp", "httpx"]
+if TYPE_CHECKING:
+    from tui.engine.stream.protocol_request import ProtocolStreams
+
+TransportName = Literal["protocol", "aiohttp", "httpx"]
+TRANSPORTS: tuple[TransportName, ...] = ("protocol", "aiohttp", "httpx")
+
+
+class StreamTransport(NamedTuple):
+    """What carries a worker's streams (``name``), and ``note``: why, when it is not what was asked."""
+
+    name: TransportName
+    note: str | None = None
 
 
 def transport_choice(requested: str | None = None) -> TransportName:
-    """``requested`` (or ``$TOKENTOP_TRANSPORT``), defaulting to aiohttp when it can be imported."""
-    name = (requested or os.environ.get("TOKENTOP_TRANSPORT") or "aiohttp").strip().lower()
+    """``requested`` (or ``$TOKENTOP_TRANSPORT``), defaulting to the protocol path; aiohttp when httpx-aiohttp
+    can be imported, else stock httpx."""
+    name = (requested or os.environ.get("TOKENTOP_TRANSPORT") or "protocol").strip().lower()
     if name == "httpx":
         return "httpx"
+    if name == "protocol":
+        try:
+            import httptools  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            return "protocol"
     try:
         import httpx_aiohttp  # noqa: F401
     except ImportError:
         return "httpx"
     return "aiohttp"
+
+
+def stream_transport(target: TargetConfig, requested: str | None = None) -> StreamTransport:
+    """The path a worker's streams take to ``target``. The protocol path connects straight to the server
+    (plain or TLS); through a proxy the streams go over httpx on aiohttp instead, and the note says so."""
+    chosen = transport_choice(requested)
+    if chosen == "protocol" and proxy_for(target) is not None:
+        return StreamTransport(
+            transport_choice("aiohttp"), "through a proxy the streams go over httpx (the protocol path: none)"
+        )
+    return StreamTransport(chosen)
+
+
+def protocol_streams(target: TargetConfig, url: str, headers: dict[str, str]) -> ProtocolStreams:
+    """The protocol path for one worker: its keep-alive pool to ``target`` and the request head."""
+    from tui.engine.stream.h1 import ConnectionPool
+    from tui.engine.stream.protocol_request import ProtocolStreams
+
+    pool = ConnectionPool(
+        url, ssl_context(target), connect_timeout_s=target.connect_timeout_s, read_timeout_s=target.timeout_s
+    )
+    return ProtocolStreams(pool, url, headers)
 
 
 def make_client(target: TargetConfig, transport: str | None = None) -> httpx.AsyncClient:
@@ -43,6 +87,8 @@ def make_client(target: TargetConfig, transport: str | None = None) -> httpx.Asy
         pool=target.connect_timeout_s,
     )
     chosen = transport_choice(transport)
+    if chosen == "protocol":  # the client for everything but the streams, and for the proxy fallback
+        chosen = transport_choice("aiohttp")
     # One trust and proxy decision for both transports, the same the face's probe made (`network`).
     ctx = ssl_context(target)
     proxy = proxy_for(target)

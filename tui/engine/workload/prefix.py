@@ -33,10 +33,10 @@ def prefix_text(config: WorkloadConfig) -> str:
         return ""
     if config.tokenizer is not None:
         tok = load_tokenizer(config.tokenizer)
-        text = shared_prefix_text(config.seed, 2 * n + 8).removesuffix(PREFIX_END)
+        text = shared_prefix_text(config.seed, 2 * n + 8, config.prompt_salt).removesuffix(PREFIX_END)
         return tok.exact_text(text, max(1, n - tok.count(PREFIX_END))) + PREFIX_END
     words = config.shared_prefix_sized[0] if config.shared_prefix_sized is not None else n
-    return shared_prefix_text(config.seed, words)
+    return shared_prefix_text(config.seed, words, config.prompt_salt)
 
 
 def with_prefix(spec: RequestSpec, prefix: str, prefix_tokens: int) -> RequestSpec:

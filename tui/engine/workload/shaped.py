@@ -16,7 +16,7 @@ from tui.engine.config import WorkloadConfig
 from tui.engine.workload.lengths import ScenarioPicker, draw_length
 from tui.engine.workload.protocol import RequestKey, RequestSpec
 from tui.engine.workload.synthetic import PromptSizer
-from tui.engine.workload.text import PREFIX_VOCAB, UNIQUE_HEAD_WORDS, WordText, unique_head
+from tui.engine.workload.text import PREFIX_VOCAB, UNIQUE_HEAD_WORDS, WordText, salted, unique_head
 
 if TYPE_CHECKING:
     from tui.engine.records import RequestRecord
@@ -76,9 +76,13 @@ class ShapedWorkload:
         """Request ``key``: its drawn lengths, and a prompt that costs the drawn ISL (once calibrated)."""
         isl, osl, rng = self.lengths(key)
 
+        salt = self.config.prompt_salt
+        # the head words under the run's salt, from their own generator: the lengths stay the seed's
+        head_rng = random.Random(salted(salt, f"{self.config.seed}:{key.worker}:{key.seq}")) if salt else rng
+
         def text(words: int) -> str:
             head = min(UNIQUE_HEAD_WORDS, words)
-            return unique_head(rng, head, PREFIX_VOCAB) + self._body.first(words - head)
+            return unique_head(head_rng, head, PREFIX_VOCAB) + self._body.first(words - head)
 
         prompt = self.sizer.prompt(key.seq, isl, text)
         return RequestSpec(

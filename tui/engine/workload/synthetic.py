@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tui.engine.config import WorkloadConfig
@@ -53,12 +53,16 @@ calibration measures what they cost)."""
 def prompt_words(workload: WorkloadConfig, worker: int, seq: int, words: int | None = None) -> str:
     """A prompt of ``words`` words (default ``workload.isl``), deterministic in (seed, worker, seq).
 
-    The first few words differ per request so a real server's prefix cache cannot turn the whole prompt into
-    a cache hit (which would make TTFT meaningless); the rest is one fixed text per seed (a longer prompt
-    extends a shorter one, so the token cost grows steadily with ``words``).
+    The first few words differ per request, and per run (drawn under the run's prompt salt), so a real
+    server's prefix cache cannot turn the whole prompt into a cache hit (which would make TTFT meaningless);
+    the rest is one fixed text per seed (a longer prompt extends a shorter one, so the token cost grows
+    steadily with ``words``).
     """
     n = workload.isl if words is None else words
-    head = random.Random(f"{workload.seed}:{worker}:{seq}").choices(_VOCAB, k=min(4, n))
+    key = f"{workload.seed}:{worker}:{seq}"
+    head = random.Random(f"{workload.prompt_salt}:{key}" if workload.prompt_salt else key).choices(
+        _VOCAB, k=min(4, n)
+    )
     return " ".join(head) + _body_text(workload.seed, max(0, n - len(head)))
 
 
@@ -77,6 +81,25 @@ def _body_text(seed: int, words: int) -> str:
             _BODY_CACHE.clear()
         _BODY_CACHE[key] = text
     return text
+
+
+MAX_PROMPT_FACTOR = 4
+"""No prompt is sized past this many words (or text tokens) per asked token, whatever a calibration says: a
+server whose counts are wrong must not make the client send prompts hundreds of times the ISL asked for."""
+MIN_TOKENS_PER_WORD = 0.25
+"""A count below this many tokens per word sent is not a count (no tokenizer packs four short common words
+into one token): such an answer is not learned from."""
+GROWTH_WORDS = 8
+"""Two prompts this many words apart or more must cost different token counts, the longer more."""
+
+
+def plausible(points: Sequence[tuple[int, int]], words: int, tokens: int) -> bool:
+    """Whether ``tokens`` for ``words`` is a count to learn from, beside the ``points`` learned so far: at
+    least `MIN_TOKENS_PER_WORD` per word, and growing with the prompt (no prompt `GROWTH_WORDS` or more
+    words longer than another costs as many tokens or fewer)."""
+    if tokens < MIN_TOKENS_PER_WORD * words:
+        return False
+    return all((tokens - t) * (words - w) > 0 for w, t in points if abs(words - w) >= GROWTH_WORDS)
 
 
 CALIBRATION_WINDOW = 16
@@ -181,10 +204,15 @@ class PromptSizer:
         self.observed: deque[tuple[int, int]] = deque(maxlen=CALIBRATION_WINDOW)
         """The latest (words, or text tokens with a tokenizer; the server's prompt tokens) pairs learned from:
         what a probe hands to the workers (`WorkloadConfig.isl_observations`)."""
+        self.refused: tuple[int, int] | None = None
+        """The latest (words, tokens) answer not learned from: a count that is no count (`plausible`)."""
         for words, tokens in config.isl_observations:
             self._learn(words, tokens)
 
     def _learn(self, words: int, tokens: int) -> None:
+        if not plausible(self.observed, words, tokens):
+            self.refused = (words, tokens)
+            return
         self.observed.append((words, tokens))
         if self.tokenizer is not None:
             self._overheads.append(tokens - words)
@@ -208,6 +236,7 @@ class PromptSizer:
             n = max(1, isl - overhead)
         else:
             n = self.calibrator.next_words(isl)
+        n = min(n, MAX_PROMPT_FACTOR * max(1, isl))
         if len(self._sent) > 65_536:  # answers that never came (a bug elsewhere): stay bounded
             self._sent.clear()
         self._sent[seq] = n

@@ -9,6 +9,7 @@ slice of it (a slice costs a copy, where drawing the words again would cost ~0.1
 from __future__ import annotations
 
 import random
+import secrets
 from array import array
 
 from tui.engine.workload.synthetic import _VOCAB as VOCAB
@@ -46,17 +47,29 @@ text's cost by one token: the shared prefix's (the probe sizes it to exactly N, 
 and the shaped prompts' (a drawn ISL is then a word count on a line, whatever its length)."""
 
 
+def new_salt() -> str:
+    """A prompt salt for a new run: 8 hex digits, 4 billion apart from any other run's."""
+    return secrets.token_hex(4)
+
+
+def salted(salt: str, key: str) -> str:
+    """The seed of a run's own words: ``key`` under the run's prompt salt; ``key`` itself with no salt."""
+    return f"{salt}:{key}" if salt else key
+
+
 def unique_head(rng: random.Random, n: int, vocab: tuple[str, ...] = VOCAB) -> str:
     """``n`` words of ``vocab`` drawn from ``rng`` (space-separated, no leading space)."""
     return " ".join(rng.choices(vocab, k=n))
 
 
-def shared_prefix_text(seed: int, words: int) -> str:
-    """The text every prompt starts with under ``--shared-prefix``: fixed per seed (a longer one extends a
-    shorter one), drawn apart from the prompts' own text, ending in a blank line so it reads as a preamble."""
+def shared_prefix_text(seed: int, words: int, salt: str = "") -> str:
+    """The text every prompt starts with under ``--shared-prefix``: fixed per seed and prompt salt (a longer
+    one extends a shorter one), drawn apart from the prompts' own text, ending in a blank line so it reads as
+    a preamble."""
     if words <= 0:
         return ""
-    return " ".join(random.Random(f"{seed}:shared-prefix").choices(PREFIX_VOCAB, k=words)) + "\n\n"
+    rng = random.Random(salted(salt, f"{seed}:shared-prefix"))
+    return " ".join(rng.choices(PREFIX_VOCAB, k=words)) + "\n\n"
 
 
 def word_tokens(text: str) -> int:

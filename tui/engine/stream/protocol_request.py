@@ -1,0 +1,267 @@
+"""One streaming attempt over `tui.engine.stream.h1`: the response decoded where it is read.
+
+The SSE decoder, orjson and the accumulator run inside ``data_received`` with the read's stamp; the
+request's task only waits for the outcome. The record comes out as the httpx path makes it: the same stamps
+(sent just after the socket write, first byte at the end of the headers, each chunk at its read), the same
+failures (`tui.engine.stream.failures`), the same retry of a stale keep-alive connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+
+import httpx
+import orjson
+
+from tui.engine.records import RequestRecord
+from tui.engine.stream.errors import classify_exception
+from tui.engine.stream.failures import (
+    ERROR_BODY_LIMIT,
+    Failure,
+    RetryFresh,
+    Session,
+    handle_event,
+    http_failure,
+    is_event_stream,
+    not_sse_failure,
+    redirect_failure,
+    stall_message,
+)
+from tui.engine.stream.h1 import Connection, ConnectionPool
+from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
+
+_HEAD, _STREAM, _DRAINING, _ERROR_BODY, _OVER = range(5)
+
+
+class _Exchange:
+    """The `tui.engine.stream.h1.ResponseSink` of one attempt: fills the record and the accumulator, and
+    resolves ``outcome`` (None, or the exception the attempt ends in)."""
+
+    __slots__ = (
+        "acc",
+        "conn",
+        "content_type",
+        "decoder",
+        "error_body",
+        "headers",
+        "inflate",
+        "outcome",
+        "record",
+        "sent_fixed_osl",
+        "session",
+        "state",
+        "status",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        record: RequestRecord,
+        acc: StreamAccumulator,
+        sent_fixed_osl: bool,
+        conn: Connection,
+    ) -> None:
+        self.session, self.record, self.acc, self.sent_fixed_osl = session, record, acc, sent_fixed_osl
+        self.conn = conn
+        self.outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.decoder = SSEDecoder()
+        self.state = _HEAD
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.content_type = ""
+        self.error_body = bytearray()
+        self.inflate: zlib._Decompress | None = None
+
+    def head(self, status: int, headers: dict[str, str], now: int) -> None:
+        record = self.record
+        record.first_byte_ns = now
+        record.http_status = self.status = status
+        self.headers = headers
+        self.content_type = headers.get("content-type", "")
+        if status >= 300 or not is_event_stream(self.content_type):
+            self.state = _ERROR_BODY
+            return
+        self.state = _STREAM
+        self.acc.last_read_ns = now
+        encoding = headers.get("content-encoding", "identity").lower()
+        if encoding in ("gzip", "x-gzip"):
+            self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        elif encoding == "deflate":
+            self.inflate = zlib.decompressobj()
+
+    def body(self, data: bytes) -> None:
+        if self.state == _STREAM:
+            acc = self.acc
+            acc.last_read_ns = now = self.conn.now
+            try:
+                if self.inflate is not None:
+                    data = self.inflate.decompress(data)
+                loads = orjson.loads
+                for event in self.decoder.feed(data):
+                    if handle_event(event.event, event.data, acc, now, loads):
+                        # complete; the connection is reusable once the rest of the body (normally the
+                        # chunked terminator, in the same read) is in, which the attempt waits for
+                        self.record.end_ns = now
+                        self.state = _DRAINING
+                        self.conn.drain()
+                        return
+            except (Failure, SSEDecoderError, zlib.error) as exc:
+                self._fail_in_body(exc, now)
+        elif self.state == _ERROR_BODY:
+            self.error_body += data
+            if len(self.error_body) >= ERROR_BODY_LIMIT:
+                self._error_response(complete=False)
+
+    def end(self, now: int) -> None:
+        if self.state == _DRAINING:
+            self._settle(None)
+        elif self.state == _STREAM:
+            self._end_of_stream()
+        elif self.state == _ERROR_BODY:
+            self._error_response(complete=True)
+        elif self.state == _HEAD:  # a response without headers complete cannot end; be safe
+            self._settle(Failure("disconnect", "connection closed: no response"))
+
+    def lost(self, exc: httpx.TransportError) -> None:
+        if self.state == _DRAINING:  # the answer was whole; only the connection is lost
+            self._settle(None)
+        elif self.state == _HEAD:
+            kind, message, retryable = classify_exception(exc, started=False)
+            self._settle(RetryFresh(message) if retryable else Failure(kind, message))
+        elif self.state == _STREAM:
+            acc = self.acc
+            kind, message, _ = classify_exception(exc, started=True, chunks=len(acc.chunk_ns))
+            if kind == "stall" and acc.chunk_ns:
+                message = stall_message(len(acc.chunk_ns), (time.perf_counter_ns() - acc.last_read_ns) / 1e9)
+            elif kind == "stall":  # headers, perhaps a role delta, but no output: not a stall of output
+                kind, message = "timeout", "no output within the timeout"
+            self._settle(Failure(kind, message))
+        elif self.state == _ERROR_BODY:
+            self._error_response(complete=True)  # what arrived of the body is what there is to quote
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _end_of_stream(self) -> None:
+        acc, record = self.acc, self.record
+        now = time.perf_counter_ns()
+        try:
+            tail = self.inflate.flush() if self.inflate is not None else b""
+            events = self.decoder.feed(tail) + self.decoder.flush() if tail else self.decoder.flush()
+            for event in events:
+                if handle_event(event.event, event.data, acc, now, orjson.loads):
+                    record.end_ns = now
+                    self._settle(None)
+                    return
+        except (Failure, SSEDecoderError, zlib.error) as exc:
+            self._fail_in_body(exc, now)
+            return
+        if acc.finish_reason is None:
+            # the body ended cleanly but the stream did not: say how far it got, as a broken connection does
+            chunks = len(acc.chunk_ns)
+            self._settle(
+                Failure(
+                    "disconnect",
+                    f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before [DONE]",
+                )
+            )
+            return
+        record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
+        self._settle(None)
+
+    def _fail_in_body(self, exc: Exception, now: int) -> None:
+        if isinstance(exc, SSEDecoderError):
+            # A line or event past the decoder's cap: fail this request alone, keeping the chunks that
+            # arrived whole before it; the decoder never held more than the cap.
+            try:
+                for event in exc.events:
+                    if handle_event(event.event, event.data, self.acc, now, orjson.loads):
+                        break
+            except Failure:
+                pass
+            exc = Failure("oversized", f"oversized stream: {exc}")
+        elif isinstance(exc, zlib.error):
+            exc = Failure("client", f"DecodingError: {exc}")
+        self._settle(exc)
+        self.conn.abort()
+
+    def _error_response(self, *, complete: bool) -> None:
+        """Name an error status or a non-stream body from its first bytes; ``complete``: the connection is
+        already done with (back in the pool or closed), else it is dropped with the rest of the body."""
+        body = bytes(self.error_body)
+        failure: Exception
+        if 300 <= self.status < 400:
+            failure = redirect_failure(self.status, self.headers.get("location"))
+        elif self.status >= 400:
+            failure = http_failure(self.session, self.status, self.headers, body, self.sent_fixed_osl)
+        else:
+            failure = not_sse_failure(self.session, self.content_type, body)
+        self._settle(failure)
+        if not complete:
+            self.conn.abort()
+
+    def _settle(self, exc: BaseException | None) -> None:
+        self.state = _OVER
+        if self.outcome.done():
+            return
+        if exc is None:
+            self.outcome.set_result(None)
+        else:
+            self.outcome.set_exception(exc)
+
+
+class ProtocolStreams:
+    """A worker's streaming requests over its own keep-alive pool (`tui.engine.stream.h1`)."""
+
+    def __init__(self, pool: ConnectionPool, url: str, headers: dict[str, str]) -> None:
+        self.pool = pool
+        path = httpx.URL(url).raw_path.decode("ascii")
+        lines = [f"POST {path} HTTP/1.1", f"host: {pool.host_header}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        self.head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+        """The request line and every header but the per-request ones, encoded once."""
+
+    async def attempt(
+        self,
+        session: Session,
+        request_id: str,
+        body: bytes,
+        record: RequestRecord,
+        acc: StreamAccumulator,
+        sent_fixed_osl: bool,
+    ) -> None:
+        """Send one request and wait for its outcome (raises what `tui.engine.stream.failures` names)."""
+        request = b"".join(
+            (
+                self.head,
+                b"x-tokentop-request-id: ",
+                request_id.encode("ascii"),
+                b"\r\ncontent-length: ",
+                str(len(body)).encode("ascii"),
+                b"\r\n\r\n",
+                body,
+            )
+        )
+        record.send_start_ns = record.sent_ns = time.perf_counter_ns()
+        conn = self.pool.checkout()
+        if conn is None:
+            try:
+                conn = await self.pool.connect()
+            except httpx.HTTPError as exc:
+                kind, message, retryable = classify_exception(exc, started=False)
+                if retryable:
+                    raise RetryFresh(message) from exc
+                raise Failure(kind, message) from exc
+        exchange = _Exchange(session, record, acc, sent_fixed_osl, conn)
+        record.sent_ns = conn.send(exchange, request)
+        try:
+            await exchange.outcome
+        finally:
+            if not exchange.outcome.done():  # cancelled (stop, or the whole-request deadline)
+                exchange.state = _OVER
+                conn.abort()
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
