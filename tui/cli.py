@@ -18,7 +18,14 @@ from tui.argtypes import non_negative_float, non_negative_int, positive_float, p
 from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
-from tui.options import UsageError, api_key_from_args, bench_config, live_config, watch_config
+from tui.options import (
+    UsageError,
+    api_key_from_args,
+    bench_config,
+    calibrate_config,
+    live_config,
+    watch_config,
+)
 from tui.sim.flags import add_sim_args
 
 
@@ -598,9 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_bench(bench_config(ns))
         if command == "calibrate":
-            from tui.calibrate.command import run_from_args as run_calibrate
+            from tui.calibrate.command import run as run_calibrate
 
-            return run_calibrate(ns)
+            return run_calibrate(calibrate_config(ns))
         if command == "watch":
             from tui.app.watch import run as run_watch
 

@@ -75,3 +75,19 @@ class WatchConfig:
     """One line saying the target came from ``$OPENAI_BASE_URL``, or None."""
     theme: str | None = None
     output: Path | None = None
+
+
+@dataclass(frozen=True)
+class CalibrateConfig:
+    """`tokentop calibrate`: how many streams of ``token_rate`` this machine times within the budget."""
+
+    token_rate: float = 50.0
+    """Tokens per second of each stream."""
+    p99_budget_ms: float = 3.0
+    """Largest client-added p99 ITL error counted as accurate."""
+    workers: int = 1
+    max_streams: int = 1024
+    step_duration_s: float = 5.0
+    """Seconds measured per stream count, after the warm-up."""
+    lockstep: bool = False
+    """Every stream emits at the same instant, like a batched server's decode step."""

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tui.configs import BenchConfig, LiveConfig, RunTarget, WatchConfig
+from tui.configs import BenchConfig, CalibrateConfig, LiveConfig, RunTarget, WatchConfig
 from tui.demo import DemoConfig
 from tui.engine.config import (
     DatasetConfig,
@@ -585,4 +585,16 @@ def watch_config(ns: argparse.Namespace) -> WatchConfig:
     target = TargetConfig(base_url=base_url, api_key=api_key_from_args(ns))
     return WatchConfig(
         target=target, options=options, note=url_note(ns), theme=ns.theme, output=_path(ns.output)
+    )
+
+
+def calibrate_config(ns: argparse.Namespace) -> CalibrateConfig:
+    """`tokentop calibrate`'s flags as its one config."""
+    return CalibrateConfig(
+        token_rate=ns.token_rate,
+        p99_budget_ms=ns.p99_budget_ms,
+        workers=ns.workers,
+        max_streams=ns.max_streams,
+        step_duration_s=ns.step_duration,
+        lockstep=bool(getattr(ns, "lockstep", False)),
     )

@@ -19,7 +19,7 @@ from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.control import guard
 from tui.engine.results.files import read_results
-from tui.options import bench_config
+from tui.options import bench_config, calibrate_config
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -109,7 +109,7 @@ def test_calibrate_reports_an_engine_that_cannot_start(
     ns = argparse.Namespace(
         token_rate=50.0, max_streams=4, p99_budget_ms=3.0, step_duration=0.1, workers=1, lockstep=False
     )
-    assert calibrate.run_from_args(ns, engine_factory=factory) == 1
+    assert calibrate.run(calibrate_config(ns), engine_factory=factory) == 1
     out, err = capsys.readouterr()
     assert err == "tokentop: error: cannot connect to the scripted server\n"
     assert "error: cannot connect to the scripted server" in out  # the level's row says so too
