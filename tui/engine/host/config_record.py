@@ -1,22 +1,18 @@
 """The workload as the results' ``config`` records it: every setting `tui.options.workload_from_args` built
 (length distributions, scenarios, seed, dataset, shared prefix, turns, tokenizer path), so a results file
 says what was asked without the command line beside it; whether the ISL probe ran, or why not; and the
-`RunInfo` the results are built from; and `LengthCheck`, which says when a level's lengths are off what
-was asked."""
+`RunInfo` the results are built from."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from tui.engine.aggregate.levels import length_mismatch
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
 from tui.engine.redact import HIDDEN, display_url, mask_secret
 from tui.engine.results.build import RunInfo
-from tui.engine.snapshot import LevelView
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
@@ -39,27 +35,6 @@ def endpoint_path_record(path: str | None, api_key: str | None) -> str | None:
         return route
     names = [(name, HIDDEN) for name, _ in parse_qsl(query, keep_blank_values=True)]
     return f"{route}?{urlencode(names)}"
-
-
-def asked_isl(workload: WorkloadConfig) -> int | None:
-    """The mean ISL a level should reach, by the server's count: ``--isl`` plus the shared prefix; None when
-    there is no one target (a dataset's lengths are the file's, drawn lengths vary, a conversation's grow
-    with its history)."""
-    if workload.dataset is not None or workload.turns > 1 or workload.isl_dist or workload.scenarios:
-        return None
-    if workload.trace is not None:
-        return None  # each request's own, from the trace
-    return workload.isl + workload.shared_prefix
-
-
-def asked_osl(workload: WorkloadConfig) -> int | None:
-    """The OSL every request should reach: ``--osl`` when pinned with ``ignore_eos``; None when left to the
-    model, or when the lengths are the file's or drawn."""
-    if not workload.fixed_osl or workload.dataset is not None or workload.osl_dist or workload.scenarios:
-        return None
-    if workload.trace is not None:
-        return None
-    return workload.osl
 
 
 def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[str, Any]:
@@ -112,24 +87,3 @@ def run_info(
         stream_transport=carried.name,
         stream_transport_note=carried.note,
     )
-
-
-class LengthCheck:
-    """A notice, once per level, when a settled level's mean ISL or OSL is more than 2 tokens off what was
-    asked (OSL only when it was pinned with ``ignore_eos``): a server that streams 4 tokens for ``--osl 128``
-    must not pass without a word. Called with each snapshot's levels; the test itself is `length_mismatch`."""
-
-    def __init__(self) -> None:
-        self._flagged: set[int] = set()
-
-    def notices(self, levels: Sequence[LevelView], workload: WorkloadConfig) -> list[str]:
-        """The new lines for ``levels``: one for each level off what ``workload`` asked, not said before."""
-        lines = []
-        for view in levels:
-            if view.level_id in self._flagged:
-                continue
-            message = length_mismatch(view, asked_isl(workload), asked_osl(workload))
-            if message is not None:
-                self._flagged.add(view.level_id)
-                lines.append(message)
-        return lines

@@ -7,7 +7,7 @@ into a bounded `Store` and the requests log. What crosses the pipes is typed in 
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
 the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop and the
 requests log), `worker_pool` (local processes) or `ray_pool` behind `pool`, `server_scrape`, and
-`config_record` (what was asked, and the check that levels got it); its decisions are `tui.engine.control`.
+`config_record` (the configs as the results record them); its decisions are `tui.engine.control`.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
@@ -27,9 +27,8 @@ from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.control.checks import CacheCheck, LengthCheck
 from tui.engine.control.guard import ConfigGuard
-from tui.engine.host.cache_check import CacheCheck
-from tui.engine.host.config_record import LengthCheck
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placement_line
 from tui.engine.host.probe import ProbeError, probe_server
@@ -257,8 +256,8 @@ class EngineHandle:
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """Under the lock: a level off its asked lengths gets one notice (`config_record.LengthCheck`), and
-        synthetic prompts served from the prefix cache one for the run (`tui.engine.host.cache_check`)."""
+        """Under the lock: a level off its asked lengths gets one notice, and synthetic prompts served from
+        the prefix cache one for the run (`tui.engine.control.checks`)."""
         for message in self._lengths.notices(levels, self.workload) + self._cache.notices(
             levels, self.workload
         ):
