@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.demo import DemoConfig
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig, normalise_base_url
+
+if TYPE_CHECKING:
+    from tui.engine.sessions.baseline import Baseline
 
 
 @dataclass(frozen=True)
@@ -42,12 +46,20 @@ class BenchConfig:
     """Requests per level counted in its steady window (None: `tui.bench.run.default_requests`)."""
     duration_s: float | None = None
     """Seconds per level instead of a request count."""
+    level_durations_s: tuple[float, ...] | None = None
+    """Each level's own time (``--schedule``: a session's levels as they were held), instead of either."""
     output: Path | None = None
     requests_log: Path | None = None
     vllm_results: Path | None = None
     csv: Path | None = None
     plot: Path | None = None
     quiet: bool = False
+
+    def level_duration_s(self, index: int) -> float | None:
+        """How long level ``index`` (from 0) is held, or None when a request count ends it."""
+        if self.level_durations_s is not None:
+            return self.level_durations_s[index]
+        return self.duration_s
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,10 @@ class LiveConfig:
     """A theme's name or a theme file's path (None: the default)."""
     output: Path | None = None
     requests_log: Path | None = None
+    schedule: tuple[tuple[float, LoadTarget], ...] = ()
+    """(run seconds, target) to set after ``load`` in turn (``--schedule``); a load key ends it."""
+    baseline: Baseline | None = None
+    """Another run drawn beside this one (``--baseline``)."""
 
 
 @dataclass(frozen=True)

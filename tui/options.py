@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tui.configs import BenchConfig, CalibrateConfig, LiveConfig, RunTarget, WatchConfig
 from tui.demo import DemoConfig
 from tui.engine.config import (
     DatasetConfig,
@@ -511,90 +510,3 @@ def level_targets_from_args(ns: argparse.Namespace) -> list[LoadTarget]:
     if ns.max_concurrency is not None:
         raise UsageError("--max-concurrency applies to open-loop --rate levels")
     return [LoadTarget(mode="concurrency", concurrency=int(c)) for c in (ns.concurrency or [1])]
-
-
-# --- one config per face ------------------------------------------------------------------------
-
-DEMO_URL_UNTIL_STARTED = "http://127.0.0.1"
-"""The simulator's address before it runs; its port is known once it does (`RunTarget.at`)."""
-
-
-def run_target_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> RunTarget:
-    """The server a load face runs against, every flag of it checked now (before any simulator starts)."""
-    demo = demo_from_args(ns, time_scale=time_scale)
-    target = target_from_args(ns, demo_url=DEMO_URL_UNTIL_STARTED if demo is not None else None)
-    return RunTarget(target=target, demo=demo, note=url_note(ns))
-
-
-def bench_config(ns: argparse.Namespace) -> BenchConfig:
-    """`tokentop bench`'s flags as its one config; a flag that cannot be used is a `UsageError`."""
-    levels = level_targets_from_args(ns)
-    # the dataset (or tokenizer) is checked before the demo simulator starts: a bad file is one line, fast
-    workload = workload_from_args(ns)
-    return BenchConfig(
-        server=run_target_from_args(ns, time_scale=ns.sim_time_scale),
-        workload=workload,
-        levels=tuple(levels),
-        options=engine_options_from_args(ns),
-        workers=ns.workers,
-        requests=ns.requests,
-        duration_s=ns.duration,
-        output=_path(ns.output),
-        requests_log=_path(ns.requests_log),
-        vllm_results=_path(getattr(ns, "vllm_results", None)),
-        csv=_path(getattr(ns, "csv", None)),
-        plot=_path(getattr(ns, "plot", None)),
-        quiet=bool(ns.quiet),
-    )
-
-
-def _path(value: str | None) -> Path | None:
-    return Path(value) if value else None
-
-
-def live_config(ns: argparse.Namespace) -> LiveConfig:
-    """The live app's flags as its one config; a flag that cannot be used is a `UsageError`."""
-    server = run_target_from_args(ns)
-    options = engine_options_from_args(ns)
-    return LiveConfig(
-        server=server,
-        workload=workload_from_args(ns),
-        load=initial_load(ns, demo=server.demo is not None),
-        options=options,
-        workers=ns.workers,
-        theme=ns.theme,
-        output=_path(ns.output),
-        requests_log=_path(ns.requests_log),
-    )
-
-
-def watch_config(ns: argparse.Namespace) -> WatchConfig:
-    """`tokentop watch`'s flags: the URL from ``--url`` or ``$OPENAI_BASE_URL`` (as the load commands read
-    it), the scrape's options, the key for ``/metrics``."""
-    base_url = base_url_from_args(ns)
-    metrics_url = ns.metrics_url
-    if metrics_url is not None and not metrics_url.startswith(("http://", "https://")):
-        raise UsageError(f"--metrics-url must start with http:// or https://: {metrics_url!r}")
-    options = EngineOptions(
-        metrics_url=metrics_url,
-        metrics_interval_s=ns.interval,
-        server_metrics_log=ns.server_metrics_log,
-        gpu_metrics=gpu_metrics_from_args(ns),
-        canary_rate=ns.canary_rate,
-    )
-    target = TargetConfig(base_url=base_url, api_key=api_key_from_args(ns))
-    return WatchConfig(
-        target=target, options=options, note=url_note(ns), theme=ns.theme, output=_path(ns.output)
-    )
-
-
-def calibrate_config(ns: argparse.Namespace) -> CalibrateConfig:
-    """`tokentop calibrate`'s flags as its one config."""
-    return CalibrateConfig(
-        token_rate=ns.token_rate,
-        p99_budget_ms=ns.p99_budget_ms,
-        workers=ns.workers,
-        max_streams=ns.max_streams,
-        step_duration_s=ns.step_duration,
-        lockstep=bool(getattr(ns, "lockstep", False)),
-    )

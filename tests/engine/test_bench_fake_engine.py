@@ -19,7 +19,7 @@ from tui.cli import build_parser
 from tui.engine.config import LoadTarget, TargetConfig
 from tui.engine.control import guard
 from tui.engine.results.files import read_results
-from tui.options import bench_config, calibrate_config
+from tui.face_options import bench_config, calibrate_config
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,7 +13,7 @@ import tui.calibrate.command as command
 import tui.calibrate.levels as levels
 from tui.calibrate.accuracy import ErrorStats, join_errors
 from tui.calibrate.levels import LevelResult, search, stream_levels
-from tui.options import calibrate_config
+from tui.face_options import calibrate_config
 
 MS = 1_000_000
 

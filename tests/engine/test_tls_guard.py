@@ -18,7 +18,7 @@ from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import TLS_FATAL_AFTER, ConfigGuard
 from tui.engine.host.handle import EngineHandle
 from tui.engine.records import RequestRecord
-from tui.options import bench_config
+from tui.face_options import bench_config
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -17,7 +17,8 @@ from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.host.watch import WatchEngine
 from tui.engine.results.files import to_json
-from tui.options import UsageError, watch_config
+from tui.face_options import watch_config
+from tui.options import UsageError
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -70,6 +70,8 @@ def _run_app(config: LiveConfig, demo_url: str | None, themes: dict[str, Theme],
             freeze_gc=True,
             slo_ttft_ms=config.options.slo_ttft_ms,
             slo_tpot_ms=config.options.slo_tpot_ms,
+            schedule=config.schedule,
+            baseline=config.baseline,
         )
         app = TokentopApp(engine, settings)
         signalled: list[int] = []

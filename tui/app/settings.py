@@ -4,11 +4,14 @@ the tests build, so the app's constructor takes the engine and this."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from textual.theme import Theme
+
+from tui.engine.config import LoadTarget
+from tui.engine.sessions.baseline import Baseline
 
 
 @dataclass(frozen=True)
@@ -39,3 +42,7 @@ class AppSettings:
     """Build plots on a background thread (tests build them inline, so a poll leaves the screen complete)."""
     watch_only: bool = False
     """`tokentop watch`: no load; only the server pane (and the status line) are shown, load keys off."""
+    schedule: Sequence[tuple[float, LoadTarget]] = ()
+    """(run seconds, target) to set in turn (``--schedule``); a load key ends it."""
+    baseline: Baseline | None = None
+    """Another run drawn beside this one (``--baseline``)."""

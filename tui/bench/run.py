@@ -207,8 +207,9 @@ def _run(
         for i, load in enumerate(targets, 1):
             if i > 1:
                 handle.set_load(load)
-            fatal = _run_level(handle, config, i, len(targets), load, progress, clock)
-            if fatal is None and config.duration_s and i == len(targets):
+            duration_s = config.level_duration_s(i - 1)
+            fatal = _run_level(handle, config, i, len(targets), load, progress, clock, duration_s)
+            if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
                 # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)
                 clock.wind_down_s.append(0.0)
@@ -242,6 +243,9 @@ def _run(
                         say(f"results written to {config.output}")
                 status = _write_exports(results, config, status)
                 status = _write_plot(results, config, status)
+            recorded = getattr(handle, "session_path", None)
+            if recorded is not None and not config.quiet:
+                say(f"session recorded to {recorded}")
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
@@ -298,17 +302,20 @@ def _run_level(
     load: LoadTarget,
     progress: Progress,
     clock: _RunClock,
+    duration_s: float | None,
 ) -> str | None:
-    """Hold ``load`` until the level is done; return a fatal reason or None."""
+    """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
+    or None."""
     level_id = handle.level_id
     started = time.monotonic()
     goal_requests = config.requests or default_requests(load.mode, load.value)
-    duration_s = config.duration_s
     goal = _Goal(duration_s, "s") if duration_s else _Goal(goal_requests, "requests")
     first = True
     ended_early: str | None = None
     while True:
-        time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
+        # the face's tick (bench is a poller, like the app); a timed level ends on its time, not a tick later
+        left_s = duration_s - (time.monotonic() - started) if duration_s else POLL_S
+        time.sleep(min(POLL_S, max(0.01, left_s)))
         snap = handle.snapshot()
         if snap.fatal:
             return snap.fatal
