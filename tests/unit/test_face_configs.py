@@ -23,7 +23,7 @@ def argparse_uses(source: str) -> list[int]:
         imports = isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names)
         imports_from = isinstance(node, ast.ImportFrom) and node.module == "argparse"
         names = isinstance(node, ast.Attribute) and node.attr == "Namespace"
-        if imports or imports_from or names:
+        if (imports or imports_from or names) and isinstance(node, ast.stmt | ast.expr):
             lines.append(node.lineno)
     return lines
 
