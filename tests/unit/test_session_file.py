@@ -94,9 +94,12 @@ def test_event_times_never_go_back(tmp_path: Path) -> None:
     [
         (b'{"levels": []}', "a results file, not a session"),
         (b"hello", "not a tokentop session"),
-        (gzip.compress(b"not json\n"), "a line is not JSON"),
-        (gzip.compress(b'{"x": 1}\n'), "no session header"),
-        (gzip.compress(json.dumps({"session": FORMAT_VERSION + 1}).encode() + b"\n"), "is newer than this"),
+        (gzip.compress(b"not json\n", mtime=0), "a line is not JSON"),
+        (gzip.compress(b'{"x": 1}\n', mtime=0), "no session header"),
+        (
+            gzip.compress(json.dumps({"session": FORMAT_VERSION + 1}).encode() + b"\n", mtime=0),
+            "is newer than this",
+        ),
         (b"\x1f\x8b\x08", "no header"),
         (b"\x1f\x8bgarbage-not-deflate", "not gzip"),
     ],
