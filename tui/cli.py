@@ -12,6 +12,7 @@ import argparse
 import difflib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
@@ -624,11 +625,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command in ("plot", "export"):
             from tui.results_command import run_export, run_plot
 
-            return run_plot(ns) if command == "plot" else run_export(ns)
+            source = Path(ns.results)
+            out = Path(ns.out) if ns.out else None
+            if command == "plot":
+                return run_plot(source, out)
+            log = Path(ns.requests_log) if ns.requests_log else None
+            return run_export(source, ns.to, out=out, append=ns.append, requests_log=log)
         if command == "ray-check":
-            from tui.ray_check import run_from_args as run_ray_check
+            from tui.ray_check import run as run_ray_check
 
-            return run_ray_check(ns)
+            return run_ray_check(ns.ray, ns.url)
         from tui.app.run import run as run_live
 
         return run_live(live_config(ns))
