@@ -20,9 +20,9 @@ from tui.options import (
     level_targets_from_args,
     target_from_args,
     url_note,
-    workload_from_args,
 )
 from tui.session_options import baseline_from_args, recording_engine_options, schedule_from_args
+from tui.workload_options import workload_from_args
 
 DEMO_URL_UNTIL_STARTED = "http://127.0.0.1"
 """The simulator's address before it runs; its port is known once it does (`RunTarget.at`)."""

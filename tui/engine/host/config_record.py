@@ -1,4 +1,4 @@
-"""The workload as the results' ``config`` records it: every setting `tui.options.workload_from_args` built
+"""The workload as the results' ``config`` records it: every setting `workload_from_args` built
 (length distributions, scenarios, seed, dataset, shared prefix, turns, tokenizer path), so a results file
 says what was asked without the command line beside it; whether the ISL probe ran, or why not; and the
 `RunInfo` the results are built from."""
