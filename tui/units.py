@@ -43,6 +43,14 @@ def ms_tick(value_ms: float) -> str:
     return f"{value_ms / 1000:.3g} s" if value_ms >= 1000 else f"{value_ms:.3g}"
 
 
+def figure(value: float | None) -> str:
+    """A figure of any unit in a comparison: four significant digits, whole with separators from 10,000;
+    "-" when there is none."""
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
 def rate(value: float, digits: int = 1) -> str:
     """A throughput with thousands separators; "-" while there is nothing to divide."""
     return f"{value:,.{digits}f}" if math.isfinite(value) else "-"

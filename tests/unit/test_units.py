@@ -36,6 +36,13 @@ def test_ms_tick(ms: float, text: str) -> None:
     assert units.ms_tick(ms) == text
 
 
+@pytest.mark.parametrize(
+    ("x", "text"), [(None, "-"), (0.012345, "0.01235"), (1234.5, "1234"), (123456.0, "123,456")]
+)
+def test_figure(x: float | None, text: str) -> None:
+    assert units.figure(x) == text
+
+
 def test_rate_has_separators_and_a_dash_for_nothing() -> None:
     assert units.rate(12345.67) == "12,345.7" and units.rate(2.5, 2) == "2.50" and units.rate(NAN) == "-"
 
