@@ -45,7 +45,8 @@ async def test_a_warmed_pool_sends_its_first_requests_on_connections_already_ope
         assert server._conns == 2
     finally:
         await session.aclose()
-        await session.client.aclose()
+        if session.client is not None:
+            await session.client.aclose()
         await server.close()
 
 
@@ -60,7 +61,6 @@ async def test_a_warm_that_cannot_connect_opens_nothing_and_raises_nothing() -> 
         assert await session.warm(2) == 0
     finally:
         await session.aclose()
-        await session.client.aclose()
 
 
 async def test_over_httpx_a_warm_opens_no_connection() -> None:
@@ -71,5 +71,6 @@ async def test_over_httpx_a_warm_opens_no_connection() -> None:
         await asyncio.sleep(0)
         assert server._conns == 0
     finally:
-        await session.client.aclose()
+        if session.client is not None:
+            await session.client.aclose()
         await server.close()
