@@ -20,3 +20,10 @@ def tokenizer_file(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
     tok.save(str(path))
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _sessions_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run records a session under the state folder: in tests (and the faces they spawn, which
+    inherit the environment) that is a temporary one, never the user's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state"))

@@ -42,13 +42,13 @@ from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.traces import TraceFeed
 from tui.options import (
     demo_from_args,
-    engine_options_from_args,
     level_targets_from_args,
     target_from_args,
     url_note,
     workload_from_args,
 )
 from tui.outputs import check_outputs
+from tui.session_options import recording_engine_options, schedule_from_args
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
 POLL_S = 0.25
@@ -240,7 +240,9 @@ def run_from_args(
 ) -> int:
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
-    targets = level_targets_from_args(ns)
+    schedule = schedule_from_args(ns)
+    targets = level_targets_from_args(ns) if schedule is None else [lv.target for lv in schedule.levels]
+    durations = None if schedule is None else [lv.duration_s for lv in schedule.levels]
     progress = Progress(sys.stderr, ns.quiet)
     output = Path(ns.output) if ns.output else None
     log_path = Path(ns.requests_log) if ns.requests_log else None
@@ -262,8 +264,9 @@ def run_from_args(
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
                     status = _run(
-                        ns, demo_url, workload, targets, output, log_path, progress, engine_factory, probe
-                    )
+                        ns, demo_url, workload, targets, output, log_path, progress, engine_factory, probe,
+                        durations,
+                    )  # fmt: skip
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
     except DemoError as exc:
@@ -295,8 +298,10 @@ def _run(
     progress: Progress,
     engine_factory: EngineFactory,
     probe: Callable[[TargetConfig], str],
+    durations: list[float] | None = None,
 ) -> int:
-    """Probe, run every level, print the table and write the results; the exit status."""
+    """Probe, run every level, print the table and write the results; the exit status. ``durations``:
+    each level's own time (``--schedule``), instead of ``--duration`` or ``--requests``."""
     err = sys.stderr
     handle: Engine | None = None
     final: Snapshot | None = None
@@ -317,7 +322,7 @@ def _run(
         target = replace(target, model=model)
         # probed above (so an unusable target fails before any file is created): not again
         handle = engine_factory(target, workload, targets[0], workers=ns.workers, requests_log=log_path,
-                                options=engine_options_from_args(ns), probe=False)  # fmt: skip
+                                options=recording_engine_options(ns), probe=False)  # fmt: skip
         handle.start()
         handle.wait_ready(30.0)
         clock = _RunClock()
@@ -325,8 +330,9 @@ def _run(
         for i, load in enumerate(targets, 1):
             if i > 1:
                 handle.set_load(load)
-            fatal = _run_level(handle, ns, i, len(targets), load, progress, clock, trace_requests)
-            if fatal is None and ns.duration and i == len(targets):
+            duration_s = durations[i - 1] if durations is not None else ns.duration
+            fatal = _run_level(handle, ns, i, len(targets), load, progress, clock, duration_s, trace_requests)
+            if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
                 # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)
                 clock.drain_s.append(0.0)
@@ -360,6 +366,9 @@ def _run(
                         say(f"results written to {output}")
                 status = _write_exports(results, ns, status)
                 status = _write_plot(results, ns, status)
+            recorded = getattr(handle, "session_path", None)
+            if recorded is not None and not ns.quiet:
+                say(f"session recorded to {recorded}")
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
@@ -418,20 +427,24 @@ def _run_level(
     load: LoadTarget,
     progress: Progress,
     clock: _RunClock,
+    duration_s: float | None,
     trace_requests: int | None = None,
 ) -> str | None:
-    """Hold ``load`` until the level is done; return a fatal reason or None. ``trace_requests``: a trace
-    replayed once holds this many requests, and its level ends when they have, whatever the goal."""
+    """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
+    or None. ``trace_requests``: a trace replayed once holds this many requests, and its level ends when
+    they have, whatever the goal."""
     level_id = handle.level_id
     started = time.monotonic()
     goal_requests = ns.requests or default_requests(load.mode, load.value)
     if trace_requests is not None:
         goal_requests = min(goal_requests, trace_requests)
-    goal = _Goal(ns.duration, "s") if ns.duration else _Goal(goal_requests, "requests")
+    goal = _Goal(duration_s, "s") if duration_s else _Goal(goal_requests, "requests")
     first = True
     ended_early: str | None = None
     while True:
-        time.sleep(POLL_S)  # the face's tick (bench is a poller, like the app)
+        # the face's tick (bench is a poller, like the app); a timed level ends on its time, not a tick later
+        left_s = duration_s - (time.monotonic() - started) if duration_s else POLL_S
+        time.sleep(min(POLL_S, max(0.01, left_s)))
         snap = handle.snapshot()
         if snap.fatal:
             return snap.fatal
@@ -446,8 +459,8 @@ def _run_level(
             if snap.completed == 0:
                 return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
             break
-        if ns.duration:
-            if elapsed_s >= ns.duration:
+        if duration_s:
+            if elapsed_s >= duration_s:
                 break
         elif (
             # over whole requests: an arrivals window counts the requests that ended in it, not those sent

@@ -19,6 +19,12 @@ from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
 from tui.options import UsageError, api_key_from_args
+from tui.session_commands import (
+    SESSION_COMMANDS,
+    add_session_commands,
+    run_session_command,
+)
+from tui.session_options import add_baseline_arg, add_record_args, add_schedule_arg
 from tui.sim.flags import add_sim_args
 
 
@@ -289,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
     sub = parser.add_subparsers(
         dest="command",
-        metavar="{live,bench,sim,calibrate,watch,plot,export,ray-check,help}",
+        metavar="{live,bench,sim,calibrate,watch,plot,export,ray-check,sessions,replay,compare,help}",
         parser_class=_Parser,
     )
 
@@ -310,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser("watch", help="no load: only the server's own signals, from its /metrics")
     _add_watch_args(watch)
+    add_session_commands(sub)
 
     plot = sub.add_parser("plot", help="the SVG plot of a saved results file")
     plot.add_argument("results", metavar="RESULTS", help="a results JSON file tokentop wrote")
@@ -329,13 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_export_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("results", metavar="RESULTS", help="a results JSON file tokentop wrote")
+    p.add_argument("results", metavar="RESULTS", help="a results JSON file or a session tokentop wrote")
     p.add_argument(
         "--to",
         required=True,
-        choices=("vllm", "csv", "llmd", "aiperf"),
+        choices=("vllm", "csv", "llmd", "aiperf", "mooncake"),
         help="vllm: one vllm-bench-serve JSON per level (a folder); csv: the level table; llmd: llm-d "
-        "Benchmark Report v0.2 per level (a folder); aiperf: AIPerf's per-request profile_export.jsonl",
+        "Benchmark Report v0.2 per level (a folder); aiperf: AIPerf's per-request profile_export.jsonl; "
+        "mooncake: a session's requests as a Mooncake trace",
     )
     p.add_argument("--out", metavar="PATH", help="file or folder to write (default: beside RESULTS)")
     p.add_argument(
@@ -457,6 +465,9 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
     )
+    add_record_args(p)
+    add_schedule_arg(p)
+    add_baseline_arg(p)
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -503,6 +514,8 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
         metavar="X",
         help="with no --url: run the simulator X times faster (tests, quick demos)",
     )
+    add_record_args(p)
+    add_schedule_arg(p)
 
 
 def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
@@ -610,6 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.calibrate.command import run_from_args as run_calibrate
 
             return run_calibrate(ns)
+        if command in SESSION_COMMANDS:
+            return run_session_command(ns)
         if command == "watch":
             from tui.app.watch import run_from_args as run_watch
 

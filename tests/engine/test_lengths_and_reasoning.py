@@ -40,13 +40,17 @@ def test_reasoning_and_answer_are_timed_apart(tmp_path: Path) -> None:
     records = read_jsonl(tmp_path / "requests.jsonl")
     for rec in records:
         assert (rec["reasoning_tokens"], rec["reasoning_chunks"], rec["output_tokens"]) == (8, 8, 24)
-        # TTFT is the first reasoning token; the answer starts 8 tokens (~10 ms apart at 100 tok/s) later
+        # TTFT is the first reasoning token; the answer starts 8 tokens (~10 ms apart at 100 tok/s) later:
+        # 80 ms by the simulator. Over 20 runs at load ~9 on two cores with a core kept busy the gap was
+        # 40-83 ms at the least and up to 172 ms (TTFT stamped late, or the answer); a TTFA that is the
+        # TTFT lands at 0, one that is the last token at 230 ms
         assert rec["first_answer_ns"] == rec["chunk_ns"][8]
-        assert 60 < rec["ttfa_ms"] - rec["ttft_ms"] < 200
+        assert 20 < rec["ttfa_ms"] - rec["ttft_ms"] < 200
     both = next(ln for ln in seen.lanes if ln.reasoning_tail and ln.text_tail)
     assert both.text_tail not in both.reasoning_tail and both.reasoning_tail not in both.text_tail
     (lv,) = snap.levels
-    assert lv.ttfa.n >= 1 and lv.ttfa.p50 - lv.ttft.p50 > 60 and lv.reasoning_tokens == 8
+    # the level's medians: 73-112 ms apart over the same 20 runs
+    assert lv.ttfa.n >= 1 and lv.ttfa.p50 - lv.ttft.p50 > 40 and lv.reasoning_tokens == 8
     (res,) = results["levels"]
     assert res["median_ttfa_ms"] > res["median_ttft_ms"] and res["mean_reasoning_tokens"] == 8
     assert res["mean_output_tokens"] == 24

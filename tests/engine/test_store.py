@@ -65,7 +65,8 @@ def _batch(worker: int, t_ns: int, first_id: int, n: int, level: int) -> Batch:
     )
 
 
-@pytest.mark.heavy
+# Not `heavy`: one core of pure CPU with no timing in it (the longest test of the heavy pass, 29 s at load
+# 4-7), so it runs in the parallel pass instead of holding up the one that runs alone.
 def test_memory_stays_flat_over_a_long_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(series_mod, "SERIES_CAP", 4096)
     monkeypatch.setattr(levels_mod, "LEVEL_REQUEST_CAP", 2000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -41,6 +41,7 @@ from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
 from tui.engine.host.ramp import RampPolicy
+from tui.engine.sessions.baseline import Baseline
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 from tui.outputs import kept_results_path, state_dir
 
@@ -58,6 +59,7 @@ WATCH_OFF = frozenset(
         "knee",
         "next_view",
         "freeze_text",
+        "mark",
     }
 )
 """Actions that mean nothing while watching (no load, no lanes): disabled and left out of the footer."""
@@ -107,8 +109,13 @@ class TokentopApp(App[int]):
         slo_tpot_ms: float | None = None,
         plot_thread: bool = True,
         watch_only: bool = False,
+        schedule: Sequence[tuple[float, LoadTarget]] = (),
+        baseline: Baseline | None = None,
     ) -> None:
+        """``schedule``: (run seconds, target) to set in turn (``--schedule``); a load key ends it.
+        ``baseline``: another run drawn beside this one (``--baseline``)."""
         super().__init__()
+        self._schedule = list(schedule)
         self.engine = engine
         self.watch_only = watch_only
         """`tokentop watch`: no load; only the server pane (and the status line) are shown, load keys off."""
@@ -160,6 +167,9 @@ class TokentopApp(App[int]):
         self._errors = ErrorsPane(id="errors")
         self._server = ServerPane(id="server")
         self._plots: list[PlotPane] = [self._curve, self._ttft, self._itl]
+        if baseline is not None:
+            self._curve.baseline = baseline.points
+            self._table.baseline = baseline.level_for
         # plotext builds (~5 ms each) made the UI's p99 tick; one background thread builds them in turn,
         # so the UI thread only reads the theme and data in and shows the result. Without it (tests)
         # plots are built inline and a screen is complete as soon as `poll()` returns.
@@ -237,6 +247,8 @@ class TokentopApp(App[int]):
         self._snap = snap
         if self._ramp is not None:
             self._ramp_tick(snap)
+        if self._schedule:
+            self._schedule_tick(snap)
         with self.batch_update():
             if fresh:
                 self._show_fast(snap)
@@ -354,6 +366,9 @@ class TokentopApp(App[int]):
     def set_target(self, target: LoadTarget, *, from_ramp: bool = False) -> None:
         """The one place a load target is sent to the engine."""
         if not from_ramp:
+            if self._schedule:
+                self._schedule.clear()
+                self.notify("schedule stopped by a load key", title="schedule")
             if self._ramp is not None:
                 self._stop_ramp("stopped by a load key")
             self._show_ramp_result(None)
@@ -361,6 +376,16 @@ class TokentopApp(App[int]):
         self.engine.set_load(target)
         if self._snap is not None:
             self._status.show(self._snap, self._ui_state())
+
+    def _schedule_tick(self, snap: Snapshot) -> None:
+        """Set each scheduled target whose time has come (the last one due, if several are)."""
+        due = None
+        while self._schedule and self._schedule[0][0] <= snap.elapsed_s:
+            due = self._schedule.pop(0)[1]
+        if due is not None:
+            self.set_target(due, from_ramp=True)
+            if not self._schedule:
+                self.notify("the schedule is done; the keys set the load again", title="schedule")
 
     def action_load_step(self, direction: int) -> None:
         self.set_target(control.step(self._target, direction))
@@ -468,6 +493,16 @@ class TokentopApp(App[int]):
             )
         self.push_screen("help")
 
+    def action_mark(self) -> None:
+        """Ask for a short label and add a mark to the session at this moment (a replay seeks to it)."""
+        mark = getattr(self.engine, "mark", None)
+        if mark is None:
+            self.notify("this run is not recorded: no marks", timeout=3)
+            return
+        from tui.app.widgets.mark import MarkScreen
+
+        self.push_screen(MarkScreen(), lambda label: mark(label) if label else None)
+
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
         self.push_screen(RequestDetailScreen(message.request_id, self.engine.detail))
@@ -497,6 +532,9 @@ class TokentopApp(App[int]):
             self.engine.stop()
         finally:
             self._keep_results(reason)
+            recorded = getattr(self.engine, "session_path", None)
+            if recorded is not None:
+                self.quit_notes.append(f"session recorded to {recorded}")
             self.exit(1 if failed else 0)
 
     def _keep_results(self, reason: str) -> None:

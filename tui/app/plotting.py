@@ -130,9 +130,11 @@ class Plot:
         width: int,
         height: int,
         colours: CurveColours,
+        baseline: Sequence[tuple[float, float]] = (),
     ) -> PlotLines:
         """System tok/s (left axis) and per-request tok/s (right axis) against load level, one point per
-        level value (the latest level at each value); doubling ramps get an even log2 axis."""
+        level value (the latest level at each value); doubling ramps get an even log2 axis. ``baseline``:
+        another run's (load, tok/s), drawn on the left axis in the axes' colour."""
         if width < 20 or height < 5:
             return PlotLines.message("")
         latest: dict[float, LevelView] = {}
@@ -142,30 +144,37 @@ class Plot:
         points = sorted(latest.values(), key=lambda lv: lv.value)
         if not points:
             return PlotLines.message("no load level measured yet")
-        values = [p.value for p in points]
+        base = [(v, tps) for v, tps in baseline if v > 0 and math.isfinite(tps)]
+        values = sorted({p.value for p in points} | {v for v, _ in base})
         use_log = max(values) / min(values) >= 4
 
         def x_of(value: float) -> float:
             return math.log2(value) if use_log else value
 
         xs = [x_of(v) for v in values]
+        xs_points = [x_of(p.value) for p in points]
         self._reset(width, height, colours.axes)
         fig = self._fig
         total = [p.output_tps for p in points]
         user = [
             (x, p.per_request_tps)
-            for x, p in zip(xs, points, strict=True)
+            for x, p in zip(xs_points, points, strict=True)
             if math.isfinite(p.per_request_tps)
         ]
         user_xs, user_ys = [x for x, _ in user], [y for _, y in user]
         if len(points) > 1:
-            fig.plot(xs, total, color=colours.total, marker="braille")
+            fig.plot(xs_points, total, color=colours.total, marker="braille")
         if len(user) > 1:
             fig.plot(user_xs, user_ys, color=colours.per_request, marker="braille", yside="right")
-        fig.scatter(xs, total, color=colours.total, marker="•")
+        if base:
+            base_xs, base_ys = [x_of(v) for v, _ in base], [t for _, t in base]
+            if len(base) > 1:
+                fig.plot(base_xs, base_ys, color=colours.axes, marker="braille")
+            fig.scatter(base_xs, base_ys, color=colours.axes, marker="∘")
+        fig.scatter(xs_points, total, color=colours.total, marker="•")
         if user:
             fig.scatter(user_xs, user_ys, color=colours.per_request, marker="·", yside="right")
-        for p, x in zip(points, xs, strict=True):
+        for p, x in zip(points, xs_points, strict=True):
             if p.level_id == current_level_id:
                 fig.scatter([x], [p.output_tps], color=colours.current, marker="●")
         if knee_value is not None and knee_value > 0:
@@ -176,7 +185,7 @@ class Plot:
         pad = (hi - lo) * 0.05 or 0.5
         fig.xlim(lo - pad, hi + pad)
         rows = max(2, height // 4)
-        left_top = max(max(total), 1.0) * 1.05
+        left_top = max(max(total), *(t for _, t in base), 1.0) * 1.05
         right_top = max(max(user_ys, default=1.0), 1.0) * 1.05
         left = nice_ticks(left_top, rows)
         right = nice_ticks(right_top, rows)

@@ -17,16 +17,18 @@ from textual.theme import Theme
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.demo import DemoError, running_demo
 from tui.engine.config import LoadTarget
+from tui.engine.sessions.baseline import Baseline
+from tui.engine.sessions.schedule import Schedule
 from tui.options import (
     UsageError,
     demo_from_args,
-    engine_options_from_args,
     initial_load,
     target_from_args,
     url_note,
     workload_from_args,
 )
 from tui.outputs import check_outputs
+from tui.session_options import baseline_from_args, recording_engine_options, schedule_from_args
 from tui.shutdown import Terminated, exit_status, say, signals_as_interrupt
 
 
@@ -42,14 +44,16 @@ def run_from_args(ns: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the live app needs a terminal; for a headless run use `tokentop bench`")
     demo = demo_from_args(ns)
-    load = initial_load(ns, demo=demo is not None)
+    schedule = schedule_from_args(ns)
+    baseline = baseline_from_args(ns)
+    load = initial_load(ns, demo=demo is not None) if schedule is None else schedule.changes[0].target
     requests_log = Path(ns.requests_log) if ns.requests_log else None
     output = Path(ns.output) if ns.output else None
     metrics_log = Path(ns.server_metrics_log) if ns.server_metrics_log else None
     check_outputs(output=output, requests_log=requests_log, server_metrics_log=metrics_log)
     try:
         with running_demo(demo) as demo_url:
-            return _run_app(ns, demo_url, load, themes, theme.name, output, requests_log)
+            return _run_app(ns, demo_url, load, themes, theme.name, output, requests_log, schedule, baseline)
     except KeyboardInterrupt as exc:  # a signal before or after the app ran: the engine is stopped
         return exit_status(exc)
     except DemoError as exc:
@@ -65,6 +69,8 @@ def _run_app(
     theme: str,
     output: Path | None,
     requests_log: Path | None,
+    schedule: Schedule | None = None,
+    baseline: Baseline | None = None,
 ) -> int:
     """The engine and the app, against ``demo_url`` or ``--url``; the engine is stopped however it ends."""
     target = target_from_args(ns, demo_url=demo_url)
@@ -81,7 +87,7 @@ def _run_app(
         load,
         workers=ns.workers,
         requests_log=requests_log,
-        options=engine_options_from_args(ns),
+        options=recording_engine_options(ns),
     )
     try:
         engine.start()
@@ -94,6 +100,8 @@ def _run_app(
             freeze_gc=True,
             slo_ttft_ms=ns.slo_ttft_ms,
             slo_tpot_ms=ns.slo_tpot_ms,
+            schedule=[] if schedule is None else [(c.at_s, c.target) for c in schedule.changes[1:]],
+            baseline=baseline,
         )
         signalled: list[int] = []
 

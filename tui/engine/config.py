@@ -281,6 +281,12 @@ class EngineOptions:
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
     placement: RayPlacement | None = None
     """Where the workers run: None, local processes; else on a Ray cluster."""
+    record: str | None = None
+    """Where the handle records the run's session (`tui.engine.sessions`); None: not recorded."""
+    record_text: bool = False
+    """The session keeps the streamed text too (a replay then draws the lanes' text)."""
+    record_label: str = ""
+    """The session's label (``--label``), shown by ``tokentop sessions`` and in its file name."""
 
 
 def normalise_base_url(url: str, *, add_v1: bool = True) -> str:

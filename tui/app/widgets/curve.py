@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
 
@@ -23,6 +24,7 @@ class ThroughputCurve(PlotPane):
         "curve--total",
         "curve--per-request",
         "curve--knee",
+        "curve--baseline",
     }
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -32,6 +34,9 @@ class ThroughputCurve(PlotPane):
         self._knee: Knee | None = None
         self._tps = 0.0
         self._mode = "concurrency"
+        self.baseline: Callable[[str], list[tuple[float, float]]] | None = None
+        """``--baseline``: its (load, tok/s) points in a mode, drawn as a second series."""
+        self._baseline: tuple[tuple[float, float], ...] = ()
         self.component_style = ComponentStyles(self)
 
     def show(self, snap: Snapshot) -> None:
@@ -43,12 +48,13 @@ class ThroughputCurve(PlotPane):
             knee if knee is not None and any(lv.level_id == knee.level_id for lv in self._levels) else None
         )
         self._tps = snap.output_tps
+        self._baseline = tuple(self.baseline(self._mode)) if self.baseline is not None else ()
         title = "tok/s vs " + {"concurrency": "users (concurrency)", "trace": "speed-up (trace x)"}.get(
             self._mode, "offered req/s"
         )
         if self.border_title != title:
             self.border_title = title
-        self.set_data_key((self._levels, self._level_id, self._knee))
+        self.set_data_key((self._levels, self._level_id, self._knee, self._baseline))
         self.refresh_header()
 
     def set_note(self, note: str) -> None:
@@ -74,6 +80,8 @@ class ThroughputCurve(PlotPane):
         legend.append("• total tok/s (left)", style=self.component_style("curve--total"))
         legend.append("  ")
         legend.append("· per req (right)", style=self.component_style("curve--per-request"))
+        if self.baseline is not None:
+            legend.append("  ∘ baseline", style=self.component_style("curve--baseline"))
         if self._knee is not None:
             unit = {"concurrency": "users", "trace": "x speed"}.get(self._mode, "req/s")
             knee_style = self.component_style("curve--knee")
@@ -93,4 +101,6 @@ class ThroughputCurve(PlotPane):
             axes=self.colour("plot-axes"),
         )
         knee = self._knee.value if self._knee is not None else None
-        return partial(self._plot.curve, self._levels, self._level_id, knee, width, height, colours)
+        return partial(
+            self._plot.curve, self._levels, self._level_id, knee, width, height, colours, self._baseline
+        )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -32,6 +33,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("ttfa", "TTFA p50/90/99"),
 )
 """Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
+BASE_COLUMN = ("base", "vs base tok/s/TTFT99")
+"""With ``--baseline``: after tok/s, the change from the baseline's level at the same load."""
 CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
 FIXED_COLUMNS = 1
@@ -40,8 +43,8 @@ CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state", "n",
-                "len", "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "base", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state",
+                "n", "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
@@ -152,8 +155,9 @@ def level_cells(
     knee: Knee | None,
     convention: ItlConvention,
     server: Mapping[str, float | None] | None = None,
+    base: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """Pure: the text of each cell of a level's row."""
+    """Pure: the text of each cell of a level's row (``base``: the baseline's level at its load)."""
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
     if knee is not None and knee.level_id == level.level_id:
         marks += " ◆"
@@ -174,7 +178,21 @@ def level_cells(
         "len": lengths(level),
         "ttfa": triple(level.ttfa),
         "cache": cache_cell(level),
+        "base": base_cell(level, base),
     }
+
+
+def base_cell(level: LevelView, base: Mapping[str, Any] | None) -> str:
+    """The change of tok/s and TTFT p99 from the baseline's level at the same load ("-" with none)."""
+    if base is None:
+        return "-"
+    from tui.engine.sessions.baseline import percent_change
+
+    parts = []
+    for now, key in ((level.output_tps, "output_throughput"), (level.ttft.p99, "p99_ttft_ms")):
+        pct = percent_change(base.get(key), now)
+        parts.append("-" if pct is None else f"{pct:+.0f}%")
+    return " ".join(parts)
 
 
 def cache_cell(level: LevelView) -> str:
@@ -200,6 +218,8 @@ class LevelTable(DataTable[Text]):
         self.fixed_columns = FIXED_COLUMNS
         self._shown: dict[tuple[str, str], str] = {}
         self._followed = -1
+        self.baseline: Callable[[LevelView], Mapping[str, Any] | None] | None = None
+        """Set before mounting (``--baseline``): the baseline's level for a level, and its column shows."""
         self._columns = COLUMNS
         """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate); in the
         wide layout only those that fit whole (`fitting`), the small one scrolls sideways instead."""
@@ -229,8 +249,19 @@ class LevelTable(DataTable[Text]):
         if any(lv.cache_hit_rate is not None for lv in levels):
             at = [key for key, _ in COLUMNS].index("len") + 1
             every = (*COLUMNS[:at], CACHE_COLUMN, *COLUMNS[at:])  # beside ISL/OSL, not off at the far right
+        if self.baseline is not None:  # beside tok/s, the figure it compares first
+            at = [key for key, _ in every].index("tps") + 1
+            every = (*every[:at], BASE_COLUMN, *every[at:])
+        baseline = self.baseline
         all_cells = {
-            lv.level_id: level_cells(lv, current_id, knee, convention, (server or {}).get(lv.level_id))
+            lv.level_id: level_cells(
+                lv,
+                current_id,
+                knee,
+                convention,
+                (server or {}).get(lv.level_id),
+                baseline(lv) if baseline is not None else None,
+            )
             for lv in levels
         }
         width = self.scrollable_content_region.width

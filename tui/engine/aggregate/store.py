@@ -22,7 +22,7 @@ in its own module:
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -105,6 +105,9 @@ class Store:
         """Workers whose node went away (`lose_workers`): no longer waited for by the level views."""
         self.seq = 0
         self._views = ViewMaker(heavy_interval_s)
+        self.on_views: Callable[[int, bool], None] | None = None
+        """Called with ``now_ns`` and ``force`` whenever `refresh_views` publishes a new bundle (a session
+        records when, so its replay recomputes the views at the same moments and shows the same figures)."""
 
     # --- levels -------------------------------------------------------------------------------
 
@@ -264,7 +267,11 @@ class Store:
             slo_ttft_ms=self.slo_ttft_ms,
             slo_tpot_ms=self.slo_tpot_ms,
         )
-        return self._views.refresh(now_ns, self.levels, self.series, inputs, force=force)
+        before = self._views.views
+        views = self._views.refresh(now_ns, self.levels, self.series, inputs, force=force)
+        if views is not before and self.on_views is not None:
+            self.on_views(now_ns, force)
+        return views
 
     @property
     def views(self) -> Views:

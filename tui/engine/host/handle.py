@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from tui.engine.host.ray_pool import RayWorkerPool
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
+    from tui.engine.sessions.recorder import SessionRecorder
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
@@ -123,6 +124,8 @@ class EngineHandle(EngineBase):
         self._stopping = False
         self._stopped = False
         self._scrape = ServerScrape()
+        self._session: SessionRecorder | None = None
+        self._session_path: Path | None = None
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
 
@@ -151,20 +154,23 @@ class EngineHandle(EngineBase):
             self.started_at = time.time()
             self._store = self._new_store(t0)
             self._level_id = 1
-            self._store.begin_level(1, self._load, t0)
+            self._open_session(t0)
+            self._begin_level(1, self._load, t0)
             if self._load.paused:
-                self._store.end_level(t0)
+                self._end_level(t0)
             if self._ray is not None:
-                self._store.add_notice(placement_line(self._ray.nodes(t0)))
+                self._note(placement_line(self._ray.nodes(t0)))
             if self.requests_log_path is not None:
                 self._log = RequestsLogFile(self.requests_log_path)
         if self.options.server_metrics:
+            session = self._session
             self._scrape.start(
                 self.target,
                 self.options,
                 on_notice=self._server_notice,
                 on_canary_record=self._canary_record,
                 canary_words=self.workload.isl,
+                on_scrape=session.scrape if session is not None else None,
             )
         ensure_resource_tracker()
         self._reader.open_wake()
@@ -179,17 +185,64 @@ class EngineHandle(EngineBase):
             if not self._started or self._stopping:
                 return
             now = time.perf_counter_ns()
+            if self._session is not None:
+                self._session.load(now, target)
             new_level = False
             if target.paused:
                 if not old.paused:
-                    self._store.end_level(now)
+                    self._end_level(now)
             elif old.paused or _level_key(old) != _level_key(target):
                 self._level_id += 1
-                self._store.begin_level(self._level_id, target, now)
+                self._begin_level(self._level_id, target, now)
                 new_level = True
             self._trace.retarget(target, now, new_level=new_level)
             self._send_shares()
             self._reader.await_views(self._store)
+
+    def _open_session(self, t0_ns: int) -> None:
+        """Under the lock, at start: begin recording the run's session (``options.record``); a session that
+        cannot be created is a notice, and the run goes on unrecorded."""
+        if self.options.record is None:
+            return
+        from tui.engine.sessions.recorder import SessionRecorder
+
+        try:
+            self._session = SessionRecorder(
+                Path(self.options.record),
+                target=self.target,
+                workload=self.workload,
+                load=self._load,
+                options=self.options,
+                workers=self.workers,
+                t0_ns=t0_ns,
+                started_at_s=self.started_at or time.time(),
+            )
+            self._session_path = self._session.path
+            self._store.on_views = self._session.views
+        except OSError as exc:
+            self._store.add_notice(f"cannot record the session {self.options.record}: {exc.strerror or exc}")
+
+    @property
+    def session_path(self) -> Path | None:
+        """Where this run's session is being recorded, or None."""
+        return self._session_path
+
+    def mark(self, label: str) -> None:
+        """Add a mark with a short label to the session at this moment (shown by a replay)."""
+        if self._session is not None:
+            self._session.mark(time.perf_counter_ns(), label)
+
+    def _begin_level(self, level_id: int, target: LoadTarget, t_ns: int) -> None:
+        """Under the lock: a new level in the store, and in the session."""
+        if self._session is not None:
+            self._session.level("begin", t_ns, level_id, target)
+        self._store.begin_level(level_id, target, t_ns)
+
+    def _end_level(self, t_ns: int) -> None:
+        """Under the lock: the current level ends, in the store and in the session."""
+        if self._session is not None:
+            self._session.level("end", t_ns)
+        self._store.end_level(t_ns)
 
     @property
     def level_id(self) -> int:
@@ -280,7 +333,13 @@ class EngineHandle(EngineBase):
     def _server_notice(self, message: str) -> None:
         """The poller's one line (metrics missing, log unwritable) joins the run's notices: shown, saved."""
         with self._lock:
-            self._store.add_notice(message)
+            self._note(message)
+
+    def _note(self, message: str) -> None:
+        """Under the lock: a notice of the handle's own, in the store and in the session."""
+        if self._session is not None:
+            self._session.notice(time.perf_counter_ns(), message)
+        self._store.add_notice(message)
 
     def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
         """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
@@ -293,7 +352,7 @@ class EngineHandle(EngineBase):
             first = not self._stopping
             self._stopping = True
             if first:
-                self._store.end_level(time.perf_counter_ns())
+                self._end_level(time.perf_counter_ns())
             self._pool.send_all(Stop(drain, timeout_s))
         if self._thread is not None:
             self._thread.join(timeout_s + 5.0)
@@ -307,6 +366,23 @@ class EngineHandle(EngineBase):
                 self._fatal = self._fatal or error
                 self._log = None
             self._stopped = True
+        self._close_session()
+
+    def _close_session(self) -> None:
+        """After the workers are joined: the results and the end marker go into the session, which closes."""
+        session, self._session = self._session, None
+        if session is None:
+            return
+        if self._fatal:
+            session.fatal(time.perf_counter_ns(), self._fatal)
+        try:
+            from tui.engine.results.files import to_json
+
+            session.results(to_json(self.results()))
+        finally:
+            session.close()
+        if session.error is not None:
+            self._fatal = self._fatal or session.error
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""
@@ -323,6 +399,8 @@ class EngineHandle(EngineBase):
                 self._fatal = str(exc)
                 return
             self._model = model
+            if self._session is not None:
+                self._session.model(time.perf_counter_ns(), model)
             if self.options.isl_probe and skip_reason(self.workload) is None:  # results say why not
                 self._probe_isl(model)
             with self._lock:
@@ -350,7 +428,12 @@ class EngineHandle(EngineBase):
         probe = probe_isl(self.target, self.workload, model)
         with self._lock:
             self.workload = probe.workload
+            now = time.perf_counter_ns()
+            if self._session is not None:
+                self._session.workload(now, probe.workload)
             if probe.notice is not None:
+                if self._session is not None:
+                    self._session.notice(now, probe.notice)
                 self._store.add_notice(probe.notice)
 
     def _workers_up(self) -> None:
@@ -387,6 +470,8 @@ class EngineHandle(EngineBase):
         for it; once every worker of that node is in, one line, and the policy: stop the run, or split the
         load over the survivors as a new level."""
         with self._lock:
+            if self._session is not None:
+                self._session.lose_workers(time.perf_counter_ns(), [worker], lost.at_ns)
             in_flight, records = self._store.lose_workers([worker], lost.at_ns)
             log = self._log
             node_in_flight = self._lost_nodes.add(worker, lost, in_flight)
@@ -398,7 +483,7 @@ class EngineHandle(EngineBase):
     def _node_lost(self, lost: WorkerLost, in_flight: int) -> None:
         """Under the lock: every worker of ``lost.node`` is accounted for."""
         line = lost_line(lost, in_flight, self.workers, self._level_id, self._store.t0_ns)
-        self._store.add_notice(line)
+        self._note(line)
         if self._stopping:
             return
         survivors = self.workers - len(self._store.lost_workers)
@@ -406,12 +491,12 @@ class EngineHandle(EngineBase):
         if policy == "stop" or survivors == 0:
             self._interrupted_by = "node_lost"
             self._fatal = self._fatal or line
-            self._store.end_level(lost.at_ns)
+            self._end_level(lost.at_ns)
             return
         if not self._load.paused:
             self._level_id += 1
-            self._store.begin_level(self._level_id, self._load, time.perf_counter_ns())
-            self._store.add_notice(f"load re-split over {survivors} workers as level {self._level_id}")
+            self._begin_level(self._level_id, self._load, time.perf_counter_ns())
+            self._note(f"load re-split over {survivors} workers as level {self._level_id}")
         self._send_shares()
 
     def _lost(self, message: str) -> None:
@@ -431,6 +516,8 @@ class EngineHandle(EngineBase):
     def _take(self, batch: Batch) -> None:
         """A worker's batch: into the store and the requests log; the guard or the store may halt the load."""
         with self._lock:
+            if self._session is not None:
+                self._session.batch(batch)
             records = self._store.ingest(batch)
             log = self._log
             # the guard's rejected key or certificate, or the store's "every request fails" with a non-429
@@ -450,7 +537,7 @@ class EngineHandle(EngineBase):
         self._halted = True
         self._fatal = self._fatal or reason
         if not self._load.paused:
-            self._store.end_level(time.perf_counter_ns())
+            self._end_level(time.perf_counter_ns())
         self._send_shares()
 
 

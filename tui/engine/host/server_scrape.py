@@ -4,7 +4,7 @@ closed together, so the load engine and `tokentop watch` start and stop them the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from tui.engine.config import EngineOptions, TargetConfig
@@ -45,9 +45,11 @@ class ServerScrape:
         on_notice: Callable[[str], None],
         on_canary_record: Callable[[dict[str, Any]], None] | None = None,
         canary_words: int = 32,
+        on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
     ) -> None:
         """Open ``options.server_metrics_log`` (if any) and start polling (the first scrape is immediate);
-        the poller's one-line notices (metrics missing, log unwritable) go to ``on_notice``. With
+        the poller's one-line notices (metrics missing, log unwritable) go to ``on_notice``, and each
+        scrape's time, body and GPU gauges to ``on_scrape`` (a session records them). With
         ``options.canary_rate``, start the canary too (prompts of ``canary_words`` words), each finished
         canary request's requests-log line going to ``on_canary_record``."""
         if self._poller is not None:
@@ -68,8 +70,12 @@ class ServerScrape:
         if options.server_metrics_log is not None:
             self._log = open(options.server_metrics_log, "ab")  # noqa: SIM115 - closed in stop()
         self._poller = poller_for(
-            target, options, on_notice=on_notice, log=self._log, history=SERVER_HISTORY
+            target, options, on_notice=on_notice, log=self._log, history=SERVER_HISTORY, on_scrape=on_scrape
         ).start()
+
+    def attach(self, poller: ServerMetricsPoller) -> None:
+        """Read views from ``poller``, which someone else feeds (a replay's `ServerMetricsPoller.take`)."""
+        self._poller = poller
 
     def latest(self) -> ServerView | None:
         """The view as last scraped (with the canary's live figures), or None before `start`."""

@@ -33,7 +33,7 @@ from tui.engine.load.runner import LoadRunner
 from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, run_request
 from tui.engine.stream.openai import StreamAccumulator
-from tui.engine.stream.transport import make_client
+from tui.engine.stream.transport import make_client, stream_transport
 from tui.engine.traces import TraceRequest
 from tui.engine.wire import (
     ApplyShare,
@@ -281,7 +281,10 @@ class Worker:
         sender = threading.Thread(target=self._sender, name="tokentop-sender", daemon=True)
         sender.start()
         spec = self.spec
-        client = make_client(spec.target, self.options.transport)
+        # The httpx client (over aiohttp: its import and TLS contexts are most of a worker's start-up) only
+        # where httpx carries the streams; on the protocol path no request of a worker uses it.
+        carrier = stream_transport(spec.target, self.options.transport)
+        client = make_client(spec.target, self.options.transport) if carrier.name != "protocol" else None
         self.session = RequestSession(
             client, spec.target, spec.workload, spec.model, worker=self.index, workers=self.workers,
             notice=self.notices.append, transport=self.options.transport,
@@ -320,7 +323,8 @@ class Worker:
             self.outbox.put(None)
             with contextlib.suppress(Exception):
                 await self.session.aclose()
-                await client.aclose()
+                if client is not None:
+                    await client.aclose()
             await loop.run_in_executor(None, sender.join, 5.0)
 
 

@@ -109,10 +109,12 @@ def collect_results(
     scrape: Scrape,
     *,
     interrupted: str | None,
+    now_ns: int | None = None,
 ) -> Results:
     """Called under the engine's lock. The level views are forced fresh before ``snapshot`` is taken, so
-    the snapshot shows them; ``interrupted`` says why the run was cut short, None when it finished."""
-    now = time.perf_counter_ns()
+    the snapshot shows them; ``interrupted`` says why the run was cut short, None when it finished.
+    ``now_ns``: the engine's clock (a replay's recorded time), else now."""
+    now = time.perf_counter_ns() if now_ns is None else now_ns
     fresh: Sequence[tuple[LevelView, dict[str, Any]]] = store.level_views(now, force=True)
     snap = snapshot()
     marked = {lv.level_id: lv for lv in snap.levels}  # the same views, client-limited levels marked

@@ -88,6 +88,7 @@ class ServerMetricsPoller:
         transport: httpx.BaseTransport | None = None,
         log: IO[bytes] | None = None,
         gpu: GpuSource | None = None,
+        on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
     ) -> None:
         """`base_url`: the OpenAI base (`.../v1`); `metrics_url` overrides where to scrape. `window_s`: the
         live view's window for rates and quantiles. `history`: readings kept (600 at 1 Hz = 10 minutes).
@@ -107,6 +108,8 @@ class ServerMetricsPoller:
         self._transport = transport
         self._log = log
         self._gpu = gpu
+        self._on_scrape = on_scrape
+        """Called with each good scrape's time, body and GPU gauges (a session records them)."""
         self._slots_on = True
         self._ring: deque[Reading] = deque(maxlen=history)
         self._holds: dict[str, Hold] = {}
@@ -178,9 +181,7 @@ class ServerMetricsPoller:
                 self._fail(client, MISSING, f"GET {self.url} answered {response.status_code}")
                 return False
             text = response.text
-            kind = detect_kind(list(sample_names(text)))
-            server_map = MAPS.get(kind)
-            families = parse_text(text, server_map.families() | FAMILIES if server_map is not None else None)
+            kind, families = self._parse(text)
         except NotPrometheusError as exc:
             self._fail(client, MISSING, f"GET {self.url}: {exc}")
             return False
@@ -192,24 +193,45 @@ class ServerMetricsPoller:
             return False
         # Midway between send and receipt: the instant the server most likely read its state.
         t_ns = (sent_ns + got_ns) // 2
+        gpu = self._gpu.read(client) if self._gpu is not None else {}
+        if self._on_scrape is not None:
+            self._on_scrape(t_ns, text, gpu)
+        self._publish(kind, families, t_ns, gpu)
+        if kind == LLAMACPP:
+            self._view = replace(self._view, slots=self._read_slots(client))
+        self._write_log(self._view, t_ns)
+        return True
+
+    @staticmethod
+    def _parse(text: str) -> tuple[str, Any]:
+        kind = detect_kind(list(sample_names(text)))
+        server_map = MAPS.get(kind)
+        return kind, parse_text(text, server_map.families() | FAMILIES if server_map is not None else None)
+
+    def take(self, t_ns: int, text: str, gpu: Mapping[str, float] | None = None) -> None:
+        """Publish the view of a ``/metrics`` body scraped at ``t_ns`` by someone else (a session's replay),
+        with the GPU gauges read beside it: the same parse and view as a live scrape. A body that does not
+        parse is skipped, as live."""
+        try:
+            kind, families = self._parse(text)
+        except Exception:
+            return
+        self._publish(kind, families, t_ns, gpu or {})
+
+    def _publish(self, kind: str, families: Any, t_ns: int, gpu: Mapping[str, float]) -> None:
         base = self._view
         if kind != base.kind:
             self._ring.clear()  # another server answers now: its readings do not continue the old ones
             self._holds.clear()
             base = ServerView(url=self.url, window_s=base.window_s, kind=kind, scrapes=base.scrapes)
         reading = read(families, t_ns, kind)
-        if self._gpu is not None:
-            reading = replace(reading, gauges=MappingProxyType({**reading.gauges, **self._gpu.read(client)}))
+        if gpu:
+            reading = replace(reading, gauges=MappingProxyType({**reading.gauges, **gpu}))
         reading = with_areas(reading, self._holds)
         if self._ring and restarted(self._ring[-1], reading):
             base = replace(base, resets=base.resets + 1, reset_t_ns=t_ns)
         self._ring.append(reading)
-        view = build_view(base, tuple(self._ring), model_of(families))
-        if kind == LLAMACPP:
-            view = replace(view, slots=self._read_slots(client))
-        self._view = view
-        self._write_log(self._view, t_ns)
-        return True
+        self._view = build_view(base, tuple(self._ring), model_of(families))
 
     def _read_slots(self, client: httpx.Client) -> Slots | None:
         """llama.cpp's `/slots` beside its scrape; not asked again once it answers other than 200
@@ -324,6 +346,7 @@ def poller_for(
     on_notice: Callable[[str], None],
     log: IO[bytes] | None,
     history: int = 3600,
+    on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
 ) -> ServerMetricsPoller:
     """The poller a face runs for ``target`` (not started): the engine options' URL and interval, the API
     key as a bearer token (hosted servers guard /metrics too), an hour of readings at 1 Hz by default."""
@@ -338,5 +361,6 @@ def poller_for(
         log=log,
         history=history,
         gpu=gpu,
+        on_scrape=on_scrape,
         transport=sync_transport(target),  # the same trust (--ca-cert, --insecure, proxies) as the load
     )

@@ -57,7 +57,7 @@ class RequestSession:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | None,
         target: TargetConfig,
         workload: WorkloadConfig | Workload,
         model: str,
@@ -97,6 +97,8 @@ class RequestSession:
             protocol_streams(target, self.url, headers) if self.stream_transport.name == "protocol" else None
         )
         """The protocol path's pool, or None when httpx carries the streams."""
+        if client is None and self.streams is None:
+            raise ValueError(f"the {self.stream_transport.name} path needs an httpx client for its streams")
 
     async def aclose(self) -> None:
         """Close the protocol path's connections (the httpx client is its owner's to close)."""
@@ -287,13 +289,15 @@ async def _attempt(
         return
     headers = dict(session.headers)
     headers[REQUEST_ID_HEADER] = request_id
-    request = session.client.build_request("POST", session.url, content=body, headers=headers)
+    client = session.client
+    assert client is not None  # checked when the session was made: httpx carries this stream
+    request = client.build_request("POST", session.url, content=body, headers=headers)
     if record.scheduled_ns is not None and record.scheduled_ns > time.perf_counter_ns():
         await wait_until_ns(record.scheduled_ns)  # built ahead of its time (a trace replay): sent on it
     record.send_start_ns = record.sent_ns = time.perf_counter_ns()
     token = SENDING.set(record)
     try:
-        response = await session.client.send(request, stream=True)
+        response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         kind, message, retryable = classify_exception(exc, started=False)
         if retryable:

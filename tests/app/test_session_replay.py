@@ -1,0 +1,133 @@
+"""A session recorded by the live app against the simulator, replayed with no server: the level table and
+the percentiles the replay shows at a moment are the ones the live app showed at that moment."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app.conftest import settle
+from tests.engine.engine_helpers import wait_for
+from tui.app.app import TokentopApp
+from tui.app.replay import make_replay_app
+from tui.app.themes import load_themes
+from tui.app.widgets.server import server_content
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.handle import EngineHandle
+from tui.engine.sessions.file import read_session
+from tui.engine.sessions.replay import ReplayEngine
+from tui.sim.launch import SimServer
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _shown(app: TokentopApp) -> dict[str, Any]:
+    """What the panes that carry figures show: every level-table cell and each histogram's percentiles."""
+    return {
+        "table": dict(app._table._shown),
+        "ttft": app._ttft.header_lines().plain,
+        "itl": app._itl.header_lines().plain,
+        "completed": app._snap.completed if app._snap is not None else None,
+        "server": server_content(app.engine.server_view(), app._snap).plain,
+    }
+
+
+async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) -> None:
+    session_path = tmp_path / "run.tokentop-session.gz"
+    options = EngineOptions(record=str(session_path), record_label="pilot")
+    with SimServer("flat", time_scale=4.0) as sim:
+        handle = EngineHandle(TargetConfig(base_url=sim.url), WorkloadConfig(isl=16, osl=24),
+                              LoadTarget(concurrency=2), options=options)  # fmt: skip
+        handle.start()
+        try:
+            assert handle.wait_ready(30.0)
+            app = TokentopApp(handle, themes=load_themes(), theme="dark", tick_s=3600.0, plot_thread=False)
+            async with app.run_test(size=(160, 48)) as pilot:
+                wait_for(handle, lambda s: bool(s.levels) and s.levels[-1].steady, 40, "a steady level")
+                await pilot.press("right_square_bracket")  # 4 users: a second level
+                await settle(pilot)
+                wait_for(handle, lambda s: len(s.levels) == 2 and s.levels[-1].steady, 40, "level 2 steady")
+                handle.mark("second level")
+                app.poll(force=True)
+                mid = _shown(app)
+                mid_s = app._snap.elapsed_s if app._snap is not None else 0.0
+                handle.stop()
+                app.poll(force=True)
+                await settle(pilot)
+                end = _shown(app)
+                end_s = app._snap.elapsed_s if app._snap is not None else 0.0
+        finally:
+            handle.stop()
+    assert handle.session_path == session_path
+    session = read_session(session_path)
+    assert not session.cut and session.header["label"] == "pilot"
+    replay = ReplayEngine(session)
+    replay.pause()
+    app = make_replay_app(replay, tick_s=3600.0, plot_thread=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for at_s, live in ((end_s, end), (mid_s, mid)):  # backward too: the store is rebuilt
+            replay.seek(replay.config.t0_ns + round(at_s * 1e9))
+            app.poll(force=True)
+            await settle(pilot)
+            assert _shown(app) == live
+        # the replay's keys: to the start, then to the next level, to the mark, and back a level
+        replay.seek(replay.config.t0_ns)
+        ((mark_ns, label),) = replay.marks
+        _, (second_ns, second) = replay.level_starts
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert replay.now_ns() == second_ns and app._snap is not None and app._snap.level_id == second
+        await pilot.press("n")
+        await settle(pilot)
+        assert replay.now_ns() == mark_ns and label == "second level"
+        await pilot.press("right")
+        await settle(pilot)
+        assert replay.now_ns() == min(mark_ns + 10**10, replay.end_ns)
+        await pilot.press("minus")
+        assert replay.speed == 0.5
+    assert len(end["table"]) > 10 and "p50" in end["ttft"] and "running" in end["server"]
+    assert end["completed"] >= mid["completed"] > 0
+
+
+def test_a_replay_clock_plays_at_its_speed() -> None:
+    """The replay clock runs at the speed asked, on the wall clock given, and stops at the recording's end."""
+    wall = [0]
+    session = _tiny_session()
+    replay = ReplayEngine(session, wall_ns=lambda: wall[0])
+    replay.start()
+    replay.set_speed(4.0)
+    wall[0] += 1_000_000_000
+    assert replay.now_ns() == replay.config.t0_ns + 4_000_000_000
+    replay.pause()
+    wall[0] += 1_000_000_000
+    assert replay.now_ns() == replay.config.t0_ns + 4_000_000_000
+    replay.play()
+    wall[0] += 10**12
+    assert replay.now_ns() == replay.end_ns and not replay.playing
+    assert time.perf_counter_ns() > 0
+
+
+def _tiny_session() -> Any:
+    from tui.engine.sessions.file import Session
+
+    header = {"session": 1, "t0_ns": 10**9, "schema": {}, "config": {}}
+    return _Stub(Session(Path("x"), header, [{"k": "end", "t": 10**9 + 20 * 10**9}], False))
+
+
+class _Stub:
+    def __new__(cls, session: Any) -> Any:
+        from tui.engine.sessions.codec import Encoder
+
+        enc = Encoder()
+        session.header["config"] = {
+            "target": enc.encode(TargetConfig(base_url="http://127.0.0.1:1/v1")),
+            "workload": enc.encode(WorkloadConfig()),
+            "load": enc.encode(LoadTarget()),
+            "options": enc.encode(EngineOptions()),
+            "workers": 1,
+        }
+        session.header["schema"] = enc.schema
+        return session

@@ -1,0 +1,197 @@
+"""The session file: gzip-compressed JSON lines, appended as the run goes and flushed at least once a
+second, so a crash or ``kill -9`` loses at most the last second and a reader of a cut file reads every whole
+line before the cut.
+
+The first line is the header (``{"session": FORMAT_VERSION, ...}``); each later line is one event,
+``{"k": kind, "t": perf_counter_ns, ...}``. A sync flush ends a deflate block, so the bytes on disk always
+decompress up to the last flush even without the gzip trailer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+FORMAT_VERSION = 1
+"""Raised when what a session holds changes incompatibly; a reader refuses a newer one."""
+FLUSH_EVERY_S = 1.0
+SUFFIX = ".tokentop-session.gz"
+
+
+class SessionError(ValueError):
+    """A file that is not a session this tokentop can read: one line naming the file and what is wrong."""
+
+
+class SessionWriter:
+    """Appends events to a session file; thread-safe (the reader thread, the UI and the scraper write)."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = open(path, "xb")  # noqa: SIM115 - closed in close(); never overwrite
+        self._zip = zlib.compressobj(6, zlib.DEFLATED, 31)
+        self._lock = threading.Lock()
+        self._flushed_at = time.monotonic()
+        self._last_t = 0
+        self.error: str | None = None
+        """Why recording stopped (a write failed); the run goes on."""
+        self.write({"session": FORMAT_VERSION, **header}, flush=True)
+
+    def write(self, event: dict[str, Any], *, flush: bool = False) -> None:
+        """Append one line; flush when asked or when the last flush is a second old. An event's ``t`` is
+        kept from going back (threads write in turn), so the file is in time order."""
+        with self._lock:
+            if self._file is None:
+                return
+            if "t" in event:
+                event["t"] = self._last_t = max(int(event["t"]), self._last_t)
+            try:
+                line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
+                out = self._zip.compress(line)
+                now = time.monotonic()
+                if flush or now - self._flushed_at >= FLUSH_EVERY_S:
+                    out += self._zip.flush(zlib.Z_SYNC_FLUSH)
+                    self._flushed_at = now
+                    self._file.write(out)
+                    self._file.flush()
+                elif out:
+                    self._file.write(out)
+            except (OSError, ValueError) as exc:
+                self.error = f"cannot write the session {self.path}: {exc}"
+                self._close_file()
+
+    def flush_if_due(self) -> None:
+        """Flush if a second has passed since the last (called by a timer when nothing else writes)."""
+        with self._lock:
+            if self._file is None or time.monotonic() - self._flushed_at < FLUSH_EVERY_S:
+                return
+            try:
+                self._file.write(self._zip.flush(zlib.Z_SYNC_FLUSH))
+                self._file.flush()
+                self._flushed_at = time.monotonic()
+            except (OSError, ValueError) as exc:
+                self.error = f"cannot write the session {self.path}: {exc}"
+                self._close_file()
+
+    def close(self) -> None:
+        """Finish the gzip stream and close. Idempotent."""
+        with self._lock:
+            if self._file is None:
+                return
+            try:
+                self._file.write(self._zip.flush(zlib.Z_FINISH))
+            except (OSError, ValueError) as exc:
+                self.error = f"cannot write the session {self.path}: {exc}"
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+
+def _lines(path: Path) -> Iterator[tuple[bytes, bool]]:
+    """(line, whole) for each line of the decompressed file; a cut stream yields what it decompresses."""
+    unzip = zlib.decompressobj(31)
+    rest = b""
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                data = rest + unzip.decompress(chunk)
+                *lines, rest = data.split(b"\n")
+                for line in lines:
+                    yield line, True
+                if unzip.eof:
+                    break
+    except zlib.error as exc:
+        raise SessionError(f"{path}: not a tokentop session (not gzip: {exc})") from None
+    if rest:
+        yield rest, False
+
+
+class BatchEvent(dict[str, Any]):
+    """A worker batch's event, kept as its JSON line and parsed each time its ``"b"`` is read: the batches
+    are nearly all of a session, and parsed whole they took about six times the line's size in memory."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes, t: int) -> None:
+        super().__init__(k="b", t=t)
+        self.raw = raw
+
+    def __missing__(self, key: str) -> Any:
+        if key != "b":
+            raise KeyError(key)
+        return orjson.loads(self.raw)["b"]
+
+
+class Session:
+    """A session read whole: its header, its events in order, and whether the file was cut short."""
+
+    def __init__(self, path: Path, header: dict[str, Any], events: list[dict[str, Any]], cut: bool) -> None:
+        self.path = path
+        self.header = header
+        self.events = events
+        self.cut = cut
+        """The file ends before the run's end (a crash, ``kill -9``): everything before the cut is here."""
+
+    @property
+    def start_ns(self) -> int:
+        return int(self.header["t0_ns"])
+
+    @property
+    def end_ns(self) -> int:
+        return int(self.events[-1]["t"]) if self.events else self.start_ns
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("k") == kind]
+
+
+def read_session(path: Path) -> Session:
+    """Read ``path``; `SessionError` (one line) for a file that is not a session, or one too new."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+    except OSError as exc:
+        raise SessionError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if magic != b"\x1f\x8b":
+        if magic[:1] == b"{":
+            raise SessionError(f"{path}: a results file, not a session (sessions are *{SUFFIX})")
+        raise SessionError(f"{path}: not a tokentop session")
+    header: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = []
+    cut = True
+    for line, whole in _lines(path):
+        if not whole:
+            break  # the half-written line at a cut
+        try:
+            obj = orjson.loads(line)
+            if header is not None and obj.get("k") == "b":
+                obj = BatchEvent(bytes(line), int(obj["t"]))
+        except orjson.JSONDecodeError:
+            raise SessionError(f"{path}: not a tokentop session (a line is not JSON)") from None
+        if header is None:
+            if not isinstance(obj, dict) or "session" not in obj:
+                raise SessionError(f"{path}: not a tokentop session (no session header)")
+            version = obj["session"]
+            if not isinstance(version, int) or version > FORMAT_VERSION:
+                raise SessionError(
+                    f"{path}: session format {version} is newer than this tokentop reads "
+                    f"({FORMAT_VERSION}); upgrade tokentop"
+                )
+            header = obj
+            continue
+        events.append(obj)
+        if obj.get("k") == "end":
+            cut = False
+    if header is None:
+        raise SessionError(f"{path}: an empty or cut session (no header)")
+    return Session(path, header, events, cut)

@@ -1,0 +1,163 @@
+"""`SessionRecorder`: what the engine's handle writes to its session as the run goes. Each worker `Batch`
+is written as the handle ingests it, in the same order as the level changes, so a fresh `Store` fed the
+same events on the recorded clock holds the same figures (`tui.engine.sessions.replay`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tui import __version__
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.sessions.codec import Encoder, recordable_classes
+from tui.engine.sessions.file import SessionWriter
+from tui.engine.sessions.stamps import stamp_counts
+from tui.engine.wire import Batch
+
+NO_TEXT = {"LaneDelta": ("text", "reasoning")}
+"""Without ``--record-text`` the streamed text is left out (the lanes replay their timing, blank)."""
+SECRETS = {"TargetConfig": ("api_key",)}
+"""Never written: the API key (the header names are kept, their values are not: see `_safe_target`)."""
+
+
+def _safe_target(target: TargetConfig) -> TargetConfig:
+    from dataclasses import replace
+
+    return replace(target, api_key=None, headers=tuple((name, "") for name, _ in target.headers))
+
+
+class SessionRecorder:
+    """One run's session: the header at start, then events; `close` ends it. Writes never raise: a failed
+    write stops the recording (`error` says why) and the run goes on."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        target: TargetConfig,
+        workload: WorkloadConfig,
+        load: LoadTarget,
+        options: EngineOptions,
+        workers: int,
+        t0_ns: int,
+        started_at_s: float,
+    ) -> None:
+        drop: dict[str, tuple[str, ...]] = dict(SECRETS)
+        if not options.record_text:
+            drop.update(NO_TEXT)
+        self._enc = Encoder(drop=drop)
+        config = {
+            "target": self._enc.encode(_safe_target(target)),
+            "workload": self._enc.encode(workload),
+            "load": self._enc.encode(load),
+            "options": self._enc.encode(options),
+            "workers": workers,
+        }
+        # the schema of every class a batch can hold (any added later too), known before the first batch
+        for cls in recordable_classes():
+            self._enc.schema.setdefault(cls.__name__, _field_names(cls))
+        header = {
+            "tokentop": __version__,
+            "label": options.record_label,
+            "started_at_s": started_at_s,
+            "t0_ns": t0_ns,
+            "url": target.base_url,
+            "config": config,
+            "schema": self._enc.schema,
+        }
+        from tui.engine.secrets import display_url
+
+        header["url"] = display_url(target.base_url)
+        self._writer = SessionWriter(path, header)
+        self.path = path
+        self._lock = threading.Lock()
+        self._ticker_stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="tokentop-session-flush", daemon=True)
+        self._ticker.start()
+
+    @property
+    def error(self) -> str | None:
+        return self._writer.error
+
+    def _tick(self) -> None:
+        while not self._ticker_stop.wait(0.5):
+            self._writer.flush_if_due()
+
+    def _event(self, kind: str, t_ns: int, **data: Any) -> None:
+        self._writer.write({"k": kind, "t": t_ns, **data})
+
+    def batch(self, batch: Batch) -> None:
+        """A worker batch, as the handle ingests it now (field names in the header's schema). A stream's
+        chunk stamps are written once, in its finished record: its lane deltas carry only their count
+        (`tui.engine.sessions.stamps` puts them back), which halves a session."""
+        lanes = [stamp_counts(d) for d in batch.lanes]
+        self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch._replace(lanes=lanes))["v"])
+
+    def views(self, t_ns: int, force: bool) -> None:
+        """The store published new views computed at ``t_ns`` (`Store.on_views`)."""
+        if force:
+            self._event("v", t_ns, force=True)
+        else:
+            self._event("v", t_ns)
+
+    def level(self, op: str, t_ns: int, level_id: int = 0, target: LoadTarget | None = None) -> None:
+        """``begin`` (a new level at ``target``) or ``end`` (the current level ends: pause, stop)."""
+        extra: dict[str, Any] = {}
+        if target is not None:
+            extra = {"id": level_id, "target": self._enc.encode(target)}
+        self._event("level", t_ns, op=op, **extra)
+
+    def load(self, t_ns: int, target: LoadTarget) -> None:
+        """The target as set (also a pause, which starts no level)."""
+        self._event("load", t_ns, target=self._enc.encode(target))
+
+    def model(self, t_ns: int, model: str) -> None:
+        self._event("model", t_ns, model=model)
+
+    def workload(self, t_ns: int, workload: WorkloadConfig) -> None:
+        """The workload after the ISL probe calibrated it (what the results describe)."""
+        self._event("workload", t_ns, workload=self._enc.encode(workload))
+
+    def lose_workers(self, t_ns: int, workers: list[int], at_ns: int) -> None:
+        """Workers whose node went away at ``at_ns`` (`Store.lose_workers`)."""
+        self._event("lost", t_ns, workers=workers, at=at_ns)
+
+    def notice(self, t_ns: int, text: str) -> None:
+        self._event("notice", t_ns, text=text)
+
+    def mark(self, t_ns: int, label: str) -> None:
+        self._writer.write({"k": "mark", "t": t_ns, "label": label}, flush=True)
+
+    def scrape(self, t_ns: int, text: str, gpu: Mapping[str, float]) -> None:
+        """The server's ``/metrics`` body as scraped at ``t_ns``, with the GPU gauges read beside it (the
+        server pane replays from them)."""
+        if gpu:
+            self._event("scrape", time.perf_counter_ns(), at=t_ns, text=text, gpu=dict(gpu))
+        else:
+            self._event("scrape", time.perf_counter_ns(), at=t_ns, text=text)
+
+    def fatal(self, t_ns: int, text: str) -> None:
+        self._event("fatal", t_ns, text=text)
+
+    def results(self, doc: dict[str, Any]) -> None:
+        self._event("results", time.perf_counter_ns(), doc=doc)
+
+    def close(self) -> None:
+        """Write the end marker and finish the file. Idempotent."""
+        with self._lock:
+            if self._ticker_stop.is_set():
+                return
+            self._ticker_stop.set()
+        self._writer.write({"k": "end", "t": time.perf_counter_ns()})
+        self._writer.close()
+
+
+def _field_names(cls: type) -> list[str]:
+    import dataclasses
+
+    if hasattr(cls, "_fields"):
+        return list(cls._fields)
+    return [f.name for f in dataclasses.fields(cls)]

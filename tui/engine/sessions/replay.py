@@ -1,0 +1,322 @@
+"""`ReplayEngine`: the `tui.engine.api.Engine` of a recorded session, with no server. It feeds the
+session's events (worker batches, level changes, scrapes) into a fresh `Store` and scrape view on the
+recorded clock, so what a face shows at a moment of the recording is what the live face showed then.
+
+The clock plays at a speed (paused, x1, x2, ...) and seeks: forward by feeding events, backward by
+starting again from the first event (the store only ever moves forward, as it did live).
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tui.engine.aggregate.store import Store
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.host.engine_base import EngineBase
+from tui.engine.host.length_check import LengthCheck
+from tui.engine.host.server_scrape import SERVER_HISTORY, ServerScrape
+from tui.engine.sessions.codec import Decoder
+from tui.engine.sessions.file import Session, SessionError
+from tui.engine.sessions.stamps import LaneStamps, record_index
+from tui.engine.snapshot import RequestDetail, Snapshot
+
+if TYPE_CHECKING:
+    from tui.engine.results.model import Results
+
+SPEEDS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+class SessionConfig:
+    """The run's configuration as the session's header recorded it."""
+
+    def __init__(self, session: Session) -> None:
+        header = session.header
+        self.decoder = Decoder(header.get("schema", {}))
+        config = header.get("config", {})
+        try:
+            self.target: TargetConfig = self.decoder.decode(config["target"])
+            self.workload: WorkloadConfig = self.decoder.decode(config["workload"])
+            self.load: LoadTarget = self.decoder.decode(config["load"])
+            self.options: EngineOptions = self.decoder.decode(config["options"])
+            self.workers = int(config["workers"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SessionError(f"{session.path}: the session's header is unreadable ({exc})") from None
+        self.t0_ns = int(header["t0_ns"])
+        self.started_at_s = float(header.get("started_at_s", 0.0))
+        self.label = str(header.get("label", ""))
+
+
+class ReplayEngine(EngineBase):
+    """Plays a session back as an engine: `snapshot` at the replay clock; `play`, `pause`, `seek`, `speed`."""
+
+    def __init__(self, session: Session, *, wall_ns: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.session = session
+        self.config = SessionConfig(session)
+        self.target = self.config.target
+        self._wall_ns = wall_ns
+        self._events = session.events
+        self._times = [int(e["t"]) for e in self._events]
+        self.marks: list[tuple[int, str]] = [(int(e["t"]), str(e["label"])) for e in session.of_kind("mark")]
+        self.level_starts: list[tuple[int, int]] = [
+            (int(e["t"]), int(e["id"])) for e in session.of_kind("level") if e.get("op") == "begin"
+        ]
+        self._records = record_index(session, self.config.decoder)
+        self.end_ns = max(self._times[-1] if self._times else self.config.t0_ns, self.config.t0_ns)
+        self.speed = 1.0
+        self.playing = True
+        self._stopped = False
+        self._reset()
+        self._anchor_wall = wall_ns()
+        self._anchor_t = self.config.t0_ns
+
+    # --- the replay clock --------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        """A fresh store and scrape view, before the first event."""
+        cfg = self.config
+        o = cfg.options
+        self._store = Store(
+            cfg.t0_ns,
+            cfg.workers,
+            slo_ttft_ms=o.slo_ttft_ms,
+            slo_tpot_ms=o.slo_tpot_ms,
+            lag_threshold_ms=o.lag_threshold_ms,
+            cpu_threshold=o.cpu_threshold,
+            max_lanes=o.max_lanes,
+        )
+        from tui.engine.server_metrics.poller import ServerMetricsPoller
+
+        self._scrape = ServerScrape()
+        self._scraped = False
+        self._poller = ServerMetricsPoller(
+            cfg.target.base_url, metrics_url=o.metrics_url, history=SERVER_HISTORY
+        )
+        self._load = cfg.load
+        self.workload = cfg.workload
+        self._level_id = 0
+        self._model = cfg.target.model or ""
+        self._fatal: str | None = None
+        self._lengths = LengthCheck()
+        self._stamps = LaneStamps(self._records, self.config.decoder)
+        self._pos = 0
+        self._now = cfg.t0_ns
+        self._ended = False
+        """Past the end marker: the live engine had stopped, and its snapshots computed their own views."""
+
+    def now_ns(self) -> int:
+        """The replay clock (the recording's ``perf_counter_ns``), advanced by the wall clock while
+        playing."""
+        if self.playing:
+            wall = self._wall_ns()
+            t = self._anchor_t + int((wall - self._anchor_wall) * self.speed)
+            if t >= self.end_ns:
+                t = self.end_ns
+                self.playing = False
+            self._advance(t)
+        return self._now
+
+    def _rebase(self) -> None:
+        self._anchor_wall = self._wall_ns()
+        self._anchor_t = self._now
+
+    def play(self) -> None:
+        if self._now >= self.end_ns:
+            self.seek(self.config.t0_ns)
+        self.playing = True
+        self._rebase()
+
+    def pause(self) -> None:
+        self.now_ns()
+        self.playing = False
+
+    def toggle(self) -> None:
+        if self.playing:
+            self.pause()
+        else:
+            self.play()
+
+    def set_speed(self, factor: float) -> float:
+        """Multiply the speed by ``factor`` (kept within `SPEEDS`); returns the new speed."""
+        self.now_ns()
+        wanted = self.speed * factor
+        self.speed = min(SPEEDS, key=lambda s: abs(s - wanted))
+        self._rebase()
+        return self.speed
+
+    def seek(self, t_ns: int) -> None:
+        """Move the clock to ``t_ns`` (clamped to the recording): forward by feeding the events between,
+        backward by replaying from the start."""
+        self.now_ns()
+        t_ns = max(self.config.t0_ns, min(self.end_ns, t_ns))
+        if t_ns < self._now:
+            self._reset()
+        self._advance(t_ns)
+        self._rebase()
+
+    def seek_by(self, seconds: float) -> None:
+        self.seek(self.now_ns() + int(seconds * 1e9))
+
+    def seek_level(self, step: int) -> int | None:
+        """To the start of the next (``step`` 1) or previous (-1) level; its id, or None at either end."""
+        found = self._seek_to([t for t, _ in self.level_starts], step, dict(self.level_starts))
+        return None if found is None else int(found)
+
+    def seek_mark(self, step: int) -> str | None:
+        """To the next or previous mark; its label, or None when there is none that way."""
+        found = self._seek_to([t for t, _ in self.marks], step, dict(self.marks))
+        return None if found is None else str(found)
+
+    def _seek_to(self, times: Sequence[int], step: int, what: dict[int, Any]) -> Any:
+        now = self.now_ns()
+        # back: before the one we are at (a second's grace, so a repeated key keeps going back)
+        i = (
+            bisect.bisect_right(times, now)
+            if step > 0
+            else bisect.bisect_left(times, now - 1_000_000_000) - 1
+        )
+        if not 0 <= i < len(times):
+            return None
+        self.seek(times[i])
+        return what[times[i]]
+
+    def run_to_end(self) -> ReplayEngine:
+        """Feed every event (for results and compare); stops the clock at the end."""
+        self.playing = False
+        self._advance(self.end_ns)
+        return self
+
+    def _advance(self, t_ns: int) -> None:
+        events, times = self._events, self._times
+        end = bisect.bisect_right(times, t_ns)
+        for i in range(self._pos, end):
+            self._apply(events[i])
+        self._pos = max(self._pos, end)
+        self._now = max(self._now, t_ns)
+
+    def _apply(self, e: dict[str, Any]) -> None:
+        kind = e.get("k")
+        t = int(e["t"])
+        decode = self.config.decoder
+        if kind == "b":
+            self._store.ingest(self._stamps.restore(decode._build("Batch", e["b"])))
+        elif kind == "v":
+            self._store.refresh_views(t, force=bool(e.get("force")))
+        elif kind == "end":
+            self._ended = True
+        elif kind == "level":
+            if e.get("op") == "begin":
+                self._level_id = int(e["id"])
+                self._load = decode.decode(e["target"])
+                self._store.begin_level(self._level_id, self._load, t)
+            else:
+                self._store.end_level(t)
+        elif kind == "load":
+            self._load = decode.decode(e["target"])
+        elif kind == "scrape":
+            if not self._scraped:
+                self._scrape.attach(self._poller)
+                self._scraped = True
+            self._poller.take(int(e.get("at", t)), str(e["text"]), e.get("gpu"))
+        elif kind == "model":
+            self._model = str(e["model"])
+        elif kind == "workload":
+            self.workload = decode.decode(e["workload"])
+        elif kind == "lost":
+            self._store.lose_workers([int(w) for w in e["workers"]], int(e["at"]))
+        elif kind == "notice":
+            self._store.add_notice(str(e["text"]))
+        elif kind == "fatal":
+            self._fatal = str(e["text"])
+
+    # --- Engine protocol ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the clock (the recording is already open)."""
+        self._rebase()
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        return True
+
+    def set_load(self, target: LoadTarget) -> None:
+        """A replay's load is the recording's: keys that set a load do nothing."""
+
+    @property
+    def level_id(self) -> int:
+        return self._level_id
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def fatal(self) -> str | None:
+        return self._fatal or self._store.fatal
+
+    def snapshot(self) -> Snapshot:
+        """The state at the replay clock, summarised as the live handle did, with the views it had computed
+        by then (recomputed at the recorded moments, never here)."""
+        now = self.now_ns()
+        if self._ended:
+            self._store.refresh_views(now)
+        snap = self._store_snapshot(
+            now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
+        )
+        for message in self._lengths.notices(snap.levels, self.workload):
+            self._store.add_notice(message)
+        self._scrape.keep_level_summaries(snap.levels, self._store.t0_ns, now)
+        return replace(
+            snap, notices=tuple(self._store.notices), recent_errors=tuple(self._store.recent_errors)
+        )
+
+    def detail(self, request_id: int) -> RequestDetail | None:
+        return self._store.detail(request_id, self._now)
+
+    def results(self, *, interrupted: str | None = None) -> Results:
+        """The results document of what was recorded up to the replay clock."""
+        from tui.engine.host.run_config import run_info
+        from tui.engine.results.live import collect_results
+
+        info = run_info(
+            self.target,
+            self.workload,
+            self._load,
+            options=self.config.options,
+            workers=self.config.workers,
+            model=self._model,
+            started_at_s=self.config.started_at_s,
+        )
+        now = self.now_ns()
+        return collect_results(
+            self._store, self.snapshot, info, self._scrape, interrupted=interrupted, now_ns=now
+        )
+
+    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+        self.playing = False
+        self._stopped = True
+
+    def status(self) -> str:
+        """One line for the status bar: where the replay is and how it plays."""
+        at = (self._now - self.config.t0_ns) / 1e9
+        total = (self.end_ns - self.config.t0_ns) / 1e9
+        state = "▶" if self.playing else "⏸"
+        cut = ", cut short" if self.session.cut else ""
+        return f"replay {state} {at:.0f}/{total:.0f} s ×{self.speed:g}{cut}"
+
+
+def open_replay(path: Path) -> ReplayEngine:
+    """The replay of the session at ``path`` (`SessionError` for a file that is not one)."""
+    from tui.engine.sessions.file import read_session
+
+    return ReplayEngine(read_session(path))
+
+
+if TYPE_CHECKING:
+    from tui.engine.api import Engine
+
+    def _implements_engine(replay: ReplayEngine) -> Engine:
+        return replay  # mypy checks ReplayEngine against the Engine protocol here

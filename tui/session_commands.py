@@ -1,0 +1,207 @@
+"""The session subcommands: ``tokentop sessions`` (list), ``replay``, ``compare`` and ``export``, with their
+flags, and the live app's ``--baseline`` and bench's ``--schedule``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.engine.sessions.file import SUFFIX, SessionError
+
+SESSION_COMMANDS = frozenset({"sessions", "replay", "compare"})
+
+
+def add_session_commands(sub: Any) -> None:
+    """The three subcommands, on the top parser's subparsers (a session's exports are `tokentop export`'s)."""
+    ls = sub.add_parser("sessions", help="list the recorded sessions (newest last)")
+    ls.add_argument("--dir", metavar="DIR", help="where to look (default: the sessions folder)")
+    rp = sub.add_parser("replay", help="the live app's panes over a recorded session, no server")
+    rp.add_argument("session", metavar="SESSION")
+    rp.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
+    rp.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times faster (default 1)")
+    cp = sub.add_parser("compare", help="compare sessions or results files, level by level")
+    cp.add_argument("runs", nargs="+", metavar="RUN", help="sessions or results files; the first is the base")
+    cp.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
+    form = cp.add_mutually_exclusive_group()
+    form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
+    form.add_argument("--json", action="store_true", help="the comparison as JSON")
+
+
+def run_session_command(ns: argparse.Namespace) -> int:
+    """Run ``ns.command``; a bad file is one line on stderr and exit 1."""
+    try:
+        if ns.command == "sessions":
+            return list_sessions(Path(ns.dir) if ns.dir else None)
+        if ns.command == "replay":
+            from tui.app.replay import run_replay
+
+            return run_replay(Path(ns.session), theme=ns.theme, speed=ns.speed)
+        return compare_command(ns)
+    except SessionError as exc:
+        print(f"tokentop: error: {exc}", file=sys.stderr)
+        return 1
+
+
+# --- sessions -------------------------------------------------------------------------------------
+
+
+def session_summary(path: Path) -> dict[str, Any]:
+    """Date, label, URL, model, levels and knee of one session (from its results if it has them)."""
+    from tui.engine.sessions.file import read_session
+
+    s = read_session(path)
+    model = next((e["model"] for e in s.of_kind("model")), "")
+    levels = []
+    for e in s.of_kind("level"):
+        if e.get("op") == "begin":
+            t = e["target"]["v"]
+            names = s.header["schema"]["LoadTarget"]
+            target = dict(zip(names, t, strict=False))
+            levels.append(
+                f"{target['concurrency']}u" if target["mode"] == "concurrency" else f"{target['rate']:g}/s"
+            )
+    results = next((e["doc"] for e in reversed(s.events) if e.get("k") == "results"), None)
+    knee = None
+    if results is not None:
+        k = (results.get("saturation") or {}).get("knee")
+        knee = None if k is None else k.get("value")
+    return {
+        "path": str(path),
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(s.header.get("started_at_s", 0))),
+        "label": s.header.get("label", ""),
+        "url": s.header.get("url", ""),
+        "model": model,
+        "levels": levels,
+        "knee": knee,
+        "cut": s.cut,
+    }
+
+
+def list_sessions(folder: Path | None) -> int:
+    from tui.session_options import sessions_dir
+
+    folder = folder or sessions_dir()
+    paths = sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
+    if not paths:
+        print(f"no sessions in {folder}")
+        return 0
+    print(f"{'date':16}  {'label':14}  {'url':28}  {'model':18}  {'knee':>6}  levels")
+    for path in paths:
+        try:
+            s = session_summary(path)
+        except SessionError as exc:
+            print(f"{'?':16}  {exc}")
+            continue
+        levels = ",".join(s["levels"][:8]) + ("…" if len(s["levels"]) > 8 else "")
+        knee = "-" if s["knee"] is None else f"{s['knee']:g}"
+        cut = " (cut short)" if s["cut"] else ""
+        print(f"{s['date']:16}  {s['label'][:14]:14}  {s['url'][:28]:28}  {s['model'][:18]:18}  "
+              f"{knee:>6}  {levels}{cut}")  # fmt: skip
+        print(f"  {path}")
+    return 0
+
+
+# --- compare --------------------------------------------------------------------------------------
+
+
+def _plain(x: Any) -> Any:
+    if is_dataclass(x) and not isinstance(x, type):
+        return asdict(x)
+    if isinstance(x, tuple):
+        return list(x)
+    raise TypeError(type(x).__name__)
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def _load_name(key: list[Any] | tuple[Any, ...]) -> str:
+    return f"{key[1]:g} users" if key[0] == "concurrency" else f"{key[1]:g} req/s"
+
+
+def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
+    """The comparison as a text (or Markdown) table per pair of runs."""
+    lines: list[str] = [f"warning: {w}" for w in data["warnings"]]
+    for run in data["runs"]:
+        knee = "-" if run["knee"] is None else f"{run['knee']:g}"
+        cut = " (cut short: compared up to its cut)" if run["cut"] else ""
+        lines.append(f"{run['path']}: model {run['model']}, knee {knee}{cut}")
+    lines.append(f"noise: {data['noise']}; beyond noise only when the interval excludes 0")
+    for pair in data["pairs"]:
+        lines.append("")
+        lines.append(f"{pair['other']} vs {pair['base']}")
+        if not pair["levels"]:
+            lines.append("no level of the same load in both")
+        for level in pair["levels"]:
+            lines.append("")
+            errors = level["errors"]
+            title = f"{_load_name(level['load'])}: errors {errors[0]} -> {errors[1]}"
+            lines.append(f"### {title}" if markdown else title)
+            if markdown:
+                lines += ["| metric | base | other | change | verdict |", "|---|---:|---:|---:|---|"]
+            for d in level["differences"]:
+                pct = "-" if d.percent is None else f"{d.percent:+.1f} %"
+                cells = (d.metric, _fmt(d.base), _fmt(d.other), pct, d.verdict)
+                if markdown:
+                    lines.append("| " + " | ".join(cells) + " |")
+                else:
+                    lines.append(f"  {cells[0]:14} {cells[1]:>10} {cells[2]:>10} {cells[3]:>10}  {cells[4]}")
+    return "\n".join(lines)
+
+
+def compare_command(ns: argparse.Namespace) -> int:
+    import json
+
+    from tui.engine.sessions.compare import comparison
+
+    if len(ns.runs) < 2:
+        print("tokentop: error: compare needs at least two runs", file=sys.stderr)
+        return 2
+    data = comparison([Path(p) for p in ns.runs])
+    if ns.plot:
+        from tui.engine.sessions.compare_plot import curves_svg
+
+        Path(ns.plot).write_text(curves_svg(data["curves"]))
+    if ns.json:
+        print(json.dumps(data, default=_plain, indent=1))
+    else:
+        for w in data["warnings"]:
+            print(f"tokentop: warning: {w}", file=sys.stderr)
+        print(format_comparison(data, markdown=ns.markdown))
+        if not ns.markdown:
+            from tui.engine.sessions.compare_plot import curves_text
+
+            print()
+            print(curves_text(data["curves"]))
+    return 0
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+
+def mooncake_command(source: Path, out: Path) -> int:
+    """``tokentop export SESSION --to mooncake``: the trace at ``out``, its path on stdout."""
+    from tui.engine.sessions.exports import is_session, to_mooncake
+
+    if not is_session(source):
+        print(f"tokentop: error: {source}: --to mooncake needs a session (the results file holds no "
+              "requests)", file=sys.stderr)  # fmt: skip
+        return 1
+    try:
+        lines = to_mooncake(source)
+        out.write_text("".join(line + "\n" for line in lines))
+    except SessionError as exc:
+        print(f"tokentop: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tokentop: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
