@@ -565,18 +565,27 @@ def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """Refuse a flag no command has, naming the nearest real one (``--thme`` -> ``--theme``), before argparse
-    reads on: with subcommands it takes the flag's value for a command and says "invalid choice"."""
+    reads on: with subcommands it takes the flag's value for a command and says "invalid choice". A flag
+    before a subcommand is refused too: the subcommand's own default for it would silently win."""
     commands: dict[str, argparse.ArgumentParser] = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             commands = dict(action.choices)
     current = parser
+    before: list[str] = []  # flags given before a subcommand: its own defaults would silently replace them
     for arg in argv:
         if arg == "--":
             return
         if current is parser and arg in commands:
+            if before:
+                parser.error(
+                    f"{' '.join(before)} before {arg!r} would be ignored: put the options after it "
+                    f"(tokentop {arg} {before[0]} ...)"
+                )
             current = commands[arg]
             continue
+        if current is parser and arg.startswith("--") and len(arg) > 2:
+            before.append(arg.partition("=")[0])
         if not arg.startswith("--") or len(arg) < 3:
             continue
         name = arg.partition("=")[0]

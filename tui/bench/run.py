@@ -31,7 +31,7 @@ from tui.bench.table import summary
 from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
-from tui.engine.config import LoadTarget, TargetConfig
+from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.probe import ProbeError, probe_server
@@ -40,6 +40,7 @@ from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
 from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
+from tui.engine.traces import TraceFeed
 from tui.outputs import check_outputs
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
@@ -204,11 +205,14 @@ def _run(
         handle.start()
         handle.wait_ready(30.0)
         clock = _RunClock()
+        trace_requests = _trace_requests(config.workload)
         for i, load in enumerate(targets, 1):
             if i > 1:
                 handle.set_load(load)
             duration_s = config.level_duration_s(i - 1)
-            fatal = _run_level(handle, config, i, len(targets), load, progress, clock, duration_s)
+            fatal = _run_level(
+                handle, config, i, len(targets), load, progress, clock, duration_s, trace_requests
+            )
             if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
                 # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)
@@ -303,12 +307,16 @@ def _run_level(
     progress: Progress,
     clock: _RunClock,
     duration_s: float | None,
+    trace_requests: int | None = None,
 ) -> str | None:
     """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
-    or None."""
+    or None. ``trace_requests``: a trace replayed once holds this many requests, and its level ends when
+    they have, whatever the goal."""
     level_id = handle.level_id
     started = time.monotonic()
     goal_requests = config.requests or default_requests(load.mode, load.value)
+    if trace_requests is not None:
+        goal_requests = min(goal_requests, trace_requests)
     goal = _Goal(duration_s, "s") if duration_s else _Goal(goal_requests, "requests")
     first = True
     ended_early: str | None = None
@@ -341,6 +349,8 @@ def _run_level(
                 and lv.window_completed + lv.window_failed >= goal_requests
             )
             or (lv.completed == 0 and lv.failed >= goal_requests)
+            # the trace is over: nothing more will be sent at this speed
+            or (trace_requests is not None and lv.completed + lv.failed >= trace_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
             or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)
         ):
@@ -353,6 +363,14 @@ def _run_level(
     if ended_early is not None:
         say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
+
+
+def _trace_requests(workload: WorkloadConfig) -> int | None:
+    """How many requests one pass of the workload's trace sends (the file streamed once, line by line);
+    None without a trace, or for a looped one, which never runs out."""
+    if workload.trace is None or workload.trace.loop:
+        return None
+    return sum(1 for _ in TraceFeed(workload.trace))
 
 
 def _wind_down(handle: Engine, load: LoadTarget, timeout_s: float) -> str | None:

@@ -16,6 +16,19 @@ def window_label(window_s: float | None) -> str:
     return "whole run" if window_s is None else f"last {window_s:g} s"
 
 
+def ttft_view(snap: Snapshot, window_s: float | None) -> tuple[str, Histogram | None]:
+    """The TTFT histogram over ``window_s`` and its title; the whole run's, said so, when no first token
+    arrived in the window (a closed loop of answers longer than it starts none) but some did before."""
+    hist = snap.ttft_hist.get(window_s)
+    title = f"TTFT · {window_label(window_s)}"
+    if window_s is None or (hist is not None and hist.stats.n > 0):
+        return title, hist
+    whole = snap.ttft_hist.get(None)
+    if whole is None or whole.stats.n == 0:
+        return title, hist
+    return f"TTFT · whole run (none in the {window_label(window_s)})", whole
+
+
 class LatencyHistogram(PlotPane):
     """TTFT (`kind="ttft"`) or ITL (`kind="itl"`, in the chosen convention) over the chosen window."""
 
@@ -31,8 +44,7 @@ class LatencyHistogram(PlotPane):
 
     def show(self, snap: Snapshot, window_s: float | None, convention: ItlConvention) -> None:
         if self.kind == "ttft":
-            hist = snap.ttft_hist.get(window_s)
-            title = f"TTFT · {window_label(window_s)}"
+            title, hist = ttft_view(snap, window_s)
         else:
             hist = snap.itl_hist.get((convention, window_s))
             title = f"{ITL_NAMES[convention]} · {window_label(window_s)}"

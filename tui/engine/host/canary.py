@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import multiprocessing
 import os
 import signal
@@ -37,12 +38,18 @@ from tui.engine.workload.protocol import RequestKey, RequestSpec
 
 CANARY_WORKER = 9999
 """The worker number of canary requests: their client request ids are `9999-<n>`."""
-MAX_IN_FLIGHT = 16
-"""Canary requests out at once; beyond it a tick is skipped (a server that stopped answering)."""
+
 KEPT = 100_000
 """Canary results kept (a day at 1/s) for the per-level figures."""
 TAIL_SLACK_NS = 120_000_000_000
 """How far before the live window the tail is still read: a canary request may take this long to end."""
+
+
+def max_in_flight(rate: float) -> int:
+    """Canary requests out at once: about a second's worth, at least 2; beyond it a tick is skipped. On a
+    server slower than the rate (a CPU llama.cpp: seconds to a first token) more would fill its slots and
+    queue behind each other, so the canary would measure its own load and starve the real one."""
+    return max(2, math.ceil(rate))
 
 
 class CanaryWorkload:
@@ -222,10 +229,11 @@ class _CanaryLoop:
             )
             tasks: set[asyncio.Task[None]] = set()
             interval_s = 1.0 / self.rate
+            limit = max_in_flight(self.rate)
             next_t = time.monotonic()
             seq = 0
             while not self.stopping():
-                if len(tasks) < MAX_IN_FLIGHT:
+                if len(tasks) < limit:
                     task = asyncio.ensure_future(self._one(session, seq))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)

@@ -92,6 +92,7 @@ class Worker:
             workers=workers,
             trace=spec.workload.trace,
             notice=self.notices.append,
+            warm=self.warm,
         )
         self.lag = LoopLagMonitor()
         self.cpu = CpuMeter()
@@ -100,6 +101,10 @@ class Worker:
         self.session: RequestSession | None = None
 
     # --- requests -----------------------------------------------------------------------------
+
+    async def warm(self, count: int) -> int:
+        """Open ``count`` connections for the requests to come (`RequestSession.warm`)."""
+        return await self.session.warm(count) if self.session is not None else 0
 
     async def issue(
         self,

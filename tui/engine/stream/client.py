@@ -105,6 +105,14 @@ class RequestSession:
         if self.streams is not None:
             await self.streams.aclose()
 
+    async def warm(self, count: int) -> int:
+        """Open ``count`` connections ahead of the requests that will use them (a trace replay's first sends
+        would otherwise connect on their way out). Only the protocol path can open a connection without a
+        request; over httpx this opens none. Returns how many it opened."""
+        if self.streams is None:
+            return 0
+        return await self.streams.warm(count)
+
     def scrub(self, text: str) -> str:
         """Never let the API key into a message (call it before cutting one, too: `mask_secret`)."""
         return mask_secret(text, self.target.api_key)
