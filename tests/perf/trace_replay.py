@@ -123,7 +123,7 @@ def main() -> None:
                 sim_pid = sim.process.pid if sim.process is not None else -1
                 workers.append(max((rss_mb(k) for k in kids if k.pid != sim_pid), default=0.0))
             snap = handle.snapshot()
-            handle.stop(drain=False, timeout_s=5.0)
+            handle.stop(finish_in_flight=False, timeout_s=5.0)
         print(
             f"replay at {args.rate:g} req/s (x{speed:g}) for {args.duration:g} s: {snap.completed} "
             f"completed, {snap.failed} failed, about {snap.completed / args.rate:.0f} s of the trace's "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.engine.aggregate.advice import client_limit, load_at
+from tui.engine.control.advice import client_limit, load_at
 
 
 def test_a_levels_load_is_named_by_its_mode() -> None:

@@ -6,7 +6,8 @@ from functools import partial
 
 from rich.text import Text
 
-from tui.app.plotting import HistColours, PlotLines, format_ms
+from tui import units
+from tui.app.plotting import HistColours, PlotLines
 from tui.app.widgets.plot_pane import PlotJob, PlotPane
 from tui.engine.snapshot import ITL_NAMES, Histogram, ItlConvention, Snapshot
 
@@ -63,8 +64,8 @@ class LatencyHistogram(PlotPane):
         line = Text(no_wrap=True, overflow="ellipsis")
         for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99)):
             line.append(f"{name} ", style="dim")
-            line.append(f"{format_ms(value)}  ", style="bold")
-        line.append(f"mean {format_ms(stats.mean)}  n {stats.n:,}{whole}", style="dim")
+            line.append(f"{units.ms_label(value)}  ", style="bold")
+        line.append(f"mean {units.ms_label(stats.mean)}  n {stats.n:,}{whole}", style="dim")
         return line
 
     def plot_job(self, width: int, height: int) -> PlotJob:

@@ -28,7 +28,7 @@ import httpx
 import numpy as np
 
 from tui.engine.config import TargetConfig
-from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.worker_pool import ensure_resource_tracker
 from tui.engine.records import RequestRecord
 from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.stream.client import RequestSession, run_request
@@ -70,7 +70,7 @@ class CanaryWorkload:
 
 class Canary:
     """Sends ``rate`` one-token requests a second from its own process; `figures` and `level` read what
-    came back (drained from the process's pipe on each read, so no thread of the face waits on it)."""
+    came back (taken from the process's pipe on each read, so no thread of the face waits on it)."""
 
     def __init__(
         self,
@@ -124,12 +124,12 @@ class Canary:
         if self._proc.is_alive():
             self._proc.terminate()
             self._proc.join(1.0)
-        self._drain()
+        self._take_results()
         if self._data is not None:
             self._data.close()
             self._data = None
 
-    def _drain(self) -> None:
+    def _take_results(self) -> None:
         """Take every finished canary request the process sent (a face's read, or the stop)."""
         with self._lock:
             data = self._data
@@ -148,7 +148,7 @@ class Canary:
 
     def figures(self, now_ns: int | None = None) -> CanaryFigures:
         """The live window's canary TTFT: mean, p99 and the last one."""
-        self._drain()
+        self._take_results()
         now = time.perf_counter_ns() if now_ns is None else now_ns
         t_from = now - int(self.window_s * 1e9)
         recent: list[tuple[int, float | None]] = []
@@ -162,7 +162,7 @@ class Canary:
 
     def level(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
         """The canary's figures over one level's window (requests sent inside it), for results."""
-        self._drain()
+        self._take_results()
         return {"rate": self.rate, **self._stats(t_from_ns, t_to_ns)}
 
     def _stats(

@@ -201,15 +201,16 @@ class LoadRunner:
         users = new_here * self.workers
         return min(self.stagger_step_s, self.stagger_max_s / users)
 
-    async def stop(self, *, drain: bool, timeout_s: float) -> None:
-        """Stop issuing; let in-flight requests finish (drain, up to ``timeout_s``) or cancel them."""
+    async def stop(self, *, finish_in_flight: bool, timeout_s: float) -> None:
+        """Stop issuing; let in-flight requests finish (``finish_in_flight``, up to ``timeout_s``) or cancel
+        them."""
         self._stopping = True
         if self._arrivals is not None:
             self._arrivals.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._arrivals
         tasks = [t for t in self._users.values() if not t.done()] + [t for t in self._open if not t.done()]
-        if drain and tasks:
+        if finish_in_flight and tasks:
             await asyncio.wait(tasks, timeout=timeout_s)
         for t in tasks:
             t.cancel()
