@@ -12,12 +12,14 @@ import argparse
 import difflib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from tui.argv_secret import hide_in_argv
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
+from tui.face_options import bench_config, calibrate_config, live_config, watch_config
 from tui.options import UsageError, api_key_from_args
 from tui.session_commands import (
     SESSION_COMMANDS,
@@ -563,18 +565,27 @@ def _add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """Refuse a flag no command has, naming the nearest real one (``--thme`` -> ``--theme``), before argparse
-    reads on: with subcommands it takes the flag's value for a command and says "invalid choice"."""
+    reads on: with subcommands it takes the flag's value for a command and says "invalid choice". A flag
+    before a subcommand is refused too: the subcommand's own default for it would silently win."""
     commands: dict[str, argparse.ArgumentParser] = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             commands = dict(action.choices)
     current = parser
+    before: list[str] = []  # flags given before a subcommand: its own defaults would silently replace them
     for arg in argv:
         if arg == "--":
             return
         if current is parser and arg in commands:
+            if before:
+                parser.error(
+                    f"{' '.join(before)} before {arg!r} would be ignored: put the options after it "
+                    f"(tokentop {arg} {before[0]} ...)"
+                )
             current = commands[arg]
             continue
+        if current is parser and arg.startswith("--") and len(arg) > 2:
+            before.append(arg.partition("=")[0])
         if not arg.startswith("--") or len(arg) < 3:
             continue
         name = arg.partition("=")[0]
@@ -607,30 +618,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_sim(ns)
         if command == "bench":
-            from tui.bench import run_from_args as run_bench
+            from tui.bench.run import run as run_bench
 
-            return run_bench(ns)
+            return run_bench(bench_config(ns))
         if command == "calibrate":
-            from tui.calibrate.command import run_from_args as run_calibrate
+            from tui.calibrate.command import run as run_calibrate
 
-            return run_calibrate(ns)
+            return run_calibrate(calibrate_config(ns))
         if command in SESSION_COMMANDS:
             return run_session_command(ns)
         if command == "watch":
-            from tui.app.watch import run_from_args as run_watch
+            from tui.app.watch import run as run_watch
 
-            return run_watch(ns)
+            return run_watch(watch_config(ns))
         if command in ("plot", "export"):
             from tui.results_command import run_export, run_plot
 
-            return run_plot(ns) if command == "plot" else run_export(ns)
+            source = Path(ns.results)
+            out = Path(ns.out) if ns.out else None
+            if command == "plot":
+                return run_plot(source, out)
+            log = Path(ns.requests_log) if ns.requests_log else None
+            return run_export(source, ns.to, out=out, append=ns.append, requests_log=log)
         if command == "ray-check":
-            from tui.ray_check import run_from_args as run_ray_check
+            from tui.ray_check import run as run_ray_check
 
-            return run_ray_check(ns)
-        from tui.app.run import run_from_args as run_live
+            return run_ray_check(ns.ray, ns.url)
+        from tui.app.run import run as run_live
 
-        return run_live(ns)
+        return run_live(live_config(ns))
     except UsageError as exc:
         print(f"tokentop: error: {exc}", file=sys.stderr)
         return 2

@@ -1,9 +1,11 @@
-"""Flags to frozen configs, for every face (the live app, bench and whatever comes next).
+"""Flags to the engine's frozen configs: the target (URL, key, headers, trust), the engine options and the
+load levels; the workload's flags are `tui.workload_options`, and each face's one config is built from
+these by `tui.face_options`.
 
-The faces take their options from here, never from `tui.cli`: the entry point imports the faces, so a face
-importing it back would close a circle (harlequin's ``hsql/cli.py`` takes its options from
-``harlequin.config`` for the same reason). `tui.cli` defines the flags; this module turns the parsed
-`argparse.Namespace` into `tui.engine.config` values and reports an unusable value as a `UsageError`.
+Nothing here imports `tui.cli`: the entry point imports the faces, so a face importing it back would close
+a circle (harlequin's ``hsql/cli.py`` takes its options from ``harlequin.config`` for the same reason).
+`tui.cli` defines the flags; these turn the parsed `argparse.Namespace` into `tui.engine.config` values
+and report an unusable value as a `UsageError`.
 """
 
 from __future__ import annotations
@@ -18,19 +20,14 @@ from urllib.parse import urlsplit
 
 from tui.demo import DemoConfig
 from tui.engine.config import (
-    DatasetConfig,
     Endpoint,
     EngineOptions,
-    LengthDist,
     LoadTarget,
     RayPlacement,
-    Scenario,
     TargetConfig,
-    TraceConfig,
-    WorkloadConfig,
     normalise_base_url,
 )
-from tui.engine.secrets import display_url
+from tui.engine.redact import display_url
 
 BASE_URL_ENV = "OPENAI_BASE_URL"
 """The OpenAI SDK's variable for the server's base URL: honoured when ``--url`` is not given."""
@@ -213,208 +210,6 @@ def _refuse_credentials(url: str, flag: str = "--url") -> None:
             f"{flag} must not carry credentials (user:password@host): give a key with --api-key, "
             "or Basic auth with --header 'Authorization: Basic ...'"
         )
-
-
-def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
-    """What each request asks for (``--isl``, ``--osl``, ``--no-fixed-osl``, ``--seed``, ``--tokenizer``, and
-    the shaped workload flags: ``--isl-dist``, ``--osl-dist``, ``--scenarios``, ``--dataset*``,
-    ``--shared-prefix``, ``--turns``). A dataset or a tokenizer is loaded and checked here, in the face,
-    before anything starts: a bad one is a usage error in one line."""
-    tokenizer = getattr(ns, "tokenizer", None)
-    if tokenizer is not None:
-        from tui.engine.workload.local_tokenizer import TokenizerError, load_tokenizer
-
-        try:
-            load_tokenizer(tokenizer)
-        except TokenizerError as exc:
-            raise UsageError(str(exc)) from None
-    base = WorkloadConfig(isl=ns.isl, osl=ns.osl, fixed_osl=ns.fixed_osl, seed=ns.seed, tokenizer=tokenizer,
-                          prompt_salt=prompt_salt_from_args(ns))  # fmt: skip
-    return _traced_workload(ns, _shaped_workload(ns, base))
-
-
-def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
-    """``--trace`` and its flags: the file checked here (its head only), in one line if it is unusable."""
-    path = getattr(ns, "trace", None)
-    trace_flags = ("trace_format", "trace_speed", "trace_duration", "trace_model", "trace_time_unit")
-    if path is None:
-        given = [f for f in trace_flags if getattr(ns, f, None)]
-        if given or getattr(ns, "trace_loop", False) or getattr(ns, "trace_start", 0.0):
-            raise UsageError("the --trace-* flags need --trace PATH")
-        return base
-    if base.dataset is not None or base.isl_dist or base.osl_dist or base.scenarios:
-        raise UsageError(
-            "--trace says every request's lengths: not with --dataset, --isl-dist, --osl-dist or --scenarios"
-        )
-    if base.shared_prefix or base.turns > 1:
-        raise UsageError("--trace shares prefixes as the trace says: not with --shared-prefix or --turns")
-    if getattr(ns, "rate", None) or getattr(ns, "concurrency", None):
-        raise UsageError("--trace replays at the trace's own times: not with --rate or --concurrency")
-    from tui.engine.traces import TraceError, check_trace
-
-    wanted = TraceConfig(
-        path=path,
-        format=getattr(ns, "trace_format", None),
-        block_size=getattr(ns, "trace_block_size", 512),
-        start_s=getattr(ns, "trace_start", 0.0) or 0.0,
-        duration_s=getattr(ns, "trace_duration", None),
-        loop=bool(getattr(ns, "trace_loop", False)),
-        model=getattr(ns, "trace_model", None),
-        time_unit=getattr(ns, "trace_time_unit", None),
-    )
-    if wanted.model and wanted.format not in (None, "burstgpt"):
-        raise UsageError("--trace-model filters BurstGPT traces only")
-    try:
-        trace = check_trace(wanted)
-    except TraceError as exc:
-        raise UsageError(str(exc)) from None
-    if trace.model and trace.format != "burstgpt":
-        raise UsageError(f"--trace-model filters BurstGPT traces only; {path} is a {trace.format} trace")
-    return replace(base, trace=trace)
-
-
-SALT_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
-
-
-def prompt_salt_from_args(ns: argparse.Namespace) -> str:
-    """The run's prompt salt: a new one (`new_salt`), or with ``--repeat-prompts`` an earlier run's, given
-    as the salt itself or as its results file (whose ``--seed`` must be this run's too: the prompts follow
-    both)."""
-    from tui.engine.workload.text import new_salt
-
-    given = getattr(ns, "repeat_prompts", None)
-    if given is None:
-        return new_salt()
-    path = Path(given)
-    if path.suffix.lower() == ".json" or path.is_file():
-        try:
-            config = json.loads(path.read_bytes()).get("config") or {}
-        except (OSError, ValueError, AttributeError) as exc:
-            raise UsageError(f"--repeat-prompts: cannot read {path} as results: {exc}") from None
-        seed = config.get("seed", 0)
-        if seed != ns.seed:
-            raise UsageError(f"--repeat-prompts: {path} ran with --seed {seed}: add --seed {seed}")
-        return str(config.get("prompt_salt") or "")  # a run without a salt sent the unsalted prompts
-    if not given or len(given) > 64 or not set(given) <= SALT_CHARS:
-        raise UsageError(
-            f"--repeat-prompts: not a results file nor a salt (letters, digits, - and _): {given!r}"
-        )
-    return str(given)
-
-
-# --- shaped workloads --------------------------------------------------------------------------
-
-MAX_LENGTH = 1_000_000
-"""Most tokens one draw may ask for: each worker makes one synthetic text as long as the longest prompt."""
-
-
-def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
-    isl_dist = _length_dist("--isl-dist", v) if (v := getattr(ns, "isl_dist", None)) else None
-    osl_dist = _length_dist("--osl-dist", v) if (v := getattr(ns, "osl_dist", None)) else None
-    scenarios = _scenarios(v) if (v := getattr(ns, "scenarios", None)) else ()
-    path = getattr(ns, "dataset", None)
-    shared_prefix = getattr(ns, "shared_prefix", 0) or 0
-    turns = getattr(ns, "turns", 1) or 1
-    if scenarios and (isl_dist or osl_dist):
-        raise UsageError("--scenarios sets both lengths: drop --isl-dist/--osl-dist")
-    if path is None and (getattr(ns, "dataset_format", None) or getattr(ns, "dataset_order", None)):
-        raise UsageError("--dataset-format and --dataset-order need --dataset")
-    if path is not None and (scenarios or isl_dist or osl_dist):
-        raise UsageError("--isl-dist, --osl-dist and --scenarios shape synthetic prompts: not with --dataset")
-    endpoint = endpoint_from_args(ns)[0]
-    if turns > 1:
-        if endpoint != "chat":
-            raise UsageError("--turns needs the chat endpoint (a conversation is chat messages)")
-        if getattr(ns, "rate", None):
-            raise UsageError("--turns needs closed-loop users (--concurrency), not --rate")
-    if shared_prefix > MAX_LENGTH:
-        raise UsageError(f"--shared-prefix is at most {MAX_LENGTH}")
-    dataset = None
-    if path is not None:
-        from tui.engine.workload import DatasetError, check_dataset
-
-        wanted = DatasetConfig(
-            path=path, format=ns.dataset_format, order=getattr(ns, "dataset_order", None) or "sequential"
-        )
-        try:
-            dataset = check_dataset(wanted)
-        except DatasetError as exc:
-            raise UsageError(str(exc)) from None
-        if dataset.chat and endpoint != "chat":
-            raise UsageError(
-                f"{path}: has chat messages, which need the chat endpoint (not --endpoint {endpoint})"
-            )
-    return replace(
-        base,
-        isl_dist=isl_dist,
-        osl_dist=osl_dist,
-        scenarios=scenarios,
-        dataset=dataset,
-        shared_prefix=shared_prefix,
-        turns=turns,
-    )
-
-
-def _whole(flag: str, text: str, *, least: int = 1) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"{flag}: not a whole number: {text!r}") from None
-    if not least <= value <= MAX_LENGTH:
-        raise UsageError(f"{flag}: {value} is outside {least}..{MAX_LENGTH}")
-    return value
-
-
-def _length_dist(flag: str, text: str) -> LengthDist:
-    """``N``, ``normal:MEAN,STDDEV[,MIN,MAX]`` or ``uniform:MIN,MAX`` (whole tokens; MIN/MAX inclusive)."""
-    kind, sep, rest = text.partition(":")
-    if not sep:
-        n = _whole(flag, text)
-        return LengthDist("fixed", n, n, float(n))
-    parts = [p.strip() for p in rest.split(",")]
-    if kind == "uniform":
-        if len(parts) != 2:
-            raise UsageError(f"{flag}: uniform wants MIN,MAX, got {rest!r}")
-        lo, hi = (_whole(flag, p) for p in parts)
-        if lo > hi:
-            raise UsageError(f"{flag}: uniform MIN {lo} is above MAX {hi}")
-        return LengthDist("uniform", lo, hi, (lo + hi) / 2)
-    if kind == "normal":
-        if len(parts) not in (2, 4):
-            raise UsageError(f"{flag}: normal wants MEAN,STDDEV or MEAN,STDDEV,MIN,MAX, got {rest!r}")
-        try:
-            mean, std = float(parts[0]), float(parts[1])
-        except ValueError:
-            raise UsageError(f"{flag}: normal MEAN and STDDEV must be numbers, got {rest!r}") from None
-        if not (1 <= mean <= MAX_LENGTH and 0 <= std <= MAX_LENGTH):
-            raise UsageError(f"{flag}: normal wants MEAN >= 1 and STDDEV >= 0, got {rest!r}")
-        if len(parts) == 4:
-            lo, hi = _whole(flag, parts[2]), _whole(flag, parts[3])
-        else:
-            lo, hi = 1, min(MAX_LENGTH, int(mean + 4 * std) + 1)
-        if not lo <= mean <= hi:
-            raise UsageError(f"{flag}: normal MEAN {mean:g} is outside MIN..MAX {lo}..{hi}")
-        return LengthDist("normal", lo, hi, mean, std)
-    raise UsageError(f"{flag}: want N, normal:MEAN,STDDEV[,MIN,MAX] or uniform:MIN,MAX, got {text!r}")
-
-
-def _scenarios(text: str) -> tuple[Scenario, ...]:
-    """``ISLxOSL[:WEIGHT],...``, e.g. ``512x128:0.7,2048x256:0.3`` (weight 1 when left out)."""
-    out = []
-    for item in (p.strip() for p in text.split(",")):
-        pair, _, weight_text = item.partition(":")
-        isl_text, x, osl_text = pair.partition("x")
-        if not x:
-            raise UsageError(f"--scenarios: want ISLxOSL[:WEIGHT], got {item!r}")
-        isl, osl = _whole("--scenarios", isl_text), _whole("--scenarios", osl_text)
-        try:
-            weight = float(weight_text) if weight_text else 1.0
-        except ValueError:
-            raise UsageError(f"--scenarios: weight is not a number in {item!r}") from None
-        if not 0 < weight < float("inf"):
-            raise UsageError(f"--scenarios: weight must be positive in {item!r}")
-        out.append(Scenario(isl, osl, weight))
-    return tuple(out)
 
 
 def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:

@@ -4,13 +4,12 @@ only this machine serves is found before any load."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 
-def run_from_args(ns: argparse.Namespace) -> int:
-    """Print a line per node; exit 1 with one line on a version mismatch or a node that cannot reach
-    ``--url``."""
+def run(address: str, url: str | None) -> int:
+    """Print a line per node of the cluster at ``address``; exit 1 with one line on a version mismatch or
+    a node that cannot reach ``url`` (``--url``)."""
     from tui.engine.host.pool import PoolError
 
     try:
@@ -18,7 +17,6 @@ def run_from_args(ns: argparse.Namespace) -> int:
     except ImportError:
         print("tokentop: error: ray-check needs Ray: pip install 'tokentop[ray]'", file=sys.stderr)
         return 1
-    url = ns.url
     if url is not None:
         from tui.engine.config import normalise_base_url
 
@@ -28,7 +26,7 @@ def run_from_args(ns: argparse.Namespace) -> int:
             print(f"tokentop: error: {exc}", file=sys.stderr)
             return 2
     try:
-        lines = ray_check(ns.ray, url)
+        lines = ray_check(address, url)
     except PoolError as exc:
         print(f"tokentop: error: {exc}", file=sys.stderr)
         return 1

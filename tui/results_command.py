@@ -4,7 +4,6 @@ what is missing for an export (AIPerf's per-request records) is said, with the f
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -37,10 +36,9 @@ def _read(path: Path) -> Results:
     return read_results(path)
 
 
-def run_plot(ns: argparse.Namespace) -> int:
-    """The SVG plot of a saved run; its path on stdout."""
-    source = Path(ns.results)
-    out = Path(ns.out) if ns.out else source.with_suffix(".svg")
+def run_plot(source: Path, out: Path | None = None) -> int:
+    """The SVG plot of the saved run at ``source`` (to ``out``, default beside it); its path on stdout."""
+    out = out or source.with_suffix(".svg")
     if out.suffix.lower() != ".svg":
         return _fail(f"--out {out}: the plot is SVG: give a name ending in .svg", 2)
     try:
@@ -68,20 +66,20 @@ def _default_out(source: Path, to: str, append: bool) -> Path:
     return source.with_name("profile_export.jsonl")
 
 
-def run_export(ns: argparse.Namespace) -> int:
-    """One export of a saved run; each path written on stdout, what was left out on stderr."""
-    source = Path(ns.results)
-    to: str = ns.to
-    append = bool(getattr(ns, "append", False))
+def run_export(
+    source: Path, to: str, *, out: Path | None = None, append: bool = False, requests_log: Path | None = None
+) -> int:
+    """One export (``to``: vllm, csv, llmd, aiperf, mooncake) of the saved run at ``source``; each path
+    written on stdout, what was left out on stderr."""
     if append and to != "vllm":
         return _fail("--append is vLLM's --append-result layout: only with --to vllm", 2)
-    if to == "aiperf" and not ns.requests_log:
+    if to == "aiperf" and requests_log is None:
         return _fail(
             "--to aiperf needs the per-request records, which the results file does not hold: give the run's "
             "--requests-log FILE (bench and the app write it with --requests-log)",
             2,
         )
-    out = Path(ns.out) if ns.out else _default_out(source, to, append)
+    out = out or _default_out(source, to, append)
     if to == "mooncake":
         from tui.session_commands import mooncake_command
 
@@ -95,12 +93,11 @@ def run_export(ns: argparse.Namespace) -> int:
         elif to == "llmd":
             written = write_llmd_reports(results, out)
         else:
-            export = write_aiperf(results, Path(ns.requests_log), out)
+            assert requests_log is not None  # refused above
+            export = write_aiperf(results, requests_log, out)
             written = [out]
             if not export.lines:
-                print(
-                    f"tokentop: warning: {ns.requests_log} holds no request of these results", file=sys.stderr
-                )
+                print(f"tokentop: warning: {requests_log} holds no request of these results", file=sys.stderr)
             if export.malformed:
                 print(f"tokentop: note: {export.malformed} malformed line(s) skipped", file=sys.stderr)
             if export.other_run:

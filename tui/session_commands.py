@@ -10,6 +10,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from tui import units
 from tui.engine.sessions.file import SUFFIX, SessionError
 
 SESSION_COMMANDS = frozenset({"sessions", "replay", "compare"})
@@ -116,12 +117,6 @@ def _plain(x: Any) -> Any:
     raise TypeError(type(x).__name__)
 
 
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
-
-
 def _load_name(key: list[Any] | tuple[Any, ...]) -> str:
     return f"{key[1]:g} users" if key[0] == "concurrency" else f"{key[1]:g} req/s"
 
@@ -148,7 +143,7 @@ def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
                 lines += ["| metric | base | other | change | verdict |", "|---|---:|---:|---:|---|"]
             for d in level["differences"]:
                 pct = "-" if d.percent is None else f"{d.percent:+.1f} %"
-                cells = (d.metric, _fmt(d.base), _fmt(d.other), pct, d.verdict)
+                cells = (d.metric, units.figure(d.base), units.figure(d.other), pct, d.verdict)
                 if markdown:
                     lines.append("| " + " | ".join(cells) + " |")
                 else:

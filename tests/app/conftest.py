@@ -13,6 +13,7 @@ from textual.pilot import Pilot
 
 from tests.app.fake_engine import FakeEngine
 from tui.app.app import TokentopApp
+from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
 
 MakeApp = Callable[..., TokentopApp]
@@ -38,7 +39,7 @@ def make_app(engine: FakeEngine, tmp_path: Path) -> MakeApp:
             "plot_thread": False,  # plots built inline: the screen is complete when poll() returns
         }
         options.update(kwargs)
-        return TokentopApp(engine, themes=load_themes(), theme=theme, **options)  # type: ignore[arg-type]
+        return TokentopApp(engine, AppSettings(themes=load_themes(), theme=theme, **options))  # type: ignore[arg-type]
 
     return make
 

@@ -64,5 +64,5 @@ class FakeEngine:
         self.results.append(path)
         return path
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         self.stopped += 1

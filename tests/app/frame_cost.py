@@ -12,6 +12,7 @@ import asyncio
 import sys
 
 from tui.app.app import TokentopApp
+from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
@@ -23,7 +24,7 @@ async def main(levels: list[int], size: tuple[int, int], hold_s: float) -> None:
         engine = EngineHandle(TargetConfig(base_url=sim.url, demo=True), WorkloadConfig(), LoadTarget())
         engine.start()
         try:
-            app = TokentopApp(engine, themes=load_themes(), theme="dark", freeze_gc=True)
+            app = TokentopApp(engine, AppSettings(themes=load_themes(), theme="dark", freeze_gc=True))
             async with app.run_test(size=size) as pilot:
                 for users in levels:
                     app.set_target(LoadTarget(concurrency=users))

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from tui.app.app import TokentopApp
+from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
@@ -25,7 +26,7 @@ async def main(size: tuple[int, int], hold_s: float) -> None:
         engine = EngineHandle(TargetConfig(base_url=sim.url, demo=True), WorkloadConfig(), LoadTarget())
         engine.start()
         try:
-            app = TokentopApp(engine, themes=load_themes(), theme="dark", freeze_gc=True)
+            app = TokentopApp(engine, AppSettings(themes=load_themes(), theme="dark", freeze_gc=True))
             async with app.run_test(size=size) as pilot:
                 for users in (1, 2, 4, 8, 16, 32):
                     app.set_target(LoadTarget(concurrency=users))

@@ -34,7 +34,7 @@ def engine() -> Iterator[EngineHandle]:
         try:
             yield handle
         finally:
-            handle.stop(drain=False, timeout_s=2.0)
+            handle.stop(finish_in_flight=False, timeout_s=2.0)
 
 
 async def test_histograms_level_row_and_curve_fill_before_any_answer_ends(

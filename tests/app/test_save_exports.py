@@ -16,6 +16,7 @@ from tests.app.conftest import settle
 from tests.engine.engine_helpers import running_handle, wait_for
 from tui.app.app import TokentopApp
 from tui.app.saving import saved_list
+from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.engine.results.files import read_results
@@ -43,8 +44,9 @@ async def test_s_writes_the_bench_exports_of_the_results_it_saved(tmp_path: Path
         handle.set_load(LoadTarget(concurrency=4))
         wait_for(handle, lambda s: len(s.levels) == 2 and s.levels[-1].steady, 40, "level 2 steady")
         log = tmp_path / "requests.jsonl"
-        app = TokentopApp(handle, themes=load_themes(), theme="dark", save_dir=out, requests_log=log,
-                          tick_s=3600.0, plot_thread=False)  # fmt: skip
+        settings = AppSettings(themes=load_themes(), theme="dark", save_dir=out, requests_log=log,
+                               tick_s=3600.0, plot_thread=False)  # fmt: skip
+        app = TokentopApp(handle, settings)
         toasts: list[Notification] = []
         async with app.run_test() as pilot:
             await pilot.press("s")
@@ -110,8 +112,8 @@ async def test_after_m_the_saved_plot_has_a_panel_per_mode(tmp_path: Path) -> No
         ) as handle,
     ):
         wait_for(handle, lambda s: bool(s.levels) and s.levels[-1].steady, 40, "a steady users level")
-        app = TokentopApp(handle, themes=load_themes(), theme="dark", save_dir=out, tick_s=0.2,
-                          plot_thread=False)  # fmt: skip
+        app = TokentopApp(handle, AppSettings(themes=load_themes(), theme="dark", save_dir=out, tick_s=0.2,
+                          plot_thread=False))  # fmt: skip
         async with app.run_test() as pilot:
             await settle(pilot)
             await pilot.press("m")

@@ -13,6 +13,7 @@ from tests.app.conftest import settle
 from tests.engine.engine_helpers import wait_for
 from tui.app.app import TokentopApp
 from tui.app.replay import make_replay_app
+from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
 from tui.app.widgets.server import server_content
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
@@ -44,7 +45,8 @@ async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) ->
         handle.start()
         try:
             assert handle.wait_ready(30.0)
-            app = TokentopApp(handle, themes=load_themes(), theme="dark", tick_s=3600.0, plot_thread=False)
+            settings = AppSettings(themes=load_themes(), theme="dark", tick_s=3600.0, plot_thread=False)
+            app = TokentopApp(handle, settings)
             async with app.run_test(size=(160, 48)) as pilot:
                 wait_for(handle, lambda s: bool(s.levels) and s.levels[-1].steady, 40, "a steady level")
                 await pilot.press("right_square_bracket")  # 4 users: a second level

@@ -96,15 +96,16 @@ def test_cli_reports_a_bad_theme_file_and_exits_2(tmp_path: Path, capsys: pytest
 def test_run_refuses_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from tui.app.run import run_from_args
+    from tui.app.run import run
     from tui.cli import build_parser
+    from tui.face_options import live_config
     from tui.options import UsageError
 
     monkeypatch.setattr("sys.stdin", io.StringIO())
 
     ns: argparse.Namespace = build_parser().parse_args([])
     with pytest.raises(UsageError, match="needs a terminal"):
-        run_from_args(ns)
+        run(live_config(ns))
 
 
 async def test_a_user_theme_applies_its_variables_to_plots(make_app: MakeApp, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from tests.app.conftest import screen_text, settle
 from tests.engine.engine_helpers import read_jsonl, running_handle
 from tui.app.app import TokentopApp
+from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
 from tui.engine.config import LoadTarget, TraceConfig, WorkloadConfig
 from tui.engine.traces import check_trace
@@ -52,8 +53,9 @@ async def test_two_speed_changes_make_three_levels_at_the_expected_rates(tmp_pat
         running_handle(sim.url, LoadTarget(mode="trace"), tmp_path, workload=WorkloadConfig(trace=trace),
                        workers=2) as handle,
     ):  # fmt: skip
-        app = TokentopApp(handle, themes=load_themes(), theme="dark", save_dir=tmp_path, tick_s=3600.0,
-                          plot_thread=False)  # fmt: skip
+        settings = AppSettings(themes=load_themes(), theme="dark", save_dir=tmp_path, tick_s=3600.0,
+                               plot_thread=False)  # fmt: skip
+        app = TokentopApp(handle, settings)
         async with app.run_test(size=(160, 48)) as pilot:
             await hold_until_sent(app, pilot, 1, PER_LEVEL, 40)
             await pilot.press("right_square_bracket")  # x1 -> x2

@@ -10,17 +10,17 @@ from rich.style import Style
 from tests.app import frozen
 from tui.app import control
 from tui.app.frames import FrameStats
-from tui.app.plotting import CurveColours, HistColours, Plot, _position, format_ms, nice_ticks
+from tui.app.plotting import CurveColours, HistColours, Plot, _position, nice_ticks
 from tui.app.ramp_result import level_target, load_label, ramp_result, snapshot_knee_target
 from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
 from tui.app.widgets.help import health_md
-from tui.app.widgets.levels import level_cells, short_ms, triple
-from tui.app.widgets.status import SATURATED_BADGE, UiState, format_elapsed, status_lines, status_text
+from tui.app.widgets.levels import level_cells, triple
+from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
-from tui.engine.aggregate.advice import client_limit
 from tui.engine.config import LoadTarget
-from tui.engine.host.ramp import RampPolicy
+from tui.engine.control.advice import client_limit
+from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Snapshot, Stats
 
 
@@ -83,7 +83,6 @@ def test_nice_ticks_and_labels() -> None:
     assert nice_ticks(211, 2) == [0, 200]
     assert nice_ticks(125, 2) == [0, 100]
     assert nice_ticks(9, 3) == [0, 5]
-    assert format_ms(0.5) == "500us" and format_ms(2.5) == "2.5ms" and format_ms(1500) == "1.5s"
 
 
 def test_histogram_plot_marks_and_crops_to_decades() -> None:
@@ -158,10 +157,6 @@ def test_help_client_health_names_the_current_reason() -> None:
     assert "saturated" in hot and "a worker uses 97% of a core" in hot
 
 
-def test_elapsed_format() -> None:
-    assert format_elapsed(37.5) == "00:37" and format_elapsed(3725) == "1:02:05"
-
-
 def test_lane_text_helpers() -> None:
     assert tail_cells("abcdef", 3) == "def"
     assert tail_cells("ab漢字", 4) == "漢字"
@@ -177,7 +172,6 @@ def test_level_cells_mark_current_and_knee() -> None:
     assert level_cells(snap.levels[2], 4, knee, "chunk")["level"] == "  4 users ◆"
     cells = level_cells(snap.levels[0], 4, knee, "tpot")
     assert cells["itl"] == cells["tpot"] == triple(snap.levels[0].tpot)
-    assert short_ms(float("nan")) == "-" and short_ms(2.5) == "2.5" and short_ms(2500) == "2.5s"
     assert triple(Stats()) == "-"
 
 

@@ -67,7 +67,7 @@ def running_handle(
         assert handle.wait_ready(30.0), "engine did not start"
         yield handle
     finally:
-        handle.stop(drain=False, timeout_s=5.0)
+        handle.stop(finish_in_flight=False, timeout_s=5.0)
 
 
 def read_jsonl(path: Path, *, live: bool = False) -> list[dict[str, Any]]:

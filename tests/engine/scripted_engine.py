@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.run_config import run_info
+from tui.engine.host.config_record import run_info
 from tui.engine.results.build import ClientSummary, LevelExtras, build_results
 from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
@@ -125,7 +125,7 @@ class ScriptedEngine:
             failing = level_id == self.failing_level
             self._levels.append(_Level(level_id, target, self._elapsed_s(), failing=failing))
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         self.stop_calls += 1
 
     # --- state ---

@@ -10,15 +10,17 @@ from typing import Any
 
 import pytest
 
-import tui.bench as bench
+import tui.bench.run as bench
 from tests.engine.scripted_engine import ScriptedEngine
 from tui.calibrate import command as calibrate
 from tui.calibrate import floor
 from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
-from tui.engine.config import LoadTarget, TargetConfig
-from tui.engine.host import guard
+from tui.configs import BenchConfig, RunTarget
+from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.control import guard
 from tui.engine.results.files import read_results
+from tui.face_options import bench_config, calibrate_config
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,7 +48,7 @@ def _bench(tmp_path: Path, factory: Factory, *flags: str) -> int:
         ["bench", "--url", "http://127.0.0.1:9/v1", "--api-key", "sk-fake-key", "--concurrency", "1,2,4",
          "--requests", "4", "--slo-ttft-ms", "250", "--output", str(tmp_path / "results.json"), *flags]
     )  # fmt: skip
-    return bench.run_from_args(ns, engine_factory=factory, probe=_probe)
+    return bench.run(bench_config(ns), engine_factory=factory, probe=_probe)
 
 
 def test_bench_runs_its_levels_on_a_scripted_engine(
@@ -108,7 +110,7 @@ def test_calibrate_reports_an_engine_that_cannot_start(
     ns = argparse.Namespace(
         token_rate=50.0, max_streams=4, p99_budget_ms=3.0, step_duration=0.1, workers=1, lockstep=False
     )
-    assert calibrate.run_from_args(ns, engine_factory=factory) == 1
+    assert calibrate.run(calibrate_config(ns), engine_factory=factory) == 1
     out, err = capsys.readouterr()
     assert err == "tokentop: error: cannot connect to the scripted server\n"
     assert "error: cannot connect to the scripted server" in out  # the level's row says so too
@@ -138,3 +140,25 @@ def test_a_level_failing_every_request_ends_early_and_the_run_goes_on(
     ), warning
     rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines() if line.startswith("c=")}
     assert rows["c=1"] == ["5", "0"] and rows["c=2"][0] == "0" and rows["c=4"] == ["5", "0"], rows
+
+
+def test_bench_runs_from_a_config_built_without_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The typed seam: a test (or a script) hands bench its config directly, as the CLI does."""
+    monkeypatch.setattr(bench, "POLL_S", 0.005)
+    factory = Factory()
+    target = TargetConfig(base_url="http://127.0.0.1:9/v1", api_key="sk-fake-key")
+    config = BenchConfig(
+        server=RunTarget(target),
+        workload=WorkloadConfig(),
+        levels=(LoadTarget(concurrency=1), LoadTarget(concurrency=2)),
+        requests=4,
+        output=tmp_path / "results.json",
+        quiet=True,
+    )
+    assert bench.run(config, engine_factory=factory, probe=_probe) == 0
+    (engine,) = factory.made
+    assert [(load.value, load.paused) for load in engine.loads] == [(1, True), (2, False), (2, True)]
+    assert [lv.value for lv in read_results(tmp_path / "results.json").levels] == [1.0, 2.0]
+    assert capsys.readouterr().err == ""  # quiet: no progress line, no "written to"

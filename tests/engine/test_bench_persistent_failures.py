@@ -12,7 +12,7 @@ import pytest
 
 from tests.engine.engine_helpers import bench
 from tests.engine.fault_server import FaultServer
-from tui.engine.host.guard import PERSISTENT_FAILURES, PERSISTENT_S
+from tui.engine.control.guard import PERSISTENT_FAILURES, PERSISTENT_S
 
 pytestmark = pytest.mark.timeout(90)
 

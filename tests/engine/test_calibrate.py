@@ -13,6 +13,7 @@ import tui.calibrate.command as command
 import tui.calibrate.levels as levels
 from tui.calibrate.accuracy import ErrorStats, join_errors
 from tui.calibrate.levels import LevelResult, search, stream_levels
+from tui.face_options import calibrate_config
 
 MS = 1_000_000
 
@@ -121,7 +122,7 @@ def test_a_short_calibrate_run_prints_a_sane_answer(
     ns = argparse.Namespace(
         token_rate=50.0, max_streams=8, p99_budget_ms=3.0, step_duration=1.5, workers=1, lockstep=False
     )
-    assert command.run_from_args(ns) == 0
+    assert command.run(calibrate_config(ns)) == 0
     out = capsys.readouterr().out
     assert "noise floor: bare-loop wake-up lag" in out
     assert "err p99" in out

@@ -35,7 +35,9 @@ def _gateway(prefix: str, *, models: bool) -> Handler:
             return
         body = json.loads(req.body)
         chat = "messages" in body
-        usage = {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}
+        prompt = body["messages"][-1]["content"] if chat else body["prompt"]
+        prompt_tokens = 9 + len(prompt.split())  # a count that grows with the prompt, as a server's does
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 3, "total_tokens": prompt_tokens + 3}
         if not body.get("stream"):  # the ISL probe
             await resp.json(200, json.dumps({"choices": [], "usage": usage}).encode())
             return

@@ -132,7 +132,7 @@ def test_stop_cancels_in_flight_and_leaves_nothing_behind(tmp_path: Path) -> Non
         streaming = [ln for ln in snap.lanes if ln.state == "streaming"]
         assert streaming and streaming[0].ttft_ms is not None and streaming[0].text_tail
         t0 = time.monotonic()
-        handle.stop(drain=False, timeout_s=2.0)
+        handle.stop(finish_in_flight=False, timeout_s=2.0)
         # the 2 s timeout, then the workers' exit (slow when the machine is busy)
         assert time.monotonic() - t0 < 6.0
         snap = handle.snapshot()
@@ -275,7 +275,7 @@ if __name__ == "__main__":
 
 
 def test_the_reader_thread_alone_computes_the_views_and_a_level_change_shows_at_once(tmp_path: Path) -> None:
-    """While the reader thread drains batches it is the only one computing the costly views: snapshots
+    """While the reader thread reads batches it is the only one computing the costly views: snapshots
     taken on this thread read the published bundle. A new level still shows in the very next snapshot
     (set_load has the reader publish it), and the final snapshot after stop is computed by the caller."""
     sim = SimServer("flat", time_scale=4.0)

@@ -50,7 +50,7 @@ def test_concurrency_changes_take_effect_within_a_request_and_lose_nothing(
             _, snap, _ = wait_for(handle, progressed, 5, "progress at 1")
             assert snap.in_flight <= 1
             done = snap.completed
-        handle.stop(drain=True, timeout_s=5.0)
+        handle.stop(finish_in_flight=True, timeout_s=5.0)
         snap = handle.snapshot()
         assert [(lv.level_id, lv.value) for lv in snap.levels] == [(1, 2.0), (2, 6.0), (3, 1.0)]
         assert snap.failed == 0 and snap.cancelled == 0
@@ -76,7 +76,7 @@ def test_open_loop_rate_cap_and_scheduling_lag(tmp_path: Path) -> None:
         handle.set_load(LoadTarget(mode="rate", rate=40.0, arrival="constant", max_concurrency=2))
         level_id = handle.level_id
         wait_for(handle, lambda s: s.levels[-1].completed >= 20, 15, "20 capped requests")
-        handle.stop(drain=True)
+        handle.stop(finish_in_flight=True)
         snap = handle.snapshot()
     first, capped = snap.levels
     assert (first.mode, first.value, capped.value) == ("rate", 25.0, 40.0)

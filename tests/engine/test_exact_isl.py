@@ -59,7 +59,7 @@ def run_records(
         assert handle.wait_ready(30.0)
         wait_for(handle, lambda s: s.completed >= requests, 60, f"{requests} requests")
     finally:
-        handle.stop(drain=True, timeout_s=10.0)
+        handle.stop(finish_in_flight=True, timeout_s=10.0)
     records = sorted(read_jsonl(log), key=lambda r: r["sent_ns"])
     assert all(r["status"] == "ok" and r["input_source"] == "usage" for r in records)
     return records

@@ -57,7 +57,7 @@ def test_a_level_of_answers_longer_than_it_is_measured_from_what_arrived(tmp_pat
         assert lv.itl_chunk.n > 1000 and lv.itl_chunk.p50 == pytest.approx(10.0, rel=0.15)
         assert lv.partial_output_tokens > 0 and lv.in_flight_at_end == 4
         assert lv.e2el.n == 0 and lv.finished_in_window == 0
-        handle.stop(drain=False, timeout_s=5.0)  # what `q` does
+        handle.stop(finish_in_flight=False, timeout_s=5.0)  # what `q` does
         saved = handle.results(interrupted="quit")
         results = to_json(saved)
         t0_ns = handle.t0_ns

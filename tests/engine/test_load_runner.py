@@ -68,7 +68,7 @@ async def test_raise_starts_users_at_once_and_lower_lets_requests_finish() -> No
     await fake.until(lambda: fake.running == 1 and runner.in_flight == 1)
     await asyncio.sleep(0.05)  # (bounded) give surplus users a chance to misbehave
     assert fake.running == 1 and fake.started[-1][0] == 3
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
     assert fake.running == 0 and runner.in_flight == 0
 
 
@@ -81,10 +81,10 @@ async def test_lowering_then_raising_reuses_the_user_still_finishing() -> None:
     runner.apply(WorkerShare(level_id=3, concurrency=3))
     await asyncio.sleep(0.02)
     assert fake.running == 3  # never more in flight than the target
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
 
 
-async def test_pause_and_drain_stop() -> None:
+async def test_pause_and_stop_letting_in_flight_finish() -> None:
     fake = FakeRequests(auto_s=0.05)
     runner = LoadRunner(fake)
     runner.apply(WorkerShare(level_id=1, concurrency=2))
@@ -97,7 +97,7 @@ async def test_pause_and_drain_stop() -> None:
     runner.apply(WorkerShare(level_id=2, concurrency=2))
     await fake.until(lambda: fake.running == 2)
     t0 = time.monotonic()
-    await runner.stop(drain=True, timeout_s=2.0)
+    await runner.stop(finish_in_flight=True, timeout_s=2.0)
     assert time.monotonic() - t0 < 0.5 and fake.running == 0
 
 
@@ -106,7 +106,7 @@ async def test_connect_failures_back_off_instead_of_spinning() -> None:
     runner = LoadRunner(fake)
     runner.apply(WorkerShare(level_id=1, concurrency=4))
     await asyncio.sleep(0.5)  # the scenario's length (bounded)
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
     # 4 users backing off 50, 100, 200, 400 ms: about 4 x 4 attempts, not thousands
     assert 8 <= len(fake.started) <= 32
 
@@ -125,7 +125,7 @@ async def test_open_loop_caps_in_flight_and_stamps_the_schedule() -> None:
     assert set(fake.users) == {None}  # an open-loop arrival has no user
     gaps = [b - a for a, b in itertools.pairwise(sched)]  # type: ignore[operator]
     assert all(g == 5_000_000 for g in gaps)  # 1/200 s, on the absolute timeline
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
 
 
 async def test_new_users_start_staggered_within_the_cap_and_interleaved_across_workers() -> None:
@@ -155,7 +155,7 @@ async def test_new_users_start_staggered_within_the_cap_and_interleaved_across_w
     # raising an existing level staggers only the users it adds
     assert runners[0].apply(WorkerShare(level_id=2, concurrency=6)) == pytest.approx(0.0)
     for r in [*runners, squeezed]:
-        await r.stop(drain=False, timeout_s=1.0)
+        await r.stop(finish_in_flight=False, timeout_s=1.0)
 
 
 async def test_no_stagger_starts_every_new_user_at_once() -> None:
@@ -163,4 +163,4 @@ async def test_no_stagger_starts_every_new_user_at_once() -> None:
     runner = LoadRunner(fake, stagger_step_s=0.0)
     assert runner.apply(WorkerShare(level_id=1, concurrency=50)) == 0.0
     await fake.until(lambda: fake.running == 50, timeout_s=1.0)
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)

@@ -72,7 +72,7 @@ async def test_users_backing_off_a_gone_server_all_resume_as_soon_as_one_finds_i
     waited_s = await _until(all_served, 3.0)
     first = min(t for t, _, o in server.starts if o.error_class is None)
     last = max(min(t for t, u, o in server.starts if u == k and o.error_class is None) for k in range(users))
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
     assert waited_s <= CONNECT_CAP_S + 0.2  # the first retry finds it within the cap...
     assert last - first < 0.1, last - first  # ...and wakes the rest at once (unwoken: up to a cap apart)
 
@@ -85,7 +85,7 @@ async def test_a_5xx_back_off_is_not_cut_short_by_other_users_successes() -> Non
     runner = LoadRunner(server)
     runner.apply(WorkerShare(level_id=1, concurrency=3))
     await asyncio.sleep(2.0)
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
     failing = sum(1 for _, u, o in server.starts if u == 0)
     served = sum(1 for _, u, o in server.starts if u != 0)
     assert served > 500, served  # the other two never stopped (1 ms requests)
@@ -99,7 +99,7 @@ async def test_open_loop_holds_for_retry_after_and_drops_what_was_due_meanwhile(
     rate, run_s = 200.0, 1.2
     runner.apply(WorkerShare(level_id=1, mode="rate", rate=rate, arrival="constant"))
     await asyncio.sleep(run_s)
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
     sent, dropped = len(server.starts), runner.take_dropped()
     # one request, then one per Retry-After (0.5-0.55 s): 3 or so sent; without the hold: 240
     assert sent <= 5, sent
@@ -118,7 +118,7 @@ async def test_open_loop_late_arrivals_meeting_fast_failures_are_not_a_burst() -
     await server.ended.wait()
     fast = time.perf_counter()
     await asyncio.sleep(0.5)
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
     burst = server.started_between(fast, fast + 0.5)
     # the schedule alone would send 50 in these 0.5 s; backing off from the 2nd failure: a handful
     assert burst <= 10, burst
@@ -141,7 +141,7 @@ async def test_woken_users_come_back_on_the_stagger_grid_not_all_at_once() -> No
         )
 
     await _until(lambda: all(first_ok(k) is not None for k in range(users)), 3.0)
-    await runner.stop(drain=False, timeout_s=1.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
     times = sorted(t for k in range(users) if (t := first_ok(k)) is not None)
     gaps = sorted(b - a for a, b in itertools.pairwise(times))
     # the first finds the server; the rest wake on its success and start one step apart (user 0 at once,

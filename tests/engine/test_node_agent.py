@@ -1,6 +1,6 @@
 """The node agent without Ray: it starts the unchanged worker as a plain child, relays its messages in bulk
-drains (rebased by the node's offset), keeps command order, and its worker stops by itself when nobody
-drains (the dead-man switch); plus the lane budget through a real handle."""
+collects (rebased by the node's offset), keeps command order, and its worker stops by itself when nobody
+collects (the dead-man switch); plus the lane budget through a real handle."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ def _spec(url: str) -> WorkerSpec:
     return WorkerSpec(0, 1, target, WorkloadConfig(isl=16, osl=8), model, EngineOptions(server_metrics=False))
 
 
-def _drain_until(agent: NodeAgent, done: object, timeout_s: float) -> list[WorkerMessage | bytes]:
+def _collect_until(agent: NodeAgent, done: object, timeout_s: float) -> list[WorkerMessage | bytes]:
     """Drain (each call a heartbeat) until ``done(messages)``; bounded."""
     got: list[WorkerMessage | bytes] = []
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for _, raw in agent.drain(0.2):
+        for _, raw in agent.collect(0.2):
             got.append(raw if raw == CLOSED else pickle.loads(raw))
         if done(got):  # type: ignore[operator]
             return got
@@ -46,7 +46,7 @@ def _records(got: list[WorkerMessage | bytes]) -> int:
     return sum(len(m.records) for m in got if isinstance(m, Batch))
 
 
-def test_the_agent_relays_a_plain_worker_and_its_worker_stops_when_nobody_drains() -> None:
+def test_the_agent_relays_a_plain_worker_and_its_worker_stops_when_nobody_collects() -> None:
     with SimServer("flat", time_scale=4.0) as sim:
         url = sim.start().url
         agent = NodeAgent(dead_after_s=1.0)
@@ -56,16 +56,16 @@ def test_the_agent_relays_a_plain_worker_and_its_worker_stops_when_nobody_drains
         share = split_load(LoadTarget(concurrency=2), 1, 1)[0]
         agent.send(0, 1, ApplyShare(split_load(LoadTarget(concurrency=2), 1, 2)[0]))
         agent.send(0, 0, ApplyShare(share))
-        got = _drain_until(agent, lambda g: _records(g) >= 4, 30.0)
+        got = _collect_until(agent, lambda g: _records(g) >= 4, 30.0)
         batches = [m for m in got if isinstance(m, Batch)]
         assert batches[-1].level_id == 2  # both applied, the later last
         assert all(r.status == "ok" for b in batches for r in b.records)
-        # now nobody drains: no heartbeat reaches the worker, which stops by itself within about 1 s
+        # now nobody collects: no heartbeat reaches the worker, which stops by itself within about 1 s
         stopped_from = time.monotonic()
         agent._procs[0].wait(timeout=15.0)
         waited = time.monotonic() - stopped_from
         assert 0.5 <= waited <= 10.0, waited
-        tail = _drain_until(agent, lambda g: CLOSED in g, 5.0)
+        tail = _collect_until(agent, lambda g: CLOSED in g, 5.0)
         assert any(isinstance(m, Goodbye) for m in tail)  # it said goodbye: a stop, not a crash
         agent.stop_workers(1.0)
 
@@ -80,13 +80,13 @@ def test_a_node_clock_offset_is_estimated_and_taken_off_every_stamp() -> None:
         agent.spawn([_spec(url)], {}, est.offset_ns)
         agent.send(0, 0, ApplyShare(split_load(LoadTarget(concurrency=1), 1, 1)[0]))
         before = time.perf_counter_ns()
-        got = _drain_until(agent, lambda g: _records(g) >= 2, 30.0)
+        got = _collect_until(agent, lambda g: _records(g) >= 2, 30.0)
         after = time.perf_counter_ns()
         recs = [r for m in got if isinstance(m, Batch) for r in m.records]
         # in the face's clock again: every send inside this test's own span
         assert all(before - 5_000 * MS <= r.sent_ns <= r.end_ns <= after for r in recs)
         agent.send(0, 1, Stop(False, 0.0))
-        _drain_until(agent, lambda g: CLOSED in g, 10.0)
+        _collect_until(agent, lambda g: CLOSED in g, 10.0)
         agent.stop_workers(1.0)
 
 

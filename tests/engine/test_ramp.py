@@ -11,7 +11,7 @@ import pytest
 from tests.engine.engine_helpers import running_handle
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadTarget, WorkloadConfig
-from tui.engine.host.ramp import ARRIVALS_HOLD_S, RampPolicy, RampStep
+from tui.engine.control.ramp import ARRIVALS_HOLD_S, RampPolicy, RampStep
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 from tui.sim.launch import SimServer
 

@@ -110,7 +110,7 @@ def assert_histograms_match_truth(level: dict[str, Any], t0_ns: int, tmp_path: P
 
 def _quit(handle: EngineHandle, why: str = "quit") -> dict[str, Any]:
     """What `q` does: stop (cancelling what is in flight), then the results."""
-    handle.stop(drain=False, timeout_s=5.0)
+    handle.stop(finish_in_flight=False, timeout_s=5.0)
     return to_json(handle.results(interrupted=why))
 
 

@@ -64,3 +64,17 @@ def test_an_unusable_trace_is_one_line_and_exit_2(tmp_path: Path, args: list[str
     r = bench(*[a.format(**paths) for a in args], timeout_s=30)
     assert r.returncode == 2, r.stderr
     assert says.format(**paths) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_trace_shorter_than_the_goal_ends_its_level_when_it_is_over(tmp_path: Path) -> None:
+    """3 requests against the default goal of 100: the level ends once all 3 have, not never."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "".join(f'{{"timestamp": {t}, "input_length": 20, "output_length": 3}}\n' for t in (0, 50, 100))
+    )
+    out = tmp_path / "r.json"
+    r = bench("--sim-profile", "flat", "--sim-time-scale", "10", "--trace", str(trace), "--output", str(out),
+              "--quiet", timeout_s=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (level,) = json.loads(out.read_text())["levels"]
+    assert level["level_completed"] == 3

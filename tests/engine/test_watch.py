@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.pty_app import PtyApp
-from tui.app.watch import watch_target
 from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.host.watch import WatchEngine
 from tui.engine.results.files import to_json
+from tui.face_options import watch_config
 from tui.options import UsageError
 from tui.sim.launch import SimServer
 
@@ -78,11 +78,11 @@ def test_watch_reads_the_base_url_variable_as_the_load_commands_do(monkeypatch: 
     """``$OPENAI_BASE_URL`` without ``--url`` is the server (it was "--url is required"), ``--url``
     wins, and a bad or credentialed value is refused in one line naming the variable, not repeating it."""
     monkeypatch.setenv("OPENAI_BASE_URL", "http://gpu-box:8000")
-    assert watch_target(_watch_ns())[0].base_url == "http://gpu-box:8000/v1"
-    assert watch_target(_watch_ns("--url", "http://other:9000"))[0].base_url == "http://other:9000/v1"
+    assert watch_config(_watch_ns()).target.base_url == "http://gpu-box:8000/v1"
+    assert watch_config(_watch_ns("--url", "http://other:9000")).target.base_url == "http://other:9000/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://me:hunter2@gpu-box:8000")
     with pytest.raises(UsageError, match=r"^\$OPENAI_BASE_URL must not carry credentials") as info:
-        watch_target(_watch_ns())
+        watch_config(_watch_ns())
     assert "hunter2" not in str(info.value)
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tui.engine.config import EngineOptions, TargetConfig, WorkloadConfig
-from tui.engine.host.spawning import ensure_resource_tracker, spawn_worker
+from tui.engine.host.worker_pool import ensure_resource_tracker, spawn_worker
 from tui.engine.wire import ApplyShare, Batch, Goodbye, Stop, WorkerShare, WorkerSpec
 from tui.sim.launch import SimServer
 
@@ -83,7 +83,7 @@ def test_a_face_that_stops_reading_gets_one_batch_of_everything_not_one_per_inte
             time.sleep(UNREAD_S)  # the face falls behind: nobody reads
             resumed_ns = time.perf_counter_ns()
             behind = _read_for(data, 0.5)
-            cmd.send(Stop(drain=True, timeout_s=5.0))
+            cmd.send(Stop(finish_in_flight=True, timeout_s=5.0))
             after = _read_all(data, time.monotonic() + 20.0)
         finally:
             proc.join(10.0)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 from tests.app.fake_engine import FakeEngine  # noqa: E402
 from tests.perf.paint_clock import PaintClock  # noqa: E402
 from tui.app.app import TokentopApp  # noqa: E402
+from tui.app.settings import AppSettings  # noqa: E402
 from tui.app.themes import load_themes  # noqa: E402
 
 DEADLINE_S = 10.0
@@ -29,7 +30,7 @@ DEADLINE_S = 10.0
 
 async def measure(times: int, tmp: Path) -> tuple[list[float], list[float]]:
     engine: Any = FakeEngine()  # the app tests' stand-in, typed loosely as there (tests/app/conftest.py)
-    app = TokentopApp(engine, themes=load_themes(), theme="dark", save_dir=tmp, tick_s=0.1)
+    app = TokentopApp(engine, AppSettings(themes=load_themes(), theme="dark", save_dir=tmp, tick_s=0.1))
     opens: list[float] = []
     closes: list[float] = []
     async with app.run_test(size=(140, 45)):

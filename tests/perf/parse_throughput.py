@@ -52,7 +52,7 @@ def run(reads: list[bytes], requests: int) -> float:
                     break
                 apply_chunk(acc, loads(event.data), now)
             if len(acc.pending_text) > 64:
-                acc.pending_text.clear()  # the worker drains lane text every batch
+                acc.pending_text.clear()  # the worker takes lane text every batch
     return time.perf_counter() - t0
 
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.perf.paint_clock import PaintClock  # noqa: E402
 from tui.app.app import TokentopApp  # noqa: E402
+from tui.app.settings import AppSettings  # noqa: E402
 from tui.app.themes import load_themes  # noqa: E402
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig  # noqa: E402
 from tui.engine.host.handle import EngineHandle  # noqa: E402
@@ -97,7 +98,9 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
     engine.start()
     samples: list[dict[str, Any]] = []
     try:
-        app = TokentopApp(engine, themes=load_themes(), theme="dark", save_dir=workdir, freeze_gc=True)
+        app = TokentopApp(
+            engine, AppSettings(themes=load_themes(), theme="dark", save_dir=workdir, freeze_gc=True)
+        )
         async with app.run_test(size=(140, 45)):
             clock = PaintClock(app)
             t0 = time.monotonic()
@@ -113,7 +116,7 @@ async def soak(ns: argparse.Namespace, url: str, sim_pid: int, workdir: Path) ->
                 print(progress_line(samples[-1]), flush=True)
             traces.report()
     finally:
-        engine.stop(drain=False, timeout_s=10.0)
+        engine.stop(finish_in_flight=False, timeout_s=10.0)
     return samples
 
 

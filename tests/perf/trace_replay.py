@@ -123,7 +123,7 @@ def main() -> None:
                 sim_pid = sim.process.pid if sim.process is not None else -1
                 workers.append(max((rss_mb(k) for k in kids if k.pid != sim_pid), default=0.0))
             snap = handle.snapshot()
-            handle.stop(drain=False, timeout_s=5.0)
+            handle.stop(finish_in_flight=False, timeout_s=5.0)
         print(
             f"replay at {args.rate:g} req/s (x{speed:g}) for {args.duration:g} s: {snap.completed} "
             f"completed, {snap.failed} failed, about {snap.completed / args.rate:.0f} s of the trace's "
@@ -134,10 +134,10 @@ def main() -> None:
         print(f"face RSS: max {max(face):.1f} MB (the target: under 200 MB); "
               f"largest worker RSS: max {max(workers):.1f} MB")  # fmt: skip
         records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-        lag = np.array([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in records if r["scheduled_ns"]])
-        start = np.array(
-            [(r["send_start_ns"] - r["scheduled_ns"]) / 1e6 for r in records if r["scheduled_ns"]]
-        )
+        # those the stop cancelled before their time were never sent: they have no send stamps
+        sent = [r for r in records if r["scheduled_ns"] and r["send_start_ns"] is not None]
+        lag = np.array([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in sent])
+        start = np.array([(r["send_start_ns"] - r["scheduled_ns"]) / 1e6 for r in sent])
         for name, a in (("send (socket write) - schedule", lag), ("send start - schedule", start)):
             print(
                 f"{name}: p50 {np.percentile(a, 50):.3f} ms, p99 {np.percentile(a, 99):.3f} ms, "

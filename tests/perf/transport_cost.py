@@ -249,7 +249,7 @@ async def _client(
 
         def chunks_now() -> int:
             for acc in live:
-                acc.pending_text.clear()  # the worker drains lane text every batch
+                acc.pending_text.clear()  # the worker takes lane text every batch
             return count.chunks + sum(len(acc.chunk_ns) for acc in live)
 
     tasks = [asyncio.ensure_future(u) for u in users]

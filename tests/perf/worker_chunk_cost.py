@@ -48,7 +48,7 @@ def main() -> None:
             time.sleep(ns.seconds)
             c1, k1 = _cpu_s(pid), _received(handle)
         finally:
-            handle.stop(drain=False, timeout_s=2.0)
+            handle.stop(finish_in_flight=False, timeout_s=2.0)
     chunks = k1 - k0
     print(
         f"{ns.streams} streams x {ns.token_rate:g} tok/s: {chunks / ns.seconds:,.0f} chunks/s, "

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from tests.app import frozen
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.run_config import run_info
+from tui.engine.host.config_record import run_info
 from tui.engine.results.build import ClientSummary, LevelExtras, RunInfo, build_results
 from tui.engine.results.model import Results
 from tui.engine.snapshot import Snapshot

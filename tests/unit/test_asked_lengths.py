@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.engine.config import DatasetConfig, LengthDist, Scenario, WorkloadConfig
-from tui.engine.host.run_config import asked_isl, asked_osl
+from tui.engine.control.checks import asked_isl, asked_osl
 
 
 def test_a_shared_prefix_adds_to_the_isl_asked() -> None:

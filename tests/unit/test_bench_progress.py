@@ -7,11 +7,10 @@ import math
 
 import pytest
 
-from tui.bench_progress import (
+from tui.bench.progress import (
     LevelProgress,
     Progress,
     bar,
-    clock,
     goal_text,
     level_eta_s,
     load_label,
@@ -66,18 +65,19 @@ def test_run_eta_is_this_level_plus_the_rest_at_the_mean_level_time() -> None:
     assert run_eta_s(_p(index=4, done=40)) == 0.0
 
 
-def test_run_eta_counts_the_drain_after_each_level_at_the_mean_measured() -> None:
-    # level 1 took 20 s, then drained 6 s: this level drains after its goal too, and so will the two after
+def test_run_eta_counts_the_wind_down_after_each_level_at_the_mean_measured() -> None:
+    # level 1 took 20 s, then wound down 6 s: this level winds down after its goal too, and so will the
+    # two after
     eta = 10 * 28 / 12
     per_level = (20 + 10 + eta) / 2
-    with_drain = run_eta_s(_p(finished_drain_s=(6.0,)))
-    assert with_drain == pytest.approx(eta + 6 + 2 * (per_level + 6))
+    with_wind_down = run_eta_s(_p(finished_wind_down_s=(6.0,)))
+    assert with_wind_down == pytest.approx(eta + 6 + 2 * (per_level + 6))
     without = run_eta_s(_p())
-    assert without is not None and with_drain == pytest.approx(without + 3 * 6)
-    # the last level at its goal: only its own drain is left, at the mean of those measured
-    last = _p(index=4, done=40, finished_level_s=(20.0, 20.0, 20.0), finished_drain_s=(2.0, 4.0, 6.0))
+    assert without is not None and with_wind_down == pytest.approx(without + 3 * 6)
+    # the last level at its goal: only its own wind-down is left, at the mean of those measured
+    last = _p(index=4, done=40, finished_level_s=(20.0, 20.0, 20.0), finished_wind_down_s=(2.0, 4.0, 6.0))
     assert run_eta_s(last) == pytest.approx(4.0)
-    assert run_eta_s(_p(done=0, finished_drain_s=(6.0,))) is None  # unknown until this level has counted
+    assert run_eta_s(_p(done=0, finished_wind_down_s=(6.0,))) is None  # unknown until this level has counted
 
 
 @pytest.mark.parametrize(
@@ -87,13 +87,6 @@ def test_run_eta_counts_the_drain_after_each_level_at_the_mean_measured() -> Non
 )  # fmt: skip
 def test_bar_fills_by_eighths(fraction: float, width: int, text: str) -> None:
     assert bar(fraction, width) == text and len(bar(fraction, width)) == width
-
-
-@pytest.mark.parametrize(
-    ("s", "text"), [(0, "0:00"), (7.9, "0:07"), (65, "1:05"), (3725, "1:02:05"), (-1, "-:--")]
-)
-def test_clock(s: float, text: str) -> None:
-    assert clock(s) == text
 
 
 def test_the_plain_line_says_everything() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.app import frozen
-from tui.bench import format_table
+from tui.bench.table import format_table
 
 
 def _header_and_rows(text: str) -> tuple[str, list[str]]:
@@ -29,10 +29,10 @@ def test_the_prefix_cache_hit_rate_is_a_column_before_steady() -> None:
 
 
 def test_no_knee_from_the_clients_levels_says_the_client_was_the_limit() -> None:
-    from tui.bench import _summary
+    from tui.bench.table import summary
 
     levels = frozen.LEVELS
     limited = (*levels[:-1], replace(levels[-1], client_limited=True))
-    text = _summary(frozen.snapshot(levels=limited, knee=None))
+    text = summary(frozen.snapshot(levels=limited, knee=None))
     assert "knee: not found among the server's levels (the client was the limit at 8 users)" in text
     assert "still rising" not in text

@@ -12,7 +12,7 @@ import orjson
 from tests.app import frozen
 from tests.unit.results_data import frozen_results
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.run_config import run_info
+from tui.engine.host.config_record import run_info
 from tui.engine.results.build import ClientSummary, build_results
 from tui.engine.results.exports import write_exports
 from tui.engine.results.files import read_results, to_json, write_results

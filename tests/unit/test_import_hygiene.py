@@ -36,7 +36,7 @@ def test_engine_and_sim_import_no_ui_libraries() -> None:
 
 def test_bench_face_imports_no_ui_libraries() -> None:
     code = (
-        "import json, sys, tui.bench, tui.cli\n"
+        "import json, sys, tui.bench.run, tui.cli\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {UI_PACKAGES!r})))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -12,7 +12,7 @@ from tui.cli import build_parser
 from tui.options import UsageError, placement_from_args
 
 FACES = (
-    "import sys, tui.cli, tui.bench, tui.app.run, tui.app.app, tui.engine.host.handle, "
+    "import sys, tui.cli, tui.bench.run, tui.app.run, tui.app.app, tui.engine.host.handle, "
     "tui.engine.load.worker, tui.engine.remote.agent, tui.ray_check; "
     "tui.cli.build_parser().parse_args(['bench', '--ray', 'auto']); "
     "print('ray' in sys.modules)"

@@ -73,3 +73,13 @@ def test_bench_names_the_nearest_flag_for_a_typo() -> None:
         assert r.returncode == 2, r.stderr
         assert says in r.stderr and "invalid choice" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_flag_before_a_subcommand_is_refused_not_silently_dropped() -> None:
+    """`tokentop --url X bench` would parse, and bench's own --url default would run the simulator."""
+    args = ["--url", "http://127.0.0.1:9", "bench", "--requests", "1"]
+    r = subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ), check=False)  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--url before 'bench' would be ignored" in r.stderr and "simulator" not in r.stdout, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 from tui.app import control
 from tui.engine.config import LoadTarget, TraceConfig
 from tui.engine.host.trace_clock import FIRST_START_NS, START_LEAD_NS, TraceClock
-from tui.engine.load.replay import Replay
+from tui.engine.load.replay import WARM_CONNECTIONS, Replay
 from tui.engine.traces import TraceRequest, check_trace
 from tui.engine.wire import WorkerShare
 
@@ -70,3 +70,31 @@ def test_a_replay_behind_its_schedule_says_so_and_sends_everything(tmp_path: Pat
     behind = [n for n in notices if "falling behind" in n]
     assert len(behind) == 1 and "cannot keep up" in behind[0]  # once per 10 s, not once a request
     assert any("reached the end" in n for n in notices)
+
+
+def test_each_pass_of_a_trace_opens_its_connections_before_its_first_send(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(
+        json.dumps({"timestamp": i, "input_length": 5, "output_length": 1}) + "\n" for i in range(3)
+    ))  # fmt: skip
+    replay = Replay(check_trace(TraceConfig(path=str(path))))
+    events: list[object] = []
+
+    async def warm(count: int) -> int:
+        events.append(("warm", count))
+        return count
+
+    async def send(share: WorkerShare, due_ns: int, entry: TraceRequest) -> None:
+        events.append("send")
+
+    async def passes() -> None:
+        anchor = time.perf_counter_ns() + 20_000_000
+        await replay.run(WorkerShare(level_id=1, mode="trace", trace_anchor_ns=anchor), send, warm)
+        # a new speed in the same pass keeps the connections it has; a new pass opens them again
+        await replay.run(WorkerShare(level_id=2, mode="trace", trace_anchor_ns=anchor, speed=2.0), send, warm)
+        anchor = time.perf_counter_ns() + 20_000_000
+        await replay.run(WorkerShare(level_id=3, mode="trace", trace_anchor_ns=anchor, trace_epoch=1), send,
+                         warm)  # fmt: skip
+
+    asyncio.run(passes())
+    assert events == [("warm", WARM_CONNECTIONS), *["send"] * 3, ("warm", WARM_CONNECTIONS), *["send"] * 3]

@@ -24,7 +24,8 @@ from tui.engine.workload import (
 )
 from tui.engine.workload.lengths import ScenarioPicker, draw_length
 from tui.engine.workload.text import WordText, shared_prefix_text
-from tui.options import UsageError, workload_from_args
+from tui.options import UsageError
+from tui.workload_options import workload_from_args
 
 N = 4000
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -19,12 +18,12 @@ from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Size
 from textual.screen import Screen
-from textual.theme import Theme
 
 from tui.app import control, keys
 from tui.app.frames import FrameStats
 from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
-from tui.app.saving import save_snapshot, saved_list
+from tui.app.saving import save_run_files, saved_list
+from tui.app.settings import AppSettings
 from tui.app.terminal import HangUpSafeDriver
 from tui.app.themes import APP_VARIABLE_DEFAULTS
 from tui.app.widgets.curve import ThroughputCurve
@@ -40,8 +39,7 @@ from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
-from tui.engine.host.ramp import RampPolicy
-from tui.engine.sessions.baseline import Baseline
+from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 from tui.outputs import kept_results_path, state_dir
 
@@ -92,47 +90,27 @@ class TokentopApp(App[int]):
     """The levels table takes new numbers at most every 5 ticks (2 Hz at 10 Hz); plots have their own
     cadence (`PlotPane.every_ticks`), and a tick builds at most one of them, never on a table tick."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        themes: dict[str, Theme],
-        theme: str,
-        output: Path | None = None,
-        requests_log: Path | None = None,
-        save_dir: Path | None = None,
-        tick_s: float = 0.1,
-        clock_ns: Callable[[], int] = time.perf_counter_ns,
-        cpu_clock_ns: Callable[[], int] = time.thread_time_ns,
-        freeze_gc: bool = False,
-        slo_ttft_ms: float | None = None,
-        slo_tpot_ms: float | None = None,
-        plot_thread: bool = True,
-        watch_only: bool = False,
-        schedule: Sequence[tuple[float, LoadTarget]] = (),
-        baseline: Baseline | None = None,
-    ) -> None:
-        """``schedule``: (run seconds, target) to set in turn (``--schedule``); a load key ends it.
-        ``baseline``: another run drawn beside this one (``--baseline``)."""
+    def __init__(self, engine: Engine, settings: AppSettings) -> None:
         super().__init__()
-        self._schedule = list(schedule)
+        self._schedule = list(settings.schedule)
         self.engine = engine
-        self.watch_only = watch_only
+        self.settings = settings
+        self.watch_only = settings.watch_only
         """`tokentop watch`: no load; only the server pane (and the status line) are shown, load keys off."""
         self._server_means = ServerMeans()
-        self.output = output
-        self.requests_log = requests_log
-        self.save_dir = save_dir or Path.cwd()
-        self.tick_s = tick_s
-        self._clock_ns = clock_ns
-        self._cpu_ns = cpu_clock_ns
-        self._freeze_gc = freeze_gc
-        self._slo_ttft_ms = slo_ttft_ms
-        self._slo_tpot_ms = slo_tpot_ms
-        for each in themes.values():
+        self.output = settings.output
+        self.requests_log = settings.requests_log
+        self.save_dir = settings.save_dir or Path.cwd()
+        self.tick_s = settings.tick_s
+        self._clock_ns = settings.clock_ns
+        self._cpu_ns = settings.cpu_clock_ns
+        self._freeze_gc = settings.freeze_gc
+        self._slo_ttft_ms = settings.slo_ttft_ms
+        self._slo_tpot_ms = settings.slo_tpot_ms
+        for each in settings.themes.values():
             self.register_theme(each)
-        self._theme_names = list(themes)
-        self._initial_theme = theme
+        self._theme_names = list(settings.themes)
+        self._initial_theme = settings.theme
         self.frame_stats = FrameStats()
         """Own work per tick; shown in the status line and read by the performance tests."""
         self.window_s: float | None = WINDOWS_S[0]
@@ -167,14 +145,16 @@ class TokentopApp(App[int]):
         self._errors = ErrorsPane(id="errors")
         self._server = ServerPane(id="server")
         self._plots: list[PlotPane] = [self._curve, self._ttft, self._itl]
-        if baseline is not None:
+        if (baseline := settings.baseline) is not None:
             self._curve.baseline = baseline.points
             self._table.baseline = baseline.level_for
         # plotext builds (~5 ms each) made the UI's p99 tick; one background thread builds them in turn,
         # so the UI thread only reads the theme and data in and shows the result. Without it (tests)
         # plots are built inline and a screen is complete as soon as `poll()` returns.
         self._plot_executor = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokentop-plots") if plot_thread else None
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokentop-plots")
+            if settings.plot_thread
+            else None
         )
         for pane in self._plots:
             pane.executor = self._plot_executor
@@ -511,7 +491,7 @@ class TokentopApp(App[int]):
 
     def action_save(self) -> None:
         try:
-            saved = save_snapshot(self.engine, self.save_dir, self.requests_log, self._save_svg)
+            saved = save_run_files(self.engine, self.save_dir, self.requests_log, self._save_svg)
         except Exception as exc:
             self.notify(f"save failed: {exc}", severity="error", timeout=10)
             return

@@ -16,6 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 
 from tui.engine.snapshot import Histogram, LevelView
+from tui.units import ms_label
 
 RGB = tuple[int, int, int]
 
@@ -50,22 +51,6 @@ class CurveColours:
     current: RGB
     knee: RGB
     axes: RGB
-
-
-def format_rate(value: float, digits: int = 1) -> str:
-    """A throughput with thousands separators; "-" while there is nothing to divide."""
-    return f"{value:,.{digits}f}" if math.isfinite(value) else "-"
-
-
-def format_ms(value_ms: float) -> str:
-    """Short latency label: 850us, 12ms, 1.2s."""
-    if not math.isfinite(value_ms):
-        return "-"
-    if value_ms < 1:
-        return f"{value_ms * 1000:.0f}us"
-    if value_ms < 1000:
-        return f"{value_ms:.0f}ms" if value_ms >= 10 else f"{value_ms:.1f}ms"
-    return f"{value_ms / 1000:.1f}s" if value_ms < 10_000 else f"{value_ms / 1000:.0f}s"
 
 
 class Plot:
@@ -115,7 +100,7 @@ class Plot:
                 x = _position(edges, value)
                 fig.plot([x, x], [0, top], color=colours.marker, marker="│")
         ticks = _decade_ticks(lo_ms, hi_ms, width)
-        fig.xticks([_position(edges, t) for t in ticks], [format_ms(t) for t in ticks])
+        fig.xticks([_position(edges, t) for t in ticks], [ms_label(t) for t in ticks])
         fig.xlim(lo_pos, hi_pos)
         y_ticks = nice_ticks(top, max(2, height // 4))
         fig.yticks(y_ticks, [_count_label(t) for t in y_ticks])

@@ -1,6 +1,6 @@
 """What the auto ramp leaves on screen when it stops (why, and the knee), and the load `k` returns to.
 
-Pure functions over snapshots, tested without a UI. The policy itself is `tui.engine.host.ramp`.
+Pure functions over snapshots, tested without a UI. The policy itself is `tui.engine.control.ramp`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadTarget
-from tui.engine.host.ramp import RampPolicy
+from tui.engine.control.ramp import RampPolicy
 from tui.engine.snapshot import LevelView, Snapshot
 
 FAILED_PREFIXES = ("SLO broken", "errors at", "client is the limit")

@@ -91,12 +91,13 @@ class ReplayApp(TokentopApp):
 
 def make_replay_app(replay: ReplayEngine, *, theme: str | None = None, **options: object) -> ReplayApp:
     """The replay app for ``replay`` (the CLI and the tests both call it); ``options`` as `TokentopApp`."""
+    from tui.app.settings import AppSettings
     from tui.app.themes import load_themes, resolve_theme
 
     themes = load_themes()
     name = resolve_theme(theme, themes).name
     options.setdefault("clock_ns", replay.now_ns)
-    app = ReplayApp(replay, themes=themes, theme=name, **options)  # type: ignore[arg-type]
+    app = ReplayApp(replay, AppSettings(themes=themes, theme=name, **options))  # type: ignore[arg-type]
     app.replay = replay
     return app
 

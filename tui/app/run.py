@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -15,45 +14,33 @@ from typing import Any
 from textual.theme import Theme
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
+from tui.configs import LiveConfig
 from tui.demo import DemoError, running_demo
-from tui.engine.config import LoadTarget
-from tui.engine.sessions.baseline import Baseline
-from tui.engine.sessions.schedule import Schedule
-from tui.options import (
-    UsageError,
-    demo_from_args,
-    initial_load,
-    target_from_args,
-    url_note,
-    workload_from_args,
-)
+from tui.options import UsageError
 from tui.outputs import check_outputs
-from tui.session_options import baseline_from_args, recording_engine_options, schedule_from_args
 from tui.shutdown import Terminated, exit_status, say, signals_as_interrupt
 
 
-def run_from_args(ns: argparse.Namespace) -> int:
+def run(config: LiveConfig) -> int:
     """Run the live app; 0 after `q`, 2 for a usage problem (raised as UsageError), 1 if it broke (or the
     engine had stopped on a fatal error), 143/129 after SIGTERM/SIGHUP (which quit like `q`: results
     written, terminal restored)."""
     try:
         themes = load_themes()
-        theme = resolve_theme(ns.theme, themes)
+        theme = resolve_theme(config.theme, themes)
     except ThemeError as exc:
         raise UsageError(str(exc)) from None
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the live app needs a terminal; for a headless run use `tokentop bench`")
-    demo = demo_from_args(ns)
-    schedule = schedule_from_args(ns)
-    baseline = baseline_from_args(ns)
-    load = initial_load(ns, demo=demo is not None) if schedule is None else schedule.changes[0].target
-    requests_log = Path(ns.requests_log) if ns.requests_log else None
-    output = Path(ns.output) if ns.output else None
-    metrics_log = Path(ns.server_metrics_log) if ns.server_metrics_log else None
-    check_outputs(output=output, requests_log=requests_log, server_metrics_log=metrics_log)
+    metrics_log = config.options.server_metrics_log
+    check_outputs(
+        output=config.output,
+        requests_log=config.requests_log,
+        server_metrics_log=Path(metrics_log) if metrics_log else None,
+    )
     try:
-        with running_demo(demo) as demo_url:
-            return _run_app(ns, demo_url, load, themes, theme.name, output, requests_log, schedule, baseline)
+        with running_demo(config.server.demo) as demo_url:
+            return _run_app(config, demo_url, themes, theme.name)
     except KeyboardInterrupt as exc:  # a signal before or after the app ran: the engine is stopped
         return exit_status(exc)
     except DemoError as exc:
@@ -61,48 +48,32 @@ def run_from_args(ns: argparse.Namespace) -> int:
         return 1
 
 
-def _run_app(
-    ns: argparse.Namespace,
-    demo_url: str | None,
-    load: LoadTarget,
-    themes: dict[str, Theme],
-    theme: str,
-    output: Path | None,
-    requests_log: Path | None,
-    schedule: Schedule | None = None,
-    baseline: Baseline | None = None,
-) -> int:
+def _run_app(config: LiveConfig, demo_url: str | None, themes: dict[str, Theme], theme: str) -> int:
     """The engine and the app, against ``demo_url`` or ``--url``; the engine is stopped however it ends."""
-    target = target_from_args(ns, demo_url=demo_url)
-    if (note := url_note(ns)) is not None:  # left above the app's screen (its header shows the URL)
-        print(f"tokentop: {note}", file=sys.stderr)
-    workload = workload_from_args(ns)
+    target = config.server.at(demo_url)
+    if config.server.note is not None:  # left above the app's screen (its header shows the URL)
+        print(f"tokentop: {config.server.note}", file=sys.stderr)
 
     from tui.app.app import TokentopApp
+    from tui.app.settings import AppSettings
     from tui.engine.host.handle import EngineHandle
 
-    engine = EngineHandle(
-        target,
-        workload,
-        load,
-        workers=ns.workers,
-        requests_log=requests_log,
-        options=recording_engine_options(ns),
-    )
+    engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
+                          requests_log=config.requests_log, options=config.options)  # fmt: skip
     try:
         engine.start()
-        app = TokentopApp(
-            engine,
+        settings = AppSettings(
             themes=themes,
             theme=theme,
-            output=output,
-            requests_log=requests_log,
+            output=config.output,
+            requests_log=config.requests_log,
             freeze_gc=True,
-            slo_ttft_ms=ns.slo_ttft_ms,
-            slo_tpot_ms=ns.slo_tpot_ms,
-            schedule=[] if schedule is None else [(c.at_s, c.target) for c in schedule.changes[1:]],
-            baseline=baseline,
+            slo_ttft_ms=config.options.slo_ttft_ms,
+            slo_tpot_ms=config.options.slo_tpot_ms,
+            schedule=config.schedule,
+            baseline=config.baseline,
         )
+        app = TokentopApp(engine, settings)
         signalled: list[int] = []
 
         def on_signal(signum: int) -> None:

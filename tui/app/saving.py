@@ -26,7 +26,7 @@ def snapshot_base(save_dir: Path, now: datetime) -> Path:
     return base
 
 
-def save_snapshot(
+def save_run_files(
     engine: Engine,
     save_dir: Path,
     requests_log: Path | None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import tempfile
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tui.calibrate.floor import noise_floor
 from tui.calibrate.levels import LevelResult, measure_level, search
+from tui.configs import CalibrateConfig
 
 if TYPE_CHECKING:
     from tui.engine.api import EngineFactory
@@ -41,15 +41,11 @@ HEADER = (
 )
 
 
-def run_from_args(ns: argparse.Namespace, *, engine_factory: EngineFactory | None = None) -> int:
+def run(config: CalibrateConfig, *, engine_factory: EngineFactory | None = None) -> int:
     """`tokentop calibrate`: exit 0 with an answer, 1 if nothing could be measured. ``engine_factory``:
     the engine measured (default `EngineHandle`, the real one; a test may give a fake)."""
-    rate: float = ns.token_rate
-    budget: float = ns.p99_budget_ms
-    workers: int = ns.workers
-    max_streams: int = ns.max_streams
-    seconds: float = ns.step_duration
-    lockstep: bool = getattr(ns, "lockstep", False)
+    rate, budget, workers = config.token_rate, config.p99_budget_ms, config.workers
+    max_streams, seconds, lockstep = config.max_streams, config.step_duration_s, config.lockstep
     if rate > MAX_TOKEN_RATE:
         print(
             f"tokentop: error: --token-rate above {MAX_TOKEN_RATE:g} tok/s per stream is not supported",

@@ -61,7 +61,7 @@ class Engine(Protocol):
         """True once `stop` has finished."""
 
     def snapshot(self) -> Snapshot:
-        """The state now: drains what the workers sent since the last call and summarises it."""
+        """The state now: reads what the workers sent since the last call and summarises it."""
 
     def detail(self, request_id: int) -> RequestDetail | None:
         """A recent request's full record (chunk timeline, error), or None if it is no longer kept."""
@@ -75,9 +75,9 @@ class Engine(Protocol):
         """Write results JSON (vLLM-compatible per-level keys) for what was measured so far
         (``interrupted`` as in `results`)."""
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
-        """Stop issuing; cancel (or, with drain, let finish) in-flight requests; join the workers.
-        Idempotent. Nothing already measured is lost: the requests log is flushed."""
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
+        """Stop issuing; cancel (or, with ``finish_in_flight``, let finish) in-flight requests; join the
+        workers. Idempotent. Nothing already measured is lost: the requests log is flushed."""
 
 
 class EngineFactory(Protocol):

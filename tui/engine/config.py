@@ -227,11 +227,11 @@ class RayPlacement:
     """``stop``: the run ends (results saved, interrupted by ``node_lost``); ``continue``: the load is split
     again over the workers left, as a new level."""
     silent_after_s: float = 2.0
-    """A node whose drain has not come back for this long is reported silent ..."""
+    """A node whose collect call has not come back for this long is reported silent ..."""
     lost_after_s: float = 5.0
     """... and lost after this long (or at Ray's own error, if sooner)."""
     dead_after_s: float = 5.0
-    """A node's workers stop by themselves when its agent has not been drained for this long."""
+    """A node's workers stop by themselves when its agent has not been collected from for this long."""
     test_clock_offset_ns: int = 0
     """Tests only: the agents' clocks read this far ahead, as another machine's would."""
 
@@ -252,7 +252,7 @@ class EngineOptions:
     """`ClientHealth.saturated` when a worker's event-loop lag p99 exceeds this ..."""
     cpu_threshold: float = 0.6
     """... or its CPU share exceeds this fraction of one core, sustained: in two consecutive health windows
-    (`tui.engine.aggregate.saturation.Sustain`)."""
+    (`tui.engine.control.saturation.Sustain`)."""
     health_window_s: float = 2.0
     """Length of the disjoint windows a worker judges its health over (lag p99 and CPU share of each)."""
     slo_ttft_ms: float | None = None

@@ -1,6 +1,6 @@
 """What a face (the live app or the headless bench) sees of the engine: immutable plain data.
 
-A `Snapshot` is computed by the engine handle from the raw records it has drained, on demand, and
+A `Snapshot` is computed by the engine handle from the raw records it has read, on demand, and
 is cheap to render. No numpy arrays, no live objects: tuples, floats, ints, strings.
 Latencies are in milliseconds (`_ms`), rates per second (`_per_s`), times since run start in seconds.
 """
@@ -237,7 +237,7 @@ class ClientHealth:
     """Highest CPU share (0..1 of one core) among engine processes over the last few seconds."""
     saturated: bool = False
     """Sustained: some engine process's lag p99 or CPU share was over its threshold in two consecutive
-    health windows (`tui.engine.aggregate.saturation.Sustain`); a momentary high reading above does not
+    health windows (`tui.engine.control.saturation.Sustain`); a momentary high reading above does not
     set it."""
     reason: str = ""
     worker_tasks: int = 0

@@ -94,9 +94,10 @@ class ApplyShare(NamedTuple):
 
 
 class Stop(NamedTuple):
-    """Stop issuing; let in-flight requests finish up to ``timeout_s`` (``drain``) or cancel them."""
+    """Stop issuing; let in-flight requests finish up to ``timeout_s`` (``finish_in_flight``) or cancel
+    them."""
 
-    drain: bool
+    finish_in_flight: bool
     timeout_s: float
 
 

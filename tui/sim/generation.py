@@ -151,7 +151,7 @@ class GenRequest(Seq):
             **extra,
         }
 
-    # -- called by the engine loop, once per token this request gained in a step --
+    # -- called by the stepper, once per token this request gained in a step --
 
     def on_token(self) -> None:
         if self.done or self.fault_at < 0:

@@ -4,7 +4,7 @@
 - `http`: HTTP/1.1 over a raw asyncio.Protocol (parsing, response heads, chunked framing).
 - `openai_api`: request validation, OpenAI error shapes, chunk templates.
 - `generation`: one generation request's wire output, faults and truth record (the hot path).
-- `engine_loop`: the asyncio task stepping `tui.sim.model.Scheduler` on the modelled clock.
+- `stepper`: the asyncio task stepping `tui.sim.model.Scheduler` on the modelled clock.
 - `simulator`: routing, admission and counters, tying the above together.
 - `truth`: the ground-truth log and the scheduler state log.
 """

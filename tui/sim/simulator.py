@@ -16,7 +16,6 @@ from typing import NamedTuple
 import orjson
 
 from tui.sim.config import SimConfig
-from tui.sim.engine_loop import engine_loop
 from tui.sim.faults import MID_STREAM_KINDS
 from tui.sim.generation import GenRequest
 from tui.sim.gpu import GpuModel
@@ -25,6 +24,7 @@ from tui.sim.metrics import ServerMetrics
 from tui.sim.model import Scheduler
 from tui.sim.openai_api import GenParams, HttpError, parse_generation
 from tui.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
+from tui.sim.stepper import run_steps
 from tui.sim.text import TABLE_SIZE, WordTable
 from tui.sim.truth import StateLog, TruthLog, rejected_record
 
@@ -104,7 +104,7 @@ class Simulator:
     def start(self) -> None:
         on_state = self.note_state if self.state_log is not None else None
         self._task = asyncio.get_running_loop().create_task(
-            engine_loop(
+            run_steps(
                 self.scheduler,
                 self._wake,
                 self.config.time_scale,
@@ -141,7 +141,7 @@ class Simulator:
             self.state_log.close()
             self.state_log = None
 
-    # -- the engine loop --
+    # -- the stepper --
 
     def error_body(self, status: int, message: str) -> bytes:
         """An error the connection answers itself, in OpenAI's shape like every other."""

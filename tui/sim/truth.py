@@ -65,7 +65,7 @@ class StateLog:
     `{"t_ns": ..., "running": ..., "waiting": ..., "kv_used": ...}`, where `t_ns` is `perf_counter_ns` when
     the state was entered; it holds until the next line. A step function recorded at its edges, so a test
     can take the exact time-average of running and waiting over any window and hold a client's scraped
-    average to it. Lines are buffered and flushed every `flush_ns` and on close (the engine loop writes at
+    average to it. Lines are buffered and flushed every `flush_ns` and on close (the stepper writes at
     most one per step, and only when the state changed).
     """
 

@@ -9,7 +9,8 @@ from typing import ClassVar
 
 from rich.text import Text
 
-from tui.app.plotting import CurveColours, format_rate
+from tui import units
+from tui.app.plotting import CurveColours
 from tui.app.widgets.plot_pane import PlotJob, PlotPane
 from tui.app.widgets.styles import ComponentStyles
 from tui.engine.snapshot import Knee, LevelView, Snapshot
@@ -66,7 +67,7 @@ class ThroughputCurve(PlotPane):
         rates = [self._tps, *(lv.output_tps for lv in self._levels)]
         peak = max((r for r in rates if math.isfinite(r)), default=0.0)
         now = self._tps if math.isfinite(self._tps) else 0.0
-        value = f" {format_rate(self._tps)}"
+        value = f" {units.rate(self._tps)}"
         rest = f" tok/s  peak {peak:,.0f}"
         cells = max(8, self.content_size.width - 4 - len(value) - len(rest))
         filled = min(cells, round(cells * now / peak)) if peak > 0 else 0

@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tui.app.plotting import format_ms
+from tui import units
 from tui.engine.snapshot import RequestDetail
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -45,10 +45,12 @@ def detail_content(detail: RequestDetail | None, request_id: int) -> Content:
     )
 
     def ms(value: float | None) -> str:
-        return "-" if value is None else format_ms(value)
+        return "-" if value is None else units.ms_label(value)
 
     itl = (
-        f"{format_ms(detail.itl_chunk.p50)}/{format_ms(detail.itl_chunk.p99)}" if detail.itl_chunk.n else "-"
+        f"{units.ms_label(detail.itl_chunk.p50)}/{units.ms_label(detail.itl_chunk.p99)}"
+        if detail.itl_chunk.n
+        else "-"
     )
     kept = len(detail.chunk_offsets_ms)
     chunks = str(kept + detail.chunks_dropped)

@@ -6,13 +6,27 @@ from functools import partial
 
 from rich.text import Text
 
-from tui.app.plotting import HistColours, PlotLines, format_ms
+from tui import units
+from tui.app.plotting import HistColours, PlotLines
 from tui.app.widgets.plot_pane import PlotJob, PlotPane
 from tui.engine.snapshot import ITL_NAMES, Histogram, ItlConvention, Snapshot
 
 
 def window_label(window_s: float | None) -> str:
     return "whole run" if window_s is None else f"last {window_s:g} s"
+
+
+def ttft_view(snap: Snapshot, window_s: float | None) -> tuple[str, Histogram | None]:
+    """The TTFT histogram over ``window_s`` and its title; the whole run's, said so, when no first token
+    arrived in the window (a closed loop of answers longer than it starts none) but some did before."""
+    hist = snap.ttft_hist.get(window_s)
+    title = f"TTFT · {window_label(window_s)}"
+    if window_s is None or (hist is not None and hist.stats.n > 0):
+        return title, hist
+    whole = snap.ttft_hist.get(None)
+    if whole is None or whole.stats.n == 0:
+        return title, hist
+    return f"TTFT · whole run (none in the {window_label(window_s)})", whole
 
 
 class LatencyHistogram(PlotPane):
@@ -30,8 +44,7 @@ class LatencyHistogram(PlotPane):
 
     def show(self, snap: Snapshot, window_s: float | None, convention: ItlConvention) -> None:
         if self.kind == "ttft":
-            hist = snap.ttft_hist.get(window_s)
-            title = f"TTFT · {window_label(window_s)}"
+            title, hist = ttft_view(snap, window_s)
         else:
             hist = snap.itl_hist.get((convention, window_s))
             title = f"{ITL_NAMES[convention]} · {window_label(window_s)}"
@@ -51,8 +64,8 @@ class LatencyHistogram(PlotPane):
         line = Text(no_wrap=True, overflow="ellipsis")
         for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99)):
             line.append(f"{name} ", style="dim")
-            line.append(f"{format_ms(value)}  ", style="bold")
-        line.append(f"mean {format_ms(stats.mean)}  n {stats.n:,}{whole}", style="dim")
+            line.append(f"{units.ms_label(value)}  ", style="bold")
+        line.append(f"mean {units.ms_label(stats.mean)}  n {stats.n:,}{whole}", style="dim")
         return line
 
     def plot_job(self, width: int, height: int) -> PlotJob:

@@ -10,7 +10,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 
-from tui.app.plotting import format_rate
+from tui import units
 from tui.app.widgets.styles import ComponentStyles
 from tui.engine.server_metrics.level_figures import LevelFigures, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
@@ -66,21 +66,10 @@ def fitting(
     return tuple(column for column in columns if column[0] in kept)
 
 
-def short_ms(value_ms: float) -> str:
-    """Latency in as few characters as stay readable: 95, 1.2k -> 1.2s."""
-    if not math.isfinite(value_ms):
-        return "-"
-    if value_ms < 10:
-        return f"{value_ms:.1f}"
-    if value_ms < 1000:
-        return f"{value_ms:.0f}"
-    return f"{value_ms / 1000:.1f}s"
-
-
 def triple(stats: Stats) -> str:
     if stats.n == 0:
         return "-"
-    return "/".join(short_ms(v) for v in (stats.p50, stats.p90, stats.p99))
+    return "/".join(units.ms_short(v) for v in (stats.p50, stats.p90, stats.p99))
 
 
 def itl_stats(level: LevelView, convention: ItlConvention) -> Stats:
@@ -170,9 +159,9 @@ def level_cells(
         "tpot": triple(level.tpot),
         "itl": triple(itl_stats(level, convention)),
         "e2e": triple(level.e2el),
-        "tps": format_rate(level.output_tps),
-        "rps": format_rate(level.request_per_s, 2),
-        "ureq": format_rate(level.per_request_tps),
+        "tps": units.rate(level.output_tps),
+        "rps": units.rate(level.request_per_s, 2),
+        "ureq": units.rate(level.per_request_tps),
         "err": str(level.failed) if level.failed else "",
         "srv": server_cell(server),
         "len": lengths(level),

@@ -15,7 +15,7 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.app.plotting import format_ms, format_rate
+from tui import units
 from tui.engine.server_metrics.gpu import GPU_SIGNALS, gpu_ids
 from tui.engine.server_metrics.view import MISSING, OK, STARTING, UNREACHABLE, CanaryFigures, ServerView
 from tui.engine.server_metrics.window import ABOVE, BOUND, EXACT, RANGE, Estimate
@@ -54,12 +54,12 @@ def format_estimate(est: Estimate | None) -> str:
         return "-"
     ms = est.scaled(1e3)
     if ms.kind == BOUND:
-        return f"<{format_ms(ms.high)}"
+        return f"<{units.ms_label(ms.high)}"
     if ms.kind == RANGE:
-        return f"{format_ms(ms.low)}–{format_ms(ms.high)}"
+        return f"{units.ms_label(ms.low)}–{units.ms_label(ms.high)}"
     if ms.kind == ABOVE:
-        return f">{format_ms(ms.low)}"
-    return format_ms(ms.value)
+        return f">{units.ms_label(ms.low)}"
+    return units.ms_label(ms.value)
 
 
 def parts_line(parts: Mapping[str, Any] | None, client_ms: float | None, wide: bool) -> str | None:
@@ -116,8 +116,8 @@ def canary_line(canary: CanaryFigures | None) -> str | None:
         return None
     if not canary.n:
         return f"canary waiting ({canary.rate:g}/s)" + (f", {canary.errors} failed" if canary.errors else "")
-    mean = format_ms(canary.mean_ms) if canary.mean_ms is not None else "-"
-    p99 = format_ms(canary.p99_ms) if canary.p99_ms is not None else "-"
+    mean = units.ms_label(canary.mean_ms) if canary.mean_ms is not None else "-"
+    p99 = units.ms_label(canary.p99_ms) if canary.p99_ms is not None else "-"
     errors = f" {canary.errors} failed" if canary.errors else ""
     return f"canary {mean} p99 {p99} ({canary.rate:g}/s){errors}"
 
@@ -163,7 +163,7 @@ def server_content(
     row("KV cache", _pct(cur.get("kv_usage")), "kv_usage")
     gen = cur.get("generation_tok_s")
     rates = [
-        f"gen {format_rate(gen, 0) if gen is not None else '-'} tok/s",
+        f"gen {units.rate(gen, 0) if gen is not None else '-'} tok/s",
         f"{'preempt' if wide else 'pre'} {_num(cur.get('preemptions_per_s'), '{:,.1f}')}/s",
         f"{'prefix hit' if wide else 'hit'} {_pct(cur.get('prefix_cache_hit_rate'))}",
     ]
@@ -176,7 +176,7 @@ def server_content(
     if (line := parts_line(view.parts, client_ms, wide)) is not None:
         parts.append((line + "\n", "bold"))
     elif client_ms is not None:
-        parts.append(f"TTFT {format_ms(client_ms)} (client; no parts from the server)\n")
+        parts.append(f"TTFT {units.ms_label(client_ms)} (client; no parts from the server)\n")
     if (line := canary_line(view.canary)) is not None:
         parts.append((line + "\n", "$accent"))
     if view.readings and (line := gpu_line(view.readings[-1].gauges)) is not None:

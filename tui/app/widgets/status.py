@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.app.plotting import format_rate
+from tui import units
 from tui.app.widgets.styles import ComponentStyles
 from tui.app.widgets.text_lines import Span, SpanLines, TextLines, spans_to_text
 from tui.engine.config import LoadTarget
@@ -37,13 +37,6 @@ class UiState:
     stopped_at_s: float | None = None
     """The run time of the first snapshot that said the engine stopped: the clock stays there, as the
     line says "■ stopped" (a clock that counted on after a 401 halt would say the run goes on)."""
-
-
-def format_elapsed(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
 StyleFor = Callable[[str], Style]
@@ -94,12 +87,12 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
     ):
         load += [gap, (label, muted), (value, value_style)]
     elapsed_s = ui.stopped_at_s if snap.fatal and ui.stopped_at_s is not None else snap.elapsed_s
-    load += [gap, (format_elapsed(elapsed_s), muted)]
+    load += [gap, (units.elapsed(elapsed_s), muted)]
     rates: list[Span] = [
-        (format_rate(snap.output_tps), style("value")),
+        (units.rate(snap.output_tps), style("value")),
         (" tok/s", muted),
         gap,
-        (format_rate(snap.request_per_s, 2), style("value")),
+        (units.rate(snap.request_per_s, 2), style("value")),
         (" req/s", muted),
     ]
     if snap.health.saturated:

@@ -1,3 +1,3 @@
-"""Face process: the `EngineHandle` (spawns workers, drains their batches), the server probe, results, the
+"""Face process: the `EngineHandle` (spawns workers, reads their batches), the server probe, results, the
 auto-ramp policy. What a face (app, bench, calibrate) talks to.
 """

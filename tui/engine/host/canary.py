@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import multiprocessing
 import os
 import signal
@@ -27,7 +28,7 @@ import httpx
 import numpy as np
 
 from tui.engine.config import TargetConfig
-from tui.engine.host.spawning import ensure_resource_tracker
+from tui.engine.host.worker_pool import ensure_resource_tracker
 from tui.engine.records import RequestRecord
 from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.stream.client import RequestSession, run_request
@@ -37,12 +38,18 @@ from tui.engine.workload.protocol import RequestKey, RequestSpec
 
 CANARY_WORKER = 9999
 """The worker number of canary requests: their client request ids are `9999-<n>`."""
-MAX_IN_FLIGHT = 16
-"""Canary requests out at once; beyond it a tick is skipped (a server that stopped answering)."""
+
 KEPT = 100_000
 """Canary results kept (a day at 1/s) for the per-level figures."""
 TAIL_SLACK_NS = 120_000_000_000
 """How far before the live window the tail is still read: a canary request may take this long to end."""
+
+
+def max_in_flight(rate: float) -> int:
+    """Canary requests out at once: about a second's worth, at least 2; beyond it a tick is skipped. On a
+    server slower than the rate (a CPU llama.cpp: seconds to a first token) more would fill its slots and
+    queue behind each other, so the canary would measure its own load and starve the real one."""
+    return max(2, math.ceil(rate))
 
 
 class CanaryWorkload:
@@ -63,7 +70,7 @@ class CanaryWorkload:
 
 class Canary:
     """Sends ``rate`` one-token requests a second from its own process; `figures` and `level` read what
-    came back (drained from the process's pipe on each read, so no thread of the face waits on it)."""
+    came back (taken from the process's pipe on each read, so no thread of the face waits on it)."""
 
     def __init__(
         self,
@@ -117,12 +124,12 @@ class Canary:
         if self._proc.is_alive():
             self._proc.terminate()
             self._proc.join(1.0)
-        self._drain()
+        self._take_results()
         if self._data is not None:
             self._data.close()
             self._data = None
 
-    def _drain(self) -> None:
+    def _take_results(self) -> None:
         """Take every finished canary request the process sent (a face's read, or the stop)."""
         with self._lock:
             data = self._data
@@ -141,7 +148,7 @@ class Canary:
 
     def figures(self, now_ns: int | None = None) -> CanaryFigures:
         """The live window's canary TTFT: mean, p99 and the last one."""
-        self._drain()
+        self._take_results()
         now = time.perf_counter_ns() if now_ns is None else now_ns
         t_from = now - int(self.window_s * 1e9)
         recent: list[tuple[int, float | None]] = []
@@ -155,7 +162,7 @@ class Canary:
 
     def level(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
         """The canary's figures over one level's window (requests sent inside it), for results."""
-        self._drain()
+        self._take_results()
         return {"rate": self.rate, **self._stats(t_from_ns, t_to_ns)}
 
     def _stats(
@@ -222,10 +229,11 @@ class _CanaryLoop:
             )
             tasks: set[asyncio.Task[None]] = set()
             interval_s = 1.0 / self.rate
+            limit = max_in_flight(self.rate)
             next_t = time.monotonic()
             seq = 0
             while not self.stopping():
-                if len(tasks) < MAX_IN_FLIGHT:
+                if len(tasks) < limit:
                     task = asyncio.ensure_future(self._one(session, seq))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)

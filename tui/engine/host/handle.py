@@ -2,12 +2,12 @@
 
 The handle lives in the face's process (the app or the bench). `start()` returns at once; a background thread
 checks the server (`/v1/models`, also resolving the model name), spawns the worker processes (``spawn``
-context: the app has threads, so no fork), sends each its share of the load, and then drains their batches
+context: the app has threads, so no fork), sends each its share of the load, and then reads their batches
 into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
-the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop),
-`worker_pool`, `requests_log`, `server_scrape`, `length_check`; `engine_base` what it shares
-with `watch`.
+the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop and the
+requests log), `worker_pool` (local processes) or `ray_pool` behind `pool`, `server_scrape`, and
+`config_record` (the configs as the results record them); its decisions are `tui.engine.control`.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
@@ -27,21 +27,17 @@ from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.cache_check import CacheCheck
-from tui.engine.host.engine_base import EngineBase
-from tui.engine.host.guard import ConfigGuard
+from tui.engine.control.checks import CacheCheck, LengthCheck
+from tui.engine.control.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
-from tui.engine.host.length_check import LengthCheck
-from tui.engine.host.node_loss import LostNodes, lost_line, placement_line
-from tui.engine.host.pool import Pool, PoolError
+from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placement_line
 from tui.engine.host.probe import ProbeError, probe_server
-from tui.engine.host.reader import Reader
-from tui.engine.host.requests_log import RequestsLogFile
+from tui.engine.host.reader import Reader, RequestsLogFile
 from tui.engine.host.server_scrape import ServerScrape
-from tui.engine.host.spawning import ensure_resource_tracker
 from tui.engine.host.trace_clock import TraceClock
-from tui.engine.host.worker_pool import WorkerPool
+from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
 from tui.engine.load.runner import split_load
+from tui.engine.redact import display_url
 from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
@@ -49,6 +45,7 @@ if TYPE_CHECKING:
     from tui.engine.host.ray_pool import RayWorkerPool
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
+    from tui.engine.server_metrics import ServerView
     from tui.engine.sessions.recorder import SessionRecorder
 
 
@@ -57,7 +54,7 @@ def _level_key(t: LoadTarget) -> tuple[Any, ...]:
     return (t.mode, t.value, t.arrival, t.max_concurrency)
 
 
-class EngineHandle(EngineBase):
+class EngineHandle:
     """Implements `tui.engine.api.Engine` with the load generated in ``workers`` processes."""
 
     def __init__(
@@ -143,6 +140,31 @@ class EngineHandle(EngineBase):
         )
 
     # --- Engine protocol ------------------------------------------------------------------------
+
+    @property
+    def load(self) -> LoadTarget:
+        """The current target."""
+        return self._load
+
+    @property
+    def t0_ns(self) -> int:
+        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
+        return self._store.t0_ns
+
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` has finished."""
+        return self._stopped
+
+    def server_view(self) -> ServerView | None:
+        """The server's own signals as last scraped from its ``/metrics``, or None when not scraping."""
+        return self._scrape.latest()
+
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        """Write `results` atomically (a crash never leaves half a file); ``interrupted`` as in `results`."""
+        from tui.engine.results.files import write_results
+
+        return write_results(self.results(interrupted=interrupted), Path(path))
 
     def start(self) -> None:
         """Begin: returns at once; the server check and worker start-up happen on a background thread."""
@@ -270,8 +292,15 @@ class EngineHandle(EngineBase):
             now = time.perf_counter_ns()
             if not self._reader.owns_views:
                 self._store.refresh_views(now)
-            snap = self._store_snapshot(
-                now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
+            snap = self._store.snapshot(
+                now,
+                base_url=display_url(self.target.base_url),
+                model=self._model,
+                endpoint=self.target.endpoint,
+                demo=self.target.demo,
+                load=self._load,
+                level_id=self._level_id,
+                fatal=self._fatal,
             )
             self._flag_lengths(snap.levels)
             self._scrape.keep_level_summaries(snap.levels, self._store.t0_ns, now)
@@ -280,8 +309,8 @@ class EngineHandle(EngineBase):
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:
-        """Under the lock: a level off its asked lengths gets one notice (`tui.engine.host.length_check`), and
-        synthetic prompts served from the prefix cache one for the run (`tui.engine.host.cache_check`)."""
+        """Under the lock: a level off its asked lengths gets one notice, and synthetic prompts served from
+        the prefix cache one for the run (`tui.engine.control.checks`)."""
         for message in self._lengths.notices(levels, self.workload) + self._cache.notices(
             levels, self.workload
         ):
@@ -317,8 +346,8 @@ class EngineHandle(EngineBase):
             return results
 
     def run_info(self) -> RunInfo:
-        """The run described as plain data for results (no secrets: see `run_config.run_info`)."""
-        from tui.engine.host.run_config import run_info
+        """The run described as plain data for results (no secrets: see `config_record.run_info`)."""
+        from tui.engine.host.config_record import run_info
 
         return run_info(
             self.target,
@@ -341,9 +370,9 @@ class EngineHandle(EngineBase):
             self._session.notice(time.perf_counter_ns(), message)
         self._store.add_notice(message)
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
-        """Stop issuing, cancel (or drain, up to ``timeout_s``) in-flight requests, join the workers, close
-        the requests log, stop scraping. Idempotent."""
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
+        """Stop issuing, cancel (or let finish, up to ``timeout_s``) in-flight requests, join the workers,
+        close the requests log, stop scraping. Idempotent."""
         self._scrape.stop()
         with self._lock:
             if self._stopped or not self._started:
@@ -353,7 +382,7 @@ class EngineHandle(EngineBase):
             self._stopping = True
             if first:
                 self._end_level(time.perf_counter_ns())
-            self._pool.send_all(Stop(drain, timeout_s))
+            self._pool.send_all(Stop(finish_in_flight, timeout_s))
         if self._thread is not None:
             self._thread.join(timeout_s + 5.0)
         self._pool.join()

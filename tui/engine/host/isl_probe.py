@@ -32,7 +32,7 @@ import orjson
 from tui.engine.config import LengthDist, TargetConfig, WorkloadConfig
 from tui.engine.network import sync_client
 from tui.engine.records import RequestRecord
-from tui.engine.secrets import mask_secret
+from tui.engine.redact import mask_secret
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
 from tui.engine.workload.shaped import ShapedWorkload, is_shaped, longest_isl, shortest_isl

@@ -1,9 +1,9 @@
 """`RayWorkerPool`: the handle's workers on a Ray cluster, behind the pool surface (`tui.engine.host.pool`).
 
 One `NodeAgent` actor per node, placed by node affinity, starts the unchanged worker processes there. Per
-agent one pump thread keeps one `drain` call outstanding and writes what comes back into a local pipe per
-worker, so the handle's `Reader` waits on the same kind of pipes as for local workers. The drains are the
-heartbeat: a node whose drain has not returned for ``silent_after_s`` is reported silent, after
+agent one pump thread keeps one `collect` call outstanding and writes what comes back into a local pipe per
+worker, so the handle's `Reader` waits on the same kind of pipes as for local workers. The collects are the
+heartbeat: a node whose collect has not returned for ``silent_after_s`` is reported silent, after
 ``lost_after_s`` (or at Ray's own error) lost, and its workers' pipes get a `WorkerLost`. Commands carry a
 sequence number per worker (the agent is threaded: calls may run out of order). The only face module that
 imports Ray.
@@ -35,10 +35,10 @@ from tui.engine.remote.agent import CLOSED, NodeAgent
 from tui.engine.remote.clock import SAME_HOST, ClockEstimate, node_clock
 from tui.engine.wire import Command, WorkerLost, WorkerSpec
 
-DRAIN_WAIT_S = 0.2
-"""How long an agent's drain waits for a first message: the longest a quiet node's heartbeat is apart."""
+COLLECT_WAIT_S = 0.2
+"""How long an agent's collect waits for a first message: the longest a quiet node's heartbeat is apart."""
 AGENT_CONCURRENCY = 8
-"""Calls an agent serves at once (a waiting drain, commands, clock readings)."""
+"""Calls an agent serves at once (a waiting collect, commands, clock readings)."""
 START_TIMEOUT_S = 60.0
 
 
@@ -270,13 +270,13 @@ class RayWorkerPool:
     # --- pumping --------------------------------------------------------------------------------
 
     def _pump(self, node: _Node) -> None:
-        """One drain outstanding for ``node``; its messages into the local pipes (blocking when the face is
-        behind: then this node's drains wait, its pipes fill and its workers coalesce)."""
+        """One collect outstanding for ``node``; its messages into the local pipes (blocking when the face is
+        behind: then this node's collects wait, its pipes fill and its workers coalesce)."""
         open_ = set(node.workers)
         p = self.placement
         while open_ and not self._closing.is_set():
             issued = time.monotonic()
-            ref = node.agent.drain.remote(DRAIN_WAIT_S)
+            ref = node.agent.collect.remote(COLLECT_WAIT_S)
             said_silent = False
             while not ray.wait([ref], timeout=0.1)[0]:
                 waited = time.monotonic() - issued

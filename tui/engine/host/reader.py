@@ -3,6 +3,7 @@ each batch on, and between messages keeps the store's costly views published for
 
 It also holds what the face's threads wait on: `ready` (every worker still running has been heard from),
 `published` (fresh views are out) and a wake pipe that has it publish at once (a level began or ended).
+The batches' records go to the run's ``--requests-log`` from here too (`RequestsLogFile`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
 
 from tui.engine.aggregate.store import Store
+from tui.engine.records import RequestRecord, RequestsLog
 from tui.engine.wire import Batch, Goodbye, WorkerFailed, WorkerLost, WorkerMessage
 
 REFRESH_POLL_S = 0.1
@@ -51,7 +55,7 @@ class Reader:
         self.ready = threading.Event()
         """Set once every worker still running has sent something, or the start failed, or all are gone."""
         self.owns_views = False
-        """The reader is draining batches and keeps the store's costly views fresh (`Store.refresh_views`);
+        """The reader is reading batches and keeps the store's costly views fresh (`Store.refresh_views`);
         before it starts and once it has ended, snapshots refresh them. Read and written under the lock."""
         self._wake_r = self._wake_w = -1
 
@@ -85,14 +89,14 @@ class Reader:
         with self.published:
             self.owns_views = True
         try:
-            self._drain(conns, store)
+            self._read_batches(conns, store)
         finally:
             self.ready.set()  # the workers are gone before they all reported: nothing left to wait for
             with self.published:
                 self.owns_views = False
                 self.published.notify_all()
 
-    def _drain(self, conns: Sequence[Connection], store: Store) -> None:
+    def _read_batches(self, conns: Sequence[Connection], store: Store) -> None:
         open_conns = {id(c): i for i, c in enumerate(conns)}
         pending = list(conns)
         silent = set(open_conns)
@@ -132,3 +136,50 @@ class Reader:
                     self._on_lost(f"engine worker {open_conns[id(conn)]} failed: {msg.message}")
                 else:
                     self._on_batch(msg)
+
+
+class RequestsLogFile:
+    """The run's ``--requests-log`` file: one JSON line per finished request, appended by the reader thread
+    and closed (so flushed) at stop. Its first failure (a full disk) is one line for the face to show; after
+    it the log takes nothing more and the load goes on. Opened for appending at once: a path that cannot be
+    opened fails the engine's `start`."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = open(path, "ab")  # noqa: SIM115 - closed in close()
+        self._log: RequestsLog | None = RequestsLog(self._file)
+
+    def write(self, records: Sequence[RequestRecord]) -> str | None:
+        """Append ``records``; the one-line reason the first time writing fails (also when the file was
+        closed meanwhile), else None."""
+        log = self._log
+        if log is None:
+            return None
+        try:
+            for rec in records:
+                log.write(rec)
+        except (OSError, ValueError) as exc:
+            self._log = None
+            return f"cannot write the requests log: {exc}"
+        return None
+
+    def write_canary(self, line: dict[str, Any]) -> str | None:
+        """Append a canary request's line (`tui.engine.host.canary`), marked ``"canary": true`` (its level 0
+        is none of the load's); the reason the first time writing fails, else None."""
+        log = self._log
+        if log is None:
+            return None
+        try:
+            log.write_json({**line, "canary": True})
+        except (OSError, ValueError) as exc:
+            self._log = None
+            return f"cannot write the requests log: {exc}"
+        return None
+
+    def close(self) -> str | None:
+        """Close the file (it flushes: that may fail on a full disk); the one-line reason, or None."""
+        self._log = None
+        try:
+            self._file.close()
+        except OSError as exc:
+            return f"cannot write the requests log: {exc}"
+        return None

@@ -9,22 +9,22 @@ hold what the server reported over the whole watch. Load keys set a target that 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from tui import __version__
 from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
-from tui.engine.host.engine_base import EngineBase
 from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.redact import display_url
 from tui.engine.results.model import WatchResults, WatchTarget
-from tui.engine.secrets import display_url
 from tui.engine.server_metrics.parts import with_client
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import RequestDetail, Snapshot
 
 
-class WatchEngine(EngineBase):
+class WatchEngine:
     """Implements `tui.engine.api.Engine` by watching only: one poller thread, no workers, no requests."""
 
     def __init__(self, target: TargetConfig, options: EngineOptions | None = None) -> None:
@@ -57,6 +57,31 @@ class WatchEngine(EngineBase):
         return 0
 
     @property
+    def load(self) -> LoadTarget:
+        """The current target."""
+        return self._load
+
+    @property
+    def t0_ns(self) -> int:
+        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
+        return self._store.t0_ns
+
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` has finished."""
+        return self._stopped
+
+    def server_view(self) -> ServerView | None:
+        """The server's own signals as last scraped from its ``/metrics``, or None when not scraping."""
+        return self._scrape.latest()
+
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        """Write `results` atomically (a crash never leaves half a file); ``interrupted`` as in `results`."""
+        from tui.engine.results.files import write_results
+
+        return write_results(self.results(interrupted=interrupted), Path(path))
+
+    @property
     def model(self) -> str:
         view = self.server_view()
         return (view.model if view is not None else None) or self.target.model or ""
@@ -67,8 +92,15 @@ class WatchEngine(EngineBase):
 
     def snapshot(self) -> Snapshot:
         """No requests, no levels: the header fields and the poller's notices."""
-        return self._store_snapshot(
-            time.perf_counter_ns(), model=self.model, demo=False, level_id=0, fatal=None
+        return self._store.snapshot(
+            time.perf_counter_ns(),
+            base_url=display_url(self.target.base_url),
+            model=self.model,
+            endpoint=self.target.endpoint,
+            demo=False,
+            load=self._load,
+            level_id=0,
+            fatal=None,
         )
 
     def detail(self, request_id: int) -> RequestDetail | None:
@@ -98,7 +130,7 @@ class WatchEngine(EngineBase):
         summary["load_sent"] = "a canary user only" if summary.get("canary") is not None else "none"
         return summary
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
         self._scrape.stop()
         self._stopped = True

@@ -4,7 +4,7 @@ for ``after_s`` (no command, no heartbeat).
 
 Why in the worker's process and not the agent's: a frozen agent (a hung or cut-off machine, SIGSTOP) runs
 no timer, while its children keep loading the server unseen. The agent sends a heartbeat each time the face
-drains it, so a face that stops calling and an agent that stops running both starve the switch.
+collects from it, so a face that stops calling and an agent that stops running both starve the switch.
 """
 
 from __future__ import annotations

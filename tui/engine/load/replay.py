@@ -38,8 +38,14 @@ class TracePlace(NamedTuple):
     epoch: int
 
 
+WARM_CONNECTIONS = 2
+"""Connections a worker opens when a pass of the trace begins, before its first send (each worker's
+requests in flight at once, at the speeds the tests and benchmarks play; the pool grows past it as needed)."""
+
 SendFn = Callable[[WorkerShare, int, TraceRequest], Awaitable[None]]
 """Sends one due request: (share, scheduled ns, entry)."""
+WarmFn = Callable[[int], Awaitable[object]]
+"""Opens that many connections ahead of the requests that will use them."""
 
 
 class Replay:
@@ -57,6 +63,7 @@ class Replay:
         self.worker = worker
         self.workers = workers
         self._notice = notice or (lambda _message: None)
+        self._warming: asyncio.Task[object] | None = None
         self._feed: Iterator[TraceRequest] | None = None
         self._epoch = -1
         self._pending: TraceRequest | None = None
@@ -82,15 +89,19 @@ class Replay:
                 self._feed = None
         return self._pending
 
-    async def run(self, share: WorkerShare, send: SendFn) -> None:
+    async def run(self, share: WorkerShare, send: SendFn, warm: WarmFn | None = None) -> None:
         """Send this worker's requests as they fall due on ``share``'s timeline, until the trace ends (or
-        the task is cancelled by the next share)."""
+        the task is cancelled by the next share). ``warm``: opens connections; a new pass of the trace
+        starts it at once, so the first sends find their connections open."""
         anchor = share.trace_anchor_ns
         if anchor is None:
             return
         fresh = share.trace_epoch != self._epoch
         if fresh:
             self._open(share.trace_epoch)
+            if warm is not None and (self._warming is None or self._warming.done()):
+                # a task of its own: a share that replaces this one must not cancel the connects half-way
+                self._warming = asyncio.ensure_future(warm(WARM_CONNECTIONS))
         pos, speed = share.trace_pos_ns, max(share.speed, 1e-6)
         while True:
             entry = self._next()

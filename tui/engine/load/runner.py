@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from tui.engine.config import LoadTarget
 from tui.engine.load.backoff import SERVER_GONE, ArrivalGate, Backoff, Outcome
-from tui.engine.load.replay import Replay, TracePlace
+from tui.engine.load.replay import Replay, TracePlace, WarmFn
 from tui.engine.wire import WorkerShare
 
 if TYPE_CHECKING:
@@ -110,10 +110,12 @@ class LoadRunner:
         workers: int = 1,
         trace: TraceConfig | None = None,
         notice: Callable[[str], None] | None = None,
+        warm: WarmFn | None = None,
     ) -> None:
         """``trace``: the trace a ``trace`` share replays; ``notice``: where a replay's lines go (a bad line,
-        falling behind its schedule, its end)."""
+        falling behind its schedule, its end); ``warm``: opens connections before a replay's first send."""
         self._issue = issue
+        self._warm = warm
         self.stagger_step_s = stagger_step_s
         self.stagger_max_s = stagger_max_s
         self.worker = worker
@@ -187,7 +189,7 @@ class LoadRunner:
             if share.mode == "rate" and active and share.rate > 0:
                 self._arrivals = asyncio.ensure_future(self._arrive(share))
             elif share.mode == "trace" and active and share.trace_anchor_ns is not None and self._replay:
-                self._arrivals = asyncio.ensure_future(self._replay.run(share, self._send_traced))
+                self._arrivals = asyncio.ensure_future(self._replay.run(share, self._send_traced, self._warm))
         self._slot_freed.set()
         return ramp_s
 
@@ -199,15 +201,16 @@ class LoadRunner:
         users = new_here * self.workers
         return min(self.stagger_step_s, self.stagger_max_s / users)
 
-    async def stop(self, *, drain: bool, timeout_s: float) -> None:
-        """Stop issuing; let in-flight requests finish (drain, up to ``timeout_s``) or cancel them."""
+    async def stop(self, *, finish_in_flight: bool, timeout_s: float) -> None:
+        """Stop issuing; let in-flight requests finish (``finish_in_flight``, up to ``timeout_s``) or cancel
+        them."""
         self._stopping = True
         if self._arrivals is not None:
             self._arrivals.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._arrivals
         tasks = [t for t in self._users.values() if not t.done()] + [t for t in self._open if not t.done()]
-        if drain and tasks:
+        if finish_in_flight and tasks:
             await asyncio.wait(tasks, timeout=timeout_s)
         for t in tasks:
             t.cancel()

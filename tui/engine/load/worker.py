@@ -92,6 +92,7 @@ class Worker:
             workers=workers,
             trace=spec.workload.trace,
             notice=self.notices.append,
+            warm=self.warm,
         )
         self.lag = LoopLagMonitor()
         self.cpu = CpuMeter()
@@ -100,6 +101,10 @@ class Worker:
         self.session: RequestSession | None = None
 
     # --- requests -----------------------------------------------------------------------------
+
+    async def warm(self, count: int) -> int:
+        """Open ``count`` connections for the requests to come (`RequestSession.warm`)."""
+        return await self.session.warm(count) if self.session is not None else 0
 
     async def issue(
         self,
@@ -264,7 +269,7 @@ class Worker:
                         self.level_at_ns = now_ns + int(ramp_s * 1e9)
                     self.level_id = share.level_id
                 elif isinstance(msg, Stop):
-                    self.stop_cmd = (msg.drain, msg.timeout_s)
+                    self.stop_cmd = (msg.finish_in_flight, msg.timeout_s)
                     self.stop_event.set()
         except (EOFError, OSError):
             # the handle went away: stop at once
@@ -307,10 +312,11 @@ class Worker:
         self._on_command()
         try:
             await self.stop_event.wait()
-            drain, timeout_s = self.stop_cmd or (False, 0.0)
+            finish_in_flight, timeout_s = self.stop_cmd or (False, 0.0)
             with contextlib.suppress(Exception):
                 loop.remove_reader(self.cmd.fileno())
-            await self.runner.stop(drain=drain, timeout_s=timeout_s)  # batches keep flowing meanwhile
+            # batches keep flowing meanwhile
+            await self.runner.stop(finish_in_flight=finish_in_flight, timeout_s=timeout_s)
         except Exception as exc:
             self.send(WorkerFailed(_one_line(exc)))
             raise

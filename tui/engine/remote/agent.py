@@ -1,10 +1,10 @@
 """The node agent: what a Ray actor hosts on each node. It starts tokentop's unchanged worker processes as
 plain children (their timing loop shares its process with nothing of Ray's) over two pipes each, relays
-their messages to the face in one bulk `drain` per call, and forwards commands in the order the face sent
+their messages to the face in one bulk `collect` per call, and forwards commands in the order the face sent
 them.
 
 Plain Python (the face wraps it with ``ray.remote``), so it runs and is tested without Ray too. Every
-`drain` sends each child a heartbeat; a child hears none for ``dead_after_s`` (the face stopped calling,
+`collect` sends each child a heartbeat; a child hears none for ``dead_after_s`` (the face stopped calling,
 or this agent is frozen) and stops by itself (`tui.engine.load.deadman`).
 """
 
@@ -32,9 +32,9 @@ from tui.engine.remote.clock import read_boot_id, rebase_message
 from tui.engine.wire import Command, WorkerSpec
 
 CLOSED = b""
-"""A drained item with no bytes: that worker's data pipe closed (the process ended)."""
+"""A collected item with no bytes: that worker's data pipe closed (the process ended)."""
 PENDING_PER_WORKER = 4
-"""Messages held per worker between two drains; beyond, the worker's pipe fills and it coalesces."""
+"""Messages held per worker between two collects; beyond, the worker's pipe fills and it coalesces."""
 
 
 def node_info() -> dict[str, object]:
@@ -56,7 +56,7 @@ def node_info() -> dict[str, object]:
 
 
 class NodeAgent:
-    """One per node. Threaded (several calls at once: one `drain` waits while `send` and `clock` run)."""
+    """One per node. Threaded (several calls at once: one `collect` waits while `send` and `clock` run)."""
 
     def __init__(self, dead_after_s: float = DEAD_AFTER_S, test_clock_offset_ns: int = 0) -> None:
         """``test_clock_offset_ns``: tests only, this node's clock reads that far ahead of the host's and
@@ -113,7 +113,7 @@ class NodeAgent:
                         conn.send_bytes(raw)
             self._next_seq[worker] = nxt
 
-    def drain(self, timeout_s: float = 0.2) -> list[tuple[int, bytes]]:
+    def collect(self, timeout_s: float = 0.2) -> list[tuple[int, bytes]]:
         """Everything the workers sent since the last call (waiting up to ``timeout_s`` for the first):
         (worker, raw message) in arrival order, ``CLOSED`` bytes when a worker's pipe closed. Each call is
         also the face's heartbeat to every worker."""

@@ -16,16 +16,16 @@ from tui import __version__
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
+from tui.engine.redact import display_url
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
 from tui.engine.results.population import population
-from tui.engine.secrets import display_url
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
 
 
 def safe_url(url: str) -> str:
-    """The URL without any user:password part or query value (`tui.engine.secrets.display_url`)."""
+    """The URL without any user:password part or query value (`tui.engine.redact.display_url`)."""
     return display_url(url)
 
 
@@ -36,7 +36,7 @@ REDIRECTS = "not followed for a stream (a 3xx is a not_sse failure naming its Lo
 class RunInfo:
     """What the results say about the run itself, as plain data: no engine object and no secret (the URL
     has no credentials, the headers only their names, the API key is not here at all). Made by
-    `tui.engine.host.run_config.run_info` from the configs a face ran with."""
+    `tui.engine.host.config_record.run_info` from the configs a face ran with."""
 
     url: str
     """Server base URL, without any user:password part."""
@@ -56,9 +56,9 @@ class RunInfo:
     endpoint_path: str | None = None
     """``--endpoint /PATH`` without query values or key; None: the flavour's own path."""
     workload_record: Mapping[str, Any] = field(default_factory=dict)
-    """Every workload setting as plain data (`run_config.workload_record`)."""
+    """Every workload setting as plain data (`config_record.workload_record`)."""
     isl_probe: Mapping[str, Any] | None = None
-    """Whether the ISL probe ran, or why not (`run_config.isl_probe_record`)."""
+    """Whether the ISL probe ran, or why not (`config_record.isl_probe_record`)."""
     stream_transport: str | None = None
     """What carried the workers' streams (`tui.engine.stream.transport.stream_transport`)."""
     stream_transport_note: str | None = None

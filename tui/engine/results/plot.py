@@ -20,6 +20,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from tui.engine.results.files import write_atomic
 from tui.engine.results.model import Histogram, Level, Mode, Results
+from tui.units import ms_figure, ms_tick
 
 WIDTH = 720
 PLOT_TOP, PLOT_HEIGHT = 56, 260
@@ -121,11 +122,9 @@ def x_positions(values: Sequence[float], left: float, right: float) -> tuple[lis
 
 
 def _fmt(x: float | None, *, thousands: bool = False) -> str:
-    if x is None:
-        return "-"
-    if thousands:
+    if x is not None and thousands:
         return f"{x:,.0f}"
-    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+    return ms_figure(x)
 
 
 def _text(x: float, y: float, s: str, *, anchor: str = "start", cls: str | None = None) -> str:
@@ -250,10 +249,6 @@ def _hist(level: Level, key: str) -> tuple[list[float], list[int]] | None:
     return [e for e in edges if e is not None], list(h.counts)
 
 
-def _ms_label(ms: float) -> str:
-    return f"{ms / 1000:.3g} s" if ms >= 1000 else f"{ms:.3g}"
-
-
 def histogram_panels(levels: Sequence[Level], top: float) -> tuple[list[str], float]:
     """Each level's row of TTFT, ITL and E2E histograms (a column shares one log ms axis, so a shift between
     levels shows), bars scaled to the panel's tallest; and the height they take. Drawn from the saved
@@ -284,7 +279,7 @@ def histogram_panels(levels: Sequence[Level], top: float) -> tuple[list[str], fl
             if not left + 10 <= x <= left + width - 10:  # its label would run into a neighbour column's
                 continue
             out.append(f'<line class="axis" x1="{x:.1f}" y1="{axis_y - 12}" x2="{x:.1f}" y2="{axis_y - 8}"/>')
-            out.append(_text(x, axis_y + 4, _ms_label(tick), anchor="middle", cls="note"))
+            out.append(_text(x, axis_y + 4, ms_tick(tick), anchor="middle", cls="note"))
     for r, lv in enumerate(rows):
         y = grid_top + r * HIST_ROW_H
         out.append(_text(PLOT_LEFT - 6, y + HIST_BAR_H / 2, level_name(lv), anchor="end"))

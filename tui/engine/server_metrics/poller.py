@@ -32,7 +32,7 @@ import orjson
 
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.network import sync_transport
-from tui.engine.secrets import mask_secret
+from tui.engine.redact import mask_secret
 from tui.engine.server_metrics.gpu import FAMILIES
 from tui.engine.server_metrics.gpu_source import GpuSource, gpu_source_for
 from tui.engine.server_metrics.kinds import LLAMACPP, MAPS, UNKNOWN, detect_kind, hint_for, kind_from_owner

@@ -68,7 +68,7 @@ class SessionRecorder:
             "config": config,
             "schema": self._enc.schema,
         }
-        from tui.engine.secrets import display_url
+        from tui.engine.redact import display_url
 
         header["url"] = display_url(target.base_url)
         self._writer = SessionWriter(path, header)

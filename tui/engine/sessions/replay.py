@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.engine_base import EngineBase
-from tui.engine.host.length_check import LengthCheck
+from tui.engine.control.checks import LengthCheck
 from tui.engine.host.server_scrape import SERVER_HISTORY, ServerScrape
+from tui.engine.redact import display_url
 from tui.engine.sessions.codec import Decoder
 from tui.engine.sessions.file import Session, SessionError
 from tui.engine.sessions.stamps import LaneStamps, record_index
@@ -27,6 +27,7 @@ from tui.engine.snapshot import RequestDetail, Snapshot
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Results
+    from tui.engine.server_metrics import ServerView
 
 SPEEDS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
@@ -51,7 +52,7 @@ class SessionConfig:
         self.label = str(header.get("label", ""))
 
 
-class ReplayEngine(EngineBase):
+class ReplayEngine:
     """Plays a session back as an engine: `snapshot` at the replay clock; `play`, `pause`, `seek`, `speed`."""
 
     def __init__(self, session: Session, *, wall_ns: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -254,6 +255,31 @@ class ReplayEngine(EngineBase):
         return self._model
 
     @property
+    def load(self) -> LoadTarget:
+        """The target the recording had at the replay clock."""
+        return self._load
+
+    @property
+    def t0_ns(self) -> int:
+        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
+        return self._store.t0_ns
+
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` has been called."""
+        return self._stopped
+
+    def server_view(self) -> ServerView | None:
+        """The server's signals as the recording scraped them, up to the replay clock."""
+        return self._scrape.latest()
+
+    def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
+        """Write `results` atomically (a crash never leaves half a file)."""
+        from tui.engine.results.files import write_results
+
+        return write_results(self.results(interrupted=interrupted), Path(path))
+
+    @property
     def fatal(self) -> str | None:
         return self._fatal or self._store.fatal
 
@@ -263,8 +289,15 @@ class ReplayEngine(EngineBase):
         now = self.now_ns()
         if self._ended:
             self._store.refresh_views(now)
-        snap = self._store_snapshot(
-            now, model=self._model, demo=self.target.demo, level_id=self._level_id, fatal=self._fatal
+        snap = self._store.snapshot(
+            now,
+            base_url=display_url(self.target.base_url),
+            model=self._model,
+            endpoint=self.target.endpoint,
+            demo=self.target.demo,
+            load=self._load,
+            level_id=self._level_id,
+            fatal=self._fatal,
         )
         for message in self._lengths.notices(snap.levels, self.workload):
             self._store.add_notice(message)
@@ -278,7 +311,7 @@ class ReplayEngine(EngineBase):
 
     def results(self, *, interrupted: str | None = None) -> Results:
         """The results document of what was recorded up to the replay clock."""
-        from tui.engine.host.run_config import run_info
+        from tui.engine.host.config_record import run_info
         from tui.engine.results.live import collect_results
 
         info = run_info(
@@ -295,7 +328,7 @@ class ReplayEngine(EngineBase):
             self._store, self.snapshot, info, self._scrape, interrupted=interrupted, now_ns=now
         )
 
-    def stop(self, *, drain: bool = False, timeout_s: float = 5.0) -> None:
+    def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         self.playing = False
         self._stopped = True
 

@@ -18,7 +18,7 @@ import orjson
 from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
-from tui.engine.secrets import mask_secret
+from tui.engine.redact import mask_secret
 from tui.engine.stream.errors import classify_exception
 from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
@@ -104,6 +104,14 @@ class RequestSession:
         """Close the protocol path's connections (the httpx client is its owner's to close)."""
         if self.streams is not None:
             await self.streams.aclose()
+
+    async def warm(self, count: int) -> int:
+        """Open ``count`` connections ahead of the requests that will use them (a trace replay's first sends
+        would otherwise connect on their way out). Only the protocol path can open a connection without a
+        request; over httpx this opens none. Returns how many it opened."""
+        if self.streams is None:
+            return 0
+        return await self.streams.warm(count)
 
     def scrub(self, text: str) -> str:
         """Never let the API key into a message (call it before cutting one, too: `mask_secret`)."""
@@ -361,7 +369,7 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
             for event in feed(data):
                 if handle_event(event.event, event.data, acc, now, loads):
                     record.end_ns = now
-                    await _drain(stream)
+                    await _discard_rest(stream)
                     return
         now = perf_ns()
         for event in decoder.flush():
@@ -391,7 +399,7 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
     record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
 
 
-async def _drain(stream: AsyncIterator[bytes]) -> None:
+async def _discard_rest(stream: AsyncIterator[bytes]) -> None:
     """Read to the end of the body after ``[DONE]`` (normally just the chunked-encoding terminator), so the
     connection goes back to the pool instead of being closed; give up after a moment on a server that keeps
     the stream open."""

@@ -136,7 +136,7 @@ class StreamAccumulator:
         self.first_answer_ns: int | None = None
         """Arrival of the first chunk of answer text (not reasoning): time to first answer token."""
         self.pending_text: list[str] = []
-        """Answer text not yet handed to the live lanes (the worker drains it every batch)."""
+        """Answer text not yet handed to the live lanes (the worker takes it every batch)."""
         self.pending_reasoning: list[str] = []
         """Reasoning text not yet handed to the live lanes, kept apart so they draw it apart."""
         self.reply: list[str] | None = None

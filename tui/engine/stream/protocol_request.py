@@ -263,5 +263,9 @@ class ProtocolStreams:
                 exchange.state = _OVER
                 conn.abort()
 
+    async def warm(self, count: int) -> int:
+        """Have ``count`` idle connections open (`ConnectionPool.warm`)."""
+        return await self.pool.warm(count)
+
     async def aclose(self) -> None:
         await self.pool.aclose()

@@ -2,9 +2,10 @@
 server's count (`PromptSizer`, as every ISL here), and its prompt made of the trace's own blocks.
 
 A Mooncake request names its prompt's blocks (``hash_ids``, ``--trace-block-size`` tokens each): block id h
-is always the same text of one-token words, so two requests with the same leading ids start with the same
-text and a prefix cache hits on exactly what the trace shares. A request without ids (Azure, BurstGPT) gets
-a text of its own from its first word.
+is always the same text of one-token words within a run, so two requests with the same leading ids start with
+the same text and a prefix cache hits on exactly what the trace shares; the run's prompt salt is in every
+block, so an earlier run's replay of the same trace leaves nothing in the cache for this one. A request
+without ids (Azure, BurstGPT) gets a text of its own from its first word.
 """
 
 from __future__ import annotations
@@ -40,14 +41,17 @@ class TraceWorkload:
         self.block_size = config.trace.block_size
         self.sizer = PromptSizer(config)
         self._blocks: OrderedDict[int, str] = OrderedDict()
+        salt = config.prompt_salt
+        self._seed = f"{config.seed}:{salt}" if salt else str(config.seed)
+        """The seed and the run's prompt salt, which the text is drawn from."""
         self._tail = WordText(f"{config.seed}:trace-tail", TAIL_WORDS, PREFIX_VOCAB)
 
     def block(self, hash_id: int) -> str:
         """Block ``hash_id``'s text: ``block_size`` one-token words, each after a space, the same in every
-        worker and run of one seed."""
+        worker of a run (one seed and prompt salt)."""
         text = self._blocks.get(hash_id)
         if text is None:
-            rng = random.Random(f"{self.config.seed}:block:{hash_id}")
+            rng = random.Random(f"{self._seed}:block:{hash_id}")
             text = "".join(" " + w for w in rng.choices(PREFIX_VOCAB, k=self.block_size))
             self._blocks[hash_id] = text
             if len(self._blocks) > BLOCK_CACHE:
@@ -59,7 +63,7 @@ class TraceWorkload:
     def text(self, entry: TraceRequest, key: RequestKey, words: int) -> str:
         """The first ``words`` words of ``entry``'s prompt."""
         if not entry.hash_ids:
-            rng = random.Random(f"{self.config.seed}:{key.worker}:{key.seq}:trace")
+            rng = random.Random(f"{self._seed}:{key.worker}:{key.seq}:trace")
             head = min(UNIQUE_HEAD_WORDS, words)
             return unique_head(rng, head, PREFIX_VOCAB) + self._tail_words(words - head)
         parts: list[str] = []
@@ -74,7 +78,7 @@ class TraceWorkload:
                 parts.append(" " + " ".join(block.split()[:left]))
             left -= self.block_size
         if left > 0:  # the trace's length runs past its blocks: a text of this request's own
-            rng = random.Random(f"{self.config.seed}:{key.worker}:{key.seq}:trace")
+            rng = random.Random(f"{self._seed}:{key.worker}:{key.seq}:trace")
             parts.append(" " + unique_head(rng, min(UNIQUE_HEAD_WORDS, left), PREFIX_VOCAB))
             parts.append(self._tail_words(left - UNIQUE_HEAD_WORDS))
         return "".join(parts).lstrip()

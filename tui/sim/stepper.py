@@ -1,4 +1,4 @@
-"""The engine loop: one asyncio task stepping the scheduler on the modelled clock, writing each step's tokens.
+"""The stepper: one asyncio task stepping the scheduler on the modelled clock, writing each step's tokens.
 
 It asks the scheduler (`tui.sim.model.Scheduler`) for a step, sleeps for the step's modelled duration (divided
 by `time_scale`), then hands each token that step produced to its request. Step ends are kept on an absolute
@@ -18,10 +18,10 @@ from tui.sim.metrics import ServerMetrics
 from tui.sim.model import Scheduler
 
 _MAX_LAG_S = 0.005
-"""How far behind its timeline the engine loop may fall and still catch up (absorbs timer granularity)."""
+"""How far behind its timeline the stepper may fall and still catch up (absorbs timer granularity)."""
 
 
-async def engine_loop(
+async def run_steps(
     scheduler: Scheduler[GenRequest],
     wake: asyncio.Event,
     time_scale: float,

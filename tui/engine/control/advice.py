@@ -1,5 +1,5 @@
 """What to tell the user when the load generator cannot keep up: the words only (the numbers that decide it
-are `tui.engine.aggregate.saturation`'s)."""
+are `tui.engine.control.saturation`'s)."""
 
 from __future__ import annotations
 
@@ -41,5 +41,7 @@ def client_limit(at: str, workers: int) -> str:
 
 
 def load_at(mode: str, value: float) -> str:
-    """How a level's load is named in these lines: "8 users" or "2.5 req/s"."""
+    """How a level's load is named in these lines: "8 users", "2.5 req/s" or "trace x2" (a replay's speed)."""
+    if mode == "trace":
+        return f"trace x{value:g}"
     return f"{value:g} users" if mode == "concurrency" else f"{value:g} req/s"

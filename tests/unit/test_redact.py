@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.engine.secrets import display_url, mask_secret
+from tui.engine.redact import display_url, mask_secret
 from tui.engine.stream.openai import error_message, one_line
 
 KEY = "sk-" + "abcdefghij" * 20  # 203 characters

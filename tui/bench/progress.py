@@ -3,7 +3,7 @@
 On a terminal the line is redrawn in place (``\\r\\x1b[K``) and fitted to the terminal's width, so it never
 wraps (a wrapped line cannot be redrawn in place); not on a terminal (CI, a file) a plain line every
 `PLAIN_EVERY_S`. Plain ANSI and Unicode block characters: bench loads no UI library (the import-hygiene
-test checks that ``tui.bench`` loads no textual, rich or plotext).
+test checks that ``tui.bench.run`` loads no textual, rich or plotext).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TextIO
 
 from tui.shutdown import silence
+from tui.units import clock, ms_figure
 
 PLAIN_EVERY_S = 5.0
 """Not on a terminal: at most one progress line this often (plus the forced ones)."""
@@ -44,9 +45,9 @@ class LevelProgress:
     """"starting", "warming up", "steady"."""
     finished_level_s: tuple[float, ...] = ()
     """How long each earlier level took (run ETA: the remaining levels at the same per-level time)."""
-    finished_drain_s: tuple[float, ...] = ()
-    """How long each earlier level's drain took: after its goal, its in-flight requests finish before the next
-    level starts (a level of long requests can drain for as long as it ran)."""
+    finished_wind_down_s: tuple[float, ...] = ()
+    """How long each earlier level's wind-down took: after its goal, its in-flight requests finish before the
+    next level starts (a level of long requests can wind down for as long as it ran)."""
     failed: int = 0
     output_tps: float = math.nan
     ttft_p50_ms: float = math.nan
@@ -73,16 +74,17 @@ def level_eta_s(done: float, goal: float, elapsed_s: float) -> float | None:
 
 
 def run_eta_s(p: LevelProgress) -> float | None:
-    """Seconds left in the run, an estimate: this level's ETA, then its drain and the remaining levels, each
-    at the mean time a level has taken (the earlier ones and this one's expected total) plus the mean drain
-    measured so far (none before the first level has drained). None while this level's ETA is unknown."""
+    """Seconds left in the run, an estimate: this level's ETA, then its wind-down and the remaining levels,
+    each at the mean time a level has taken (the earlier ones and this one's expected total) plus the mean
+    wind-down measured so far (none before the first level has wound down). None while this level's ETA is
+    unknown."""
     eta = level_eta_s(p.done, p.goal, p.level_elapsed_s)
     if eta is None:
         return None
     per_level = (sum(p.finished_level_s) + p.level_elapsed_s + eta) / (len(p.finished_level_s) + 1)
-    drains = p.finished_drain_s
-    drain = sum(drains) / len(drains) if drains else 0.0
-    return eta + drain + max(0, p.count - p.index) * (per_level + drain)
+    wind_downs = p.finished_wind_down_s
+    wind_down = sum(wind_downs) / len(wind_downs) if wind_downs else 0.0
+    return eta + wind_down + max(0, p.count - p.index) * (per_level + wind_down)
 
 
 def bar(fraction: float, width: int) -> str:
@@ -96,16 +98,6 @@ def bar(fraction: float, width: int) -> str:
     return cells.ljust(width)
 
 
-def clock(s: float) -> str:
-    """Seconds as m:ss (h:mm:ss from an hour)."""
-    if not math.isfinite(s) or s < 0:
-        return "-:--"
-    total = int(s)
-    h, rest = divmod(total, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
-
-
 def goal_text(done: float, goal: float, unit: str) -> str:
     """ "12/40 requests", "7.5/30 s"; past the goal "45 requests (goal 40)": a steady window must also be
     long enough to measure (a second at least), which at a fast server holds more than ``--requests``."""
@@ -114,12 +106,6 @@ def goal_text(done: float, goal: float, unit: str) -> str:
     if done > goal:
         return f"{done:.0f} requests (goal {goal:.0f})"
     return f"{done:.0f}/{goal:.0f} requests"
-
-
-def _ms(x: float) -> str:
-    if not math.isfinite(x):
-        return "-"
-    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
 def progress_line(p: LevelProgress, width: int | None = None) -> str:
@@ -138,7 +124,7 @@ def progress_line(p: LevelProgress, width: int | None = None) -> str:
     if p.failed:
         figures.append(f"{p.failed} failed")
     figures.append(f"{p.output_tps:,.0f} tok/s" if math.isfinite(p.output_tps) else "- tok/s")
-    figures.append(f"TTFT p50 {_ms(p.ttft_p50_ms)} ms, ITL p50 {_ms(p.itl_p50_ms)} ms")
+    figures.append(f"TTFT p50 {ms_figure(p.ttft_p50_ms)} ms, ITL p50 {ms_figure(p.itl_p50_ms)} ms")
     figures.append(f"in flight {p.in_flight}")
     tails = (", ".join(figures), ", ".join(figures[:-2]), "")  # all; phase, failures and tok/s; none
 

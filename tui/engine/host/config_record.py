@@ -1,4 +1,4 @@
-"""The workload as the results' ``config`` records it: every setting `tui.options.workload_from_args` built
+"""The workload as the results' ``config`` records it: every setting `workload_from_args` built
 (length distributions, scenarios, seed, dataset, shared prefix, turns, tokenizer path), so a results file
 says what was asked without the command line beside it; whether the ISL probe ran, or why not; and the
 `RunInfo` the results are built from."""
@@ -11,8 +11,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
+from tui.engine.redact import HIDDEN, display_url, mask_secret
 from tui.engine.results.build import RunInfo
-from tui.engine.secrets import HIDDEN, display_url, mask_secret
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
@@ -35,27 +35,6 @@ def endpoint_path_record(path: str | None, api_key: str | None) -> str | None:
         return route
     names = [(name, HIDDEN) for name, _ in parse_qsl(query, keep_blank_values=True)]
     return f"{route}?{urlencode(names)}"
-
-
-def asked_isl(workload: WorkloadConfig) -> int | None:
-    """The mean ISL a level should reach, by the server's count: ``--isl`` plus the shared prefix; None when
-    there is no one target (a dataset's lengths are the file's, drawn lengths vary, a conversation's grow
-    with its history)."""
-    if workload.dataset is not None or workload.turns > 1 or workload.isl_dist or workload.scenarios:
-        return None
-    if workload.trace is not None:
-        return None  # each request's own, from the trace
-    return workload.isl + workload.shared_prefix
-
-
-def asked_osl(workload: WorkloadConfig) -> int | None:
-    """The OSL every request should reach: ``--osl`` when pinned with ``ignore_eos``; None when left to the
-    model, or when the lengths are the file's or drawn."""
-    if not workload.fixed_osl or workload.dataset is not None or workload.osl_dist or workload.scenarios:
-        return None
-    if workload.trace is not None:
-        return None
-    return workload.osl
 
 
 def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[str, Any]:

@@ -1,0 +1,105 @@
+"""What `tokentop bench` prints at the end of a run: one row per level, then the knee, errors and warnings.
+A pure function of the final snapshot, so a test reads the text without running a load."""
+
+from __future__ import annotations
+
+import math
+
+from tui.bench.progress import load_label
+from tui.engine.snapshot import LevelView, Snapshot
+from tui.units import ms_figure
+
+
+def format_table(levels: tuple[LevelView, ...]) -> str:
+    """The end-of-run table (stdout)."""
+    # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
+    reasoning = any(math.isfinite(lv.reasoning_tokens) for lv in levels)
+    cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
+                             "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "tok/chunk",
+                             "steady")  # fmt: skip
+    # A server that reports cached prompt tokens gets the prefix-cache hit rate (cached / prompt tokens).
+    cached = any(lv.cache_hit_rate is not None for lv in levels)
+    if reasoning:
+        cols = (*cols[:9], "TTFA p50", *cols[9:])
+    if cached:
+        cols = (*cols[:-1], "prefix cache", cols[-1])
+    rows: list[tuple[str, ...]] = [cols]
+    for lv in levels:
+        name = table_name(lv)
+        lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
+        row: tuple[str, ...] = (
+            name,
+            str(lv.window_completed),
+            str(lv.window_failed),
+            *lengths,
+            f"{lv.request_per_s:.2f}" if math.isfinite(lv.request_per_s) else "-",
+            f"{lv.output_tps:,.0f}" if math.isfinite(lv.output_tps) else "-",
+            ms_figure(lv.ttft.p50),
+            ms_figure(lv.ttft.p99),
+            ms_figure(lv.tpot.p50),
+            ms_figure(lv.itl_chunk.p50),
+            ms_figure(lv.itl_chunk.p99),
+            ms_figure(lv.e2el.p50),
+            f"{lv.tokens_per_chunk:.2f}" if math.isfinite(lv.tokens_per_chunk) else "-",
+            "yes" if lv.steady else "no",
+        )
+        if reasoning:
+            row = (*row[:9], ms_figure(lv.ttfa.p50), *row[9:])
+        if cached:
+            rate = lv.cache_hit_rate
+            hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column
+            row = (*row[:-1], hit, row[-1])
+        rows.append(row)
+    widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
+    lines = []
+    for k, r in enumerate(rows):
+        lines.append(
+            "  ".join(v.rjust(w) if c else v.ljust(w) for c, (v, w) in enumerate(zip(r, widths, strict=True)))
+        )
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append(
+        "(latencies in ms, ISL/OSL mean tokens by the server's count, over each level's steady window)"
+    )
+    return "\n".join(lines)
+
+
+def table_name(lv: LevelView) -> str:
+    """A level as the table's first column names it: "c=8", "r=2.5/s", "x2"."""
+    if lv.mode == "trace":
+        return f"x{lv.value:g}"
+    return f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
+
+
+def summary(snap: Snapshot) -> str:
+    """The table and, under it, the knee, the errors and every warning the run had: what bench prints."""
+    lines = [format_table(snap.levels)]
+    if snap.knee is not None:
+        mode, v = snap.load.mode, snap.knee.value
+        at = f"speed x{v:g}" if mode == "trace" else f"{v:g} {'users' if mode == 'concurrency' else 'req/s'}"
+        lines.append(
+            f"knee: {at} ({snap.knee.output_tps:,.0f} output tok/s of a {snap.knee.peak_tps:,.0f} peak)"
+        )
+    elif limited := [lv for lv in snap.levels if lv.client_limited]:
+        at = ", ".join(load_label(lv.mode, lv.value) for lv in limited)
+        lines.append(f"knee: not found among the server's levels (the client was the limit at {at})")
+    elif len(snap.levels) > 1:
+        lines.append("knee: not found (output throughput still rising at the highest level measured)")
+    lags = [
+        f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}"
+        for lv in snap.levels
+        if lv.mode == "trace" and lv.sched_lag.n
+    ]
+    if lags:
+        lines.append("send vs schedule (ms, never in TTFT): " + "; ".join(lags))
+    if snap.errors:
+        lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
+    dropped = sum(lv.dropped for lv in snap.levels)
+    if dropped:
+        lines.append(
+            f"dropped: {dropped} arrivals, due while the server's failures held the open loop (never sent)"
+        )
+    if snap.health.saturated:
+        lines.append("warning: " + snap.health.reason)
+    lines.extend("warning: " + notice for notice in snap.notices)
+    return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""What each face takes: one frozen config per face, built from the flags by `tui.options` (the one reader
+of the argparse namespace) and by tests directly, as posting's ``make_posting(...)`` takes typed inputs
+from its CLI and its tests alike. Plain data on `tui.engine.config` values; no face imported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tui.demo import DemoConfig
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig, normalise_base_url
+
+if TYPE_CHECKING:
+    from tui.engine.sessions.baseline import Baseline
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """The server a load face runs against: ``target`` as the flags gave it, or the built-in simulator
+    (``demo``), whose URL is known once it runs (`at`)."""
+
+    target: TargetConfig
+    demo: DemoConfig | None = None
+    note: str | None = None
+    """One line saying the target came from ``$OPENAI_BASE_URL`` (never its credentials), or None."""
+
+    def at(self, demo_url: str | None) -> TargetConfig:
+        """The target to probe and load: the simulator's URL when tokentop started it."""
+        if demo_url is None:
+            return self.target
+        return replace(self.target, base_url=normalise_base_url(demo_url))
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """`tokentop bench`: a sweep of load levels, each ended by a request count or a duration."""
+
+    server: RunTarget
+    workload: WorkloadConfig
+    levels: tuple[LoadTarget, ...]
+    """One per ``--concurrency`` or ``--rate`` value (a trace's speed), run in order."""
+    options: EngineOptions = field(default_factory=EngineOptions)
+    workers: int = 1
+    requests: int | None = None
+    """Requests per level counted in its steady window (None: `tui.bench.run.default_requests`)."""
+    duration_s: float | None = None
+    """Seconds per level instead of a request count."""
+    level_durations_s: tuple[float, ...] | None = None
+    """Each level's own time (``--schedule``: a session's levels as they were held), instead of either."""
+    output: Path | None = None
+    requests_log: Path | None = None
+    vllm_results: Path | None = None
+    csv: Path | None = None
+    plot: Path | None = None
+    quiet: bool = False
+
+    def level_duration_s(self, index: int) -> float | None:
+        """How long level ``index`` (from 0) is held, or None when a request count ends it."""
+        if self.level_durations_s is not None:
+            return self.level_durations_s[index]
+        return self.duration_s
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """`tokentop` (the live app): one engine whose load the keys change, from ``load`` at start."""
+
+    server: RunTarget
+    workload: WorkloadConfig
+    load: LoadTarget
+    options: EngineOptions = field(default_factory=EngineOptions)
+    workers: int = 1
+    theme: str | None = None
+    """A theme's name or a theme file's path (None: the default)."""
+    output: Path | None = None
+    requests_log: Path | None = None
+    schedule: tuple[tuple[float, LoadTarget], ...] = ()
+    """(run seconds, target) to set after ``load`` in turn (``--schedule``); a load key ends it."""
+    baseline: Baseline | None = None
+    """Another run drawn beside this one (``--baseline``)."""
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """`tokentop watch`: no load, only the server's own ``/metrics`` (and a canary, if asked)."""
+
+    target: TargetConfig
+    options: EngineOptions
+    note: str | None = None
+    """One line saying the target came from ``$OPENAI_BASE_URL``, or None."""
+    theme: str | None = None
+    output: Path | None = None
+
+
+@dataclass(frozen=True)
+class CalibrateConfig:
+    """`tokentop calibrate`: how many streams of ``token_rate`` this machine times within the budget."""
+
+    token_rate: float = 50.0
+    """Tokens per second of each stream."""
+    p99_budget_ms: float = 3.0
+    """Largest client-added p99 ITL error counted as accurate."""
+    workers: int = 1
+    max_streams: int = 1024
+    step_duration_s: float = 5.0
+    """Seconds measured per stream count, after the warm-up."""
+    lockstep: bool = False
+    """Every stream emits at the same instant, like a batched server's decode step."""
