@@ -398,3 +398,74 @@ async def test_n_and_b_turn_the_manual_pages_inside_the_help(make_app: MakeApp) 
         await pilot.press("n", "d")
         await settle(pilot)
         assert page.source.startswith("# What the numbers mean")
+
+
+KEY_SYMBOLS = {
+    "plus": "+",
+    "minus": "-",
+    "equals_sign": "=",
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "question_mark": "?",
+}
+"""Textual's names for the keys the keys page writes as the character itself."""
+
+
+def _bound_keys() -> dict[str, str]:
+    """Every key any binding of the app uses (the app's, its screens' and its widgets'), with who binds it:
+    found by walking `tui.app`, so a binding added anywhere there is checked without editing this test."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import tui.app
+
+    bound: dict[str, str] = {}
+    for info in pkgutil.walk_packages(tui.app.__path__, "tui.app."):
+        module = importlib.import_module(info.name)
+        for cls in vars(module).values():
+            if not inspect.isclass(cls) or cls.__module__ != module.__name__ or "BINDINGS" not in vars(cls):
+                continue
+            for binding in vars(cls)["BINDINGS"]:
+                keys = binding.key if hasattr(binding, "key") else binding[0]
+                for name in keys.split(","):
+                    bound[KEY_SYMBOLS.get(name.strip(), name.strip())] = f"{module.__name__}.{cls.__name__}"
+    return bound
+
+
+def test_every_bound_key_is_on_the_keys_page() -> None:
+    from tui import manual
+
+    page = manual.page("keys")
+    assert page is not None
+    bound = _bound_keys()
+    assert {"+", "?", "q", "n", "enter"} <= set(bound)  # the walk found the app, the help and the lanes
+    missing = {key: owner for key, owner in bound.items() if f"`{key}`" not in page.text}
+    assert not missing, f"keys bound but not on tui/manual/keys.md: {missing}"
+    table = "\n".join(line for line in page.text.splitlines() if line.startswith("|"))
+    app_keys = {key for key, owner in bound.items() if owner == "tui.app.app.TokentopApp"}
+    untabled = sorted(key for key in app_keys if f"`{key}`" not in table)
+    assert not untabled, f"the live app's keys not in the keys page's table: {untabled}"
+
+
+async def test_the_help_turns_through_every_page_of_the_manual(make_app: MakeApp) -> None:
+    """`?` shows the pages `tokentop help` lists: the keys page at its head, and every other page, each as
+    the manual's own text, in the listing's order."""
+    from tui import manual
+    from tui.app.widgets.help import KEYS_MD, MarkdownText
+
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert KEYS_MD in app.screen.query_one("#help-keys", MarkdownText).source
+        page = app.screen.query_one("#help-metrics", MarkdownText)
+        others = [p for p in manual.pages() if p.topic != "keys"]
+        shown = []
+        for _ in others:
+            shown.append(page.source)
+            await pilot.press("n")
+            await settle(pilot)
+        assert page.source == shown[0]  # round the whole manual, back to the first page
+        for p, source in zip(others, shown, strict=True):
+            assert source == p.text, p.topic

@@ -3,6 +3,8 @@ panes name are on its pages."""
 
 from __future__ import annotations
 
+import re
+import statistics
 import subprocess
 import sys
 
@@ -49,3 +51,59 @@ def test_every_itl_convention_the_panes_name_is_defined_on_the_numbers_page() ->
         assert f"`{convention}`" in numbers.text
     for term in ("TTFT", "TPOT", "E2E", "ISL / OSL", "TPS", "req/s", "Knee"):
         assert term in numbers.text
+
+
+def test_every_definition_the_results_carry_is_defined_in_the_manual() -> None:
+    """The results file carries one-line `definitions`; the manual is where a user reads each at length, so
+    every one of them must be there: a results key in backticks, or the manual's own name for the idea."""
+    from tui.engine.results.definitions import DEFINITIONS
+
+    manual_names = {
+        "output tokens": "**ISL / OSL**",
+        "input tokens": "**ISL / OSL**",
+        "stats": "## Statistics",
+        "client_saturated": "`client.saturated`",
+    }
+    text = "".join(p.text for p in manual.pages())
+    missing = [k for k in DEFINITIONS if manual_names.get(k, f"`{k}`") not in text]
+    assert not missing, f"results definitions with no definition in the manual: {missing}"
+
+
+def test_every_page_is_listed_with_its_title_and_under_the_length_a_page_keeps() -> None:
+    listed = manual.listing()
+    for p in manual.pages():
+        assert f"  {p.topic} " in listed and p.title in listed, p.topic
+        assert len(p.text.splitlines()) <= 150, f"{p.topic}: {len(p.text.splitlines())} lines"
+
+
+def test_the_readme_is_a_front_page_that_links_every_page() -> None:
+    """The README points to each page of the manual by name and stays a front page, not a second manual."""
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    for p in manual.pages():
+        assert f"(tui/manual/{p.topic}.md)" in readme, p.topic
+    assert len(readme.splitlines()) <= 250
+    assert "bash .ci/run" in readme and "tests/app/snapshots/readme-screenshot.svg" in readme
+    assert statistics.median(_sentence_lengths(readme)) <= 20
+
+
+def _sentence_lengths(markdown: str) -> list[int]:
+    """Words per sentence of a page's prose: code blocks, tables and headings left out."""
+    prose = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    lines = [
+        ln.strip() for ln in prose.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "|", "!["))
+    ]
+    return [len(s.split()) for s in re.split(r"(?<=[.!?])\s+", " ".join(lines)) if s.split()]
+
+
+def test_every_server_signal_is_defined_on_the_server_page_under_its_results_key() -> None:
+    """The server pane's signals are defined once, on the manual's server page, by the key each has in a
+    level's `server` object of the results (a gauge's time-average, a rate, a histogram's ms quantiles)."""
+    from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, RATES
+
+    page = manual.page("server")
+    assert page is not None
+    keys = [f"{g}_mean" for g in GAUGES] + list(RATES) + [h.removesuffix("_s") + "_ms" for h in HISTOGRAMS]
+    missing = [k for k in keys if f"| `{k}` |" not in page.text]
+    assert not missing, f"server signals with no line on tui/manual/server.md: {missing}"

@@ -17,6 +17,7 @@ READING_ORDER: tuple[str, ...] = (
     "traces",
     "server",
     "results",
+    "exports",
     "sessions",
     "network",
     "reliability",

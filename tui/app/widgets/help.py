@@ -13,7 +13,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from tui import manual
-from tui.engine.server_metrics.kinds import SIGNAL_DOCS
 from tui.engine.snapshot import ClientHealth
 
 
@@ -25,15 +24,8 @@ def _manual_text(topic: str) -> str:
 KEYS_MD = _manual_text("keys").split("\n\n", 2)[2]
 """The keys page without its title and lead paragraph: the table and how the help itself is read."""
 
-SERVER_SIGNALS_MD = (
-    "\n### The server pane's signals\n\nEach has one meaning across vLLM, SGLang, llama.cpp and TGI; a "
-    "server that does not export one shows `-`, never 0.\n"
-    + "".join(f"\n- **{name}**: {doc}" for name, doc in SIGNAL_DOCS.items())
-    + "\n"
-)
-
-METRICS_MD = _manual_text("numbers") + SERVER_SIGNALS_MD
-"""The manual's definitions page, as `tokentop help numbers` prints it, with the server's signals."""
+METRICS_MD = _manual_text("numbers")
+"""The manual's definitions page, as `tokentop help numbers` prints it."""
 
 INTRO_MD = """\
 # tokentop help
@@ -118,15 +110,12 @@ class HelpScreen(ModalScreen[None]):
             yield MarkdownText("## Keys\n\n" + KEYS_MD, id="help-keys")
             yield MarkdownText(METRICS_MD, id="help-metrics")
 
-    def _page_md(self, topic: str) -> str:
-        return METRICS_MD if topic == "numbers" else _manual_text(topic)
-
     def action_turn(self, step: int) -> None:
         """Show the next (or previous) page of the manual in place of the current one."""
         at = self._topics.index(self._topic) if self._topic in self._topics else 0
         self._topic = self._topics[(at + step) % len(self._topics)]
         page = self.query_one("#help-metrics", MarkdownText)
-        page.update_source(self._page_md(self._topic))
+        page.update_source(_manual_text(self._topic))
         self.query_one(HelpBody).scroll_to_widget(page, animate=False, top=True)
 
     def on_mount(self) -> None:

@@ -1,8 +1,8 @@
 """Which server this is (by metric prefix) and where each common signal comes from on it.
 
 Every signal the face shows has one meaning across servers; the table below is the single place that says
-which metric of which server feeds it (the help screen can render `SIGNAL_DOCS`). A server that exports none
-of a signal's metrics simply has no value for it (None), never a zero.
+which metric of which server feeds it (what each means is on the manual's `server` page). A server that
+exports none of a signal's metrics simply has no value for it (None), never a zero.
 
 Signal (unit): its source on vLLM / SGLang / llama.cpp / TGI ("-": not exported; "rate": windowed counter
 delta per second; "a / b": ratio of the two counters' deltas over the same window):
@@ -62,25 +62,6 @@ RATES = ("preemptions_per_s", "prefix_cache_hit_rate", "generation_tok_s", "prom
 """Signals derived from counters over a window (a gauge stands in where a server only exports one)."""
 HISTOGRAMS = ("ttft_s", "itl_s", "queue_s", "e2e_s", "prefill_s", "decode_s", "inference_s")
 """Server-side latency distributions, as windowed quantiles from bucket deltas."""
-
-SIGNAL_DOCS: dict[str, str] = {
-    "running": "requests the server is running (in the batch)",
-    "waiting": "requests queued for a slot or KV room",
-    "kv_usage": "fraction of the KV cache in use, 0..1",
-    "preemptions_per_s": "requests preempted per second (KV cache ran out)",
-    "prefix_cache_hit_rate": "share of prompt tokens served from the prefix cache",
-    "generation_tok_s": "tokens generated per second, all requests",
-    "prompt_tok_s": "prompt tokens processed per second",
-    "spec_acceptance": "share of draft tokens accepted (speculative decoding)",
-    "ttft_s": "server-side time to first token",
-    "itl_s": "server-side inter-token latency",
-    "queue_s": "time a request waited before it was scheduled",
-    "e2e_s": "server-side request latency, arrival to end",
-    "prefill_s": "time from a request's scheduling to its first token (its prefill)",
-    "decode_s": "time from a request's first token to its last",
-    "inference_s": "time from a request's scheduling to its end (prefill + decode)",
-}
-"""One line per signal, for the help screen (the module docstring names the source metrics)."""
 
 
 @dataclass(frozen=True)
