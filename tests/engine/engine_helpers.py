@@ -12,9 +12,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
+
+from tests.engine.scripted_server import ScriptedServer
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
+from tui.engine.records import RequestRecord
 from tui.engine.snapshot import Snapshot
+from tui.engine.stream.client import RequestSession, run_request
+from tui.engine.stream.openai import StreamAccumulator
 
 T = TypeVar("T")
 
@@ -101,3 +107,22 @@ def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[st
         env=env,
         check=False,
     )
+
+
+async def run_requests(
+    session: RequestSession, client: httpx.AsyncClient, server: ScriptedServer, n: int
+) -> tuple[list[RequestRecord], list[StreamAccumulator]]:
+    """``n`` requests one after another over ``session``, then the session, its client and the scripted
+    server closed whatever happened: each request's record and accumulator."""
+    records, accs = [], []
+    try:
+        for seq in range(n):
+            rec = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=1, sent_ns=0)
+            acc = StreamAccumulator()
+            records.append(await run_request(session, rec, acc))
+            accs.append(acc)
+    finally:
+        await session.aclose()
+        await client.aclose()
+        await server.close()
+    return records, accs

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from tests.engine.engine_helpers import run_requests
 from tests.engine.scripted_server import (
     Request,
     Responder,
@@ -58,17 +59,7 @@ async def _run(
         notice=(notices.append if notices is not None else None),
         transport=transport,
     )
-    records, accs = [], []
-    try:
-        for seq in range(n):
-            rec = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=1, sent_ns=0)
-            acc = StreamAccumulator()
-            records.append(await run_request(session, rec, acc))
-            accs.append(acc)
-    finally:
-        await session.aclose()
-        await client.aclose()
-        await server.close()
+    records, accs = await run_requests(session, client, server, n)
     return records, accs, server
 
 

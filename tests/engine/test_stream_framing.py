@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 
+from tests.engine.engine_helpers import run_requests
 from tests.engine.scripted_server import Request, Responder, ScriptedServer, normal_stream
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
@@ -29,18 +30,7 @@ async def _records(
     client = make_client(target, transport)
     session = RequestSession(client, target, WorkloadConfig(isl=8, osl=3), "m", transport=transport)
     assert session.stream_transport.name == transport  # no fallback on a direct connection
-    records, accs = [], []
-    try:
-        for seq in range(n):
-            rec = RequestRecord(request_id=seq + 1, worker=0, seq=seq, level_id=1, sent_ns=0)
-            acc = StreamAccumulator()
-            records.append(await run_request(session, rec, acc))
-            accs.append(acc)
-    finally:
-        await session.aclose()
-        await client.aclose()
-        await server.close()
-    return records, accs
+    return await run_requests(session, client, server, n)
 
 
 def _assert_whole(rec: RequestRecord, acc: StreamAccumulator) -> None:
