@@ -2,7 +2,38 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """A folder ``make`` fills once per test run, however many xdist processes ask for it: an expensive
+    fixture (bench runs to read back) costs its time once, not once per process that draws one of its tests.
+    The first process to take the lock makes it; the others wait for it, then read what it left."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / f"once-{name}"
+    with _locked(root / f"once-{name}.lock"):
+        if not (folder / ".made").exists():
+            folder.mkdir(exist_ok=True)
+            make(folder)
+            (folder / ".made").touch()
+    return folder
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

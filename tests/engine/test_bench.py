@@ -47,7 +47,7 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
         "--sim-time-scale",
         "4",
         "--concurrency",
-        "1,2,4,8",
+        "2,4,8",
         "--requests",
         "12",
         "--isl",
@@ -65,12 +65,12 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "knee: 4 users" in r.stdout
-    assert r.stdout.count("\n") >= 7  # header, rule, 4 rows, footnote, knee
+    assert r.stdout.count("\n") >= 6  # header, rule, 3 rows, footnote, knee
     res = json.loads(out.read_text())
     assert res["tool"] == "tokentop" and res["target"]["endpoint"] == "chat"
     assert res["target"]["model"] == "sim-gemma-3-270m"
     assert set(res["definitions"]) >= {"ttft", "tpot", "itl", "e2el", "itl_e2e", "knee", "steady_window"}
-    assert [lv["concurrency"] for lv in res["levels"]] == [1, 2, 4, 8]
+    assert [lv["concurrency"] for lv in res["levels"]] == [2, 4, 8]
     for lv in res["levels"]:
         missing = [k for k in VLLM_KEYS if k not in lv]
         assert not missing, missing
@@ -80,19 +80,19 @@ def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
         assert lv["mean_itl_e2e_ms"] > lv["mean_tpot_ms"] > 0
     assert res["saturation"]["knee"]["value"] == 4
     tps = [lv["output_throughput"] for lv in res["levels"]]
-    assert tps[0] < tps[1] < tps[2] and tps[3] < 1.05 * tps[2]
+    assert tps[0] < tps[1] and tps[2] < 1.05 * tps[1]
     assert res["client"]["workers"] == 1 and "max_cpu_share" in res["client"]
     lines = log.read_text().splitlines()
-    assert len(lines) >= 48 and all(json.loads(x)["status"] == "ok" for x in lines)
+    assert len(lines) >= 36 and all(json.loads(x)["status"] == "ok" for x in lines)
     # the exports: one vLLM-shaped file per level with that level's figures, the table as CSV
     vllm = sorted((json.loads(p.read_text()) for p in (tmp_path / "vllm").glob("*.json")),
                   key=lambda v: v["tokentop_level_id"])  # fmt: skip
-    assert [v["max_concurrency"] for v in vllm] == [1, 2, 4, 8]
+    assert [v["max_concurrency"] for v in vllm] == [2, 4, 8]
     for v, lv in zip(vllm, res["levels"], strict=True):
         assert v["request_rate"] == "inf" and v["model_id"] == "sim-gemma-3-270m"
         assert all(v[k] == lv[k] for k in VLLM_KEYS)
     rows = (tmp_path / "levels.csv").read_text().splitlines()
-    assert len(rows) == 5 and rows[0].startswith("level_id,mode,concurrency,duration,")
+    assert len(rows) == 4 and rows[0].startswith("level_id,mode,concurrency,duration,")
 
 
 def test_stalled_stream_fails_by_timeout_and_key_stays_secret(tmp_path: Path) -> None:
