@@ -12,20 +12,25 @@ import argparse
 import difflib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from tui.argv_secret import hide_in_argv
+from tui.configs import EXPORTS, SessionCommandConfig
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
-from tui.face_options import bench_config, calibrate_config, live_config, watch_config
-from tui.options import UsageError, api_key_from_args
-from tui.session_commands import (
-    SESSION_COMMANDS,
-    add_session_commands,
-    run_session_command,
+from tui.face_options import (
+    bench_config,
+    calibrate_config,
+    compare_config,
+    export_config,
+    live_config,
+    plot_config,
+    replay_config,
+    sessions_config,
+    watch_config,
 )
+from tui.options import UsageError, api_key_from_args
 from tui.session_options import add_baseline_arg, add_record_args, add_schedule_arg
 from tui.sim.flags import add_sim_args
 
@@ -318,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser("watch", help="no load: only the server's own signals, from its /metrics")
     _add_watch_args(watch)
-    add_session_commands(sub)
+    _add_session_commands(sub)
 
     plot = sub.add_parser("plot", help="the SVG plot of a saved results file")
     plot.add_argument("results", metavar="RESULTS", help="a results JSON file tokentop wrote")
@@ -337,12 +342,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_session_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """sessions, replay, compare (a session's exports are `tokentop export`'s)."""
+    ls = sub.add_parser("sessions", help="list the recorded sessions (newest last)")
+    ls.add_argument("--dir", metavar="DIR", help="where to look (default: the sessions folder)")
+    rp = sub.add_parser("replay", help="the live app's panes over a recorded session, no server")
+    rp.add_argument("session", metavar="SESSION")
+    rp.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
+    rp.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times faster (default 1)")
+    cp = sub.add_parser("compare", help="compare sessions or results files, level by level")
+    cp.add_argument("runs", nargs="+", metavar="RUN", help="sessions or results files; the first is the base")
+    cp.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
+    form = cp.add_mutually_exclusive_group()
+    form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
+    form.add_argument("--json", action="store_true", help="the comparison as JSON")
+
+
 def _add_export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", metavar="RESULTS", help="a results JSON file or a session tokentop wrote")
     p.add_argument(
         "--to",
         required=True,
-        choices=("vllm", "csv", "llmd", "aiperf", "mooncake"),
+        choices=EXPORTS,
         help="vllm: one vllm-bench-serve JSON per level (a folder); csv: the level table; llmd: llm-d "
         "Benchmark Report v0.2 per level (a folder); aiperf: AIPerf's per-request profile_export.jsonl; "
         "mooncake: a session's requests as a Mooncake trace",
@@ -625,8 +646,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.calibrate.command import run as run_calibrate
 
             return run_calibrate(calibrate_config(ns))
-        if command in SESSION_COMMANDS:
-            return run_session_command(ns)
+        if command in ("sessions", "replay", "compare"):
+            from tui.session_commands import run_session_command
+
+            config: SessionCommandConfig = (
+                sessions_config(ns)
+                if command == "sessions"
+                else replay_config(ns)
+                if command == "replay"
+                else compare_config(ns)
+            )
+            return run_session_command(config)
         if command == "watch":
             from tui.app.watch import run as run_watch
 
@@ -634,12 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command in ("plot", "export"):
             from tui.results_command import run_export, run_plot
 
-            source = Path(ns.results)
-            out = Path(ns.out) if ns.out else None
-            if command == "plot":
-                return run_plot(source, out)
-            log = Path(ns.requests_log) if ns.requests_log else None
-            return run_export(source, ns.to, out=out, append=ns.append, requests_log=log)
+            return run_plot(plot_config(ns)) if command == "plot" else run_export(export_config(ns))
         if command == "ray-check":
             from tui.ray_check import run as run_ray_check
 
