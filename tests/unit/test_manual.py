@@ -121,3 +121,19 @@ def test_every_server_signal_is_defined_on_the_server_page_under_its_results_key
     keys = [f"{g}_mean" for g in GAUGES] + list(RATES) + [h.removesuffix("_s") + "_ms" for h in HISTOGRAMS]
     missing = [k for k in keys if f"| `{k}` |" not in page.text]
     assert not missing, f"server signals with no line on tui/manual/server.md: {missing}"
+
+
+def test_each_commands_help_names_a_page_that_exists() -> None:
+    import argparse
+
+    from tui.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in commands.choices.items():
+        if name == "help":
+            continue
+        description = parser.description or ""
+        named = re.findall(r"`tokentop help ([\w-]+)`", description)
+        assert named, f"tokentop {name} --help names no manual page"
+        assert all(manual.page(topic) is not None for topic in named), (name, named)
+        assert description[0].isupper(), name
