@@ -12,20 +12,26 @@ import argparse
 import difflib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from tui.argv_secret import hide_in_argv
+from tui.configs import EXPORTS, SessionCommandConfig
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
-from tui.face_options import bench_config, calibrate_config, live_config, watch_config
-from tui.options import UsageError, api_key_from_args
-from tui.session_commands import (
-    SESSION_COMMANDS,
-    add_session_commands,
-    run_session_command,
+from tui.engine.sessions.file import SUFFIX
+from tui.face_options import (
+    bench_config,
+    calibrate_config,
+    compare_config,
+    export_config,
+    live_config,
+    plot_config,
+    replay_config,
+    sessions_config,
+    watch_config,
 )
+from tui.options import UsageError, api_key_from_args
 from tui.session_options import add_baseline_arg, add_record_args, add_schedule_arg
 from tui.sim.flags import add_sim_args
 
@@ -289,10 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="top for LLM inference servers: stream load at an OpenAI-compatible server, "
         "turn it up and down live, and watch TTFT, ITL and tokens/s. With no --url (and no "
         "$OPENAI_BASE_URL) it runs a demo against its built-in simulated server.",
-        epilog="subcommands: (none) the live app; bench: headless sweep; sim: the simulator; "
-        "calibrate: how many streams this machine can time accurately; watch: a server's own metrics, "
-        "no load; plot, export: a saved run's plot and exports; ray-check: a Ray cluster's nodes, before "
-        "running on it; help: the manual. `tokentop CMD --help` for each.",
+        epilog="With no command, the live app. `tokentop CMD --help` gives a command's flags, "
+        "`tokentop help` the manual's pages.",
     )
     parser.add_argument("--version", action="version", version=f"tokentop {__version__}")
     sub = parser.add_subparsers(
@@ -301,40 +305,66 @@ def build_parser() -> argparse.ArgumentParser:
         parser_class=_Parser,
     )
 
-    live = sub.add_parser("live", help="the live app (default)")
+    live = _command(sub, "live", "the live app (default)", "app")
     for p in (parser, live):
         _add_live_args(p)
         _add_ray_args(p, on_node_loss="continue")
 
-    bench = sub.add_parser("bench", help="headless run over load levels; writes results JSON")
+    bench = _command(sub, "bench", "headless run over load levels; writes results JSON", "bench")
     _add_bench_args(bench)
     _add_ray_args(bench, on_node_loss="stop")
 
-    sim = sub.add_parser("sim", help="run the built-in simulated OpenAI-compatible server")
+    sim = _command(sub, "sim", "run the built-in simulated OpenAI-compatible server", "simulator")
     add_sim_args(sim)
 
-    cal = sub.add_parser("calibrate", help="find how many streams this machine can time accurately")
+    cal = _command(sub, "calibrate", "find how many streams this machine can time accurately", "performance")
     _add_calibrate_args(cal)
 
-    watch = sub.add_parser("watch", help="no load: only the server's own signals, from its /metrics")
+    watch = _command(sub, "watch", "no load: only the server's own signals, from its /metrics", "watch")
     _add_watch_args(watch)
-    add_session_commands(sub)
+    _add_session_commands(sub)
 
-    plot = sub.add_parser("plot", help="the SVG plot of a saved results file")
-    plot.add_argument("results", metavar="RESULTS", help="a results JSON file tokentop wrote")
+    plot = _command(sub, "plot", "the SVG plot of a saved run", "exports")
+    plot.add_argument("results", metavar="RESULTS", help="a results JSON file or a session tokentop wrote")
     plot.add_argument("--out", metavar="PATH.svg", help="where to write it (default: beside RESULTS, .svg)")
 
-    export = sub.add_parser("export", help="a saved results file for other tools: vLLM, CSV, llm-d, AIPerf")
+    export = _command(
+        sub, "export", "a saved run for other tools: vLLM, CSV, llm-d, AIPerf, a Mooncake trace", "exports"
+    )
     _add_export_args(export)
 
-    check = sub.add_parser(
-        "ray-check", help="a Ray cluster's nodes: versions, CPUs, clocks, the target reached"
+    check = _command(
+        sub, "ray-check", "a Ray cluster's nodes: versions, CPUs, clocks, the target reached", "ray"
     )
     check.add_argument("--ray", default="auto", metavar="ADDRESS", help="auto, host:port or ray://host:10001")
     check.add_argument("--url", help="the server the nodes must reach (checked from each node)")
-    manual = sub.add_parser("help", help="the manual: list its pages, or print one")
+    manual = _command(sub, "help", "the manual: list its pages, or print one")
     manual.add_argument("topic", nargs="?", help="a page (e.g. numbers, keys, bench); none lists them")
     return parser
+
+
+def _command(
+    sub: argparse._SubParsersAction[_Parser], name: str, what: str, page: str | None = None
+) -> _Parser:
+    """A subcommand: ``what`` in the top listing, and at the head of its own --help with its manual page."""
+    more = f" More: `tokentop help {page}`." if page else ""
+    return sub.add_parser(name, help=what, description=f"{what[0].upper()}{what[1:]}.{more}")
+
+
+def _add_session_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """sessions, replay, compare (a session's exports are `tokentop export`'s)."""
+    ls = _command(sub, "sessions", "list the recorded sessions (newest last)", "sessions")
+    ls.add_argument("--dir", metavar="DIR", help="where to look (default: the sessions folder)")
+    rp = _command(sub, "replay", "the live app's panes over a recorded session, no server", "sessions")
+    rp.add_argument("session", metavar="SESSION", help=f"a session tokentop recorded (*{SUFFIX})")
+    rp.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
+    rp.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times faster (default 1)")
+    cp = _command(sub, "compare", "compare sessions or results files, level by level", "sessions")
+    cp.add_argument("runs", nargs="+", metavar="RUN", help="sessions or results files; the first is the base")
+    cp.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
+    form = cp.add_mutually_exclusive_group()
+    form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
+    form.add_argument("--json", action="store_true", help="the comparison as JSON")
 
 
 def _add_export_args(p: argparse.ArgumentParser) -> None:
@@ -342,7 +372,7 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--to",
         required=True,
-        choices=("vllm", "csv", "llmd", "aiperf", "mooncake"),
+        choices=EXPORTS,
         help="vllm: one vllm-bench-serve JSON per level (a folder); csv: the level table; llmd: llm-d "
         "Benchmark Report v0.2 per level (a folder); aiperf: AIPerf's per-request profile_export.jsonl; "
         "mooncake: a session's requests as a Mooncake trace",
@@ -625,8 +655,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.calibrate.command import run as run_calibrate
 
             return run_calibrate(calibrate_config(ns))
-        if command in SESSION_COMMANDS:
-            return run_session_command(ns)
+        if command in ("sessions", "replay", "compare"):
+            from tui.session_commands import run_session_command
+
+            config: SessionCommandConfig = (
+                sessions_config(ns)
+                if command == "sessions"
+                else replay_config(ns)
+                if command == "replay"
+                else compare_config(ns)
+            )
+            return run_session_command(config)
         if command == "watch":
             from tui.app.watch import run as run_watch
 
@@ -634,12 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command in ("plot", "export"):
             from tui.results_command import run_export, run_plot
 
-            source = Path(ns.results)
-            out = Path(ns.out) if ns.out else None
-            if command == "plot":
-                return run_plot(source, out)
-            log = Path(ns.requests_log) if ns.requests_log else None
-            return run_export(source, ns.to, out=out, append=ns.append, requests_log=log)
+            return run_plot(plot_config(ns)) if command == "plot" else run_export(export_config(ns))
         if command == "ray-check":
             from tui.ray_check import run as run_ray_check
 

@@ -1,18 +1,23 @@
-"""What each face takes: one frozen config per face, built from the flags by `tui.options` (the one reader
-of the argparse namespace) and by tests directly, as posting's ``make_posting(...)`` takes typed inputs
+"""What each face takes: one frozen config per face, built from the flags by `tui.face_options` (on the
+flag readers `tui.options` and its neighbours, the only code that sees the argparse namespace) and by tests
+directly, as posting's ``make_posting(...)`` takes typed inputs
 from its CLI and its tests alike. Plain data on `tui.engine.config` values; no face imported."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tui.demo import DemoConfig
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig, normalise_base_url
 
 if TYPE_CHECKING:
     from tui.engine.sessions.baseline import Baseline
+
+ExportFormat = Literal["vllm", "csv", "llmd", "aiperf", "mooncake"]
+"""The tools `tokentop export` writes for (`tokentop help exports`)."""
+EXPORTS: tuple[ExportFormat, ...] = ("vllm", "csv", "llmd", "aiperf", "mooncake")
 
 
 @dataclass(frozen=True)
@@ -107,3 +112,63 @@ class CalibrateConfig:
     """Seconds measured per stream count, after the warm-up."""
     lockstep: bool = False
     """Every stream emits at the same instant, like a batched server's decode step."""
+
+
+@dataclass(frozen=True)
+class SessionsConfig:
+    """`tokentop sessions`: list the recorded sessions in ``folder``, newest last."""
+
+    folder: Path
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """`tokentop replay`: the live app's panes over a recorded session, no server."""
+
+    session: Path
+    theme: str | None = None
+    """A theme's name or a theme file's path (None: the default)."""
+    speed: float = 1.0
+    """Play this many times faster than recorded."""
+
+
+CompareForm = Literal["text", "markdown", "json"]
+"""How `tokentop compare` prints: text tables and curves, a Markdown table, or JSON."""
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """`tokentop compare`: runs (sessions or results files) level by level against the first."""
+
+    runs: tuple[Path, ...]
+    """At least two; the first is the base."""
+    form: CompareForm = "text"
+    plot: Path | None = None
+    """Also write both curves to this SVG."""
+
+
+SessionCommandConfig = SessionsConfig | ReplayConfig | CompareConfig
+"""What `tui.session_commands.run_session_command` runs: one of the commands over recorded sessions."""
+
+
+@dataclass(frozen=True)
+class PlotConfig:
+    """`tokentop plot`: the SVG plot of a saved run (a results file or a session)."""
+
+    source: Path
+    out: Path | None = None
+    """Where the SVG goes (None: beside ``source``)."""
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """`tokentop export`: one export of a saved run for another tool."""
+
+    source: Path
+    to: ExportFormat
+    out: Path | None = None
+    """The file or folder written (None: beside ``source``, named by the export)."""
+    append: bool = False
+    """vLLM's ``--append-result`` layout: one line per level appended to one file (``to`` vllm only)."""
+    requests_log: Path | None = None
+    """The run's per-request records (``to`` aiperf needs them)."""

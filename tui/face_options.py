@@ -1,14 +1,26 @@
 """Flags to each face's one config: the namespace read once, here, into the frozen `tui.configs` value a
-face's run function takes. Built on `tui.options` (targets, workloads, engine options) and
-`tui.session_options` (recording, ``--schedule``, ``--baseline``); `tui.cli` calls these, a face never
-does."""
+face's run function takes (the load faces, and the commands over saved runs: sessions, replay, compare,
+plot, export). Built on `tui.options` (targets, workloads, engine options) and `tui.session_options`
+(recording, ``--schedule``, ``--baseline``); `tui.cli` calls these, a face never does."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from tui.configs import BenchConfig, CalibrateConfig, LiveConfig, RunTarget, WatchConfig
+from tui.configs import (
+    BenchConfig,
+    CalibrateConfig,
+    CompareConfig,
+    CompareForm,
+    ExportConfig,
+    LiveConfig,
+    PlotConfig,
+    ReplayConfig,
+    RunTarget,
+    SessionsConfig,
+    WatchConfig,
+)
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.options import (
     UsageError,
@@ -21,7 +33,12 @@ from tui.options import (
     target_from_args,
     url_note,
 )
-from tui.session_options import baseline_from_args, recording_engine_options, schedule_from_args
+from tui.session_options import (
+    baseline_from_args,
+    recording_engine_options,
+    schedule_from_args,
+    sessions_dir,
+)
 from tui.workload_options import workload_from_args
 
 DEMO_URL_UNTIL_STARTED = "http://127.0.0.1"
@@ -116,4 +133,49 @@ def calibrate_config(ns: argparse.Namespace) -> CalibrateConfig:
         max_streams=ns.max_streams,
         step_duration_s=ns.step_duration,
         lockstep=bool(getattr(ns, "lockstep", False)),
+    )
+
+
+def sessions_config(ns: argparse.Namespace) -> SessionsConfig:
+    """`tokentop sessions`: ``--dir``, or the folder every run records into by default."""
+    return SessionsConfig(folder=Path(ns.dir) if ns.dir else sessions_dir())
+
+
+def replay_config(ns: argparse.Namespace) -> ReplayConfig:
+    """`tokentop replay SESSION`'s flags."""
+    return ReplayConfig(session=Path(ns.session), theme=ns.theme, speed=ns.speed)
+
+
+def compare_config(ns: argparse.Namespace) -> CompareConfig:
+    """`tokentop compare RUN RUN...`'s flags; fewer than two runs is a `UsageError`."""
+    if len(ns.runs) < 2:
+        raise UsageError("compare needs at least two runs")
+    form: CompareForm = "json" if ns.json else "markdown" if ns.markdown else "text"
+    return CompareConfig(runs=tuple(Path(p) for p in ns.runs), form=form, plot=_path(ns.plot))
+
+
+def plot_config(ns: argparse.Namespace) -> PlotConfig:
+    """`tokentop plot RESULTS`'s flags; an ``--out`` that is not an SVG is a `UsageError`."""
+    out = _path(ns.out)
+    if out is not None and out.suffix.lower() != ".svg":
+        raise UsageError(f"--out {out}: the plot is SVG: give a name ending in .svg")
+    return PlotConfig(source=Path(ns.results), out=out)
+
+
+def export_config(ns: argparse.Namespace) -> ExportConfig:
+    """`tokentop export RESULTS --to ...`'s flags; a flag the export cannot use, or one it needs and was not
+    given (AIPerf's per-request records), is a `UsageError`."""
+    if ns.append and ns.to != "vllm":
+        raise UsageError("--append is vLLM's --append-result layout: only with --to vllm")
+    if ns.to == "aiperf" and not ns.requests_log:
+        raise UsageError(
+            "--to aiperf needs the per-request records, which the results file does not hold: give the run's "
+            "--requests-log FILE (bench and the app write it with --requests-log)"
+        )
+    return ExportConfig(
+        source=Path(ns.results),
+        to=ns.to,
+        out=_path(ns.out),
+        append=bool(ns.append),
+        requests_log=_path(ns.requests_log),
     )

@@ -1,12 +1,13 @@
 """`tokentop plot RESULTS` and `tokentop export RESULTS --to ...`: a saved run's plot and exports, each made
-by `tui.engine.results` from the file read back by its one reader. A bad file or path is one line and exit 1;
-what is missing for an export (AIPerf's per-request records) is said, with the flag that gives it."""
+by `tui.engine.results` from the file read back by its one reader, as a typed config (`tui.configs`) says.
+A bad file or path is one line and exit 1; flags that do not fit together were refused in building it."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from tui.configs import ExportConfig, ExportFormat, PlotConfig
 from tui.engine.results.aiperf import RequestsLogError, write_aiperf
 from tui.engine.results.files import ResultsFileError, read_results
 from tui.engine.results.llmd import write_llmd_reports
@@ -14,8 +15,6 @@ from tui.engine.results.model import Results
 from tui.engine.results.plot import write_plot
 from tui.engine.results.table import write_csv
 from tui.engine.results.vllm import append_vllm_results, write_vllm_results
-
-EXPORTS = ("vllm", "csv", "llmd", "aiperf", "mooncake")
 
 
 def _fail(message: str, status: int = 1) -> int:
@@ -36,13 +35,11 @@ def _read(path: Path) -> Results:
     return read_results(path)
 
 
-def run_plot(source: Path, out: Path | None = None) -> int:
-    """The SVG plot of the saved run at ``source`` (to ``out``, default beside it); its path on stdout."""
-    out = out or source.with_suffix(".svg")
-    if out.suffix.lower() != ".svg":
-        return _fail(f"--out {out}: the plot is SVG: give a name ending in .svg", 2)
+def run_plot(config: PlotConfig) -> int:
+    """The SVG plot of the saved run (to ``config.out``, default beside it); its path on stdout."""
+    out = config.out or config.source.with_suffix(".svg")
     try:
-        write_plot(_read(source), out)
+        write_plot(_read(config.source), out)
     except ResultsFileError as exc:
         return _fail(str(exc))
     except OSError as exc:
@@ -51,7 +48,7 @@ def run_plot(source: Path, out: Path | None = None) -> int:
     return 0
 
 
-def _default_out(source: Path, to: str, append: bool) -> Path:
+def _default_out(source: Path, to: ExportFormat, append: bool) -> Path:
     stem = source.with_suffix("")
     if to == "vllm":
         return stem.with_name(stem.name + ("-vllm.jsonl" if append else "-vllm"))
@@ -66,20 +63,11 @@ def _default_out(source: Path, to: str, append: bool) -> Path:
     return source.with_name("profile_export.jsonl")
 
 
-def run_export(
-    source: Path, to: str, *, out: Path | None = None, append: bool = False, requests_log: Path | None = None
-) -> int:
-    """One export (``to``: vllm, csv, llmd, aiperf, mooncake) of the saved run at ``source``; each path
-    written on stdout, what was left out on stderr."""
-    if append and to != "vllm":
-        return _fail("--append is vLLM's --append-result layout: only with --to vllm", 2)
-    if to == "aiperf" and requests_log is None:
-        return _fail(
-            "--to aiperf needs the per-request records, which the results file does not hold: give the run's "
-            "--requests-log FILE (bench and the app write it with --requests-log)",
-            2,
-        )
-    out = out or _default_out(source, to, append)
+def run_export(config: ExportConfig) -> int:
+    """One export (``config.to``: vllm, csv, llmd, aiperf, mooncake) of the saved run; each path written on
+    stdout, what was left out on stderr."""
+    source, to, append, requests_log = config.source, config.to, config.append, config.requests_log
+    out = config.out or _default_out(source, to, append)
     if to == "mooncake":
         from tui.session_commands import mooncake_command
 
@@ -93,7 +81,7 @@ def run_export(
         elif to == "llmd":
             written = write_llmd_reports(results, out)
         else:
-            assert requests_log is not None  # refused above
+            assert requests_log is not None  # `tui.face_options.export_config` refuses it
             export = write_aiperf(results, requests_log, out)
             written = [out]
             if not export.lines:

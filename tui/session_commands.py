@@ -1,9 +1,8 @@
-"""The session subcommands: ``tokentop sessions`` (list), ``replay``, ``compare`` and ``export``, with their
-flags, and the live app's ``--baseline`` and bench's ``--schedule``."""
+"""The commands over recorded sessions: ``tokentop sessions`` (list), ``replay`` and ``compare``, and a
+session's Mooncake export; each takes its typed config (`tui.configs`, built by `tui.face_options`)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import asdict, is_dataclass
@@ -11,37 +10,20 @@ from pathlib import Path
 from typing import Any
 
 from tui import units
+from tui.configs import CompareConfig, ReplayConfig, SessionCommandConfig, SessionsConfig
 from tui.engine.sessions.file import SUFFIX, SessionError
 
-SESSION_COMMANDS = frozenset({"sessions", "replay", "compare"})
 
-
-def add_session_commands(sub: Any) -> None:
-    """The three subcommands, on the top parser's subparsers (a session's exports are `tokentop export`'s)."""
-    ls = sub.add_parser("sessions", help="list the recorded sessions (newest last)")
-    ls.add_argument("--dir", metavar="DIR", help="where to look (default: the sessions folder)")
-    rp = sub.add_parser("replay", help="the live app's panes over a recorded session, no server")
-    rp.add_argument("session", metavar="SESSION")
-    rp.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
-    rp.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times faster (default 1)")
-    cp = sub.add_parser("compare", help="compare sessions or results files, level by level")
-    cp.add_argument("runs", nargs="+", metavar="RUN", help="sessions or results files; the first is the base")
-    cp.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
-    form = cp.add_mutually_exclusive_group()
-    form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
-    form.add_argument("--json", action="store_true", help="the comparison as JSON")
-
-
-def run_session_command(ns: argparse.Namespace) -> int:
-    """Run ``ns.command``; a bad file is one line on stderr and exit 1."""
+def run_session_command(config: SessionCommandConfig) -> int:
+    """List, replay or compare, as ``config`` says; a bad file is one line on stderr and exit 1."""
     try:
-        if ns.command == "sessions":
-            return list_sessions(Path(ns.dir) if ns.dir else None)
-        if ns.command == "replay":
+        if isinstance(config, SessionsConfig):
+            return list_sessions(config.folder)
+        if isinstance(config, ReplayConfig):
             from tui.app.replay import run_replay
 
-            return run_replay(Path(ns.session), theme=ns.theme, speed=ns.speed)
-        return compare_command(ns)
+            return run_replay(config)
+        return compare_command(config)
     except SessionError as exc:
         print(f"tokentop: error: {exc}", file=sys.stderr)
         return 1
@@ -82,10 +64,8 @@ def session_summary(path: Path) -> dict[str, Any]:
     }
 
 
-def list_sessions(folder: Path | None) -> int:
-    from tui.session_options import sessions_dir
-
-    folder = folder or sessions_dir()
+def list_sessions(folder: Path) -> int:
+    """One row per session in ``folder`` (a file that cannot be read says why in its row)."""
     paths = sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
     if not paths:
         print(f"no sessions in {folder}")
@@ -151,26 +131,24 @@ def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
     return "\n".join(lines)
 
 
-def compare_command(ns: argparse.Namespace) -> int:
+def compare_command(config: CompareConfig) -> int:
+    """The comparison on stdout in ``config.form``; warnings on stderr unless it is JSON."""
     import json
 
     from tui.engine.sessions.compare import comparison
 
-    if len(ns.runs) < 2:
-        print("tokentop: error: compare needs at least two runs", file=sys.stderr)
-        return 2
-    data = comparison([Path(p) for p in ns.runs])
-    if ns.plot:
+    data = comparison(list(config.runs))
+    if config.plot is not None:
         from tui.engine.sessions.compare_plot import curves_svg
 
-        Path(ns.plot).write_text(curves_svg(data["curves"]))
-    if ns.json:
+        config.plot.write_text(curves_svg(data["curves"]))
+    if config.form == "json":
         print(json.dumps(data, default=_plain, indent=1))
     else:
         for w in data["warnings"]:
             print(f"tokentop: warning: {w}", file=sys.stderr)
-        print(format_comparison(data, markdown=ns.markdown))
-        if not ns.markdown:
+        print(format_comparison(data, markdown=config.form == "markdown"))
+        if config.form == "text":
             from tui.engine.sessions.compare_plot import curves_text
 
             print()

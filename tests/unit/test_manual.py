@@ -69,11 +69,25 @@ def test_every_definition_the_results_carry_is_defined_in_the_manual() -> None:
     assert not missing, f"results definitions with no definition in the manual: {missing}"
 
 
-def test_every_page_is_listed_with_its_title_and_under_the_length_a_page_keeps() -> None:
-    listed = manual.listing()
+def test_every_page_is_listed_with_its_summary_and_under_the_length_a_page_keeps() -> None:
+    listed = manual.listing(width=80)
+    rows = listed.split("\n\n", 1)[1]
     for p in manual.pages():
-        assert f"  {p.topic} " in listed and p.title in listed, p.topic
+        assert f"  {p.topic} " in listed, p.topic
+        assert p.summary in " ".join(rows.split()), p.topic
         assert len(p.text.splitlines()) <= 150, f"{p.topic}: {len(p.text.splitlines())} lines"
+    assert max(len(line) for line in listed.splitlines()) <= 80
+
+
+def test_a_summary_is_the_first_sentence_of_the_first_paragraph() -> None:
+    text = (
+        "# Title\n\nThe pane shows what the server says (its `/metrics`), beside\nwhat was measured. More.\n"
+    )
+    assert manual.Page("t", "Title", text).summary == (
+        "The pane shows what the server says (its `/metrics`), beside what was measured."
+    )
+    assert manual.Page("t", "T", "# T\n\nWeights, e.g. three. Next.\n").summary == "Weights, e.g. three."
+    assert manual.Page("t", "T", "# T\n\nOne line\n\nnot this.\n").summary == "One line"
 
 
 def test_the_readme_is_a_front_page_that_links_every_page() -> None:
@@ -107,3 +121,19 @@ def test_every_server_signal_is_defined_on_the_server_page_under_its_results_key
     keys = [f"{g}_mean" for g in GAUGES] + list(RATES) + [h.removesuffix("_s") + "_ms" for h in HISTOGRAMS]
     missing = [k for k in keys if f"| `{k}` |" not in page.text]
     assert not missing, f"server signals with no line on tui/manual/server.md: {missing}"
+
+
+def test_each_commands_help_names_a_page_that_exists() -> None:
+    import argparse
+
+    from tui.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in commands.choices.items():
+        if name == "help":
+            continue
+        description = parser.description or ""
+        named = re.findall(r"`tokentop help ([\w-]+)`", description)
+        assert named, f"tokentop {name} --help names no manual page"
+        assert all(manual.page(topic) is not None for topic in named), (name, named)
+        assert description[0].isupper(), name

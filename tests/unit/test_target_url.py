@@ -67,6 +67,10 @@ def test_bench_names_the_nearest_flag_for_a_typo() -> None:
         (["--thme", "light"], "tokentop: error: unrecognized argument --thme: did you mean --theme?"),
         (["bench", "--concurency", "2"], "did you mean --concurrency?"),
         (["bench", "--isl=12", "--osl-dsit", "3"], "did you mean --osl-dist?"),
+        (
+            ["compare", "a", "b", "--jsn"],
+            "tokentop compare: error: unrecognized argument --jsn: did you mean --json?",
+        ),
     ]:
         r = subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=30,
                            env=dict(os.environ), check=False)  # fmt: skip

@@ -4,13 +4,13 @@ play/pause, seek by 10 s, to the next or previous level or mark, and speed."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 
 from tui.app.app import TokentopApp
 from tui.app.widgets.status import UiState
+from tui.configs import ReplayConfig
 from tui.engine.sessions.replay import ReplayEngine
 
 REPLAY_BINDINGS: list[BindingType] = [
@@ -102,20 +102,20 @@ def make_replay_app(replay: ReplayEngine, *, theme: str | None = None, **options
     return app
 
 
-def run_replay(path: Path, *, theme: str | None = None, speed: float = 1.0) -> int:
-    """Open the session at ``path`` and run the replay app until `q`."""
+def run_replay(config: ReplayConfig) -> int:
+    """Open the session ``config`` names and run the replay app until `q`."""
     import sys
 
     from tui.engine.sessions.replay import open_replay
 
-    replay = open_replay(path)
+    replay = open_replay(config.session)
     if replay.session.cut:
-        print(f"tokentop: {path} is cut short; it replays up to its cut", file=sys.stderr)
+        print(f"tokentop: {config.session} is cut short; it replays up to its cut", file=sys.stderr)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("tokentop: error: replay needs a terminal", file=sys.stderr)
         return 2
-    replay.set_speed(speed)
+    replay.set_speed(config.speed)
     replay.start()
-    app = make_replay_app(replay, theme=theme)
+    app = make_replay_app(replay, theme=config.theme)
     result = app.run()
     return result if isinstance(result, int) else 0

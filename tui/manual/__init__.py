@@ -4,6 +4,9 @@ show the same text as the installed code, whatever version that is."""
 from __future__ import annotations
 
 import difflib
+import re
+import shutil
+import textwrap
 from dataclasses import dataclass
 from importlib import resources
 
@@ -29,6 +32,9 @@ READING_ORDER: tuple[str, ...] = (
 )
 """Pages in the order a newcomer reads them; a page not named here comes after, by name."""
 
+SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<!vs\.)(?<=[.!?])\s+")
+"""Where a sentence ends: a stop and a space, but not an abbreviation's ("e.g. the" runs on)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Page:
@@ -40,12 +46,15 @@ class Page:
 
     @property
     def summary(self) -> str:
-        """The first sentence under the title: what `tokentop help` lists beside the topic."""
+        """The first sentence of the first paragraph, as the page writes it: what `tokentop help` lists
+        beside the topic, so a page's opening sentence is its summary and no page carries a second one."""
+        paragraph: list[str] = []
         for line in self.text.splitlines()[1:]:
             if line.strip():
-                first = line.strip()
-                return first.split(". ")[0].rstrip(".") + "."
-        return ""
+                paragraph.append(line.strip())
+            elif paragraph:
+                break
+        return SENTENCE_END.split(" ".join(paragraph), maxsplit=1)[0]
 
 
 def _rank(topic: str) -> tuple[int, str]:
@@ -78,13 +87,16 @@ def nearest(topic: str) -> str | None:
     return close[0] if close else None
 
 
-def listing() -> str:
-    """What `tokentop help` prints: every topic with its one-line summary."""
+def listing(width: int | None = None) -> str:
+    """What `tokentop help` prints: every topic with its one-line summary, wrapped under itself to
+    ``width`` columns (default: the terminal's)."""
     rows = pages()
-    width = max((len(p.topic) for p in rows), default=0)
-    lines = [
-        "tokentop's manual: `tokentop help TOPIC` prints a page (the app's `?` shows the same pages).",
-        "",
-    ]
-    lines += [f"  {p.topic:<{width}}  {p.title}" for p in rows]
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns
+    column = 2 + max((len(p.topic) for p in rows), default=0) + 2
+    lines = ["The manual: `tokentop help TOPIC` prints a page (the app's `?` shows the same).", ""]
+    for p in rows:
+        wrapped = textwrap.wrap(p.summary, width=max(width - column, 30)) or [""]
+        lines.append(f"  {p.topic:<{column - 4}}  {wrapped[0]}")
+        lines += [" " * column + rest for rest in wrapped[1:]]
     return "\n".join(lines) + "\n"
