@@ -47,15 +47,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _record_both(folder: Path) -> None:
     env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL="")
     with SimServer("small-gpu", time_scale=4.0) as fast, SimServer("large-model", time_scale=4.0) as slow:
-        runs = {
-            name: subprocess.Popen(
-                [sys.executable, "-m", "tui", "bench", "--url", sim.url, "--concurrency", "2,4", "--duration", "4",
-                 "--record", str(folder / f"{name}.tokentop-session.gz"), "--label", name,
-                 "--output", str(folder / f"{name}.json"), *RUN],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-            )  # fmt: skip
-            for name, sim in (("fast", fast), ("slow", slow))
-        }
+        runs = {}
+        for name, sim in (("fast", fast), ("slow", slow)):
+            cmd = [sys.executable, "-m", "tui", "bench", "--url", sim.url, "--concurrency", "2,4",
+                   "--duration", "4", "--record", str(folder / f"{name}.tokentop-session.gz"),
+                   "--label", name, "--output", str(folder / f"{name}.json"), *RUN]  # fmt: skip
+            runs[name] = subprocess.Popen(
+                cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+            )
         for name, proc in runs.items():
             _, err = proc.communicate(timeout=90)
             assert proc.returncode == 0, f"{name}: {err}"
