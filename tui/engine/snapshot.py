@@ -199,6 +199,10 @@ class LevelView:
     client_limited: bool = False
     """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
     figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""
+    client_limit_cause: Literal["cpu", "machine", "unclear"] | None = None
+    """Why, when ``client_limited``: the workers' own CPU (more workers help), a machine busy with other work
+    (the loop lagged at a low CPU share: more workers would not help), or unclear
+    (`tui.engine.control.advice.cause_of`)."""
     workers_lost: int = 0
     """Engine workers lost during the level (their node went away): the window ends at the loss."""
 

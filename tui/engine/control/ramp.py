@@ -117,7 +117,11 @@ class RampPolicy:
         if total and level.window_failed / total > self.max_error_share:
             return RampStep(None, done=True, reason=f"errors at {at}: {level.window_failed}/{total} failed")
         if level.client_limited:  # the client's plateau, not the server's: more load would measure it again
-            return RampStep(None, done=True, reason=client_limit(at, snap.health.workers))
+            return RampStep(
+                None,
+                done=True,
+                reason=client_limit(at, snap.health.workers, level.client_limit_cause or "cpu"),
+            )
         mine = [lv for lv in snap.levels if lv.level_id in self.level_ids]
         knee = find_knee(mine)
         if knee is not None:
