@@ -9,7 +9,7 @@ from tests.app import frozen
 from tui.engine.config import LoadTarget
 from tui.engine.results.files import write_results
 from tui.engine.server_metrics.view import ServerView
-from tui.engine.snapshot import RequestDetail, Snapshot
+from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 
 class FakeEngine:
@@ -23,6 +23,8 @@ class FakeEngine:
         self.stopped = 0
         self.snapshots = 0
         self.results: list[Path] = []
+        self.ramps: list[RampVerdict] = []
+        """What the app recorded of each ramp that stopped by itself."""
         self.ready = True
         """What `wait_ready` answers: False plays an engine still probing the server."""
         self.server: ServerView | None = None
@@ -40,6 +42,9 @@ class FakeEngine:
     def set_load(self, target: LoadTarget) -> None:
         self.loads.append(target)
         self._load = target
+
+    def record_ramp(self, verdict: RampVerdict) -> None:
+        self.ramps.append(verdict)
 
     @property
     def load(self) -> LoadTarget:

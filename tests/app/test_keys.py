@@ -285,9 +285,17 @@ async def test_the_ramp_doubles_once_a_level_is_steady_and_stops_at_the_knee(
         engine.snap = replace(
             engine.snap, seq=51, level_id=6, levels=(replace(one, ended_s=60.0), two), elapsed_s=70.0
         )
+        app.poll()  # no gain from doubling: the knee is at 1 user; the 2-user level ends first
+        assert engine.load == LoadTarget(concurrency=2, paused=True) and app._ramp is not None
+        assert "auto ramp stopping: knee at 1 users · settling" in app._status.plain
+        settled = (replace(one, ended_s=60.0, settled=True), replace(two, ended_s=71.0, settled=True))
+        engine.snap = replace(engine.snap, seq=52, levels=settled, elapsed_s=72.0)
         app.poll()
-        assert app._ramp is None  # no gain from doubling: the knee is at 1 user
-        assert engine.load.concurrency == 2
+        assert app._ramp is None
+        assert engine.load == LoadTarget(concurrency=1, paused=True)  # space resumes at the knee
+        (verdict,) = engine.ramps  # what the status bar says is what the results will record
+        assert verdict.reason == "knee at 1 users: 48 of a 49 tok/s peak" and verdict.knee is not None
+        assert (verdict.knee.level_id, verdict.peak_tps, verdict.level_ids) == (5, 49.0, (5, 6))
         # The result stays on screen, not only in a toast: why it stopped, and the key back to the knee.
         assert "auto ramp stopped: knee at 1 users · k → 1 users" in app._status.plain
         assert "knee at 1 users: 48 of a 49 tok/s peak" in str(app._curve.border_subtitle)

@@ -19,9 +19,8 @@ from tui.app.widgets.levels import level_cells, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
-from tui.engine.control.advice import client_limit
-from tui.engine.control.ramp import RampPolicy
-from tui.engine.snapshot import ClientHealth, Histogram, LaneView, Snapshot, Stats
+from tui.engine.control.ramp import RampPolicy, RampStep
+from tui.engine.snapshot import ClientHealth, Histogram, LaneView, RampStop, Snapshot, Stats
 
 
 def NO_STYLE(_part: str) -> Style:
@@ -191,31 +190,44 @@ def test_a_level_too_short_to_measure_shows_no_rates_and_no_curve_point() -> Non
     assert with_short == Plot().curve(snap.levels, 4, 4.0, 60, 12, colours).plain  # no point at 16 users
 
 
-def _ramped(*tps: float, failed_last: bool = False) -> tuple[RampPolicy, Snapshot]:
-    """A ramp that ran 1, 2, 4, ... users at these steady tok/s, its last level current."""
+def _ramped(*tps: float) -> tuple[RampPolicy, Snapshot]:
+    """A ramp that ran 1, 2, 4, ... users at these steady tok/s, its levels ended and settled."""
     policy = RampPolicy()
     levels = tuple(
-        replace(frozen.LEVELS[0], level_id=10 + i, value=float(2**i), output_tps=rate, steady=True)
+        replace(
+            frozen.LEVELS[0], level_id=10 + i, value=float(2**i), output_tps=rate, steady=True, settled=True
+        )
         for i, rate in enumerate(tps)
     )
     policy.level_ids = [lv.level_id for lv in levels]
     return policy, frozen.snapshot(levels=levels, level_id=levels[-1].level_id, knee=None)
 
 
+def _stopped(policy: RampPolicy, snap: Snapshot, kind: RampStop, reason: str) -> RampStep:
+    """The step that ends a ramp which decided to stop at its last level for ``kind``."""
+    policy._stopping = (kind, reason, snap.level_id, snap.elapsed_s)
+    step = policy.step(snap)
+    assert step.done and step.verdict is not None
+    return step
+
+
 def test_ramp_result_names_the_knee_and_where_k_goes() -> None:
     current = LoadTarget(concurrency=8, max_concurrency=64)
     policy, snap = _ramped(48.0, 93.0, 176.0, 180.0)
-    result = ramp_result(policy, "knee at 4 users: 176 of a 180 tok/s peak", snap, current)
+    snap = replace(snap, load=replace(current, paused=True))
+    result = ramp_result(_stopped(policy, snap, "knee", "knee at 4 users"))
     assert result.knee == replace(current, concurrency=4)  # the rest of the target is kept
     assert result.status() == "auto ramp stopped: knee at 4 users · k → 4 users"
     assert result.subtitle() == "ramp: knee at 4 users: 176 of a 180 tok/s peak · k → 4 users"
     # A broken SLO at 8 users: k goes to the level before, the last that kept it.
     policy, snap = _ramped(48.0, 93.0, 176.0, 300.0)
-    broken = ramp_result(policy, "SLO broken at 8 users: TTFT p99 900 ms > 500 ms", snap, current)
+    snap = replace(snap, load=replace(current, paused=True))
+    broken = ramp_result(_stopped(policy, snap, "slo", "SLO broken at 8 users: TTFT p99 900 ms > 500 ms"))
     assert broken.knee == replace(current, concurrency=4)
     assert broken.status() == "auto ramp stopped: SLO broken at 8 users · k → 4 users"
     # At the ramp's limit while still climbing there is no knee and nothing failed: k has nowhere to go.
-    limit = ramp_result(policy, "reached the ramp's limit of 8 users", snap, current)
+    policy, snap = _ramped(48.0, 93.0, 176.0, 300.0)
+    limit = ramp_result(_stopped(policy, snap, "limit", "reached the ramp's limit of 8 users"))
     assert limit.knee is None and "k" not in limit.status().split(": ", 1)[1]
     assert snapshot_knee_target(frozen.snapshot(), current) == replace(current, concurrency=4)
     assert snapshot_knee_target(frozen.snapshot(knee=None), current) is None
@@ -225,11 +237,17 @@ def test_ramp_result_names_the_knee_and_where_k_goes() -> None:
 
 
 def test_a_ramp_stopped_by_the_client_says_so_with_the_fix_in_the_status_bar() -> None:
-    current = LoadTarget(concurrency=8)
     policy, snap = _ramped(48.0, 93.0, 176.0, 180.0)
-    result = ramp_result(policy, client_limit("8 users", 1), snap, current)
+    last = replace(snap.levels[-1], client_limited=True, client_limit_cause="cpu")
+    snap = replace(snap, levels=(*snap.levels[:-1], last), load=LoadTarget(concurrency=8, paused=True))
+    result = ramp_result(_stopped(policy, snap, "client", "client is the limit at 8 users"))
     status = result.status()
     assert status == "auto ramp stopped: client is the limit at 8 users · try --workers 2 · k → 4 users"
+    # A busy machine: the fix is a free machine, and the status bar says so rather than --workers.
+    busy = replace(last, client_limit_cause="machine")
+    snap = replace(snap, levels=(*snap.levels[:-1], busy))
+    status = ramp_result(_stopped(policy, snap, "client", "client is the limit at 8 users")).status()
+    assert "more workers will not help: free the machine" in status and "--workers" not in status
 
 
 def _lanes(streaming: int, done: int) -> list[LaneView]:

@@ -16,7 +16,7 @@ from tui.engine.host.config_record import run_info
 from tui.engine.results.build import ClientSummary, LevelExtras, build_results
 from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
-from tui.engine.snapshot import LevelView, RequestDetail, Snapshot, Stats
+from tui.engine.snapshot import LevelView, RampVerdict, RequestDetail, Snapshot, Stats
 
 SCRIPT: tuple[tuple[bool, int], ...] = ((False, 0), (True, 2), (True, 5))
 """(steady, requests done in the steady window) after the level's 1st, 2nd, 3rd... snapshot."""
@@ -124,6 +124,9 @@ class ScriptedEngine:
             level_id = len(self._levels) + 1
             failing = level_id == self.failing_level
             self._levels.append(_Level(level_id, target, self._elapsed_s(), failing=failing))
+
+    def record_ramp(self, verdict: RampVerdict) -> None:
+        """No face ramps a scripted engine: nothing to record."""
 
     def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         self.stop_calls += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +14,7 @@ from tests.engine.engine_helpers import running_handle
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.engine.control.ramp import ARRIVALS_HOLD_S, RampPolicy, RampStep
+from tui.engine.host.handle import EngineHandle
 from tui.engine.snapshot import LevelView, Snapshot, Stats
 from tui.sim.launch import SimServer
 
@@ -73,6 +76,20 @@ def snap(levels: list[LevelView], users: int, elapsed: float = 10.0, fatal: str 
     )
 
 
+def settle(policy: RampPolicy, levels: list[LevelView], users: int) -> RampStep:
+    """One step; when it decides to stop (the load paused, the level ended), the step once every level has
+    settled, which quotes the knee and peak from them."""
+    step = policy.step(snap(levels, users))
+    if step.target is None or not step.target.paused:
+        return step
+    assert policy.stopping is not None and not step.done
+    assert policy.step(snap(levels, users)) == RampStep(None), "quoted before its levels settled"
+    levels[:] = [replace(lv, settled=True) for lv in levels]
+    done = policy.step(snap(levels, users))
+    assert done.done and done.verdict is not None
+    return done
+
+
 def run_curve(policy: RampPolicy, curve: Mapping[int, float], **kw: float) -> tuple[list[int], RampStep]:
     """Feed the policy a server whose steady throughput at N users is curve[N]; return the users tried."""
     target = policy.first(LoadTarget())
@@ -82,7 +99,7 @@ def run_curve(policy: RampPolicy, curve: Mapping[int, float], **kw: float) -> tu
         users = target.concurrency
         tried.append(users)
         levels.append(level(len(levels) + 1, users, curve[users], **kw))  # type: ignore[arg-type]
-        step = policy.step(snap(levels, users))
+        step = settle(policy, levels, users)
         if step.done:
             return tried, step
         assert step.target is not None
@@ -183,6 +200,9 @@ def test_ramps_a_traces_speed_until_the_knee() -> None:
             replace(level(len(levels) + 1, 1, curve[target.speed]), mode="trace", value=target.speed)
         )
         step = policy.step(replace(snap(levels, 1), load=target))
+        if step.target is not None and step.target.paused:  # stopping: then quoted once settled
+            levels = [replace(lv, settled=True) for lv in levels]
+            step = policy.step(replace(snap(levels, 1), load=step.target))
         if step.done:
             break
         assert step.target is not None
@@ -203,7 +223,7 @@ def test_a_client_limited_level_is_neither_the_knee_nor_its_plateau() -> None:
         users = target.concurrency
         tried.append(users)
         levels.append(replace(level(len(levels) + 1, users, curve[users]), client_limited=users >= 8))
-        step = policy.step(snap(levels, users))
+        step = settle(policy, levels, users)
         if step.done:
             break
         assert step.target is not None
@@ -258,3 +278,102 @@ def test_a_slowed_client_stops_the_ramp_against_a_server_that_is_not_saturated(t
     knee = results["saturation"]["knee"]
     assert knee is None or knee["level_id"] not in limited
     assert [n for n in results["notices"] if "client is the limit" in n and "--workers" in n]
+
+
+def test_a_stop_ends_the_level_and_quotes_the_settled_figures() -> None:
+    """At 8 users the knee shows at 4; the ramp pauses the load there (ending the 8-user level), holds
+    until its levels have settled, and quotes what they say then (8 users read 405 tok/s once its last
+    requests were in): the figures the saved levels hold. The load is left paused at the knee."""
+    policy = RampPolicy()
+    levels: list[LevelView] = []
+    target = policy.first(LoadTarget())
+    curve = {1: 100, 2: 200, 4: 390, 8: 400}
+    for _ in range(3):
+        levels.append(level(len(levels) + 1, target.concurrency, curve[target.concurrency]))
+        step = policy.step(snap(levels, target.concurrency))
+        assert step.target is not None and not step.done
+        target = step.target
+    levels.append(level(4, 8, curve[8]))
+    stop = policy.step(snap(levels, 8))
+    assert stop.target == LoadTarget(concurrency=8, paused=True) and not stop.done
+    assert policy.stopping == "knee at 4 users: 390 of a 400 tok/s peak"
+    assert policy.step(snap(levels, 8)) == RampStep(None)  # its last requests are still out
+    levels = [replace(lv, settled=True) for lv in levels[:3]] + [
+        replace(levels[3], output_tps=405.0, settled=True)
+    ]
+    done = policy.step(snap(levels, 8))
+    assert done.done and done.reason == "knee at 4 users: 390 of a 405 tok/s peak"
+    assert done.target == LoadTarget(concurrency=4, paused=True) and done.goal == LoadTarget(concurrency=4)
+    verdict = done.verdict
+    assert verdict is not None and verdict.settled and verdict.stopped_by == "knee"
+    assert verdict.knee == find_knee(levels) and verdict.level_ids == (1, 2, 3, 4)
+    assert (verdict.peak_tps, verdict.peak_level_id, verdict.stopped_at_level_id) == (405.0, 4, 4)
+
+
+def test_a_stop_quotes_unsettled_figures_after_the_settle_limit() -> None:
+    policy = RampPolicy(settle_limit_s=5.0)
+    policy.first(LoadTarget())
+    stop = policy.step(snap([level(1, 1, 100, failed=10)], 1, elapsed=10.0))
+    assert stop.target is not None and stop.target.paused
+    assert policy.step(snap([level(1, 1, 100, failed=10)], 1, elapsed=14.0)) == RampStep(None)
+    done = policy.step(snap([level(1, 1, 100, failed=10)], 1, elapsed=15.5))
+    assert done.done and done.verdict is not None and not done.verdict.settled
+    assert done.reason == "errors at 1 users: 10/60 failed" and done.goal is None and done.target is None
+
+
+def drive(policy: RampPolicy, handle: EngineHandle, timeout_s: float) -> RampStep:
+    """Tick the ramp as the app does (every 0.1 s): set each target; at the stop, leave the load where the
+    ramp parks it and record its verdict."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        step = policy.step(handle.snapshot())
+        if step.target is not None:
+            handle.set_load(step.target)
+        if step.done:
+            assert step.verdict is not None
+            handle.record_ramp(step.verdict)
+            return step
+        time.sleep(0.1)
+    raise AssertionError("ramp did not finish in time")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.heavy
+def test_the_saved_knee_and_peak_are_the_ones_the_ramp_quoted(tmp_path: Path) -> None:
+    """A real ramp to the simulator's knee (tiny-cpu: 4 slots): after the stop the load is paused and the
+    saved results, written a while later, hold the knee, peak and level figures the ramp quoted, and its
+    verdict."""
+    sim = SimServer("tiny-cpu", time_scale=20.0)
+    policy = RampPolicy(min_requests=8)
+    with (
+        sim,
+        running_handle(
+            sim.start().url, policy.first(LoadTarget()), tmp_path, workload=WorkloadConfig(isl=32, osl=16)
+        ) as handle,
+    ):
+        step = drive(policy, handle, 45)
+        assert handle.load.paused and not handle.snapshot().in_flight
+        time.sleep(0.5)  # a level still running would move its figures meanwhile
+        handle.write_results(tmp_path / "results.json")
+    verdict = step.verdict
+    assert verdict is not None and verdict.settled and handle.ramp == verdict
+    results = json.loads((tmp_path / "results.json").read_text())
+    saved = {lv["level_id"]: lv for lv in results["levels"]}
+    assert f"auto ramp stopped: {step.reason}" in results["notices"]
+    ramp = results["ramp"]
+    assert (ramp["stopped_by"], ramp["reason"], ramp["settled"]) == (verdict.stopped_by, step.reason, True)
+    assert ramp["level_ids"] == list(verdict.level_ids) == sorted(saved)
+    assert (
+        ramp["peak_output_throughput"] == verdict.peak_tps == results["saturation"]["peak_output_throughput"]
+    )
+    assert saved[ramp["peak_level_id"]]["output_throughput"] == verdict.peak_tps
+    if verdict.knee is None:  # a machine so busy that the client was the limit first: no knee either side
+        assert verdict.stopped_by == "client" and results["saturation"]["knee"] is None, step.reason
+        return
+    assert step.reason.startswith(("knee at 4 users", "knee at 8 users")), step.reason
+    knee = results["saturation"]["knee"]
+    assert knee == ramp["knee"]
+    assert (knee["level_id"], knee["output_throughput"]) == (verdict.knee.level_id, verdict.knee.output_tps)
+    assert knee["peak_output_throughput"] == verdict.knee.peak_tps
+    assert saved[knee["level_id"]]["output_throughput"] == verdict.knee.output_tps
+    assert f"{verdict.knee.output_tps:,.0f} of a {verdict.knee.peak_tps:,.0f} tok/s peak" in step.reason

@@ -129,9 +129,15 @@ def test_every_key_of_the_model_is_on_the_manual_page() -> None:
     assert page is not None
     extras = LevelExtras(max_output_tokens_per_s=1.0, max_concurrent_requests=2, histograms=None)
     doc = to_json(
-        replace(frozen_results(both=True, extras=extras), clock=rm.Clock(perf_t0_ns=0, unix_t0_ns=0))
+        replace(
+            frozen_results(both=True, extras=extras),
+            clock=rm.Clock(perf_t0_ns=0, unix_t0_ns=0),
+            ramp=RAMP,
+        )
     )
-    keys = set(doc) | set(doc["config"]) | set(doc["saturation"]) | {"histograms", "server"}
+    keys = (
+        set(doc) | set(doc["config"]) | set(doc["saturation"]) | set(doc["ramp"]) | {"histograms", "server"}
+    )
     for level in doc["levels"]:
         keys |= set(level)
     missing = []
@@ -143,6 +149,25 @@ def test_every_key_of_the_model_is_on_the_manual_page() -> None:
     assert not missing, f"results keys not on tui/manual/results.md: {missing}"
     for metric in ("ttft", "tpot", "itl", "e2el", "itl_e2e", "ttfa", "sched_lag"):
         assert f"- `{metric}`" in page.text  # each metric defined with its population
+
+
+RAMP = rm.Ramp(
+    stopped_by="knee",
+    reason="knee at 4 users: 176 of a 201 tok/s peak",
+    mode="concurrency",
+    level_ids=(1, 2, 3, 4),
+    stopped_at_level_id=4,
+    knee=rm.Knee(level_id=3, value=4.0, output_throughput=176.0, peak_output_throughput=201.0),
+    peak_output_throughput=201.0,
+    peak_level_id=4,
+)
+
+
+def test_the_ramps_verdict_reads_back_and_is_absent_without_one(tmp_path: Path) -> None:
+    assert "ramp" not in to_json(frozen_results())  # no ramp stopped: no key (older readers see none)
+    path = write_results(replace(frozen_results(), ramp=RAMP), tmp_path / "r.json")
+    assert read_results(path).ramp == RAMP
+    assert list(orjson.loads(path.read_bytes()))[9:11] == ["saturation", "ramp"]
 
 
 def test_an_older_file_still_reads(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
-from tui.engine.control.ramp import RampPolicy
+from tui.engine.control.ramp import RampPolicy, RampStep
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
 from tui.outputs import kept_results_path, state_dir
 
@@ -394,25 +394,30 @@ class TokentopApp(App[int]):
 
     def _ramp_progress(self) -> str:
         assert self._ramp is not None
+        if self._ramp.stopping is not None:
+            return f"auto ramp stopping: {self._ramp.stopping.split(':')[0]} · settling"
         unit = {"concurrency": "users", "trace": "x speed"}.get(self._ramp.mode, "req/s")
         return f"auto ramp: {self._ramp.value:g} {unit}, holding until steady"
 
     def _ramp_tick(self, snap: Snapshot) -> None:
         assert self._ramp is not None
         decision = self._ramp.step(snap)
-        if decision.done:
-            self._stop_ramp(decision.reason, snap)
-        elif decision.target is not None:
+        if decision.target is not None:  # the next level, or the load paused where the ramp stops
             self.set_target(decision.target, from_ramp=True)
+        if decision.done:
+            self._stop_ramp(decision.reason, decision)
         if self._ramp is not None:
             self._ramp_note = self._ramp_progress()
 
-    def _stop_ramp(self, reason: str, snap: Snapshot | None = None) -> None:
-        """End the ramp; when it stopped by itself (``snap`` given) its result stays on screen."""
-        policy, self._ramp = self._ramp, None
+    def _stop_ramp(self, reason: str, step: RampStep | None = None) -> None:
+        """End the ramp; when it stopped by itself (``step`` given) the engine records what it said, and its
+        result stays on screen."""
+        self._ramp = None
         self._ramp_note = ""
-        if policy is not None and snap is not None:
-            self._show_ramp_result(ramp_result(policy, reason, snap, self._target))
+        if step is not None:
+            if step.verdict is not None:
+                self.engine.record_ramp(step.verdict)
+            self._show_ramp_result(ramp_result(step))
         self.notify(f"auto ramp: {reason}", title="ramp")
 
     def _show_ramp_result(self, result: RampResult | None) -> None:

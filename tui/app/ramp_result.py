@@ -7,14 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadTarget
-from tui.engine.control.ramp import RampPolicy
+from tui.engine.control.ramp import RampStep
 from tui.engine.snapshot import LevelView, Snapshot
-
-FAILED_PREFIXES = ("SLO broken", "errors at", "client is the limit")
-"""`RampPolicy.step` reasons that mean the ramp's last level failed (or measured the client, not the server):
-`k` then goes to the level before."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +19,8 @@ class RampResult:
     reason: str
     """`RampStep.reason`, one line, e.g. "knee at 4 users: 176 of a 201 tok/s peak"."""
     knee: LoadTarget | None
-    """The load `k` sets: the knee, or after a failed level the last one that passed; None if neither."""
+    """The load `k` sets: the knee, or after a failed level the last one that passed; None if neither (the
+    ramp left the load paused there, so `space` resumes it too)."""
 
     def status(self) -> str:
         """Short, for the status bar (the reason up to its first colon; with the fix, when it is the
@@ -56,17 +52,10 @@ def level_target(current: LoadTarget, level: LevelView) -> LoadTarget:
     return replace(current, mode="rate", rate=float(level.value), paused=False)
 
 
-def ramp_result(policy: RampPolicy, reason: str, snap: Snapshot, current: LoadTarget) -> RampResult:
-    """The result of a ramp that stopped with ``reason`` at ``snap``."""
-    mine = [lv for lv in snap.levels if lv.level_id in policy.level_ids]
-    knee = find_knee(mine)
-    goal: LevelView | None = None
-    if knee is not None:
-        goal = next((lv for lv in mine if lv.level_id == knee.level_id), None)
-    elif reason.startswith(FAILED_PREFIXES):
-        passed = [lv for lv in mine if lv.level_id != snap.level_id]
-        goal = passed[-1] if passed else None
-    return RampResult(reason, level_target(current, goal) if goal is not None else None)
+def ramp_result(step: RampStep) -> RampResult:
+    """The result of a ramp that stopped with ``step`` (`RampPolicy.step`'s last): its line, and where `k`
+    goes (the knee, or after a failed level the last that passed)."""
+    return RampResult(step.reason, step.goal)
 
 
 def snapshot_knee_target(snap: Snapshot | None, current: LoadTarget) -> LoadTarget | None:

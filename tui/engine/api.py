@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.snapshot import RequestDetail, Snapshot
+from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Document
@@ -35,6 +35,10 @@ class Engine(Protocol):
     def set_load(self, target: LoadTarget) -> None:
         """Set the target load; the engine reconciles (new users start at once, surplus users finish
         their in-flight request and stop). A change of mode or value starts a new load level."""
+
+    def record_ramp(self, verdict: RampVerdict) -> None:
+        """What the auto ramp said when it stopped: the results keep it (``ramp``), and it joins the
+        notices."""
 
     @property
     def load(self) -> LoadTarget:

@@ -279,6 +279,9 @@ class EngineOptions:
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
+    test_block_loop_idle: bool = False
+    """Tests only: block it by sleeping rather than spinning, so the loop lags while the worker uses almost no
+    CPU (how a worker sees a machine whose cores other processes hold)."""
     placement: RayPlacement | None = None
     """Where the workers run: None, local processes; else on a Ray cluster."""
     record: str | None = None

@@ -199,6 +199,10 @@ class LevelView:
     client_limited: bool = False
     """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
     figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""
+    client_limit_cause: Literal["cpu", "machine", "unclear"] | None = None
+    """Why, when ``client_limited``: the workers' own CPU (more workers help), a machine busy with other work
+    (the loop lagged at a low CPU share: more workers would not help), or unclear
+    (`tui.engine.control.advice.cause_of`)."""
     workers_lost: int = 0
     """Engine workers lost during the level (their node went away): the window ends at the loss."""
 
@@ -224,6 +228,34 @@ class Knee:
     output_tps: float
     peak_tps: float
     rule: str
+
+
+RampStop = Literal["knee", "slo", "errors", "client", "limit", "fatal"]
+"""Why the auto ramp stopped: a knee, a broken SLO, errors, the client as the limit, its highest load, or
+the engine stopped."""
+
+
+@dataclass(frozen=True)
+class RampVerdict:
+    """What the auto ramp said when it stopped (`tui.engine.control.ramp`): the one line a face shows and the
+    results record, and the figures it quotes, taken once its levels had ended and settled, so the saved
+    levels hold the same figures."""
+
+    stopped_by: RampStop
+    reason: str
+    """The line, e.g. "knee at 4 users: 176 of a 201 tok/s peak"."""
+    mode: Literal["concurrency", "rate", "trace"]
+    level_ids: tuple[int, ...]
+    """The levels the ramp ran, the only ones its knee and peak are taken from."""
+    stopped_at_level_id: int | None
+    """The level it stopped at (None: it stopped before running one)."""
+    knee: Knee | None
+    peak_tps: float | None
+    """The best steady output tokens/s among its levels where the client was not the limit."""
+    peak_level_id: int | None
+    settled: bool
+    """Every level it ran had ended and all their requests were in when it quoted; False after a wait
+    bounded by `tui.engine.control.ramp.SETTLE_LIMIT_S`, or when the engine stopped."""
 
 
 @dataclass(frozen=True)

@@ -348,13 +348,14 @@ class Store:
         if not self.saturation.saturated_spans:
             return levels, knee
         now_s = (now_ns - self.t0_ns) / 1e9
+        causes = [self.saturation.limit_during(lv.span_s(now_s)) for lv in levels]
         marked = tuple(
-            replace(lv, client_limited=True) if self.saturation.during(lv.span_s(now_s)) else lv
-            for lv in levels
+            lv if cause is None else replace(lv, client_limited=True, client_limit_cause=cause)
+            for lv, cause in zip(levels, causes, strict=True)
         )
-        for lv in marked:
-            if lv.client_limited:
-                self.add_notice(client_limit(load_at(lv.mode, lv.value), self.saturation.workers))
+        for lv, cause in zip(marked, causes, strict=True):
+            if cause is not None:
+                self.add_notice(client_limit(load_at(lv.mode, lv.value), self.saturation.workers, cause))
         return marked, find_knee(marked)
 
     def snapshot(self, now_ns: int, **meta: Any) -> Snapshot:

@@ -3,6 +3,30 @@ are `tui.engine.control.saturation`'s)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+Cause = Literal["cpu", "machine", "unclear"]
+"""Why a worker could not keep up: its own CPU (``cpu``: more workers help), other processes' (``machine``: a
+lagging loop in a worker using little CPU waits for a core, and more workers would wait too), or a lag at a
+middling CPU share (``unclear``)."""
+
+IDLE_CPU_SHARE = 0.1
+"""Below this share of a core a lagging event loop is not the worker's load: spread over more workers, each
+would lag the same (seen: lag p99 3.3 ms at 2 % of a core on a machine busy with other work)."""
+
+
+MACHINE_FIX = "more workers will not help: free the machine or run tokentop on another one"
+"""The advice when the machine is busy with other work (no ``--workers``: they would queue for the same
+cores)."""
+
+
+def cause_of(cpu_share: float, cpu_bound: bool) -> Cause:
+    """The cause of a saturation from the saturated workers' CPU share (0..1 of a core) and whether it
+    crossed the CPU threshold (``cpu_bound``); otherwise only the lag did."""
+    if cpu_bound:
+        return "cpu"
+    return "machine" if cpu_share < IDLE_CPU_SHARE else "unclear"
+
 
 def saturation_advice(
     *, workers: int, cores: int, lag_p99_ms: float, cpu_share: float, busy: bool, lagging: bool
@@ -23,19 +47,37 @@ def saturation_advice(
             f"token timings may be late; {advice}"
         )
     if lagging:
+        delayed = (
+            f"load generator delayed (event-loop lag p99 {lag_p99_ms:.1f} ms at {cpu_share:.0%} of a core)"
+        )
+        if cause_of(cpu_share, cpu_bound=False) == "machine":
+            busy_machine = "the machine is busy (other processes take the CPU)"
+            return f"{delayed}: {busy_machine}; token timings may be late; {MACHINE_FIX}"
         return (
-            f"load generator delayed (event-loop lag p99 {lag_p99_ms:.1f} ms at {cpu_share:.0%} of a core): "
-            "token timings may be late; the machine may be short of CPU (--workers helps only CPU-bound ones)"
+            f"{delayed}: token timings may be late; the machine may be short of CPU "
+            "(--workers helps only CPU-bound ones)"
         )
     return ""
 
 
-def client_limit(at: str, workers: int) -> str:
+def client_limit(at: str, workers: int, cause: Cause = "cpu") -> str:
     """The line for a level measured while the client was saturated (``at``: "8 users", "20 req/s"): its
-    figures are the load generator's limit, so it cannot be the knee; the fix is more of it."""
+    figures are the load generator's limit, so it cannot be the knee; the fix fits the ``cause``: more
+    workers when they were CPU-bound, a free machine when other processes held the CPU."""
+    head = f"client is the limit at {at}: "
+    tail = "so its figures are the client's, not the server's, and no knee is taken from it"
+    if cause == "machine":
+        return (
+            f"{head}the load generator's event loop lagged while its workers used little CPU, the machine "
+            f"busy with other work (other processes take the CPU), {tail}; {MACHINE_FIX}"
+        )
+    if cause == "unclear":
+        return (
+            f"{head}the load generator's event loop lagged at a middling CPU share, {tail}; "
+            f"try --workers {workers * 2} if the machine has idle cores, else free it"
+        )
     return (
-        f"client is the limit at {at}: the load generator was saturated there, so its figures are the "
-        f"client's, not the server's, and no knee is taken from it; try --workers {workers * 2} "
+        f"{head}the load generator was saturated there, {tail}; try --workers {workers * 2} "
         "(on a machine with cores to spare)"
     )
 

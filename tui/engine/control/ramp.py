@@ -1,7 +1,8 @@
 """The automatic ramp (the app's ``a`` key; usable by any face): 1, 2, 4, 8, ... until the knee or an SLO.
 
 Pure logic over snapshots: `RampPolicy.first` gives the first target, then each `step(snapshot)` says hold
-(``target=None``), go to the next level (``target``), or stop (``done``, with a one-line ``reason``).
+(``target=None``), go to the next level (``target``), or stop (``done``, with a one-line ``reason`` and the
+`RampVerdict` to record).
 
 A level is held until its steady-state window has enough data (`LevelView.steady` and at least
 ``max(min_requests, 2 x users)`` requests finished in the window; a level measured over arrivals, whose
@@ -10,6 +11,11 @@ ramp stops if the level broke an SLO (p99 TTFT / p99 TPOT over the window) or fa
 ``max_error_share`` of its requests, or if the client was saturated during it (`LevelView.client_limited`:
 the client is the limit, not the server), or if the levels the ramp ran show a knee (`find_knee`), or if the
 next level would pass ``max_value``; otherwise it multiplies the load by ``factor``.
+
+Stopping ends the last level: the load pauses (a sweep that stops, as peers' do), at the knee's load (or,
+after a failed level, the last that passed) so that resuming runs it. The ramp then waits until its levels
+have settled (`LevelView.settled`: every request of them in, so their windows no longer move) and quotes
+the knee and peak from them with the rule the results use: what it says is what the saved levels say.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from dataclasses import dataclass, replace
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
 from tui.engine.control.advice import client_limit
-from tui.engine.snapshot import LevelView, Snapshot
+from tui.engine.snapshot import Knee, LevelView, RampStop, RampVerdict, Snapshot
 
+SETTLE_LIMIT_S = 30.0
+"""How long a stopped ramp waits for its levels' last requests before it quotes unsettled figures."""
 ARRIVALS_HOLD_S = 5.0
 """How long a level measured over arrivals is held steady: its TTFTs, chunk gaps and tokens fill its window
 from the first token, so it needs no finished request (manual: ``live``)."""
@@ -42,6 +50,11 @@ class RampStep:
     """The load to set now, or None to keep the current one."""
     done: bool = False
     reason: str = ""
+    verdict: RampVerdict | None = None
+    """With ``done``: what the ramp said, for the face to show and the engine to record."""
+    goal: LoadTarget | None = None
+    """With ``done``: the load to go back to (the knee, or the last level that passed), unpaused; None if
+    there is none."""
 
 
 class RampPolicy:
@@ -59,6 +72,7 @@ class RampPolicy:
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
         max_error_share: float = 0.05,
+        settle_limit_s: float = SETTLE_LIMIT_S,
     ) -> None:
         self.mode: LoadMode = mode
         self.value = start
@@ -69,9 +83,17 @@ class RampPolicy:
         self.slo_ttft_ms = slo_ttft_ms
         self.slo_tpot_ms = slo_tpot_ms
         self.max_error_share = max_error_share
+        self.settle_limit_s = settle_limit_s
         self.level_ids: list[int] = []
         """Levels this ramp ran (the knee is looked for among these only)."""
         self._held_since: float | None = None
+        self._stopping: tuple[RampStop, str, int, float] | None = None
+        """Once a stop was decided: why, its line, the level it stopped at, and when (run seconds)."""
+
+    @property
+    def stopping(self) -> str | None:
+        """The line of a stop decided and waiting for its levels to settle, else None."""
+        return None if self._stopping is None else self._stopping[1]
 
     def first(self, current: LoadTarget) -> LoadTarget:
         """The target that starts the ramp."""
@@ -91,7 +113,9 @@ class RampPolicy:
     def step(self, snap: Snapshot) -> RampStep:
         """Decide from the latest snapshot."""
         if snap.fatal:
-            return RampStep(None, done=True, reason=f"engine stopped: {snap.fatal}")
+            return self._done(snap, ("fatal", f"engine stopped: {snap.fatal}", snap.level_id), settled=False)
+        if self._stopping is not None:
+            return self._settle(snap)
         load = snap.load
         on_target = (
             load.mode == self.mode and not load.paused and math.isclose(load.value, round(self.value, 3))
@@ -109,28 +133,83 @@ class RampPolicy:
             enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
-        at = named(self.mode, self.value)
-        breach = self._slo_breach(level)
-        if breach:
-            return RampStep(None, done=True, reason=f"SLO broken at {at}: {breach}")
-        total = level.window_completed + level.window_failed
-        if total and level.window_failed / total > self.max_error_share:
-            return RampStep(None, done=True, reason=f"errors at {at}: {level.window_failed}/{total} failed")
-        if level.client_limited:  # the client's plateau, not the server's: more load would measure it again
-            return RampStep(None, done=True, reason=client_limit(at, snap.health.workers))
-        mine = [lv for lv in snap.levels if lv.level_id in self.level_ids]
-        knee = find_knee(mine)
-        if knee is not None:
-            tps = f"{knee.output_tps:,.0f} of a {knee.peak_tps:,.0f} tok/s peak"
-            return RampStep(None, done=True, reason=f"knee at {named(self.mode, knee.value)}: {tps}")
+        judged = self._judge(level, self._mine(snap), snap.health.workers)
         nxt = self.value * self.factor
-        if nxt > self.max_value:
-            return RampStep(
-                None, done=True, reason=f"reached the ramp's limit of {named(self.mode, self.max_value)}"
-            )
+        if judged is None and nxt > self.max_value:
+            judged = ("limit", f"reached the ramp's limit of {named(self.mode, self.max_value)}")
+        if judged is not None:
+            # End the level it quotes from, so that its figures stop moving; then wait for them to settle.
+            self._stopping = (*judged, level.level_id, snap.elapsed_s)
+            return RampStep(replace(load, paused=True), reason=f"{judged[1]}; its last requests finishing")
+        at = named(self.mode, self.value)
         self.value = nxt
         self._held_since = None
         return RampStep(self._target(load, nxt), reason=f"{at} measured; trying {nxt:g}")
+
+    def _mine(self, snap: Snapshot) -> list[LevelView]:
+        return [lv for lv in snap.levels if lv.level_id in self.level_ids]
+
+    def _judge(self, level: LevelView, mine: list[LevelView], workers: int) -> tuple[RampStop, str] | None:
+        """Whether the ramp stops at ``level`` (the last of ``mine``), and the line that says why."""
+        at = named(self.mode, level.value)
+        breach = self._slo_breach(level)
+        if breach:
+            return "slo", f"SLO broken at {at}: {breach}"
+        total = level.window_completed + level.window_failed
+        if total and level.window_failed / total > self.max_error_share:
+            return "errors", f"errors at {at}: {level.window_failed}/{total} failed"
+        if level.client_limited:  # the client's plateau, not the server's: more load would measure it again
+            return "client", client_limit(at, workers, level.client_limit_cause or "cpu")
+        knee = find_knee(mine)
+        if knee is not None:
+            return "knee", _knee_line(self.mode, knee)
+        return None
+
+    def _settle(self, snap: Snapshot) -> RampStep:
+        """After the stop: hold until every level of the ramp has settled (or `settle_limit_s` passed), then
+        judge its last level again on the settled figures, the ones the results will hold."""
+        assert self._stopping is not None
+        kind, reason, level_id, since_s = self._stopping
+        mine = self._mine(snap)
+        settled = bool(mine) and all(lv.settled for lv in mine)
+        if not settled and snap.elapsed_s - since_s < self.settle_limit_s:
+            return RampStep(None)
+        level = next((lv for lv in mine if lv.level_id == level_id), None)
+        judged = self._judge(level, mine, snap.health.workers) if level is not None else None
+        if judged is not None:
+            kind, reason = judged
+        elif kind == "knee":  # rare: the knee seen while the level ran did not hold once it had ended
+            at = named(self.mode, level.value) if level is not None else "its last level"
+            kind, reason = "limit", f"stopped at {at}: no knee once its last requests had finished"
+        return self._done(snap, (kind, reason, level_id), settled=settled)
+
+    def _done(self, snap: Snapshot, why: tuple[RampStop, str, int | None], *, settled: bool) -> RampStep:
+        """The stop, quoted from ``snap``: the verdict, and the load paused where resuming should go."""
+        kind, reason, level_id = why
+        mine = self._mine(snap)
+        knee = find_knee(mine)
+        server = [lv for lv in mine if lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited]
+        best = max(server, key=lambda lv: lv.output_tps, default=None)
+        goal_level: LevelView | None = None
+        if knee is not None:
+            goal_level = next((lv for lv in mine if lv.level_id == knee.level_id), None)
+        elif kind in ("slo", "errors", "client"):
+            passed = [lv for lv in mine if lv.level_id != level_id]
+            goal_level = passed[-1] if passed else None
+        goal = None if goal_level is None else self._target(snap.load, goal_level.value)
+        verdict = RampVerdict(
+            stopped_by=kind,
+            reason=reason,
+            mode=self.mode,
+            level_ids=tuple(lv.level_id for lv in mine),
+            stopped_at_level_id=level_id if level_id in self.level_ids else None,
+            knee=knee,
+            peak_tps=None if best is None else best.output_tps,
+            peak_level_id=None if best is None else best.level_id,
+            settled=settled,
+        )
+        park = None if goal is None or snap.fatal else replace(goal, paused=True)
+        return RampStep(park, done=True, reason=reason, verdict=verdict, goal=goal)
 
     def _slo_breach(self, level: LevelView) -> str:
         if self.slo_ttft_ms is not None and level.ttft.n and level.ttft.p99 > self.slo_ttft_ms:
@@ -138,3 +217,8 @@ class RampPolicy:
         if self.slo_tpot_ms is not None and level.tpot.n and level.tpot.p99 > self.slo_tpot_ms:
             return f"TPOT p99 {level.tpot.p99:.1f} ms > {self.slo_tpot_ms:g} ms"
         return ""
+
+
+def _knee_line(mode: LoadMode, knee: Knee) -> str:
+    tps = f"{knee.output_tps:,.0f} of a {knee.peak_tps:,.0f} tok/s peak"
+    return f"knee at {named(mode, knee.value)}: {tps}"

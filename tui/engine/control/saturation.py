@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from tui.engine.control.advice import saturation_advice
+from tui.engine.control.advice import Cause, cause_of, saturation_advice
 from tui.engine.snapshot import ClientHealth
 from tui.engine.wire import Health
 
@@ -75,6 +75,9 @@ class Saturation:
         self.saturated_spans: list[list[float | None]] = []
         """When some worker was flagged saturated: [from_s, to_s] of run time (to_s None while it lasts; at
         most `SATURATED_SPANS` kept, the latest). The condition began one health window before from_s."""
+        self.span_cpu: list[float] = []
+        """Beside each saturated span: the highest CPU share of a saturated worker's window in it, which says
+        whether the worker's own CPU or a busy machine was the cause (`advice.cause_of`)."""
 
     def reading(self, worker: int, health: Health) -> None:
         """A worker's rolling reading (every batch)."""
@@ -93,23 +96,37 @@ class Saturation:
         t_s = round((t_ns - self.t0_ns) / 1e9, 3)
         if now and not was:
             self.saturated_spans.append([t_s, None])
+            self.span_cpu.append(0.0)
             del self.saturated_spans[:-SATURATED_SPANS]
+            del self.span_cpu[:-SATURATED_SPANS]
         elif was and not now and self.saturated_spans:
             self.saturated_spans[-1][1] = t_s
+        if now:
+            hot = max(s.last[1] for s in self.sustain if s.saturated)
+            self.span_cpu[-1] = max(self.span_cpu[-1], hot)
 
     def during(self, span_s: tuple[float, float] | None) -> bool:
         """Whether some worker was flagged saturated for at least `LIMITED_SHARE` of ``span_s`` (run
         seconds): a level measured then shows the client's limit. A moment of it (a neighbour's burst on a
         shared machine) late timings may show, but not the level's throughput."""
+        return self.limit_during(span_s) is not None
+
+    def limit_during(self, span_s: tuple[float, float] | None) -> Cause | None:
+        """Why the client was the limit over ``span_s`` (see `during`), or None when it was not: ``cpu``
+        when a saturated worker's window in it crossed the CPU threshold, else the lag alone tripped and
+        the saturated workers' CPU share says whether the machine was busy with other work."""
         if span_s is None or span_s[1] <= span_s[0]:
-            return False
+            return None
         lo, hi = span_s
-        covered = sum(
-            max(0.0, min(hi, hi if b is None else b) - max(lo, a))
-            for a, b in self.saturated_spans
-            if a is not None
-        )
-        return covered >= LIMITED_SHARE * (hi - lo)
+        covered, cpu = 0.0, 0.0
+        for (a, b), span_cpu in zip(self.saturated_spans, self.span_cpu, strict=True):
+            overlap = 0.0 if a is None else min(hi, hi if b is None else b) - max(lo, a)
+            if overlap > 0:
+                covered += overlap
+                cpu = max(cpu, span_cpu)
+        if covered < LIMITED_SHARE * (hi - lo):
+            return None
+        return cause_of(cpu, cpu_bound=cpu > self.cpu_threshold)
 
     @property
     def saturated(self) -> bool:

@@ -38,7 +38,7 @@ from tui.engine.host.trace_clock import TraceClock
 from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
 from tui.engine.load.runner import split_load
 from tui.engine.redact import display_url
-from tui.engine.snapshot import LevelView, RequestDetail, Snapshot
+from tui.engine.snapshot import LevelView, RampVerdict, RequestDetail, Snapshot
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ class EngineHandle:
         self._session_path: Path | None = None
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
+        self.ramp: RampVerdict | None = None
+        """What the latest auto ramp said when it stopped (`record_ramp`), for results."""
 
     def _new_store(self, t0_ns: int, *, series_cap: int | None = None) -> Store:
         o = self.options
@@ -220,6 +222,12 @@ class EngineHandle:
             self._trace.retarget(target, now, new_level=new_level)
             self._send_shares()
             self._reader.await_views(self._store)
+
+    def record_ramp(self, verdict: RampVerdict) -> None:
+        """What the auto ramp said when it stopped: kept for results (the latest ramp's), and a notice."""
+        with self._lock:
+            self.ramp = verdict
+            self._note(f"auto ramp stopped: {verdict.reason}")
 
     def _open_session(self, t0_ns: int) -> None:
         """Under the lock, at start: begin recording the run's session (``options.record``); a session that
@@ -333,6 +341,7 @@ class EngineHandle:
                 self.run_info(),
                 self._scrape,
                 interrupted=interrupted or self._interrupted_by,
+                ramp=self.ramp,
             )
             if self._ray is not None:
                 p = self._ray.placement

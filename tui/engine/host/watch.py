@@ -21,7 +21,7 @@ from tui.engine.redact import display_url
 from tui.engine.results.model import WatchResults, WatchTarget
 from tui.engine.server_metrics.parts import with_client
 from tui.engine.server_metrics.view import ServerView
-from tui.engine.snapshot import RequestDetail, Snapshot
+from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 
 class WatchEngine:
@@ -51,6 +51,9 @@ class WatchEngine:
     def set_load(self, target: LoadTarget) -> None:
         """Kept, never acted on: watching sends no load."""
         self._load = target
+
+    def record_ramp(self, verdict: RampVerdict) -> None:
+        """Watching runs no ramp: nothing to record."""
 
     @property
     def level_id(self) -> int:

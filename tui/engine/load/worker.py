@@ -242,7 +242,9 @@ class Worker:
         interval = self.options.batch_interval_s
         while True:
             await asyncio.sleep(interval)
-            if self.options.test_block_loop_ms > 0:
+            if self.options.test_block_loop_ms > 0 and self.options.test_block_loop_idle:
+                time.sleep(self.options.test_block_loop_ms / 1e3)
+            elif self.options.test_block_loop_ms > 0:
                 end = time.perf_counter() + self.options.test_block_loop_ms / 1e3
                 while time.perf_counter() < end:
                     pass

@@ -20,7 +20,7 @@ from tui.engine.redact import display_url
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
 from tui.engine.results.population import population
-from tui.engine.snapshot import LevelView, Snapshot
+from tui.engine.snapshot import Knee, LevelView, RampVerdict, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
 
 
@@ -209,6 +209,33 @@ def _with_client_ttft(figures: Mapping[str, Any] | None, client_ttft_ms: float) 
     return out
 
 
+def knee_of(knee: Knee | None) -> rm.Knee | None:
+    """A snapshot's knee as the results write it."""
+    if knee is None:
+        return None
+    return rm.Knee(
+        level_id=knee.level_id,
+        value=knee.value,
+        output_throughput=knee.output_tps,
+        peak_output_throughput=knee.peak_tps,
+    )
+
+
+def ramp_of(verdict: RampVerdict) -> rm.Ramp:
+    """The ramp's verdict as the results write it: the figures it quoted, unchanged."""
+    return rm.Ramp(
+        stopped_by=verdict.stopped_by,
+        reason=verdict.reason,
+        mode=verdict.mode,
+        level_ids=verdict.level_ids,
+        stopped_at_level_id=verdict.stopped_at_level_id,
+        knee=knee_of(verdict.knee),
+        peak_output_throughput=verdict.peak_tps,
+        peak_level_id=verdict.peak_level_id,
+        settled=verdict.settled,
+    )
+
+
 def build_results(
     info: RunInfo,
     snap: Snapshot,
@@ -218,6 +245,7 @@ def build_results(
     interrupted: str | None = None,
     server: ServerSummary | None = None,
     clock: rm.Clock | None = None,
+    ramp: RampVerdict | None = None,
 ) -> rm.Results:
     """The whole results document for what was measured so far. ``interrupted``: why the run was cut short
     ("quit", "SIGINT", ...), as the face that saw it says; None for a run that finished. ``server``: what the
@@ -259,18 +287,12 @@ def build_results(
         definitions=DEFINITIONS,
         levels=levels,
         saturation=rm.Saturation(
-            knee=None
-            if knee is None
-            else rm.Knee(
-                level_id=knee.level_id,
-                value=knee.value,
-                output_throughput=knee.output_tps,
-                peak_output_throughput=knee.peak_tps,
-            ),
+            knee=knee_of(knee),
             peak_output_throughput=peak,
             client_limited_levels=tuple(lv.level_id for lv, _ in views if lv.client_limited),
             rule=KNEE_RULE.format(tol=KNEE_TOLERANCE),
         ),
+        ramp=None if ramp is None else ramp_of(ramp),
         client=rm.Client(
             workers=info.workers,
             stream_transport=info.stream_transport,

@@ -57,6 +57,10 @@ DEFINITIONS: dict[str, str] = {
     "prefix_cache_hit_rate": "cached_prompt_tokens (usage.prompt_tokens_details.cached_tokens, summed over "
     "the window's population) / the prompt tokens of the requests that reported it; null when none did",
     "knee": KNEE_RULE.format(tol=KNEE_TOLERANCE),
+    "ramp": "what the auto ramp said when it stopped (the latest ramp): stopped_by, its line, the levels it "
+    "ran, and its knee and peak, by the knee rule over those levels once they had ended and all their "
+    "requests were in (settled), so they are those levels' saved figures; the saturation knee is over "
+    "every level of the run, so a level run after the ramp can move it",
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
     "server.ttft_parts": "per level, the mean TTFT in parts: queue, prefill and the rest of the server's "
     "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT minus the server's",

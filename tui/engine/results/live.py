@@ -26,7 +26,7 @@ from tui.engine.results.build import (
 from tui.engine.results.model import Clock, Results
 from tui.engine.server_metrics.level_figures import LevelSpan, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
-from tui.engine.snapshot import LevelView, Snapshot
+from tui.engine.snapshot import LevelView, RampVerdict, Snapshot
 
 SECOND_NS = 1_000_000_000
 
@@ -110,10 +110,12 @@ def collect_results(
     *,
     interrupted: str | None,
     now_ns: int | None = None,
+    ramp: RampVerdict | None = None,
 ) -> Results:
     """Called under the engine's lock. The level views are forced fresh before ``snapshot`` is taken, so
     the snapshot shows them; ``interrupted`` says why the run was cut short, None when it finished.
-    ``now_ns``: the engine's clock (a replay's recorded time), else now."""
+    ``now_ns``: the engine's clock (a replay's recorded time), else now. ``ramp``: what the auto ramp said
+    when it stopped, if it did."""
     now = time.perf_counter_ns() if now_ns is None else now_ns
     fresh: Sequence[tuple[LevelView, dict[str, Any]]] = store.level_views(now, force=True)
     snap = snapshot()
@@ -133,4 +135,6 @@ def collect_results(
         server = server_summary(view, scrape.level_summaries(view, spans))
     levels = [(lv, level_extras(store, lv, dict(extra))) for lv, extra in views]
     clock = Clock(perf_t0_ns=store.t0_ns, unix_t0_ns=time.time_ns() - (time.perf_counter_ns() - store.t0_ns))
-    return build_results(info, snap, levels, client, interrupted=interrupted, server=server, clock=clock)
+    return build_results(
+        info, snap, levels, client, interrupted=interrupted, server=server, clock=clock, ramp=ramp
+    )

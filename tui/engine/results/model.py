@@ -241,6 +241,26 @@ class Saturation:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Ramp:
+    """What the auto ramp said when it stopped, as the status bar showed it: its knee and peak are taken
+    with the rule of `Saturation` from its own levels, ended and settled first, so they are these levels'
+    saved figures."""
+
+    stopped_by: str
+    """``knee``, ``slo``, ``errors``, ``client`` (the client was the limit), ``limit`` or ``fatal``."""
+    reason: str
+    mode: Mode
+    level_ids: tuple[int, ...] = ()
+    stopped_at_level_id: int | None = None
+    knee: Knee | None = None
+    peak_output_throughput: float | None = None
+    peak_level_id: int | None = None
+    settled: bool = True
+    """False: it quoted before every request of its levels was in (after a bounded wait)."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClientLast:
     loop_lag_p99_ms: float = 0.0
     cpu_share: float = 0.0
@@ -307,6 +327,8 @@ class Results:
     definitions: dict[str, str] = field(default_factory=dict)
     levels: tuple[Level, ...]
     saturation: Saturation
+    ramp: Ramp | None = field(default=None, metadata=key(omit_none=True))
+    """The auto ramp's verdict when one stopped by itself in the run (the latest); absent otherwise."""
     client: Client = field(default_factory=Client)
     totals: Totals
     fatal: str | None = None

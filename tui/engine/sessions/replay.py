@@ -23,7 +23,7 @@ from tui.engine.redact import display_url
 from tui.engine.sessions.codec import Decoder
 from tui.engine.sessions.file import Session, SessionError
 from tui.engine.sessions.stamps import LaneStamps, record_index
-from tui.engine.snapshot import RequestDetail, Snapshot
+from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Results
@@ -245,6 +245,9 @@ class ReplayEngine:
 
     def set_load(self, target: LoadTarget) -> None:
         """A replay's load is the recording's: keys that set a load do nothing."""
+
+    def record_ramp(self, verdict: RampVerdict) -> None:
+        """A replay's ramp is the recording's: nothing to record."""
 
     @property
     def level_id(self) -> int:
