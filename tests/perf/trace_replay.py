@@ -31,7 +31,7 @@ import psutil
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, TraceConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.load.replay import Replay
-from tui.engine.stream.client import wait_until_ns
+from tui.engine.stream.hold import wait_until_ns
 from tui.engine.traces import TraceFeed, TraceRequest, check_trace
 from tui.engine.wire import WorkerShare
 from tui.sim.launch import SimServer
