@@ -47,9 +47,9 @@ from tui.outputs import check_outputs
 from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
 
 POLL_S = 0.25
+"""The face's tick: how often bench looks at a snapshot."""
 START_S = 30.0
 """The workers' start, waited for before the first level (after the ISL probe, which has its own bound)."""
-"""The face's tick: how often bench looks at a snapshot."""
 UNSETTLED_AFTER_S = 5.0
 """A level that is not steady after 4x its request goal (+20) ends, unless it is younger than this: at a
 fast server those requests finish within a second, before any steady window is long enough to measure
