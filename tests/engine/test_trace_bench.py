@@ -78,3 +78,19 @@ def test_a_trace_shorter_than_the_goal_ends_its_level_when_it_is_over(tmp_path: 
     assert r.returncode == 0, r.stderr
     (level,) = json.loads(out.read_text())["levels"]
     assert level["level_completed"] == 3
+
+
+def test_bench_says_it_is_sizing_prompts_while_the_isl_probe_runs(tmp_path: Path) -> None:
+    # the probe's prompts (up to 1,024 tokens for a trace) go before the first send: on a slow server tens
+    # of seconds in which the progress line must not stay silent
+    trace = tmp_path / "AzureLLMInferenceTrace_conv.csv"
+    rows = [f"2023-11-16 18:15:10.{i * 1000000:07d},{20 + i},3" for i in range(4)]
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    args = ("--sim-profile", "flat", "--sim-time-scale", "10", "--trace", str(trace), "--requests", "4")
+    r = bench(*args)
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "sizing prompts to the server's token count" in line]
+    assert said and said[0].endswith("0:00"), r.stderr
+    assert r.stderr.index("model sim-") < r.stderr.index(said[0]) < r.stderr.index("[1/1]")
+    r = bench(*args, "--no-isl-probe")
+    assert r.returncode == 0 and "sizing prompts" not in r.stderr, r.stderr

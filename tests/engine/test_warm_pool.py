@@ -1,9 +1,12 @@
 """Connections opened ahead of the requests that use them (a trace replay's first sends), against a real
-server on 127.0.0.1: the protocol path opens them and its requests go out on them; httpx opens none."""
+server on 127.0.0.1: the protocol path opens them and its requests go out on them; httpx opens none. A
+request held to its schedule has its connection ready before the hold, so a connect never makes it late."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -11,6 +14,7 @@ from tests.engine.scripted_server import Request, Responder, ScriptedServer, nor
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, run_request
+from tui.engine.stream.h1 import Connection
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import make_client
 
@@ -71,6 +75,109 @@ async def test_over_httpx_a_warm_opens_no_connection() -> None:
         await asyncio.sleep(0)
         assert server._conns == 0
     finally:
+        if session.client is not None:
+            await session.client.aclose()
+        await server.close()
+
+
+CONNECT_S = 0.3
+"""A connect made slow on purpose: a request that connected after its hold would be this late."""
+
+
+async def _slow_connects(session: RequestSession, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every connect of the session's pool takes `CONNECT_S` longer; returns their start stamps."""
+    assert session.streams is not None
+    pool = session.streams.pool
+    real, started = pool.connect, []
+
+    async def slow() -> Connection:
+        started.append(time.perf_counter_ns())
+        await asyncio.sleep(CONNECT_S)
+        return await real()
+
+    monkeypatch.setattr(pool, "connect", slow)
+    return started
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if check():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the condition did not come within 2 s")
+
+
+async def test_a_held_request_connects_before_its_moment_and_only_writes_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    arrived: list[int] = []
+
+    async def stamped(req: Request, resp: Responder) -> None:
+        arrived.append(time.perf_counter_ns())
+        await _stream(req, resp)
+
+    server = await ScriptedServer(stamped).start()
+    session = await _session(server, "protocol")
+    try:
+        connects = await _slow_connects(session, monkeypatch)
+        due = time.perf_counter_ns() + int(2 * CONNECT_S * 1e9)
+        rec = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0, scheduled_ns=due)
+        await run_request(session, rec, StreamAccumulator())
+        assert rec.status == "ok", rec.error
+        assert len(connects) == 1 and connects[0] < due - CONNECT_S * 1e9  # connected well ahead of it
+        # written at the moment, not a connect later; and the hold is not counted as the client's overhead
+        assert rec.send_start_ns is not None and due <= rec.send_start_ns <= rec.sent_ns
+        assert rec.sent_ns - due < CONNECT_S * 1e9 / 2, (rec.sent_ns - due) / 1e6
+        assert due <= arrived[0] and arrived[0] - due < CONNECT_S * 1e9 / 2
+    finally:
+        await session.aclose()
+        if session.client is not None:
+            await session.client.aclose()
+        await server.close()
+
+
+async def test_a_connection_lost_during_the_hold_is_replaced_and_the_request_still_goes() -> None:
+    server = await ScriptedServer(_stream).start()
+    session = await _session(server, "protocol")
+    assert session.streams is not None
+    pool = session.streams.pool
+    try:
+        assert await session.warm(1) == 1
+        held = pool.idle[0]
+        rec = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0,
+                            scheduled_ns=time.perf_counter_ns() + 200_000_000)  # fmt: skip
+        task = asyncio.ensure_future(run_request(session, rec, StreamAccumulator()))
+        await _until(lambda: not pool.idle)  # checked out, and holding
+        held.abort()
+        await task
+        assert rec.status == "ok", rec.error
+        assert [r.conn_index for r in server.requests] == [1]  # on a second connection, the first unused
+    finally:
+        await session.aclose()
+        if session.client is not None:
+            await session.client.aclose()
+        await server.close()
+
+
+async def test_a_request_cancelled_in_its_hold_gives_its_connection_back() -> None:
+    server = await ScriptedServer(_stream).start()
+    session = await _session(server, "protocol")
+    assert session.streams is not None
+    pool = session.streams.pool
+    try:
+        assert await session.warm(1) == 1
+        held = pool.idle[0]
+        rec = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0,
+                            scheduled_ns=time.perf_counter_ns() + 10_000_000_000)  # fmt: skip
+        task = asyncio.ensure_future(run_request(session, rec, StreamAccumulator()))
+        await _until(lambda: not pool.idle)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert rec.status == "cancelled" and pool.idle == [held] and not held.closed
+        assert server.requests == []
+    finally:
+        await session.aclose()
         if session.client is not None:
             await session.client.aclose()
         await server.close()

@@ -6,7 +6,8 @@
    sampling the face's RSS (this process: the handle, its store and reader) and each worker's. Then the
    same file streamed through one `TraceFeed` end to end, to show a whole pass costs no memory either.
 2. Schedule: the requests log of that replay: send (the socket write) minus schedule, p50/p99/max, and the
-   share of sends more than 1 ms late.
+   share of sends more than 1 ms late; and arrival minus schedule by the simulator's truth log (when the
+   server read each request), the same figures.
 3. The timing machinery alone (no HTTP): a worker's `Replay` at ``--rate`` on an event loop of its own, each
    due request held by the client's `wait_until_ns` as a real one is; how late each is released.
 
@@ -28,10 +29,11 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from tests.engine.engine_helpers import joined
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, TraceConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.load.replay import Replay
-from tui.engine.stream.client import wait_until_ns
+from tui.engine.stream.hold import wait_until_ns
 from tui.engine.traces import TraceFeed, TraceRequest, check_trace
 from tui.engine.wire import WorkerShare
 from tui.sim.launch import SimServer
@@ -103,7 +105,8 @@ def main() -> None:
         print(f"face RSS before the run {base_mb:.1f} MB, after check_trace {rss_mb(me):.1f} MB")
         log = Path(tmp) / "requests.jsonl"
         speed = args.rate / 1000.0
-        with SimServer("flat", time_scale=20.0) as sim:
+        truth_log = Path(tmp) / "truth.jsonl"
+        with SimServer("flat", time_scale=20.0, truth_log=truth_log) as sim:
             handle = EngineHandle(
                 TargetConfig(base_url=sim.url),
                 WorkloadConfig(trace=trace),
@@ -138,7 +141,10 @@ def main() -> None:
         sent = [r for r in records if r["scheduled_ns"] and r["send_start_ns"] is not None]
         lag = np.array([(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in sent])
         start = np.array([(r["send_start_ns"] - r["scheduled_ns"]) / 1e6 for r in sent])
-        for name, a in (("send (socket write) - schedule", lag), ("send start - schedule", start)):
+        arrival = np.array([(tr["arrival_ns"] - r["scheduled_ns"]) / 1e6
+                            for r, tr in joined(log, truth_log) if r["scheduled_ns"]])  # fmt: skip
+        for name, a in (("send (socket write) - schedule", lag), ("send start - schedule", start),
+                        ("arrival (truth log) - schedule", arrival)):  # fmt: skip
             print(
                 f"{name}: p50 {np.percentile(a, 50):.3f} ms, p99 {np.percentile(a, 99):.3f} ms, "
                 f"max {a.max():.3f} ms, {np.mean(a > 1.0) * 100:.2f}% over 1 ms ({a.size} sends)"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from tui import units
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
 from tui.configs import BenchConfig
@@ -34,6 +35,7 @@ from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
+from tui.engine.host.isl_probe import longest_probe_s, skip_reason
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.results.exports import write_exports
 from tui.engine.results.files import write_results
@@ -46,6 +48,8 @@ from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signa
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
+START_S = 30.0
+"""The workers' start, waited for before the first level (after the ISL probe, which has its own bound)."""
 UNSETTLED_AFTER_S = 5.0
 """A level that is not steady after 4x its request goal (+20) ends, unless it is younger than this: at a
 fast server those requests finish within a second, before any steady window is long enough to measure
@@ -203,7 +207,9 @@ def _run(
                                 requests_log=config.requests_log, options=config.options,
                                 probe=False)  # fmt: skip
         handle.start()
-        handle.wait_ready(30.0)
+        if config.options.isl_probe and skip_reason(config.workload) is None:
+            _wait_for_the_probe(handle, progress, target)
+        handle.wait_ready(START_S)
         clock = _RunClock()
         trace_requests = _trace_requests(config.workload)
         for i, load in enumerate(targets, 1):
@@ -254,6 +260,20 @@ def _run(
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
     return status
+
+
+def _wait_for_the_probe(handle: Engine, progress: Progress, target: TargetConfig) -> None:
+    """The ISL probe runs before the workers start: a few one-token prompts (up to 1,024 tokens for a
+    trace), a prefill each, which on a slow server is tens of seconds of silence; the line says so."""
+    started = time.monotonic()
+    deadline = started + longest_probe_s(target)
+    first = True
+    while time.monotonic() < deadline:
+        elapsed = units.clock(time.monotonic() - started)
+        progress.show(f"sizing prompts to the server's token count (the ISL probe)… {elapsed}", force=first)
+        first = False
+        if handle.wait_ready(POLL_S):
+            return
 
 
 def _write_exports(results: Results, config: BenchConfig, status: int) -> int:

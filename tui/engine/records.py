@@ -57,8 +57,9 @@ class RequestRecord:
     level_id: int
     """The load level the request was started under."""
     sent_ns: int
-    """When the request went onto the socket: the aiohttp transport stamps it as the request headers are
-    written; the stock httpx transport just before handing the request to httpx. A retry restamps it."""
+    """When the request went onto the socket: the protocol transport stamps it just after the socket write,
+    the aiohttp transport as the request headers are written, the stock httpx transport just before
+    handing the request to httpx. A retry restamps it."""
     scheduled_ns: int | None = None
     """Open loop: when the arrival process scheduled it (``sent_ns - scheduled_ns`` is scheduling lag)."""
     first_byte_ns: int | None = None
@@ -85,8 +86,10 @@ class RequestRecord:
     finish_reason: str | None = None
     retries: int = 0
     send_start_ns: int | None = None
-    """Just before tokentop handed the request to httpx: ``sent_ns - send_start_ns`` is the client's own
-    request overhead (connection pool, headers), which TTFT does not include when the socket stamp exists."""
+    """Just before tokentop took a connection for the request (the protocol pool, or httpx's); for one held
+    to its schedule with its connection ready, the end of the hold. ``sent_ns - send_start_ns`` is the
+    client's own overhead on the request's way out (connection pool, a connect, headers), which TTFT does
+    not include when the socket stamp exists."""
     cached_tokens: int | None = None
     """Prompt tokens the server served from its prefix cache (``usage.prompt_tokens_details.cached_tokens``);
     None when it did not say."""

@@ -5,7 +5,7 @@ The cache check speaks once per run, when synthetic prompts (no ``--shared-prefi
 conversation) are served from the server's prefix cache beyond what the chat template explains: each such
 prompt starts with words of its own, so hits mean the server had seen these very prompts
 (``--repeat-prompts``, or a client that sends the same text) and the TTFTs measured are a warm cache's,
-not a prefill's."""
+not a prefill's. A trace's prompts share the blocks it names, so those may hit as well."""
 
 from __future__ import annotations
 
@@ -34,36 +34,47 @@ def template_tokens(workload: WorkloadConfig) -> float:
     return max(0.0, t0 - slope * w0)
 
 
-def unexpected_hits(view: LevelView, workload: WorkloadConfig) -> str | None:
-    """The notice for ``view`` if its prompts were served from the cache beyond the template's share."""
+def unexpected_hits(view: LevelView, workload: WorkloadConfig, named_share: float = 0.0) -> str | None:
+    """The notice for ``view`` if its prompts were served from the cache beyond the template's share and,
+    for a trace, beyond ``named_share``: the share of its prompt tokens in the blocks the trace names
+    (`tui.engine.traces.sharing`), which requests with the same leading ids share by design."""
     if workload.shared_prefix or workload.dataset is not None or workload.turns > 1:
         return None
     rate, isl = view.cache_hit_rate, view.mean_isl
     if not view.steady or rate is None or not (math.isfinite(rate) and math.isfinite(isl)) or rate <= 0:
         return None
     cached = rate * isl
+    trace = workload.trace is not None
     allowed = (template_tokens(workload) // BLOCK_TOKENS + 1) * BLOCK_TOKENS
+    if trace:
+        allowed += named_share * isl
     if cached <= allowed:
         return None
     salt = f" (prompt salt {workload.prompt_salt})" if workload.prompt_salt else ""
+    what = (
+        f"the trace's prompts{salt}, more than its block ids share ({named_share:.0%})"
+        if trace
+        else f"synthetic prompts{salt}"
+    )
     return (
-        f"prefix cache served {rate:.0%} of the prompt tokens of synthetic prompts{salt}: the server had "
-        "seen these prompts before, so TTFT is a warm cache's (each run's prompts are its own unless "
-        "--repeat-prompts)"
+        f"prefix cache served {rate:.0%} of the prompt tokens of {what}: the server had seen these prompts "
+        "before, so TTFT is a warm cache's (each run's prompts are its own unless --repeat-prompts)"
     )
 
 
 class CacheCheck:
-    """Called with each snapshot's levels; says it once for the run (the first level it holds for)."""
+    """Called with each snapshot's levels; says it once for the run (the first level it holds for).
+    ``named_share``: a trace's share of prompt tokens in named blocks (`unexpected_hits`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, named_share: float = 0.0) -> None:
         self._said = False
+        self.named_share = named_share
 
     def notices(self, levels: Sequence[LevelView], workload: WorkloadConfig) -> list[str]:
         if self._said:
             return []
         for view in levels:
-            message = unexpected_hits(view, workload)
+            message = unexpected_hits(view, workload, self.named_share)
             if message is not None:
                 self._said = True
                 return [message]

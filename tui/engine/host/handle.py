@@ -39,6 +39,7 @@ from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
 from tui.engine.load.runner import split_load
 from tui.engine.redact import display_url
 from tui.engine.snapshot import LevelView, RampVerdict, RequestDetail, Snapshot
+from tui.engine.traces.sharing import named_block_share
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:
@@ -441,6 +442,10 @@ class EngineHandle:
                 self._session.model(time.perf_counter_ns(), model)
             if self.options.isl_probe and skip_reason(self.workload) is None:  # results say why not
                 self._probe_isl(model)
+            if self.workload.trace is not None:  # what the trace's own sharing may serve from the cache
+                share = named_block_share(self.workload.trace)
+                with self._lock:
+                    self._cache.named_share = share
             with self._lock:
                 if self._stopping:
                     return

@@ -82,6 +82,15 @@ def probe_workloads(workload: WorkloadConfig) -> list[SyntheticWorkload | Shaped
     ]
 
 
+PROBE_READ_S = 60.0
+"""A probe request's read timeout at most (the target's own when shorter): one prefill and one token."""
+
+
+def longest_probe_s(target: TargetConfig) -> float:
+    """How long the probe can take: every request it may send, each to its timeouts."""
+    return (PROBE_REQUESTS + PREFIX_STEPS) * (min(target.timeout_s, PROBE_READ_S) + target.connect_timeout_s)
+
+
 def skip_reason(workload: WorkloadConfig) -> str | None:
     """Why the probe would teach this workload nothing (None: send it): it sizes synthetic prompts, and a
     shared prefix that no tokenizer cuts."""
@@ -144,7 +153,7 @@ def probe_isl(
     headers = {"content-type": "application/json", **dict(target.headers)}
     if target.api_key:
         headers["authorization"] = f"Bearer {target.api_key}"
-    read_s = timeout_s if timeout_s is not None else min(target.timeout_s, 60.0)
+    read_s = timeout_s if timeout_s is not None else min(target.timeout_s, PROBE_READ_S)
     timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
     counted: list[int] = []
     notice: str | None = None

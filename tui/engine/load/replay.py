@@ -27,7 +27,7 @@ BEHIND_MS = 10.0
 BEHIND_NOTICE_S = 10.0
 LEAD_NS = 3_000_000
 """A request is started this long before its time: its prompt and body are built by then, and the client
-holds it to the moment (`tui.engine.stream.client.wait_until_ns`), so building costs the schedule nothing."""
+holds it to the moment (`tui.engine.stream.hold.wait_until_ns`), so building costs the schedule nothing."""
 
 
 class TracePlace(NamedTuple):

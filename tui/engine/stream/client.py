@@ -35,6 +35,7 @@ from tui.engine.stream.failures import (
 from tui.engine.stream.failures import (
     MAX_SKIPPED_LINES as MAX_SKIPPED_LINES,  # re-exported: the cap is part of this module's contract
 )
+from tui.engine.stream.hold import wait_until_ns
 from tui.engine.stream.openai import StreamAccumulator, build_body, endpoint_url, one_line
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 from tui.engine.stream.transport import SENDING, protocol_streams, stream_transport
@@ -270,20 +271,6 @@ def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestS
         record.output_tokens, record.output_source = n_chunks, "chunks"
 
 
-SPIN_NS = 500_000
-"""`wait_until_ns` sleeps until this close to the moment, then yields in a tight loop: a timer alone wakes
-0.3 ms late at p50 (uvloop, measured), the spin makes it microseconds for about 6% of a core at 200 req/s."""
-
-
-async def wait_until_ns(t_ns: int) -> None:
-    """Return at ``perf_counter_ns() >= t_ns``, to within a few microseconds on an idle loop."""
-    wait_ns = t_ns - time.perf_counter_ns()
-    if wait_ns > SPIN_NS:
-        await asyncio.sleep((wait_ns - SPIN_NS) / 1e9)
-    while time.perf_counter_ns() < t_ns:
-        await asyncio.sleep(0)
-
-
 async def _attempt(
     session: RequestSession, spec: RequestSpec, record: RequestRecord, acc: StreamAccumulator
 ) -> None:
@@ -291,15 +278,19 @@ async def _attempt(
     sent_fixed_osl = session.fixed_osl_fields
     body = session.body(spec)
     if session.streams is not None:
-        if record.scheduled_ns is not None and record.scheduled_ns > time.perf_counter_ns():
-            await wait_until_ns(record.scheduled_ns)  # built ahead of its time (a trace replay): sent on it
-        await session.streams.attempt(session, request_id, body, record, acc, sent_fixed_osl)
+        # built ahead of its time (a trace replay): the connection is made ready first, then only the write
+        # is held to the moment
+        await session.streams.attempt(
+            session, request_id, body, record, acc, sent_fixed_osl, due_ns=record.scheduled_ns
+        )
         return
     headers = dict(session.headers)
     headers[REQUEST_ID_HEADER] = request_id
     client = session.client
     assert client is not None  # checked when the session was made: httpx carries this stream
     request = client.build_request("POST", session.url, content=body, headers=headers)
+    # httpx takes its connection inside ``send``, after the hold: a connect it has to make is on the
+    # request's way out (between send_start and sent on aiohttp); there is no public way to take one ahead
     if record.scheduled_ns is not None and record.scheduled_ns > time.perf_counter_ns():
         await wait_until_ns(record.scheduled_ns)  # built ahead of its time (a trace replay): sent on it
     record.send_start_ns = record.sent_ns = time.perf_counter_ns()

@@ -30,6 +30,7 @@ from tui.engine.stream.failures import (
     stall_message,
 )
 from tui.engine.stream.h1 import Connection, ConnectionPool
+from tui.engine.stream.hold import wait_until_ns
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 
@@ -231,8 +232,14 @@ class ProtocolStreams:
         record: RequestRecord,
         acc: StreamAccumulator,
         sent_fixed_osl: bool,
+        *,
+        due_ns: int | None = None,
     ) -> None:
-        """Send one request and wait for its outcome (raises what `tui.engine.stream.failures` names)."""
+        """Send one request and wait for its outcome (raises what `tui.engine.stream.failures` names).
+
+        ``due_ns``: a moment to send it at (a trace replay's request, built ahead of its time). Its bytes
+        and its connection (an idle one, or a connect) are made ready first and only the write is held to
+        the moment, so a connect costs the schedule nothing when it fits in the lead."""
         request = b"".join(
             (
                 self.head,
@@ -245,15 +252,16 @@ class ProtocolStreams:
             )
         )
         record.send_start_ns = record.sent_ns = time.perf_counter_ns()
-        conn = self.pool.checkout()
-        if conn is None:
+        conn = await self._connection()
+        if due_ns is not None and due_ns > time.perf_counter_ns():
             try:
-                conn = await self.pool.connect()
-            except httpx.HTTPError as exc:
-                kind, message, retryable = classify_exception(exc, started=False)
-                if retryable:
-                    raise RetryFresh(message) from exc
-                raise Failure(kind, message) from exc
+                await wait_until_ns(due_ns)
+            except BaseException:
+                self.pool.release(conn)  # never written to: another request can use it
+                raise
+            record.send_start_ns = time.perf_counter_ns()  # the hold is not the client's overhead
+            if conn.closed:  # the server let it go while it was held: a fresh one, late by its connect
+                conn = await self._connection()
         exchange = _Exchange(session, record, acc, sent_fixed_osl, conn)
         record.sent_ns = conn.send(exchange, request)
         try:
@@ -262,6 +270,19 @@ class ProtocolStreams:
             if not exchange.outcome.done():  # cancelled (stop, or the whole-request deadline)
                 exchange.state = _OVER
                 conn.abort()
+
+    async def _connection(self) -> Connection:
+        """An idle connection, else a new one (a failure to connect raised as `failures` names it)."""
+        conn = self.pool.checkout()
+        if conn is not None:
+            return conn
+        try:
+            return await self.pool.connect()
+        except httpx.HTTPError as exc:
+            kind, message, retryable = classify_exception(exc, started=False)
+            if retryable:
+                raise RetryFresh(message) from exc
+            raise Failure(kind, message) from exc
 
     async def warm(self, count: int) -> int:
         """Have ``count`` idle connections open (`ConnectionPool.warm`)."""
