@@ -227,8 +227,10 @@ def test_a_removed_node_is_lost_within_5_s_and_the_survivors_go_on(
         removed = time.monotonic()
         _, snap, waited = wait_for(handle, lambda s: any(" lost at " in n for n in s.notices), 10, "the loss")
         assert waited <= 5.0, waited
-        before = snap.completed
-        _, snap, _ = wait_for(handle, lambda s: s.completed >= before + 8, 30, "survivors' requests")
+        # the survivor's own requests at the re-split load (level 2): its users go on under level 1 until the
+        # new share reaches it, which a loaded Ray can take a while to deliver
+        _, snap, _ = wait_for(handle, lambda s: len(s.levels) > 1 and s.levels[1].completed >= 4, 30,
+                              "survivors' requests at level 2")  # fmt: skip
         assert time.monotonic() - removed < 30
         results = to_json(handle.results())
     line = next(n for n in snap.notices if " lost at " in n)
