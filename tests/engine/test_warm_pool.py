@@ -34,6 +34,13 @@ async def _session(server: ScriptedServer, transport: str) -> RequestSession:
                           transport=transport)  # fmt: skip
 
 
+async def _close(session: RequestSession, server: ScriptedServer) -> None:
+    await session.aclose()
+    if session.client is not None:
+        await session.client.aclose()
+    await server.close()
+
+
 async def test_a_warmed_pool_sends_its_first_requests_on_connections_already_open() -> None:
     server = await ScriptedServer(_stream).start()
     session = await _session(server, "protocol")
@@ -48,10 +55,7 @@ async def test_a_warmed_pool_sends_its_first_requests_on_connections_already_ope
         assert sorted(r.conn_index for r in server.requests) == [0, 1]
         assert server._conns == 2
     finally:
-        await session.aclose()
-        if session.client is not None:
-            await session.client.aclose()
-        await server.close()
+        await _close(session, server)
 
 
 async def test_a_warm_that_cannot_connect_opens_nothing_and_raises_nothing() -> None:
@@ -130,10 +134,7 @@ async def test_a_held_request_connects_before_its_moment_and_only_writes_on_it(
         assert rec.sent_ns - due < CONNECT_S * 1e9 / 2, (rec.sent_ns - due) / 1e6
         assert due <= arrived[0] and arrived[0] - due < CONNECT_S * 1e9 / 2
     finally:
-        await session.aclose()
-        if session.client is not None:
-            await session.client.aclose()
-        await server.close()
+        await _close(session, server)
 
 
 async def test_a_connection_lost_during_the_hold_is_replaced_and_the_request_still_goes() -> None:
@@ -153,10 +154,7 @@ async def test_a_connection_lost_during_the_hold_is_replaced_and_the_request_sti
         assert rec.status == "ok", rec.error
         assert [r.conn_index for r in server.requests] == [1]  # on a second connection, the first unused
     finally:
-        await session.aclose()
-        if session.client is not None:
-            await session.client.aclose()
-        await server.close()
+        await _close(session, server)
 
 
 async def test_a_request_cancelled_in_its_hold_gives_its_connection_back() -> None:
@@ -177,7 +175,4 @@ async def test_a_request_cancelled_in_its_hold_gives_its_connection_back() -> No
         assert rec.status == "cancelled" and pool.idle == [held] and not held.closed
         assert server.requests == []
     finally:
-        await session.aclose()
-        if session.client is not None:
-            await session.client.aclose()
-        await server.close()
+        await _close(session, server)
