@@ -298,3 +298,20 @@ async def test_a_lanes_reasoning_is_drawn_apart_from_its_answer(
     reasoning, answer = style["weighing both options"], style["Take the first one"]
     assert reasoning is not None and reasoning.italic and answer is not None and not answer.italic
     assert reasoning.color != answer.color  # dim: the lanes' meta colour, not the text's
+
+
+async def test_a_paused_load_marks_no_level_as_running(make_app: MakeApp) -> None:
+    """Paused (space, or where the auto ramp leaves the load), no level runs: the table's ▶ goes with it."""
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert "▶ 8 users" in screen_text(app)
+        await pilot.press("space")
+        app.poll(force=True)
+        await settle(pilot)
+        text = screen_text(app)
+        assert "8 users" in text and "▶ 8 users" not in text
+        await pilot.press("space")
+        app.poll(force=True)
+        await settle(pilot)
+        assert "▶ 8 users" in screen_text(app)

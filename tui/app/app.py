@@ -281,7 +281,7 @@ class TokentopApp(App[int]):
         ):
             changed = table.show(
                 snap.levels,
-                snap.level_id,
+                0 if snap.load.paused else snap.level_id,  # paused: no level runs, none is marked
                 snap.knee,
                 self.convention,
                 self._server_means.of(
