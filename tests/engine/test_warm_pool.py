@@ -176,3 +176,26 @@ async def test_a_request_cancelled_in_its_hold_gives_its_connection_back() -> No
         assert server.requests == []
     finally:
         await _close(session, server)
+
+
+async def test_a_retry_after_a_stale_connection_goes_out_on_a_new_one() -> None:
+    """A server that closes each connection after an answer (llama.cpp) can have let every idle one go
+    before the client reads the close: the request written on one is retried once, and on a new
+    connection, not on the next idle one the server has dropped the same way."""
+
+    async def dropped_if_idle_before(req: Request, resp: Responder) -> None:
+        if req.conn_index < 2:  # the two warmed connections: the server has let them go
+            resp.abort()
+            return
+        await _stream(req, resp)
+
+    server = await ScriptedServer(dropped_if_idle_before).start()
+    session = await _session(server, "protocol")
+    try:
+        assert await session.warm(2) == 2
+        rec = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0)
+        await run_request(session, rec, StreamAccumulator())
+        assert rec.status == "ok" and rec.retries == 1, (rec.status, rec.error)
+        assert [r.conn_index for r in server.requests] == [1, 2]  # the newest idle one, then a new one
+    finally:
+        await _close(session, server)

@@ -252,7 +252,7 @@ class ProtocolStreams:
             )
         )
         record.send_start_ns = record.sent_ns = time.perf_counter_ns()
-        conn = await self._connection()
+        conn = await self._connection(fresh=record.retries > 0)
         if due_ns is not None and due_ns > time.perf_counter_ns():
             try:
                 await wait_until_ns(due_ns)
@@ -271,9 +271,11 @@ class ProtocolStreams:
                 exchange.state = _OVER
                 conn.abort()
 
-    async def _connection(self) -> Connection:
-        """An idle connection, else a new one (a failure to connect raised as `failures` names it)."""
-        conn = self.pool.checkout()
+    async def _connection(self, *, fresh: bool = False) -> Connection:
+        """An idle connection, else a new one (a failure to connect raised as `failures` names it).
+        ``fresh``: always a new one (a retry after a stale keep-alive connection: the other idle ones may
+        have been let go by the server the same way, its close not read yet)."""
+        conn = None if fresh else self.pool.checkout()
         if conn is not None:
             return conn
         try:
