@@ -53,7 +53,7 @@ class _Exchange:
         "inflate",
         "learn_tries",
         "outcome",
-        "prefix",
+        "ready_shape",
         "record",
         "sent_fixed_osl",
         "session",
@@ -82,9 +82,9 @@ class _Exchange:
         self.inflate: zlib._Decompress | None = None
         self.shape: ChunkShape | None = None
         """Where this stream's answer text sits in its reads, once a read has shown it (`chunk_shape`)."""
-        self.prefix: bytes | None = None
-        """The shape's prefix while the decoder is between events (a read of that shape then means only
-        itself), else None."""
+        self.ready_shape: ChunkShape | None = None
+        """The shape while the decoder is between events (a read of that shape then means only itself),
+        else None."""
         self.learn_tries = _LEARN_TRIES
 
     def head(self, status: int, headers: dict[str, str], now: int) -> None:
@@ -108,24 +108,26 @@ class _Exchange:
         if self.state == _STREAM:
             acc = self.acc
             acc.last_read_ns = now = self.conn.now
-            prefix = self.prefix
-            if prefix is not None and data.startswith(prefix):
-                shape = self.shape
-                assert shape is not None  # a prefix is only ever the shape's
-                if data.endswith(shape.suffix) and len(data) <= shape.max_bytes:
-                    # The string token between them, quotes included (a shorter read gives no token).
-                    try:
-                        text = orjson.loads(data[shape.cut : len(data) - shape.back])
-                    except orjson.JSONDecodeError:
-                        pass
-                    else:
-                        if text:  # what `apply_chunk` does for this chunk; empty text is no chunk
-                            acc.chunk_ns.append(now)
-                            acc.pending_text.append(text)
-                            if acc.reply is not None:
-                                acc.reply.append(text)
-                            acc.tokens += 1
-                        return
+            shape = self.ready_shape
+            if (
+                shape is not None
+                and data.startswith(shape.prefix)
+                and data.endswith(shape.suffix)
+                and len(data) <= shape.max_bytes
+            ):
+                # The string token between them, quotes included (a shorter read gives no token).
+                try:
+                    text = orjson.loads(data[shape.cut : len(data) - shape.back])
+                except orjson.JSONDecodeError:
+                    pass
+                else:
+                    if text:  # what `apply_chunk` does for this chunk; empty text is no chunk
+                        acc.chunk_ns.append(now)
+                        acc.pending_text.append(text)
+                        if acc.reply is not None:
+                            acc.reply.append(text)
+                        acc.tokens += 1
+                    return
             self._feed(data, now)
         elif self.state == _ERROR_BODY:
             self.error_body += data
@@ -186,8 +188,7 @@ class _Exchange:
         if learn and len(acc.chunk_ns) == chunks + 1 and len(acc.pending_text) == texts + 1:
             self.learn_tries -= 1
             self.shape = learn_shape(data, acc.pending_text[-1], decoder.max_line_bytes)
-        shape = self.shape
-        self.prefix = shape.prefix if shape is not None and decoder.at_boundary else None
+        self.ready_shape = self.shape if decoder.at_boundary else None
 
     def _end_of_stream(self) -> None:
         acc, record = self.acc, self.record
