@@ -213,3 +213,22 @@ def test_the_shape_of_a_plain_chunk_is_around_its_string_token() -> None:
     assert shape.suffix == b'"},"finish_reason":null}]}\n\n'
     read = text("other")
     assert orjson.loads(read[shape.cut : len(read) - shape.back]) == "other"
+
+
+def _completion(token: bytes, finish: bytes = b"null") -> bytes:
+    return (
+        b'data: {"id":"c2","object":"text_completion","choices":[{"index":0,"text":'
+        + token
+        + b',"finish_reason":'
+        + finish
+        + b"}]}\n\n"
+    )
+
+
+async def test_completions_chunks_take_their_shape_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = [_completion(orjson.dumps(t)) for t in ["one", " two", "", ' "three"', "\u2028"]]
+    reads += [_completion(b'"four"', b'"length"'), DONE]
+    got, kind, full_events = await _exchange(reads, monkeypatch)
+    assert (got, kind) == _full_path(reads)
+    assert got["texts"] == ["one", " two", ' "three"', "\u2028", "four"]
+    assert full_events == 3  # "one" shows the shape; the finish and [DONE] do not take it

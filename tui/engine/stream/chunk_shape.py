@@ -1,10 +1,11 @@
 """A stream's chunks differ only in their text: where it sits, proven once, so later reads decode just that.
 
 A server writes every chunk of one answer from the same template (the same id, model, created time and
-field order; only the delta's text changes). Once one read, parsed in full, shows where its text lies in its
-bytes, and a probe parse proves that position is ``choices[0].delta.content`` and nothing else, a later read
-with the same bytes before and after that string token holds the same chunk with other text: one small
-``orjson.loads`` of the string replaces the SSE split, the whole-chunk parse and the walk of its fields.
+field order; only the text changes). Once one read, parsed in full, shows where its text lies in its bytes,
+and a probe parse proves that position is the text (``choices[0].delta.content``, or a completion's
+``choices[0].text``) and nothing else, a later read with the same bytes before and after that string token
+holds the same chunk with other text: one small ``orjson.loads`` of the string replaces the SSE split, the
+whole-chunk parse and the walk of its fields.
 Anything else (another shape, a second line, usage, a finish, bytes that do not decode) takes the full path.
 """
 
@@ -59,28 +60,34 @@ def learn_shape(read: bytes, text: str, max_bytes: int) -> ChunkShape | None:
         probe = orjson.loads(prefix[6:] + _PROBE_TOKEN[1:-1] + suffix[:-2])
     except orjson.JSONDecodeError:
         return None
-    if not _plain_answer(chunk, text):
+    holder = _text_holder(chunk, text)
+    if holder is None:
         return None
-    chunk["choices"][0]["delta"]["content"] = _PROBE
-    if probe != chunk:  # the string at that place is not the delta's text, or not only it
+    holder[0][holder[1]] = _PROBE
+    if probe != chunk:  # the string at that place is not the chunk's text, or not only it
         return None
     return ChunkShape(prefix, suffix, max_bytes)
 
 
-def _plain_answer(chunk: Any, text: str) -> bool:
-    """``chunk`` is an answer chunk with ``text`` and nothing more that `apply_chunk` would act on, even were
-    its text empty (then reasoning fields would count)."""
+def _text_holder(chunk: Any, text: str) -> tuple[dict[str, Any], str] | None:
+    """Where `apply_chunk` finds ``text`` in ``chunk`` (a chat delta's ``content``, a completion's ``text``),
+    if the chunk holds nothing more it would act on, even were its text empty (then reasoning would count)."""
     if type(chunk) is not dict or chunk.get("error") is not None or chunk.get("usage"):
-        return False
+        return None
     choices = chunk.get("choices")
     if type(choices) is not list or not choices or type(choices[0]) is not dict:
-        return False
+        return None
     choice = choices[0]
+    if choice.get("finish_reason"):
+        return None
     delta = choice.get("delta")
-    return (
+    if delta is None:
+        return (choice, "text") if choice.get("text") == text else None
+    if (
         type(delta) is dict
         and delta.get("content") == text
         and not delta.get("reasoning_content")
         and not delta.get("reasoning")
-        and not choice.get("finish_reason")
-    )
+    ):
+        return delta, "content"
+    return None

@@ -140,8 +140,15 @@ class SSEDecoder:
 
     @property
     def at_boundary(self) -> bool:
-        """Between events with nothing held: a read that is one whole event now means only that event."""
-        return self._started and not self._parts and not self._data and not self._skip_lf and not self._event
+        """Between events with nothing held: a read that is one whole event starting ``data:`` now means only
+        that event (before the first read too, as such a read starts with no BOM)."""
+        return (
+            not self._parts
+            and not self._data
+            and not self._skip_lf
+            and not self._event
+            and self._failed is None
+        )
 
     @property
     def buffered_bytes(self) -> int:
