@@ -12,6 +12,7 @@ import pytest
 import tui.calibrate.command as command
 import tui.calibrate.levels as levels
 from tui.calibrate.accuracy import ErrorStats, join_errors
+from tui.calibrate.floor import FloorProbe
 from tui.calibrate.levels import LevelResult, search, stream_levels
 from tui.face_options import calibrate_config
 
@@ -134,3 +135,10 @@ def test_a_short_calibrate_run_prints_a_sane_answer(
     assert 300 <= first.chunks_per_s <= 440, first
     assert abs(first.errors.p50_ms) < 1.0 and np.isfinite(first.errors.p99_abs_ms)
     assert 0 < first.cpu_share < 0.6
+    assert np.isfinite(first.floor_p99_ms), first  # the bare loop beside it was measured too
+
+
+@pytest.mark.timeout(30)
+def test_the_floor_probe_reports_from_its_own_process() -> None:
+    floor = FloorProbe(0.2).result()
+    assert floor is not None and floor.samples > 0 and floor.p99_ms >= floor.p50_ms >= 0

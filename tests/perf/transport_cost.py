@@ -17,9 +17,10 @@ the chunks it received. Variants:
 - ``engine-aiohttp``, ``engine-httpx``: the same over the httpx client, as ``TOKENTOP_TRANSPORT`` selects
 - ``before``: ``engine`` from another checkout (``--before DIR``: its ``tui``, its default path), in this run
 
-Requests are long (``--tokens`` 1000 by default) so the per-request cost is spread thin; ``--tokens 128``
+Requests are long (``--tokens`` 1000 by default) so the per-request cost is spread thin; ``--tokens 100``
 shows it included. Each variant runs in a fresh process, one after another; the server runs in its own
-process.
+process. ``--rounds N`` runs the list N times, interleaved, so a busy machine's swings fall on every variant
+alike; each row then also shows its ratio to the round's ``protocol`` floor, and the end the median ratios.
 
     /work/venv/bin/python tests/perf/transport_cost.py [--streams 200] [--token-rate 50] [--seconds 6]
     /work/venv/bin/python tests/perf/transport_cost.py --variants engine --profile   # where the time goes
@@ -31,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -309,6 +311,40 @@ def _child(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _run_child(ns: argparse.Namespace, url: str, variant: str) -> dict[str, Any] | None:
+    """One variant in a fresh process: its result, or None (said why) when it could not run."""
+    cmd = [
+        sys.executable, __file__, "--child", variant, "--url", url, "--streams", str(ns.streams),
+        "--tokens", str(ns.tokens), "--seconds", str(ns.seconds), "--warm", str(ns.warm),
+    ]  # fmt: skip
+    if ns.profile:
+        cmd.append("--profile")
+    if ns.uvloop:
+        cmd.append("--uvloop")
+    env = None
+    if variant == "before":
+        if ns.before is None:
+            print(f"{variant:<18} skipped: needs --before DIR")
+            return None
+        cmd += ["--root", str(ns.before)]
+        env = {**os.environ, "PYTHONPATH": str(ns.before), "TOKENTOP_TRANSPORT": ""}
+    out = subprocess.run(
+        cmd,
+        env=env,
+        capture_output=not ns.profile,
+        text=True,
+        timeout=ns.seconds + ns.warm + 60,
+        stdout=subprocess.PIPE if ns.profile else None,
+    )
+    lines = [line for line in (out.stdout or "").splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        err = (out.stderr or "").strip().splitlines()
+        print(f"{variant:<18} failed: {err[-1] if err else out.returncode}")
+        return None
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--streams", type=int, default=200)
@@ -321,6 +357,7 @@ def main() -> int:
     ap.add_argument("--uvloop", action="store_true", help="run the clients on uvloop (must be importable)")
     ap.add_argument("--profile", action="store_true", help="cProfile the client (slower; top 25 to stderr)")
     ap.add_argument("--before", type=Path, help="the checkout the `before` variant runs")
+    ap.add_argument("--rounds", type=int, default=1, help="run the variants this many times, interleaved")
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -349,55 +386,31 @@ def main() -> int:
         f"parser: json.loads {costs['json']:.2f} us/chunk, orjson.loads {costs['orjson']:.2f} us/chunk "
         f"(saves {costs['json'] - costs['orjson']:.2f} us)"
     )
-    print(f"{'variant':<18}{'chunks/s':>10}{'client CPU':>12}{'us/chunk':>10}{'errors':>8}")
+    print(f"{'variant':<18}{'chunks/s':>10}{'client CPU':>12}{'us/chunk':>10}{'errors':>8}{'x floor':>9}")
+    ratios: dict[str, list[float]] = {}
     with paced_server(ns.token_rate, lockstep=ns.lockstep) as server:
-        for variant in variants:
-            cmd = [
-                sys.executable,
-                __file__,
-                "--child",
-                variant,
-                "--url",
-                server.url,
-                "--streams",
-                str(ns.streams),
-                "--tokens",
-                str(ns.tokens),
-                "--seconds",
-                str(ns.seconds),
-                "--warm",
-                str(ns.warm),
-            ]
-            if ns.profile:
-                cmd.append("--profile")
-            if ns.uvloop:
-                cmd.append("--uvloop")
-            env = None
-            if variant == "before":
-                if ns.before is None:
-                    print(f"{variant:<18} skipped: needs --before DIR")
+        for round_ in range(ns.rounds):
+            if ns.rounds > 1:
+                print(f"round {round_ + 1}, load average {os.getloadavg()[0]:.1f}", flush=True)
+            floor: float | None = None
+            for variant in variants:
+                r = _run_child(ns, server.url, variant)
+                if r is None:
                     continue
-                cmd += ["--root", str(ns.before)]
-                env = {**os.environ, "PYTHONPATH": str(ns.before), "TOKENTOP_TRANSPORT": ""}
-            out = subprocess.run(
-                cmd,
-                env=env,
-                capture_output=not ns.profile,
-                text=True,
-                timeout=ns.seconds + ns.warm + 60,
-                stdout=subprocess.PIPE if ns.profile else None,
-            )
-            lines = [line for line in (out.stdout or "").splitlines() if line.startswith("{")]
-            if out.returncode != 0 or not lines:
-                err = (out.stderr or "").strip().splitlines()
-                print(f"{variant:<18} failed: {err[-1] if err else out.returncode}")
-                continue
-            r = json.loads(lines[-1])
-            print(
-                f"{variant:<18}{r['chunks_per_s']:>10,.0f}{r['cpu_share']:>12.0%}{r['us_per_chunk']:>10.1f}"
-                f"{r['errors']:>8}",
-                flush=True,
-            )
+                if variant == "protocol":
+                    floor = r["us_per_chunk"]
+                ratio = r["us_per_chunk"] / floor if floor else float("nan")
+                if floor:
+                    ratios.setdefault(variant, []).append(ratio)
+                print(
+                    f"{variant:<18}{r['chunks_per_s']:>10,.0f}{r['cpu_share']:>12.0%}{r['us_per_chunk']:>10.1f}"
+                    f"{r['errors']:>8}{ratio:>8.2f}x",
+                    flush=True,
+                )
+    if ns.rounds > 1:
+        for variant, rs in ratios.items():
+            each = ", ".join(f"{x:.2f}" for x in rs)
+            print(f"{variant}: median {statistics.median(rs):.2f}x the floor ({each})")
     return 0
 
 

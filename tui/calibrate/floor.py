@@ -74,7 +74,7 @@ class FloorProbe:
 
     def __init__(self, seconds: float, *, start_at: float | None = None) -> None:
         code = (
-            "import json, time; from tui.calibrate import noise_floor; "
+            "import json, time; from tui.calibrate.floor import noise_floor; "
             f"time.sleep(max(0.0, {float(start_at or 0.0)!r} - time.perf_counter())); "
             f"print(json.dumps(noise_floor({float(seconds)!r}).__dict__))"
         )

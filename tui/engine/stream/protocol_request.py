@@ -16,6 +16,7 @@ import httpx
 import orjson
 
 from tui.engine.records import RequestRecord
+from tui.engine.stream.chunk_shape import ChunkShape, learn_shape
 from tui.engine.stream.errors import classify_exception
 from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
@@ -35,6 +36,8 @@ from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 
 _HEAD, _STREAM, _DRAINING, _ERROR_BODY, _OVER = range(5)
+_LEARN_TRIES = 3
+"""Answer chunks a stream's shape is looked for in before its reads all take the full path."""
 
 
 class _Exchange:
@@ -49,10 +52,13 @@ class _Exchange:
         "error_body",
         "headers",
         "inflate",
+        "learn_tries",
         "outcome",
+        "ready_shape",
         "record",
         "sent_fixed_osl",
         "session",
+        "shape",
         "state",
         "status",
     )
@@ -75,6 +81,12 @@ class _Exchange:
         self.content_type = ""
         self.error_body = bytearray()
         self.inflate: zlib._Decompress | None = None
+        self.shape: ChunkShape | None = None
+        """Where this stream's answer text sits in its reads, once a read has shown it (`chunk_shape`)."""
+        self.ready_shape: ChunkShape | None = None
+        """The shape while the decoder is between events (a read of that shape then means only itself),
+        else None."""
+        self.learn_tries = _LEARN_TRIES
 
     def head(self, status: int, headers: dict[str, str], now: int) -> None:
         record = self.record
@@ -97,20 +109,27 @@ class _Exchange:
         if self.state == _STREAM:
             acc = self.acc
             acc.last_read_ns = now = self.conn.now
-            try:
-                if self.inflate is not None:
-                    data = self.inflate.decompress(data)
-                loads = orjson.loads
-                for event in self.decoder.feed(data):
-                    if handle_event(event.event, event.data, acc, now, loads):
-                        # complete; the connection is reusable once the rest of the body (normally the
-                        # chunked terminator, in the same read) is in, which the attempt waits for
-                        self.record.end_ns = now
-                        self.state = _DRAINING
-                        self.conn.drain()
-                        return
-            except (Failure, SSEDecoderError, zlib.error) as exc:
-                self._fail_in_body(exc, now)
+            shape = self.ready_shape
+            if (
+                shape is not None
+                and data.startswith(shape.prefix)
+                and data.endswith(shape.suffix)
+                and len(data) <= shape.max_bytes
+            ):
+                # The string token between them, quotes included (a shorter read gives no token).
+                try:
+                    text = orjson.loads(data[shape.cut : len(data) - shape.back])
+                except orjson.JSONDecodeError:
+                    pass
+                else:
+                    if text:  # what `apply_chunk` does for this chunk; empty text is no chunk
+                        acc.chunk_ns.append(now)
+                        acc.pending_text.append(text)
+                        if acc.reply is not None:
+                            acc.reply.append(text)
+                        acc.tokens += 1
+                    return
+            self._feed(data, now)
         elif self.state == _ERROR_BODY:
             self.error_body += data
             if len(self.error_body) >= ERROR_BODY_LIMIT:
@@ -144,6 +163,33 @@ class _Exchange:
             self._error_response(complete=True)  # what arrived of the body is what there is to quote
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _feed(self, data: bytes, now: int) -> None:
+        """The full path of a stream read: inflate, SSE-decode, parse and apply each event; and learn the
+        stream's chunk shape from one of its first answer chunks."""
+        acc, decoder = self.acc, self.decoder
+        learn = self.shape is None and self.learn_tries > 0 and self.inflate is None and decoder.at_boundary
+        texts = len(acc.pending_text)
+        chunks = len(acc.chunk_ns)
+        try:
+            if self.inflate is not None:
+                data = self.inflate.decompress(data)
+            loads = orjson.loads
+            for event in decoder.feed(data):
+                if handle_event(event.event, event.data, acc, now, loads):
+                    # complete; the connection is reusable once the rest of the body (normally the
+                    # chunked terminator, in the same read) is in, which the attempt waits for
+                    self.record.end_ns = now
+                    self.state = _DRAINING
+                    self.conn.drain()
+                    return
+        except (Failure, SSEDecoderError, zlib.error) as exc:
+            self._fail_in_body(exc, now)
+            return
+        if learn and len(acc.chunk_ns) == chunks + 1 and len(acc.pending_text) == texts + 1:
+            self.learn_tries -= 1
+            self.shape = learn_shape(data, acc.pending_text[-1], decoder.max_line_bytes)
+        self.ready_shape = self.shape if decoder.at_boundary else None
 
     def _end_of_stream(self) -> None:
         acc, record = self.acc, self.record

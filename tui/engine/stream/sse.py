@@ -134,6 +134,23 @@ class SSEDecoder:
         self._failed: SSEDecoderError | None = None
 
     @property
+    def max_line_bytes(self) -> int:
+        """The line cap this decoder enforces."""
+        return self._max_line_bytes
+
+    @property
+    def at_boundary(self) -> bool:
+        """Between events with nothing held: a read that is one whole event starting ``data:`` now means only
+        that event (before the first read too, as such a read starts with no BOM)."""
+        return (
+            not self._parts
+            and not self._data
+            and not self._skip_lf
+            and not self._event
+            and self._failed is None
+        )
+
+    @property
     def buffered_bytes(self) -> int:
         """Bytes the decoder holds between reads: the partial line plus the pending event's data."""
         return self._partial_bytes + sum(map(len, self._data))

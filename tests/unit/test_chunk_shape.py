@@ -1,0 +1,234 @@
+"""A stream's learned chunk shape (`tui.engine.stream.chunk_shape`) folds every read as the full path (SSE
+decoder, whole-chunk parse, `apply_chunk`) does, and takes over only where that is proven: hand-made reads fed
+to the protocol path's exchange on a connection without a socket, against the full path's fold."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+import tui.engine.stream.protocol_request as protocol_request
+from tui.engine.records import RequestRecord
+from tui.engine.stream.chunk_shape import learn_shape
+from tui.engine.stream.failures import Failure, handle_event
+from tui.engine.stream.h1 import Connection, ConnectionPool
+from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.protocol_request import _Exchange
+from tui.engine.stream.sse import DEFAULT_MAX_LINE_BYTES, SSEDecoder, SSEDecoderError
+
+CAP = DEFAULT_MAX_LINE_BYTES
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+BEFORE = b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+DONE = b"data: [DONE]\n\n"
+
+
+def content(token: bytes, after: bytes = b',"finish_reason":null}]}') -> bytes:
+    """A read holding one chat chunk whose delta's content is the raw JSON ``token``."""
+    return BEFORE + b'"delta":{"content":' + token + b"}" + after + b"\n\n"
+
+
+def text(value: str) -> bytes:
+    return content(orjson.dumps(value))
+
+
+ROLE = BEFORE + b'"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+FINISH = BEFORE + b'"delta":{},"finish_reason":"stop"}]}\n\n'
+USAGE = b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}\n\n'
+
+
+class _Wire:
+    """Stands for the socket: the exchange writes its request and may drop the connection."""
+
+    def write(self, data: bytes) -> None:
+        return None
+
+    def abort(self) -> None:
+        return None
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.fixed_osl_fields = False
+        self.notice: Callable[[str], None] = print
+
+    def scrub(self, text: str) -> str:
+        return text
+
+
+def _state(acc: StreamAccumulator) -> dict[str, Any]:
+    """Everything an accumulator holds but its stamps' values."""
+    return {
+        "texts": list(acc.pending_text),
+        "reply": list(acc.reply or []),
+        "reasoning": list(acc.pending_reasoning),
+        "chunks": len(acc.chunk_ns),
+        "chunk_tokens": list(acc.chunk_tokens),
+        "tokens": acc.tokens,
+        "tokens_known": acc.tokens_known,
+        "reasoning_chunks": acc.reasoning_chunks,
+        "skipped": acc.skipped_lines,
+        "finish": acc.finish_reason,
+        "usage": (acc.usage_prompt, acc.usage_completion, acc.usage_cached, acc.usage_reasoning),
+        "error": acc.error,
+        "done": acc.done,
+        "answered": acc.first_answer_ns is not None,
+    }
+
+
+def _full_path(reads: list[bytes]) -> tuple[dict[str, Any], str | None]:
+    """The fold without any shape: the decoder over each read, every event parsed whole."""
+    acc = StreamAccumulator()
+    acc.reply = []
+    decoder = SSEDecoder()
+    try:
+        for read in [*reads, b"\n\n"]:
+            for event in decoder.feed(read):
+                if handle_event(event.event, event.data, acc, 1, orjson.loads):
+                    return _state(acc), None
+    except Failure as exc:
+        return _state(acc), exc.error_class
+    except SSEDecoderError:
+        return _state(acc), "oversized"
+    return _state(acc), "disconnect"
+
+
+async def _exchange(
+    reads: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], str | None, int]:
+    """The protocol path's fold, each read its own HTTP chunk and socket read; and how many events took
+    the full path's per-event rule."""
+    full_events = 0
+
+    def counted(*args: Any) -> bool:
+        nonlocal full_events
+        full_events += 1
+        return handle_event(*args)
+
+    monkeypatch.setattr(protocol_request, "handle_event", counted)
+    pool = ConnectionPool(
+        "http://127.0.0.1:9/v1",
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),
+        connect_timeout_s=1,
+        read_timeout_s=5,
+    )
+    conn = Connection(pool)
+    conn.connection_made(_Wire())  # type: ignore[arg-type]
+    acc = StreamAccumulator()
+    acc.reply = []
+    record = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0)
+    exchange = _Exchange(_Session(), record, acc, False, conn)
+    conn.send(exchange, b"")
+    conn.data_received(HEAD)
+    for read in reads:
+        conn.data_received(b"%x\r\n%b\r\n" % (len(read), read))
+    conn.data_received(b"0\r\n\r\n")
+    conn.abort()
+    assert exchange.outcome.done()
+    exc = exchange.outcome.exception()
+    kind = None if exc is None else exc.error_class if isinstance(exc, Failure) else repr(exc)
+    return _state(acc), kind, full_events
+
+
+TRICKY_TEXTS = [" two", "", "é", "\u2028", 'say "hi"', "\\", 'a","x":"y', "\n", "\x01probe", "🙂", " " * 3]
+TRICKY_READS = [
+    content(b'"\xff"'),  # not UTF-8: the full path decodes it with replacement
+    content(b'"a"},{"index":1,"delta":{"content":"b"'),  # two choices: not one string token
+    content(b'"a\nb"'),  # a raw newline: two lines
+    content(b' "spaced" '),  # other bytes around the string: not the shape's
+    content(b'"x"', after=b',"finish_reason":"stop"}]}'),
+    content(b'"y"'),
+    b": ping\n\n",
+    text(" after a comment"),
+]
+
+
+async def test_reads_of_the_shape_fold_as_the_full_path_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = [ROLE, text("one"), *map(text, TRICKY_TEXTS), *TRICKY_READS, FINISH, USAGE, DONE]
+    got, kind, full_events = await _exchange(reads, monkeypatch)
+    want, want_kind = _full_path(reads)
+    assert (got, kind) == (want, want_kind)
+    assert want_kind is None and want["chunks"] > len(TRICKY_TEXTS)
+    # the role chunk, the one that shows the shape, the tricky reads that are not the shape (the comment
+    # dispatches nothing), the finish, usage and [DONE]; the rest took the shape
+    assert full_events == 2 + 5 + 3
+
+
+async def test_a_read_split_inside_an_event_takes_the_full_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = text(" three")
+    reads = [ROLE, text("one"), whole[:40], whole[40:], text(" four"), b": ka\r", text(" five"), DONE]
+    got, kind, full_events = await _exchange(reads, monkeypatch)
+    assert (got, kind) == _full_path(reads)
+    assert got["texts"] == ["one", " three", " four", " five"]
+    # the role, "one", " three" once whole, " five" (after a CR that may begin a CRLF) and [DONE]; " four"
+    # follows a whole event and takes the shape
+    assert full_events == 5
+
+
+@pytest.mark.parametrize(
+    ("reads", "why"),
+    [
+        ([ROLE, text("one"), b"event: error\n", text("boom"), DONE], "an event name held: the full path"),
+        ([ROLE, text("one"), text("x" * (CAP + 1)), DONE], "past the line cap: oversized"),
+        ([ROLE, text("one"), b'data: {"error":{"message":"gone"}}\n\n', text("z"), DONE], "stream error"),
+    ],
+)
+async def test_failures_are_the_full_paths(
+    reads: list[bytes], why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got, kind, _ = await _exchange(reads, monkeypatch)
+    want, want_kind = _full_path(reads)
+    assert kind is not None, why
+    assert (got, kind) == (want, want_kind), why
+
+
+@pytest.mark.parametrize(
+    ("read", "text_", "why"),
+    [
+        (content(b'"t"', after=b',"finish_reason":"stop"}]}'), "t", "a finish"),
+        (BEFORE + b'"delta":{"content":"t","reasoning":"r"},"finish_reason":null}]}\n\n', "t", "reasoning"),
+        (text("t")[:-2] + b"\r\n\r\n", "t", "CRLF"),
+        (b'data: {"usage":{"completion_tokens":1},' + text("t")[6:], "t", "usage in the chunk"),
+        (BEFORE + b'"delta":{"content":"t"},"logprobs":{"content":"t"}}]}\n\n', "t", "the text twice"),
+        # the text's token is found once, but not where the delta's text is (written with an escape there)
+        (BEFORE + b'"delta":{"content":"\\u0074"},"x":"t","finish_reason":null}]}\n\n', "t", "elsewhere"),
+        (
+            BEFORE + b'"delta":{"content":"t"},"delta":{"content":"\\u0074"},"finish_reason":null}]}\n\n',
+            "t",
+            "an earlier duplicate key, overridden",
+        ),
+    ],
+)
+def test_no_shape_is_learned_unless_proven(read: bytes, text_: str, why: str) -> None:
+    assert learn_shape(read, text_, CAP) is None, why
+
+
+def test_the_shape_of_a_plain_chunk_is_around_its_string_token() -> None:
+    shape = learn_shape(text(" tok"), " tok", CAP)
+    assert shape is not None
+    assert shape.prefix == BEFORE + b'"delta":{"content":"'
+    assert shape.suffix == b'"},"finish_reason":null}]}\n\n'
+    read = text("other")
+    assert orjson.loads(read[shape.cut : len(read) - shape.back]) == "other"
+
+
+def _completion(token: bytes, finish: bytes = b"null") -> bytes:
+    return (
+        b'data: {"id":"c2","object":"text_completion","choices":[{"index":0,"text":'
+        + token
+        + b',"finish_reason":'
+        + finish
+        + b"}]}\n\n"
+    )
+
+
+async def test_completions_chunks_take_their_shape_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = [_completion(orjson.dumps(t)) for t in ["one", " two", "", ' "three"', "\u2028"]]
+    reads += [_completion(b'"four"', b'"length"'), DONE]
+    got, kind, full_events = await _exchange(reads, monkeypatch)
+    assert (got, kind) == _full_path(reads)
+    assert got["texts"] == ["one", " two", ' "three"', "\u2028", "four"]
+    assert full_events == 3  # "one" shows the shape; the finish and [DONE] do not take it
