@@ -137,18 +137,27 @@ async def test_a_held_request_connects_before_its_moment_and_only_writes_on_it(
         await _close(session, server)
 
 
+async def _held_on_its_warm_connection(
+    session: RequestSession, ahead_s: float
+) -> tuple[Connection, RequestRecord, asyncio.Task[RequestRecord]]:
+    """One warmed connection, and a request due ``ahead_s`` from now holding on it: (the connection, the
+    request's record, its task)."""
+    assert session.streams is not None
+    pool = session.streams.pool
+    assert await session.warm(1) == 1
+    held = pool.idle[0]
+    rec = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0,
+                        scheduled_ns=time.perf_counter_ns() + int(ahead_s * 1e9))  # fmt: skip
+    task = asyncio.ensure_future(run_request(session, rec, StreamAccumulator()))
+    await _until(lambda: not pool.idle)  # checked out, and holding
+    return held, rec, task
+
+
 async def test_a_connection_lost_during_the_hold_is_replaced_and_the_request_still_goes() -> None:
     server = await ScriptedServer(_stream).start()
     session = await _session(server, "protocol")
-    assert session.streams is not None
-    pool = session.streams.pool
     try:
-        assert await session.warm(1) == 1
-        held = pool.idle[0]
-        rec = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0,
-                            scheduled_ns=time.perf_counter_ns() + 200_000_000)  # fmt: skip
-        task = asyncio.ensure_future(run_request(session, rec, StreamAccumulator()))
-        await _until(lambda: not pool.idle)  # checked out, and holding
+        held, rec, task = await _held_on_its_warm_connection(session, 0.2)
         held.abort()
         await task
         assert rec.status == "ok", rec.error
@@ -163,12 +172,7 @@ async def test_a_request_cancelled_in_its_hold_gives_its_connection_back() -> No
     assert session.streams is not None
     pool = session.streams.pool
     try:
-        assert await session.warm(1) == 1
-        held = pool.idle[0]
-        rec = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0,
-                            scheduled_ns=time.perf_counter_ns() + 10_000_000_000)  # fmt: skip
-        task = asyncio.ensure_future(run_request(session, rec, StreamAccumulator()))
-        await _until(lambda: not pool.idle)
+        held, rec, task = await _held_on_its_warm_connection(session, 10.0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
