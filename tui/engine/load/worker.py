@@ -32,6 +32,7 @@ from tui.engine.load.lane_budget import in_budget, lane_budget
 from tui.engine.load.runner import LoadRunner
 from tui.engine.records import RequestRecord
 from tui.engine.stream.client import RequestSession, run_request
+from tui.engine.stream.hold import next_due_ns
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import make_client, stream_transport
 from tui.engine.traces import TraceRequest
@@ -47,6 +48,9 @@ from tui.engine.wire import (
     WorkerSpec,
 )
 
+BATCH_CLEAR_NS = 2_000_000
+"""A batch is not built (and pickled, on this loop) when a held request is due within this: it goes out
+after that send, not across it."""
 GC_YOUNG_THRESHOLD = 10_000
 """Net allocations between two young collections in a worker (Python's default is 700; see `Worker.run`)."""
 
@@ -248,6 +252,7 @@ class Worker:
                 end = time.perf_counter() + self.options.test_block_loop_ms / 1e3
                 while time.perf_counter() < end:
                     pass
+            await _clear_of_held_sends()
             if not self.outbox.empty():
                 # The handle has not read the last batch yet (the face is behind and the pipe is full): keep
                 # what was measured for the next one rather than queue batch after batch, so a slow face
@@ -362,6 +367,15 @@ def worker_main(spec: WorkerSpec, cmd: Connection, out: Connection) -> None:
     finally:
         with contextlib.suppress(Exception):
             out.close()
+
+
+async def _clear_of_held_sends() -> None:
+    """Wait until no held request is due within `BATCH_CLEAR_NS` (a few sends at most)."""
+    for _ in range(4):
+        due = next_due_ns()
+        if due is None or due - time.perf_counter_ns() >= BATCH_CLEAR_NS:
+            return
+        await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9 + 0.0002)
 
 
 def worker_fd_main(cmd_fd: int, out_fd: int, dead_after_s: float = 0.0) -> None:
