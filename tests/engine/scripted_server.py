@@ -88,9 +88,6 @@ class ScriptedServer:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     tls: ssl.SSLContext | None = None
     """Serve HTTPS with this server-side context (the URL says https)."""
-    close_idle_after_response: bool = False
-    """Close each connection right after its first response, without telling the client (a server whose
-    keep-alive timeout just expired): the client's next request on it fails to write."""
 
     async def start(self) -> ScriptedServer:
         self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0, ssl=self.tls)
@@ -139,10 +136,6 @@ class ScriptedServer:
                 resp = Responder(writer)
                 await self.handler(req, resp)
                 if resp.closed:
-                    return
-                if self.close_idle_after_response:
-                    # Like a server whose idle timer fired: the client only notices on its next write.
-                    writer.transport.abort()
                     return
         except (ConnectionError, ssl.SSLError, asyncio.CancelledError):
             return

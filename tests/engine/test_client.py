@@ -38,10 +38,9 @@ async def _run(
     timeout_s: float = 5.0,
     n: int = 1,
     endpoint: Endpoint = "chat",
-    close_idle: bool = False,
     notices: list[str] | None = None,
 ) -> tuple[list[RequestRecord], list[StreamAccumulator], ScriptedServer]:
-    server = await ScriptedServer(handler, close_idle_after_response=close_idle).start()
+    server = await ScriptedServer(handler).start()
     target = TargetConfig(
         base_url=server.url,
         model="m",

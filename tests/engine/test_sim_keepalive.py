@@ -183,12 +183,16 @@ def test_engine_resumes_cleanly_after_the_server_closed_its_idle_connections(tmp
 
 
 @pytest.mark.parametrize("transport", ["protocol", "aiohttp", "httpx"])
-async def test_request_sent_as_the_server_closes_is_retried(transport: str) -> None:
-    """The real race: the client reuses a pooled connection just as the server's keep-alive ends, so the
-    request meets a closed socket before any response byte; the engine must retry it once, transparently.
+async def test_idle_spells_around_the_servers_keep_alive_fail_no_request(transport: str) -> None:
+    """The real race: the client reuses a pooled connection just as the server's keep-alive ends, so a
+    request can meet a closed socket before any response byte; none may fail, and one that met it was
+    retried once, transparently.
 
-    Idle spells sweep the keep-alive from 6 ms short of it to 1 ms past (measured here, the window sits 1-3
-    ms short: the client's end of a response lags the server's); it stops at the first retry."""
+    Idle spells sweep the keep-alive from 6 ms short of it to 1 ms past, twice over (the window sits
+    1-3 ms short for aiohttp and httpx: the client's end of a response lags the server's; the protocol path
+    reads the server's close within tens of microseconds, so whether a sweep meets the race there is luck).
+    That a stale connection is retried is asserted on every transport, without luck, by
+    `test_client.py::test_stale_keepalive_connection_is_retried_once`."""
     keep_alive_s = 0.05
     with SimServer("small-gpu", time_scale=20, keep_alive_s=keep_alive_s) as sim:
         target = TargetConfig(base_url=sim.url, timeout_s=10)
@@ -198,15 +202,14 @@ async def test_request_sent_as_the_server_closes_is_retried(transport: str) -> N
         )
         records: list[RequestRecord] = []
         try:
-            for seq in range(1, 501):
+            for seq in range(1, 2 * 29 + 1):
                 rec = await run_request(session, RequestRecord(seq, 0, seq, 1, 0), StreamAccumulator())
                 records.append(rec)
-                assert rec.status == "ok", (rec.error_class, rec.error)
-                if rec.retries:
-                    break
+                assert rec.status == "ok", (seq, rec.error_class, rec.error)
+                assert rec.retries <= 1
                 offset_s = (seq % 29 - 24) * 0.00025  # -6 ms .. +1 ms
                 await asyncio.sleep(keep_alive_s + offset_s)  # the idle spell under test
         finally:
             await session.aclose()
             await client.aclose()
-    assert records[-1].retries == 1, f"no request met a just-closed connection in {len(records)} tries"
+    assert len(records) == 2 * 29
