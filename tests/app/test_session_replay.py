@@ -36,6 +36,16 @@ def _shown(app: TokentopApp) -> dict[str, Any]:
     }
 
 
+def _differences(replayed: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
+    """What differs, cell by cell for the table: (replayed, live)."""
+    out: dict[str, Any] = {k: (replayed[k], live[k]) for k in live if k != "table" and replayed[k] != live[k]}
+    table, live_table = replayed["table"], live["table"]
+    for cell in sorted(set(table) | set(live_table)):
+        if table.get(cell) != live_table.get(cell):
+            out[f"table{cell}"] = (table.get(cell), live_table.get(cell))
+    return out
+
+
 async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) -> None:
     session_path = tmp_path / "run.tokentop-session.gz"
     options = EngineOptions(record=str(session_path), record_label="pilot")
@@ -74,7 +84,8 @@ async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) ->
             replay.seek(replay.config.t0_ns + round(at_s * 1e9))
             app.poll(force=True)
             await settle(pilot)
-            assert _shown(app) == live
+            shown = _shown(app)
+            assert shown == live, _differences(shown, live)
         # the replay's keys: to the start, then to the next level, to the mark, and back a level
         replay.seek(replay.config.t0_ns)
         ((mark_ns, label),) = replay.marks
