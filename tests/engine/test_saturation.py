@@ -18,7 +18,9 @@ from tui.engine.host.handle import EngineHandle
 from tui.engine.snapshot import Snapshot
 from tui.sim.paced import paced_server
 
-pytestmark = [pytest.mark.timeout(90), pytest.mark.heavy]
+# The overload loads both cores on purpose, and the light run reads a lag a neighbour could lift: those two
+# run alone (heavy). The two starved by the test hook (a blocked loop, a few percent of a core) do not.
+pytestmark = pytest.mark.timeout(90)
 
 
 def _results(handle: EngineHandle, path: Path) -> dict[str, Any]:
@@ -28,6 +30,7 @@ def _results(handle: EngineHandle, path: Path) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.heavy
 def test_an_overloaded_engine_flags_itself(tmp_path: Path) -> None:
     """Real overload, no hook, default thresholds: 200 streams at 200 tok/s each offer 40k chunks/s to one
     engine process, far past what one Python process can stamp on time (about 10k/s at half a core here)."""
@@ -86,6 +89,7 @@ def test_a_starved_engine_is_flagged_in_the_results_file_and_its_level(tmp_path:
     assert level["max_loop_lag_p99_ms"] > 10
 
 
+@pytest.mark.heavy
 def test_a_light_run_is_not_flagged(tmp_path: Path) -> None:
     """Four streams at 50 tok/s (200 chunks/s, 128 tokens each) with the default thresholds: a few percent of
     a core, never flagged for CPU, and not flagged in most of the snapshots read meanwhile (every 20 ms).
