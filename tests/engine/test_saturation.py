@@ -50,8 +50,9 @@ def test_an_overloaded_engine_flags_itself(tmp_path: Path) -> None:
         results = _results(handle, tmp_path / "results.json")
     health = snap.health
     client = results["client"]
-    assert client["saturated"] is True
-    assert health.loop_lag_p99_ms > client["lag_threshold_ms"] or health.cpu_share > client["cpu_threshold"]
+    # The flag is of the last two disjoint 2 s health windows, both over a threshold: the run's spans tell.
+    # Not the snapshot's rolling lag and CPU share, which can be under while it holds (seen: 1.25 ms, 0.36).
+    assert client["saturated"] is True and client["saturated_spans_s"], client
     if "a worker uses" in health.reason:  # the CPU-bound advice (more workers, when there are cores)
         assert health.reason.startswith("load generator saturated (")
         assert client["max_cpu_share"] > client["cpu_threshold"]
