@@ -309,11 +309,12 @@ def drive(policy: RampPolicy, handle: EngineHandle, timeout_s: float) -> RampSte
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.heavy
 def test_the_saved_knee_and_peak_are_the_ones_the_ramp_quoted(tmp_path: Path) -> None:
     """A real ramp to the simulator's knee (tiny-cpu: 4 slots): after the stop the load is paused and the
     saved results, written a while later, hold the knee, peak and level figures the ramp quoted, and its
-    verdict."""
+    verdict. Whichever the ramp finds on a busy machine (the knee at 4 or 8 users, or the client the limit
+    first), the saved results must say what it quoted: so not a heavy test (five runs in five with three
+    cores' worth kept busy)."""
     sim = SimServer("tiny-cpu", time_scale=20.0)
     policy = RampPolicy(min_requests=8)
     with (
