@@ -112,7 +112,14 @@ def test_a_trace_replays_at_its_times_lengths_and_prefixes(tmp_path: Path) -> No
         late_ms = passes[level][2]
         median = np.median(late_ms)
         assert median < 2.0, f"level {level}: arrival vs schedule median {median:.2f} ms"
-    # x2 halves every gap: the second pass's arrival gaps are the first's over two
-    gaps1 = np.diff(passes[1][1]) / 1e6
-    gaps2 = np.diff(passes[2][1]) / 1e6
-    assert np.median(np.abs(gaps2 - gaps1 / 2)) < 2.0
+    # x2 halves every gap as the server saw it: over each stretch of half the trace (24 requests, ~0.9 s at
+    # x1) the second pass's arrivals span half the first's. The median of the 24 ratios: the schedule is
+    # exact (above), and a ratio of one stretch moves only by its two ends' lateness, a few ms in 900 (not
+    # each gap's own: beside the Ray tests one pass read the gaps' median difference 3.3 ms, while its
+    # lateness median stayed under 2). With both cores kept busy four runs read 0.49999-0.50007; gaps not
+    # divided by the speed read 1.0.
+    half = N // 2
+    span1 = passes[1][1][half:] - passes[1][1][:-half]
+    span2 = passes[2][1][half:] - passes[2][1][:-half]
+    ratio = float(np.median(span2 / span1))
+    assert ratio == pytest.approx(0.5, abs=0.002), ratio
