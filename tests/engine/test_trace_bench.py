@@ -44,13 +44,12 @@ def test_bench_sweeps_the_trace_at_each_speed(tmp_path: Path) -> None:
         # each level starts the trace over: its requests' lengths are the trace's from its first row; those
         # still streaming when the level had its 20 are cancelled with part of their answer (seen at -n 6)
         want = [(20 + i % 7, 3 + i % 4) for i in range(len(mine))]
-        got = [(x["input_tokens"], x["output_tokens"]) for x in mine]
-        assert [g for g, x in zip(got, mine, strict=True) if x["status"] == "ok"] == [
-            w for w, x in zip(want, mine, strict=True) if x["status"] == "ok"
-        ]
-        cut = [(g, w) for g, w, x in zip(got, want, mine, strict=True) if x["status"] != "ok"]
-        assert all(x["status"] == "cancelled" for x in mine if x["status"] != "ok")
-        assert all(g[0] == w[0] and g[1] <= w[1] for g, w in cut), cut
+        for x, w in zip(mine, want, strict=True):
+            got = (x["input_tokens"], x["output_tokens"])
+            if x["status"] == "ok":
+                assert got == w, x
+            else:
+                assert x["status"] == "cancelled" and got[0] == w[0] and got[1] <= w[1], x
         assert sum(x["status"] == "ok" for x in mine) >= 20
         gaps = np.diff([x["scheduled_ns"] for x in mine]) / 1e6
         assert np.allclose(gaps, 100.0 / speed, atol=0.01)
