@@ -200,11 +200,9 @@ async def test_idle_spells_around_the_servers_keep_alive_fail_no_request(transpo
         session = RequestSession(
             client, target, WorkloadConfig(isl=16, osl=4), PROFILES["small-gpu"].model, transport=transport
         )
-        records: list[RequestRecord] = []
         try:
             for seq in range(1, 2 * 29 + 1):
                 rec = await run_request(session, RequestRecord(seq, 0, seq, 1, 0), StreamAccumulator())
-                records.append(rec)
                 assert rec.status == "ok", (seq, rec.error_class, rec.error)
                 assert rec.retries <= 1
                 offset_s = (seq % 29 - 24) * 0.00025  # -6 ms .. +1 ms
@@ -212,4 +210,3 @@ async def test_idle_spells_around_the_servers_keep_alive_fail_no_request(transpo
         finally:
             await session.aclose()
             await client.aclose()
-    assert len(records) == 2 * 29
