@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# As `tui.cli.main` sets it for tokentop's own processes: the engines the tests start in this process
+# spawn workers that would otherwise each start a BLAS thread per core as they import numpy.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
     """A folder ``make`` fills once per test run, however many xdist processes ask for it: an expensive

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -628,6 +629,10 @@ def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # numpy's OpenBLAS starts a thread per core as it loads, ~80 ms of CPU in each tokentop process that
+    # imports it (the face, every worker), taken from the server under test on a shared box; tokentop does
+    # no linear algebra. The workers and the simulator inherit it; a value the user set is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser()
     check_flags(parser, sys.argv[1:] if argv is None else argv)
     ns = parser.parse_args(argv)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import pkgutil
 import subprocess
 import sys
+
+import pytest
 
 import tui.engine
 import tui.sim
@@ -48,3 +51,26 @@ def test_bench_face_imports_no_ui_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout) == []
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no extra thread on one core")
+@pytest.mark.parametrize("preset", [None, "2"])
+def test_tokentops_processes_load_numpy_without_a_blas_thread_per_core(preset: str | None) -> None:
+    """`tokentop` leaves the cores to the server under test: numpy loads in its face and workers with no
+    BLAS threads (each one spins at start), unless the user asked for them."""
+    code = (
+        "import contextlib, io, os, threading\n"
+        "from tui.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['help'])\n"
+        "import numpy\n"
+        "threads = int(next(l for l in open('/proc/self/status') if l.startswith('Threads:')).split()[1])\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], threads)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    value, threads = out.stdout.split()
+    assert value == (preset or "1")
+    assert int(threads) == int(value), out.stdout  # the main thread and the BLAS threads asked for
