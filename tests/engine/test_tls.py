@@ -26,6 +26,7 @@ from tests.engine.tls_server import (
 )
 from tui.engine.config import TargetConfig
 from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.network import ssl_context
 from tui.engine.stream.transport import TRANSPORTS as ALL_TRANSPORTS
 from tui.engine.stream.transport import TransportName
 
@@ -121,3 +122,17 @@ def test_an_unreadable_ca_cert_is_a_usage_error(tmp_path: Path) -> None:
     r = _bench("--url", "https://127.0.0.1:9", "--ca-cert", str(bad))
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith(f"tokentop: error: --ca-cert {bad}: not a readable PEM bundle"), r.stderr
+
+
+async def test_a_ca_bundle_rewritten_in_place_is_read_again(
+    server: ScriptedServer, pair: SelfSigned, tmp_path: Path
+) -> None:
+    """A process keeps one context per trust setting (`ssl_context`), but not past a change to the file."""
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes(make_self_signed(tmp_path).cert.read_bytes())
+    target = TargetConfig(base_url=server.url, ca_cert=str(bundle), timeout_s=10)
+    with pytest.raises(ProbeError):
+        await asyncio.to_thread(probe_server, target)
+    assert ssl_context(target) is ssl_context(target)  # kept while nothing changed
+    bundle.write_bytes(pair.cert.read_bytes() + b"\n")  # the right one, in place (another size)
+    assert await asyncio.to_thread(probe_server, target) == "tls-model"

@@ -8,6 +8,8 @@ with `ssl_context`; the environment the proxy is read from is the face's, inheri
 
 from __future__ import annotations
 
+import functools
+import os
 import ssl
 import urllib.request
 from urllib.parse import urlsplit
@@ -30,15 +32,40 @@ def ssl_context(target: TargetConfig) -> ssl.SSLContext:
     Verification is on by default, against what httpx verifies against (``SSL_CERT_FILE`` or
     ``SSL_CERT_DIR`` when `TargetConfig.trust_env`, else certifi's bundle); ``ca_cert`` replaces that store
     with a PEM bundle (as httpx's ``verify=PATH`` and curl's ``--cacert`` do); ``insecure`` verifies nothing.
-    Raises `OSError`/`ssl.SSLError` for a ``ca_cert`` that cannot be read as PEM."""
-    if target.insecure:
+    Raises `OSError`/`ssl.SSLError` for a ``ca_cert`` that cannot be read as PEM.
+
+    One context per process for the same settings: loading a CA bundle costs ~25 ms of CPU, and the face
+    alone asked for three (the probe, the ISL probe, the metrics poller). A changed environment variable or
+    ``ca_cert`` file makes a new one."""
+    env = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")) if target.trust_env else None
+    return _context(target.insecure, target.ca_cert, target.trust_env, env, _file_version(target.ca_cert))
+
+
+def _file_version(path: str | None) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None  # reading it fails with its own error
+    return None if st is None else (st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _context(
+    insecure: bool,
+    ca_cert: str | None,
+    trust_env: bool,
+    env: tuple[str | None, str | None] | None,
+    file_version: tuple[int, int] | None,
+) -> ssl.SSLContext:
+    """The context for these settings (``env`` and ``file_version`` only key the cache)."""
+    if insecure:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         return ctx
-    if target.ca_cert:
-        return ssl.create_default_context(cafile=target.ca_cert)
-    return httpx.create_ssl_context(verify=True, trust_env=target.trust_env)
+    if ca_cert:
+        return ssl.create_default_context(cafile=ca_cert)
+    return httpx.create_ssl_context(verify=True, trust_env=trust_env)
 
 
 def proxy_for(target: TargetConfig) -> httpx.Proxy | None:
