@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from rich.style import Style
+
 from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
@@ -315,3 +317,19 @@ async def test_a_paused_load_marks_no_level_as_running(make_app: MakeApp) -> Non
         app.poll(force=True)
         await settle(pilot)
         assert "▶ 8 users" in screen_text(app)
+
+
+async def test_a_pane_drawn_after_its_removal_draws_plain_rather_than_failing(make_app: MakeApp) -> None:
+    """A tick can reach the status bar while the app tears it down; Textual has cleared its component
+    styles by then, and the lookup raised KeyError ("No 'status--warning' key in COMPONENT_CLASSES")."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        bar = app._status
+        assert bar.component_style("status--warning") != Style()  # styled while mounted
+        shown = bar._shown
+        assert shown is not None
+        await bar.remove()
+        bar.component_style._cache.clear()  # as a theme change would: looked up again
+        bar.show(*shown)
+        assert bar.component_style("status--warning") == Style()

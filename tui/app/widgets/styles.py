@@ -26,7 +26,10 @@ class ComponentStyles:
             self._subscribed = True
         style = self._cache.get(name)
         if style is None:
-            style = self._cache[name] = self._widget.get_component_rich_style(name)
+            try:
+                style = self._cache[name] = self._widget.get_component_rich_style(name)
+            except KeyError:  # removed (Textual clears its component styles), e.g. a tick as the app exits
+                return Style()
         return style
 
     def _clear(self, _theme: Theme) -> None:
