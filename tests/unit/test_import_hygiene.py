@@ -59,7 +59,7 @@ def test_tokentops_processes_load_numpy_without_a_blas_thread_per_core(preset: s
     """`tokentop` leaves the cores to the server under test: numpy loads in its face and workers with no
     BLAS threads (each one spins at start), unless the user asked for them."""
     code = (
-        "import contextlib, io, os, threading\n"
+        "import contextlib, io, os\n"
         "from tui.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['help'])\n"
@@ -70,7 +70,8 @@ def test_tokentops_processes_load_numpy_without_a_blas_thread_per_core(preset: s
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if preset is not None:
         env["OPENBLAS_NUM_THREADS"] = preset
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                         check=True)  # fmt: skip
     value, threads = out.stdout.split()
     assert value == (preset or "1")
     assert int(threads) == int(value), out.stdout  # the main thread and the BLAS threads asked for
