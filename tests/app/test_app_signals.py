@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.engine.engine_helpers import logged_lines
 from tests.pty_app import PtyApp
 from tui.sim.launch import SimServer
 
@@ -28,10 +29,10 @@ def test_a_signal_quits_the_app_like_q(tmp_path: Path, sig: signal.Signals, stat
         with PtyApp(args, env) as app:
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline and app.running():
-                if log.exists() and log.read_text().count("\n") >= 4:
+                if logged_lines(log) >= 4:
                     break
                 time.sleep(0.05)
-            assert log.exists() and log.read_text().count("\n") >= 4, bytes(app.screen[-2000:])
+            assert logged_lines(log) >= 4, bytes(app.screen[-2000:])
             children = psutil.Process(app.pid).children(recursive=True)
             app.send_signal(sig)
             returncode = app.wait(30)
@@ -54,10 +55,10 @@ def test_closing_the_terminal_ends_the_app_within_2_s(tmp_path: Path) -> None:
         with PtyApp(args, env) as app:
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline and app.running():
-                if log.exists() and log.read_text().count("\n") >= 4:
+                if logged_lines(log) >= 4:
                     break
                 time.sleep(0.05)
-            assert log.exists() and log.read_text().count("\n") >= 4, bytes(app.screen[-2000:])
+            assert logged_lines(log) >= 4, bytes(app.screen[-2000:])
             children = psutil.Process(app.pid).children(recursive=True)
             assert children  # the engine's workers
             app.hang_up()

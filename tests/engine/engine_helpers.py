@@ -85,6 +85,15 @@ def read_jsonl(path: Path, *, live: bool = False) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def logged_lines(path: Path) -> int:
+    """How many whole lines a log still being written holds; 0 while it does not exist. The check of the
+    outputs before a run creates the log and removes it again, so it can vanish between two looks."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
 def joined(requests_log: Path, truth_log: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(client record, server truth) pairs joined on the x-tokentop-request-id the client sent."""
     truth = {t["client_request_id"]: t for t in read_jsonl(truth_log)}

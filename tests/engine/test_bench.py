@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.engine_helpers import bench
+from tests.engine.engine_helpers import bench, logged_lines
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -184,10 +184,10 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 30  # bounded wait for a few finished requests
         while time.monotonic() < deadline and proc.poll() is None:
-            if log.exists() and log.read_text().count("\n") >= 6:
+            if logged_lines(log) >= 6:
                 break
             time.sleep(0.05)
-        assert log.exists() and log.read_text().count("\n") >= 6
+        assert logged_lines(log) >= 6
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=20)
     finally:

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.engine.engine_helpers import logged_lines
 from tests.engine.fault_server import FaultServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -63,7 +64,7 @@ def test_sigterm_and_sighup_end_like_ctrl_c(tmp_path: Path, sig: signal.Signals,
     proc = subprocess.Popen(_sim_bench(out, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env())  # fmt: skip
     try:
-        assert _wait_for(lambda: log.exists() and log.read_text().count("\n") >= 4, 30)
+        assert _wait_for(lambda: logged_lines(log) >= 4, 30)
         children = _children(proc.pid)
         assert len(children) >= 2  # the simulator and one engine worker (plus multiprocessing's helper)
         proc.send_signal(sig)
@@ -196,7 +197,7 @@ def test_kill_9_leaves_no_engine_worker_and_a_valid_log(tmp_path: Path) -> None:
                     "--osl", "32", "--requests-log", str(log), "--quiet")  # fmt: skip
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
         try:
-            assert _wait_for(lambda: log.exists() and log.read_text().count("\n") >= 8, 30)
+            assert _wait_for(lambda: logged_lines(log) >= 8, 30)
             children = _children(proc.pid)
             assert len(children) >= 2
             proc.kill()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine.engine_helpers import logged_lines
 from tests.pty_app import PtyApp
 from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
@@ -97,10 +98,10 @@ def test_watch_runs_against_the_variable_and_says_so_first(tmp_path: Path) -> No
         with PtyApp(["watch", "--interval", "0.2", "--server-metrics-log", str(log)], env) as app:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and app.running():
-                if log.exists() and log.read_text().count("\n") >= 2:
+                if logged_lines(log) >= 2:
                     break
                 time.sleep(0.05)
-            scrapes = log.read_text().count("\n") if log.exists() else 0
+            scrapes = logged_lines(log)
             app.write(b"q")
             returncode = app.wait(20)
     text = app.text()
