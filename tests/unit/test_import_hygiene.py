@@ -16,7 +16,7 @@ import tui.sim
 UI_PACKAGES = ("textual", "rich", "plotext")
 OPTIONAL_EXTRAS = ("ray", "pynvml")
 """Libraries of optional extras: a module that needs one is skipped where it is not installed (CI installs
-the Ray extra only in its own step, after these tests)."""
+the Ray extra in its own step before these tests, so there the Ray pool's imports are checked too)."""
 
 
 def _modules() -> list[str]:
