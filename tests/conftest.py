@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,6 +14,11 @@ import pytest
 # As `tui.cli.main` sets it for tokentop's own processes: the engines the tests start in this process
 # spawn workers that would otherwise each start a BLAS thread per core as they import numpy.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+# The Pilot tests build and drop whole apps (thousands of widgets and their cycles) in these processes: at
+# the default thresholds a full collection ran ~50 times over tests/app (12.9 s of its 69.7 s of CPU), at
+# (700, 10, 100) 14 times (6.3 s). Tokens are stamped in worker subprocesses, which keep the defaults.
+gc.set_threshold(700, 10, 100)
 
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
