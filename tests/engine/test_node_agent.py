@@ -17,6 +17,7 @@ from tui.engine.host.probe import probe_server
 from tui.engine.load.runner import split_load
 from tui.engine.remote.agent import CLOSED, NodeAgent
 from tui.engine.remote.clock import estimate_offset
+from tui.engine.snapshot import Snapshot
 from tui.engine.wire import ApplyShare, Batch, Goodbye, Stop, WorkerMessage, WorkerSpec
 from tui.sim.launch import SimServer
 
@@ -99,11 +100,17 @@ def test_a_worker_sends_lane_deltas_only_within_its_lane_budget(tmp_path: Path) 
             sim.start().url, LoadTarget(concurrency=12), tmp_path, workload=workload, options=options
         ) as handle:
             wait_for(handle, lambda s: s.in_flight == 12, 20, "12 in flight")
-            wait_for(handle, lambda s: s.completed >= 1, 30, "a completion")
-            with handle._lock:
-                known = len(handle._store.lanes.live)
-                in_flight = handle._store.in_flight()
-            assert in_flight >= 8 and known <= 4 + 1, (known, in_flight)
+            known: list[tuple[int, int]] = []  # (lanes known, requests in flight) at each look
+
+            def many_in_flight_after_a_completion(snap: Snapshot) -> bool:
+                with handle._lock:
+                    known.append((len(handle._store.lanes.live), handle._store.in_flight()))
+                return snap.completed >= 1 and known[-1][1] >= 8
+
+            # All 12 start together and end together: just after the first completion the closed loop may
+            # not have replaced the others yet (7 in flight at -n 6 in CI), so look until it has.
+            wait_for(handle, many_in_flight_after_a_completion, 30, ">= 8 in flight after a completion")
+            assert max(lanes for lanes, _ in known) <= 4 + 1, known
             snap = handle.snapshot()
             assert snap.output_tps > 0  # the tokens of lanes left out still count live
 
