@@ -260,7 +260,8 @@ def test_a_sessions_mooncake_trace_replays_in_tokentops_trace_replay(
         == 0
     )
     reader = MooncakeReader()
-    wanted = [reader.parse(line) for line in trace.read_text().splitlines()][:12]
+    lines = [reader.parse(line) for line in trace.read_text().splitlines()]
+    wanted = lines[:12]
     session = read_session(recorded["fast"])
     decoder = Decoder(session.header["schema"])
     recorded_ok = sorted((r for e in session.of_kind("b") for r in decoder._build("Batch", e["b"]).records
@@ -274,9 +275,12 @@ def test_a_sessions_mooncake_trace_replays_in_tokentops_trace_replay(
     assert done.returncode == 0, done.stderr
     again = read_session(replayed)
     decoder = Decoder(again.header["schema"])
-    # in the trace's order, which is the replay's schedule (two workers' sends can cross on a busy machine)
+    # in the trace's order, which is the replay's schedule (two workers' sends can cross on a busy machine);
+    # the trace keeps whole ms, so the two users that began a level together share a time: those are
+    # ordered by their lengths on both sides (in CI two such requests came back swapped)
     sent = sorted((r for e in again.of_kind("b") for r in decoder._build("Batch", e["b"]).records),
-                  key=lambda r: r.scheduled_ns)[:12]  # fmt: skip
+                  key=lambda r: (r.scheduled_ns, r.input_tokens, r.output_tokens))[:12]  # fmt: skip
+    wanted = sorted(lines, key=lambda w: (w.at_ns, w.input_tokens, w.output_tokens))[:12]
     assert [(r.input_tokens, r.output_tokens) for r in sent] == [
         (w.input_tokens, w.output_tokens) for w in wanted
     ]
