@@ -44,6 +44,10 @@ def test_a_signal_quits_the_app_like_q(tmp_path: Path, sig: signal.Signals, stat
     assert not alive
 
 
+# `timing`: the 2 s bound is where a worker that had to be terminated (2 s of join first) lands. In CI's
+# first pass at -n 6, with one more core kept busy, one exit took 3.1 s; on its own with that busy core it
+# passed 10 runs of 10.
+@pytest.mark.timing
 def test_closing_the_terminal_ends_the_app_within_2_s(tmp_path: Path) -> None:
     """The pty's master really closed (an ssh drop, ``tmux kill-session``): the kernel's SIGHUP, a terminal
     that fails every write. The app writes its results, exits 129 and leaves no process behind."""
