@@ -276,16 +276,17 @@ def test_a_sessions_mooncake_trace_replays_in_tokentops_trace_replay(
     again = read_session(replayed)
     decoder = Decoder(again.header["schema"])
     # in the trace's order, which is the replay's schedule (two workers' sends can cross on a busy machine);
-    # the trace keeps whole ms, so the two users that began a level together share a time: those are
-    # ordered by their lengths on both sides (in CI two such requests came back swapped)
+    # the trace keeps whole ms, so two requests sent within one ms share a time (all workers share one
+    # anchor, so only those can swap): they are ordered by their lengths on both sides (in CI two pairs
+    # came back swapped)
     sent = sorted((r for e in again.of_kind("b") for r in decoder._build("Batch", e["b"]).records),
                   key=lambda r: (r.scheduled_ns, r.input_tokens, r.output_tokens))[:12]  # fmt: skip
-    wanted = sorted(lines, key=lambda w: (w.at_ns, w.input_tokens, w.output_tokens))[:12]
+    scheduled = sorted(lines, key=lambda w: (w.at_ns, w.input_tokens, w.output_tokens))[:12]
     assert [(r.input_tokens, r.output_tokens) for r in sent] == [
-        (w.input_tokens, w.output_tokens) for w in wanted
+        (w.input_tokens, w.output_tokens) for w in scheduled
     ]
-    for r, w in zip(sent, wanted, strict=True):  # the same relative times, to the ms the trace keeps
-        assert abs((r.scheduled_ns - sent[0].scheduled_ns) - (w.at_ns - wanted[0].at_ns)) < 1_000_000
+    for r, w in zip(sent, scheduled, strict=True):  # the same relative times, to the ms the trace keeps
+        assert abs((r.scheduled_ns - sent[0].scheduled_ns) - (w.at_ns - scheduled[0].at_ns)) < 1_000_000
     # and sent on them (loosely: how late a send may be is the trace replay's timing test)
     lateness_ms = sorted((r.sent_ns - r.scheduled_ns) / 1e6 for r in sent)
     assert lateness_ms[0] >= 0 and lateness_ms[len(sent) // 2] < 60, lateness_ms
