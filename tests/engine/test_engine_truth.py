@@ -51,6 +51,7 @@ def test_timings_match_server_truth_at_low_load(tmp_path: Path, tokens_per_chunk
     deliver: list[float] = []
     for rec, tr in pairs:
         assert rec["status"] == "ok" and tr["status"] == "ok"
+        assert rec["sent_ns"] <= tr["arrival_ns"], "a request stamped sent after the server read it"
         # token counts: exact, from usage
         assert (
             (rec["output_tokens"], rec["output_source"])

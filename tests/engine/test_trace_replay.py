@@ -86,6 +86,13 @@ def test_a_trace_replays_at_its_times_lengths_and_prefixes(tmp_path: Path) -> No
         assert np.abs((sched - sched[0]) / 1e6 - want_ms).max() < 1e-3
         late_ms = (arrival - sched) / 1e6
         assert late_ms.min() >= 0, "a request reached the server before its time"
+        # the send stamp is the request's going out, so the server cannot have read it earlier
+        early = [
+            (rec["sent_ns"] - tr["arrival_ns"]) / 1e6 for rec, tr in mine if rec["sent_ns"] > tr["arrival_ns"]
+        ]
+        assert not early, (
+            f"{len(early)} requests stamped sent after the server read them, by up to {max(early):.3f} ms"
+        )
         passes[level] = (mine, arrival, late_ms)
         # ISL and OSL per request as the trace says, by the server's count
         for (rec, tr), row in zip(mine, rows, strict=True):

@@ -57,7 +57,7 @@ class RequestRecord:
     level_id: int
     """The load level the request was started under."""
     sent_ns: int
-    """When the request went onto the socket: the protocol transport stamps it just after the socket write,
+    """When the request went onto the socket: the protocol transport stamps it just before the socket write,
     the aiohttp transport as the request headers are written, the stock httpx transport just before
     handing the request to httpx. A retry restamps it."""
     scheduled_ns: int | None = None

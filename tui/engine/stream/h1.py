@@ -68,8 +68,9 @@ class Connection(asyncio.Protocol):
     # --- one exchange ---------------------------------------------------------------------------
 
     def send(self, sink: ResponseSink, request: bytes) -> int:
-        """Write ``request`` and deliver its response to ``sink``; returns the stamp taken just after the
-        bytes went to the socket (asyncio writes at once when nothing is queued)."""
+        """Write ``request`` and deliver its response to ``sink``; returns the stamp taken just before the
+        bytes go to the socket. Not after: on a shared machine the write wakes the server, which may take
+        this core before the stamp, and the request would read as sent after the server read it."""
         self.sink = sink
         # httptools looks its callbacks up once, here: body bytes go straight to the sink, no hop between
         self.on_body = sink.body
@@ -79,8 +80,8 @@ class Connection(asyncio.Protocol):
         self.received = self.headers_done = False
         self.drain_until_ns = 0
         assert self.transport is not None
-        self.transport.write(request)
         self.now = now = time.perf_counter_ns()
+        self.transport.write(request)
         self._arm(self.pool.read_timeout_s)
         return now
 

@@ -2,7 +2,7 @@
 
 The SSE decoder, orjson and the accumulator run inside ``data_received`` with the read's stamp; the
 request's task only waits for the outcome. The record comes out as the httpx path makes it: the same stamps
-(sent just after the socket write, first byte at the end of the headers, each chunk at its read), the same
+(sent just before the socket write, first byte at the end of the headers, each chunk at its read), the same
 failures (`tui.engine.stream.failures`), the same retry of a stale keep-alive connection.
 """
 
