@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from tui.cpu_slice import request_short_slice
 from tui.sim.config import SimConfig, config_from_args
 from tui.sim.http import HttpProtocol
 from tui.sim.model import PROFILES, decode_tokens_per_s
@@ -93,6 +94,8 @@ def run(config: SimConfig) -> int:
         path = config.state_log if which == "state" else config.truth_log
         print(f"tokentop sim: cannot open {which} log {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+
+    request_short_slice()  # the referee's stamps wait for no other process's slice (see the module)
 
     def ready(url: str) -> None:
         print(f"tokentop sim: serving profile {config.profile.name} on {url}", flush=True)

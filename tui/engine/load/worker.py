@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from tui.cpu_slice import request_short_slice
 from tui.engine.load.arrivals import ArrivalCollector, LevelArrivals
 from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
@@ -409,7 +410,11 @@ def _run_loop(coro: Coroutine[Any, Any, None]) -> None:
     chunk falls from about 48 to 26 us (a bare Protocol's from 20 to 6: most of it is the selector loop).
     Through the whole engine at 200 streams x 50 tok/s (calibrate's level), client-added ITL error p99 over
     alternating runs: 2.7-7.2 ms on the stdlib loop, 1.5-3.9 ms on uvloop.
+
+    Every engine process that stamps times (the workers, the canary) runs here, with a short CPU slice:
+    a read or a held send waits less behind other processes (`tui.cpu_slice`).
     """
+    request_short_slice()
     if os.environ.get("TOKENTOP_LOOP", "").strip().lower() != "asyncio":
         try:
             import uvloop
