@@ -15,10 +15,12 @@ Not a pytest test (tests/perf is excluded from the suite).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,18 @@ from tests.engine.test_trace_replay import BLOCK, N, write_trace
 from tui.engine.config import EngineOptions, LoadTarget, TraceConfig, WorkloadConfig
 from tui.engine.traces import check_trace
 from tui.sim.launch import SimServer
+
+
+@contextlib.contextmanager
+def busy_core(on: bool) -> Iterator[None]:
+    """While the block runs, one core kept busy by another process (``--busy``); nothing when not ``on``."""
+    busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"]) if on else None
+    try:
+        yield
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
 
 
 def one_run(tmp: Path) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -63,9 +77,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--busy", action="store_true", help="keep one core busy with another process")
     args = ap.parse_args()
-    busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"]) if args.busy else None
     arrivals, sents, pass_p99 = [], [], []
-    try:
+    with busy_core(args.busy):
         for run in range(args.runs):
             with tempfile.TemporaryDirectory() as tmp:
                 passes = one_run(Path(tmp))
@@ -75,10 +88,6 @@ def main() -> None:
                 pass_p99.append(float(np.percentile(arrival, 99)))
             last = ", ".join(f"{p:.2f}" for p in pass_p99[-2:])
             print(f"run {run + 1}: arrival p99 of the passes {last} ms; load {os.getloadavg()[0]:.1f}")
-    finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
     p99s = np.array(pass_p99)
     print(f"{'busy core' if args.busy else 'no busy core'}, {args.runs} runs, {p99s.size} passes of {N}:")
     print(f"  arrival - schedule, every request: {figures(np.concatenate(arrivals))}")

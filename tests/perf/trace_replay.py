@@ -22,8 +22,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ import numpy as np
 import psutil
 
 from tests.engine.engine_helpers import joined
+from tests.perf.trace_arrivals import busy_core
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, TraceConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.load.replay import Replay
@@ -96,13 +95,8 @@ def main() -> None:
     ap.add_argument("--skip-feed-pass", action="store_true", help="leave out the whole-file TraceFeed pass")
     ap.add_argument("--busy", action="store_true", help="keep one core busy with another process throughout")
     args = ap.parse_args()
-    busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"]) if args.busy else None
-    try:
+    with busy_core(args.busy):
         run(args)
-    finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
 
 
 def run(args: argparse.Namespace) -> None:
