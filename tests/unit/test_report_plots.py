@@ -18,6 +18,8 @@ from tui.engine.results.build import histograms_of
 from tui.engine.results.files import read_results, write_results
 from tui.engine.results.model import Results
 from tui.engine.results.plot import (
+    PLOT_LEFT,
+    level_name,
     log_ticks,
     nice_ceiling,
     plotted_levels,
@@ -81,6 +83,22 @@ def test_one_point_per_steady_level_and_the_knee_marked() -> None:
     assert {"TTFT p50", "TTFT p99", "ITL p50", "ITL p99"} <= set(texts)
     assert sum(t.startswith("c=") for t in texts) == len(results.levels)
     assert "(not plotted: not steady)" in texts
+
+
+def test_the_latency_table_gives_each_level_a_row_of_its_own() -> None:
+    """Each level's row sits below the one before, its figures on its own line: the table is read by row."""
+    results = _results()
+    texts = list(_svg(results).iter("{http://www.w3.org/2000/svg}text"))
+    ys = []
+    for lv in results.levels:
+        (name,) = [t for t in texts if "".join(t.itertext()) == level_name(lv)
+                   and float(t.attrib["x"]) == PLOT_LEFT and t.attrib["text-anchor"] == "start"]  # fmt: skip
+        ys.append(float(name.attrib["y"]))
+    header_y = next(float(t.attrib["y"]) for t in texts if "".join(t.itertext()) == "TTFT p99")
+    assert len(results.levels) > 1 and ys == sorted(set(ys)) and header_y < ys[0]
+    for lv, y in zip(results.levels, ys, strict=True):
+        row = [t for t in texts if float(t.attrib["y"]) == y]
+        assert len(row) == 7, level_name(lv)  # the name, five figures and the note: no other level's cells
 
 
 def test_too_short_levels_and_null_rates_never_make_a_point() -> None:

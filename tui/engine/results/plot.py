@@ -224,17 +224,17 @@ def _table(levels: Sequence[Level], points: Sequence[Level], top: float) -> list
             out.append(_text(x, y, cell, anchor=anchor, cls="note" if k == len(cells) - 1 else None))
 
     row(top + ROW_H, [name for name, _ in TABLE_COLUMNS])
-    for k, lv in enumerate(levels, 2):
+    for r, lv in enumerate(levels, 2):
         cells = [level_name(lv)]
-        for k, (_, figure) in enumerate(TABLE_COLUMNS[1:-1]):
+        for c, (_, figure) in enumerate(TABLE_COLUMNS[1:-1]):
             assert figure is not None
-            cells.append(_fmt(_finite(figure(lv)), thousands=k == 0))
+            cells.append(_fmt(_finite(figure(lv)), thousands=c == 0))
         if id(lv) in plotted:
             cells.append("")
         else:
             why = "too short" if lv.too_short else "not steady" if not lv.steady else "no rate"
             cells.append(f"(not plotted: {why})")
-        row(top + k * ROW_H, cells)
+        row(top + r * ROW_H, cells)
     return out
 
 
