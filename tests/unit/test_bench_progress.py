@@ -107,7 +107,7 @@ def test_duration_goal_and_unknown_eta() -> None:
 
 def test_failures_are_said_only_when_there_are_some() -> None:
     assert "failed" not in progress_line(_p())
-    assert "steady, 3 failed, " in progress_line(_p(failed=3))
+    assert "steady, 3 failed in the level, " in progress_line(_p(failed=3))  # the level's, not its window's
 
 
 @pytest.mark.parametrize("width", [20, 40, 60, 80, 100, 120, 200])

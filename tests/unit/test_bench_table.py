@@ -36,3 +36,19 @@ def test_no_knee_from_the_clients_levels_says_the_client_was_the_limit() -> None
     text = summary(frozen.snapshot(levels=limited, knee=None))
     assert "knee: not found among the server's levels (the client was the limit at 8 users)" in text
     assert "still rising" not in text
+
+
+def test_the_fail_column_and_the_errors_line_say_which_requests_they_count() -> None:
+    """The table's ``fail`` counts each level's steady window, the errors line the whole run: both say so,
+    so 13 in the column and 16 on the line read as two populations, not a contradiction."""
+    from tui.bench.table import summary
+
+    levels = tuple(replace(lv, window_failed=k) for k, lv in enumerate(frozen.LEVELS))
+    text = summary(frozen.snapshot(levels=levels, errors=(("disconnect", 10), ("http_429", 6))))
+    header, rows = _header_and_rows(text)
+    assert header.split()[2] == "fail" and [row.split()[2] for row in rows] == [
+        str(k) for k in range(len(rows))
+    ]
+    assert "(over each level's steady window: done and fail count the requests sent in it;" in text
+    line = "errors over the whole run, warm-up and wind-down included (16 failed): disconnect 10, http_429 6"
+    assert line in text.splitlines()

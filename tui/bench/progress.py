@@ -49,6 +49,7 @@ class LevelProgress:
     """How long each earlier level's wind-down took: after its goal, its in-flight requests finish before the
     next level starts (a level of long requests can wind down for as long as it ran)."""
     failed: int = 0
+    """This level's failed requests, warm-up included (the table's ``fail`` counts its steady window only)."""
     output_tps: float = math.nan
     ttft_p50_ms: float = math.nan
     itl_p50_ms: float = math.nan
@@ -122,7 +123,7 @@ def progress_line(p: LevelProgress, width: int | None = None) -> str:
     )
     figures = [p.phase]
     if p.failed:
-        figures.append(f"{p.failed} failed")
+        figures.append(f"{p.failed} failed in the level")
     figures.append(f"{p.output_tps:,.0f} tok/s" if math.isfinite(p.output_tps) else "- tok/s")
     figures.append(f"TTFT p50 {ms_figure(p.ttft_p50_ms)} ms, ITL p50 {ms_figure(p.itl_p50_ms)} ms")
     figures.append(f"in flight {p.in_flight}")

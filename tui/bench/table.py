@@ -59,7 +59,8 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append(
-        "(latencies in ms, ISL/OSL mean tokens by the server's count, over each level's steady window)"
+        "(over each level's steady window: done and fail count the requests sent in it; latencies in ms,"
+        " ISL/OSL mean tokens by the server's count)"
     )
     return "\n".join(lines)
 
@@ -92,8 +93,12 @@ def summary(snap: Snapshot) -> str:
     ]
     if lags:
         lines.append("send vs schedule (ms, never in TTFT): " + "; ".join(lags))
-    if snap.errors:
-        lines.append("errors: " + ", ".join(f"{k} {v}" for k, v in snap.errors))
+    if snap.errors:  # the whole run, so more than the table's fail column (its steady windows only)
+        failed = sum(v for _, v in snap.errors)
+        lines.append(
+            f"errors over the whole run, warm-up and wind-down included ({failed} failed): "
+            + ", ".join(f"{k} {v}" for k, v in snap.errors)
+        )
     dropped = sum(lv.dropped for lv in snap.levels)
     if dropped:
         lines.append(
