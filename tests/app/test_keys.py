@@ -313,7 +313,7 @@ async def test_the_ramp_doubles_once_a_level_is_steady_and_stops_at_the_knee(
         assert not app._curve.border_subtitle
 
 
-async def test_k_sets_the_measured_knee_and_is_offered_only_with_one(
+async def test_k_sets_the_measured_knee_is_offered_only_with_one_and_says_when_none(
     make_app: MakeApp, engine: FakeEngine
 ) -> None:
     from dataclasses import replace
@@ -327,10 +327,13 @@ async def test_k_sets_the_measured_knee_and_is_offered_only_with_one(
         engine.snap = replace(engine.snap, seq=43, knee=None)
         app.poll()
         await settle(pilot)
-        assert app.check_action("knee", ()) is False
         assert "k knee" not in screen_text(app).splitlines()[-1]
         await pilot.press("k")
         assert engine.loads[-1].concurrency == 4  # nothing to go back to: no change
+        # ...and pressed anyway, `k` says why rather than nothing
+        assert "no knee measured yet: `a` ramps the load until it finds one" in [
+            n.message for n in app._notifications
+        ]
 
 
 async def test_p_freezes_the_lane_text(make_app: MakeApp, engine: FakeEngine) -> None:

@@ -57,6 +57,7 @@ WATCH_OFF = frozenset(
         "knee",
         "next_view",
         "freeze_text",
+        "inspect_request",
         "mark",
     }
 )
@@ -180,7 +181,7 @@ class TokentopApp(App[int]):
                 yield self._table
                 yield self._server
                 yield self._errors
-        yield KeyFooter(self.FOOTER_RANK)
+        yield KeyFooter(self.FOOTER_RANK, offered=self._footer_offers)
 
     def on_mount(self) -> None:
         self.theme = self._initial_theme
@@ -333,13 +334,14 @@ class TokentopApp(App[int]):
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.watch_only and action in WATCH_OFF:
-            return False
+        return not (self.watch_only and action in WATCH_OFF)
+
+    def _footer_offers(self, action: str) -> bool:
+        """`k` leaves the footer while there is no knee, `v` while every pane is on screen; pressed anyway
+        (or picked in the palette), each says why it does nothing."""
         if action == "next_view":
             return self.compact
-        if action == "knee":
-            return self._knee_goal() is not None
-        return True
+        return action != "knee" or self._knee_goal() is not None
 
     # --- load keys --------------------------------------------------------------------------------
 
@@ -436,7 +438,9 @@ class TokentopApp(App[int]):
     def action_knee(self) -> None:
         goal = self._knee_goal()
         if goal is None:
-            self.notify("no knee measured yet", title="knee", timeout=3)
+            self.notify(
+                "no knee measured yet: `a` ramps the load until it finds one", title="knee", timeout=3
+            )
             return
         self.set_target(goal)
         self.notify(f"load back to the knee: {load_label(goal)}", title="knee", timeout=3)
@@ -452,6 +456,10 @@ class TokentopApp(App[int]):
         self._redraw_plots()
 
     def action_next_view(self) -> None:
+        if not self.compact:
+            w, h = COMPACT_BELOW
+            self.notify(f"every pane is on screen: views take turns below {w}x{h}", title="view", timeout=3)
+            return
         self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
         self._apply_layout()
         self.call_after_refresh(self._redraw_plots)
@@ -487,6 +495,11 @@ class TokentopApp(App[int]):
         from tui.app.widgets.mark import MarkScreen
 
         self.push_screen(MarkScreen(), lambda label: mark(label) if label else None)
+
+    def action_inspect_request(self) -> None:
+        """The palette's way to a request's detail: the lanes focused, the picked (else top) lane opened."""
+        self._lanes.focus()
+        self._lanes.action_open()
 
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
@@ -539,6 +552,10 @@ class TokentopApp(App[int]):
 
     # --- command palette --------------------------------------------------------------------------
 
+    PALETTE: ClassVar[tuple[tuple[str, str, str], ...]] = keys.COMMANDS
+    """The command palette's entries: (title, help, action); a key's action and the palette's are one."""
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        for title, help_text, action in keys.COMMANDS:
-            yield SystemCommand(title, help_text, partial(self.run_action, action))
+        for title, help_text, action in self.PALETTE:
+            if self.check_action(action.partition("(")[0], ()):  # not a load key in watch or replay
+                yield SystemCommand(title, help_text, partial(self.run_action, action))

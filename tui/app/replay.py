@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 
+from tui.app import keys
 from tui.app.app import TokentopApp
 from tui.app.widgets.status import UiState
 from tui.configs import ReplayConfig
@@ -24,6 +25,18 @@ REPLAY_BINDINGS: list[BindingType] = [
     Binding("plus,equals_sign", "replay_speed(2.0)", "speed", key_display="+/-"),
     Binding("minus", "replay_speed(0.5)", "slower", show=False),
 ]
+REPLAY_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Play / pause replay", "Stop or start the recording's clock (space)", "replay_toggle"),
+    ("Seek forward", "10 s later in the recording (right)", "replay_seek(10)"),
+    ("Seek back", "10 s earlier in the recording (left)", "replay_seek(-10)"),
+    ("Next level", "The next load level's start (])", "replay_level(1)"),
+    ("Previous level", "The previous load level's start ([)", "replay_level(-1)"),
+    ("Next mark", "The next mark set while recording (n)", "replay_mark(1)"),
+    ("Previous mark", "The previous mark set while recording (N)", "replay_mark(-1)"),
+    ("Faster replay", "Double the replay's speed (+)", "replay_speed(2.0)"),
+    ("Slower replay", "Halve the replay's speed (-)", "replay_speed(0.5)"),
+)
+"""The replay's own palette entries (the live app's view keys follow them)."""
 LOAD_ACTIONS = frozenset(
     {"load_step", "load_scale", "toggle_mode", "toggle_pause", "toggle_ramp", "knee", "mark"}
 )
@@ -46,6 +59,8 @@ class ReplayApp(TokentopApp):
         "help",
         "quit",
     )
+
+    PALETTE: ClassVar[tuple[tuple[str, str, str], ...]] = (*REPLAY_COMMANDS, *keys.COMMANDS)
 
     replay: ReplayEngine
 

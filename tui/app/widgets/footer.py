@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from rich.cells import cell_len
 from textual import events
@@ -45,10 +45,15 @@ class KeyFooter(Footer):
     right edge, which at 80 columns hid the later ones and at 160 left `s`, `t`, `p` and `ctrl+p` out
     because they had to be marked hidden to keep 80 columns readable."""
 
-    def __init__(self, rank: Sequence[str], *, id: str | None = None) -> None:
+    def __init__(
+        self, rank: Sequence[str], *, offered: Callable[[str], bool] = lambda _: True, id: str | None = None
+    ) -> None:
         super().__init__(id=id, compact=True, show_command_palette=False)
         self.rank = tuple(rank)
         """Actions, most useful first."""
+        self.offered = offered
+        """Whether an action is worth a place now: a key can stay live (and say why it does nothing) while
+        the footer leaves it out."""
         self._width = 0
 
     def entries(self) -> list[FooterEntry]:
@@ -56,7 +61,7 @@ class KeyFooter(Footer):
         seen: set[str] = set()
         out: list[FooterEntry] = []
         for _node, binding, enabled, tooltip in self.screen.active_bindings.values():
-            if not binding.show or binding.action in seen:
+            if not binding.show or binding.action in seen or not self.offered(binding.action):
                 continue
             seen.add(binding.action)
             out.append((binding, enabled, tooltip, self.app.get_key_display(binding)))
