@@ -357,6 +357,7 @@ async def test_tab_enter_opens_the_request_detail(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
+        assert " 8 users " in screen_text(app)  # the level table's name for the lanes' level (id 4)
         await pilot.press("tab")
         assert app.focused is app.query_one(StreamLanes)
         await pilot.press("down", "enter")
@@ -365,6 +366,8 @@ async def test_tab_enter_opens_the_request_detail(make_app: MakeApp) -> None:
         assert app.screen.request_id == 302
         summary = str(app.screen.query_one("#detail-summary").render())
         assert "TTFT" in summary and "388ms" in summary
+        # its level named as the level table names it (the table shows no level ids)
+        assert "level 8 users" in summary and "level 4" not in summary
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, RequestDetailScreen)

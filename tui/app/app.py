@@ -32,7 +32,7 @@ from tui.app.widgets.errors import ErrorsPane
 from tui.app.widgets.footer import KeyFooter
 from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
-from tui.app.widgets.levels import LevelTable, ServerMeans
+from tui.app.widgets.levels import LevelTable, ServerMeans, level_label
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.server import ServerPane
 from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
@@ -503,7 +503,14 @@ class TokentopApp(App[int]):
 
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
-        self.push_screen(RequestDetailScreen(message.request_id, self.engine.detail))
+        self.push_screen(
+            RequestDetailScreen(message.request_id, self.engine.detail, level_name=self._level_name)
+        )
+
+    def _level_name(self, level_id: int) -> str | None:
+        """A level as the level table names it ("8 users"); None for one the snapshot no longer holds."""
+        levels = self._snap.levels if self._snap is not None else ()
+        return next((level_label(lv) for lv in levels if lv.level_id == level_id), None)
 
     # --- files and quitting -----------------------------------------------------------------------
 

@@ -36,8 +36,9 @@ def chunk_timeline(detail: RequestDetail, width: int) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(g / top * (len(SPARK) - 1) + 0.5))] for g in cells)
 
 
-def detail_content(detail: RequestDetail | None, request_id: int) -> Content:
-    """Pure: the summary block of a request."""
+def detail_content(detail: RequestDetail | None, request_id: int, level: str | None = None) -> Content:
+    """Pure: the summary block of a request; ``level``: its level as the level table names it ("8 users"),
+    the level's id when the face does not know it."""
     if detail is None:
         return Content.styled(f"request {request_id} is no longer kept by the engine", "$warning")
     state_style = {"ok": "$success", "error": "bold $error", "cancelled": "$warning"}.get(
@@ -58,7 +59,7 @@ def detail_content(detail: RequestDetail | None, request_id: int) -> Content:
         chunks += f" (timeline: latest {kept})"
     rows: list[str | tuple[str, str]] = [
         ("state ", "$text-muted"), (detail.state, state_style),
-        ("   level ", "$text-muted"), str(detail.level_id),
+        ("   level ", "$text-muted"), level or f"#{detail.level_id}",
         ("   sent at ", "$text-muted"), f"{detail.sent_s:.2f} s",
         ("   HTTP ", "$text-muted"), str(detail.http_status or "-"), "\n",
         ("TTFT ", "$text-muted"), (ms(detail.ttft_ms), "bold"),
@@ -82,11 +83,18 @@ class RequestDetailScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "dismiss", "close")]
 
     def __init__(
-        self, request_id: int, fetch: Callable[[int], RequestDetail | None], refresh_s: float = REFRESH_S
+        self,
+        request_id: int,
+        fetch: Callable[[int], RequestDetail | None],
+        refresh_s: float = REFRESH_S,
+        *,
+        level_name: Callable[[int], str | None] = lambda _: None,
     ) -> None:
         super().__init__()
         self.request_id = request_id
         self._fetch = fetch
+        self._level_name = level_name
+        """A level id as the level table names the level (the table shows no ids); None if unknown."""
         self._refresh_s = refresh_s
         self._detail: RequestDetail | None = None
         self._timer: Timer | None = None
@@ -117,7 +125,8 @@ class RequestDetailScreen(ModalScreen[None]):
 
     def reload(self) -> None:
         self._detail = detail = self._fetch(self.request_id)
-        self.query_one("#detail-summary", Static).update(detail_content(detail, self.request_id))
+        level = self._level_name(detail.level_id) if detail is not None else None
+        self.query_one("#detail-summary", Static).update(detail_content(detail, self.request_id, level))
         width = max(10, self.query_one("#detail-timeline").content_size.width or 60)
         spark = chunk_timeline(detail, width) if detail is not None else ""
         timeline = self.query_one("#detail-timeline", Static)
