@@ -113,6 +113,24 @@ async def test_s_saves_results_log_and_screenshot(
     assert base.with_name(base.name + "-plot.svg").exists()
 
 
+async def test_a_second_s_leaves_the_first_saves_toast_out_of_its_screenshot(
+    make_app: MakeApp, engine: FakeEngine, tmp_path: Path
+) -> None:
+    out = tmp_path / "saved"
+    app = make_app(save_dir=out)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:  # toasts drawn, as in a terminal
+        await pilot.press("s")
+        await settle(pilot)
+        assert engine.results[0].stem in screen_text(app)  # the first save's toast is up
+        await pilot.press("s")
+        await settle(pilot)
+    first, second = engine.results
+    shot = second.with_suffix(".svg").read_text()
+    assert shot.startswith("<svg") and "token&#160;streams" in shot  # the screen itself
+    assert first.stem not in shot  # the toast naming the first save's files is not in the picture
+    assert any(second.stem in n.message for n in app._notifications)  # the second save still says so
+
+
 async def test_question_mark_opens_help_with_metric_definitions(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test(size=(100, 40)) as pilot:

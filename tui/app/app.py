@@ -515,6 +515,13 @@ class TokentopApp(App[int]):
     # --- files and quitting -----------------------------------------------------------------------
 
     def action_save(self) -> None:
+        if self._notifications:  # the last save's toast would be in this one's screenshot: gone first
+            self.clear_notifications()
+            self.call_after_refresh(self._save)
+            return
+        self._save()
+
+    def _save(self) -> None:
         try:
             saved = save_run_files(self.engine, self.save_dir, self.requests_log, self._save_svg)
         except Exception as exc:
