@@ -134,15 +134,30 @@ def test_a_replay_clock_plays_at_its_speed() -> None:
     assert time.perf_counter_ns() > 0
 
 
-def _tiny_session() -> Any:
+@pytest.mark.parametrize("record_text", [False, True])
+async def test_lanes_recorded_without_their_text_say_why_they_are_blank(record_text: bool) -> None:
+    replay = ReplayEngine(_tiny_session(EngineOptions(record_text=record_text)))
+    app = make_replay_app(replay, tick_s=3600.0, plot_thread=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.poll(force=True)
+        await settle(pilot)
+        said = "recorded without --record-text" in str(app._lanes.border_subtitle)
+        assert said is not record_text
+        await pilot.press("p")  # frozen says so, and unfreezing brings the note back
+        assert app._lanes.border_subtitle == "frozen: p resumes"
+        await pilot.press("p")
+        assert ("recorded without --record-text" in str(app._lanes.border_subtitle)) is not record_text
+
+
+def _tiny_session(options: EngineOptions | None = None) -> Any:
     from tui.engine.sessions.file import Session
 
     header = {"session": 1, "t0_ns": 10**9, "schema": {}, "config": {}}
-    return _Stub(Session(Path("x"), header, [{"k": "end", "t": 10**9 + 20 * 10**9}], False))
+    return _Stub(Session(Path("x"), header, [{"k": "end", "t": 10**9 + 20 * 10**9}], False), options)
 
 
 class _Stub:
-    def __new__(cls, session: Any) -> Any:
+    def __new__(cls, session: Any, options: EngineOptions | None = None) -> Any:
         from tui.engine.sessions.codec import Encoder
 
         enc = Encoder()
@@ -150,7 +165,7 @@ class _Stub:
             "target": enc.encode(TargetConfig(base_url="http://127.0.0.1:1/v1")),
             "workload": enc.encode(WorkloadConfig()),
             "load": enc.encode(LoadTarget()),
-            "options": enc.encode(EngineOptions()),
+            "options": enc.encode(options or EngineOptions()),
             "workers": 1,
         }
         session.header["schema"] = enc.schema

@@ -37,6 +37,8 @@ REPLAY_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Slower replay", "Halve the replay's speed (-)", "replay_speed(0.5)"),
 )
 """The replay's own palette entries (the live app's view keys follow them)."""
+NO_TEXT_NOTE = "no text: recorded without --record-text (timings only)"
+"""Under the lanes of a session recorded without its text, which replay blank."""
 LOAD_ACTIONS = frozenset(
     {"load_step", "load_scale", "toggle_mode", "toggle_pause", "toggle_ramp", "knee", "mark"}
 )
@@ -63,6 +65,10 @@ class ReplayApp(TokentopApp):
     PALETTE: ClassVar[tuple[tuple[str, str, str], ...]] = (*REPLAY_COMMANDS, *keys.COMMANDS)
 
     replay: ReplayEngine
+
+    def on_mount(self) -> None:
+        if not self.replay.config.options.record_text:  # the recorder left the text out: say so, not blank
+            self._lanes.set_note(NO_TEXT_NOTE)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in LOAD_ACTIONS:

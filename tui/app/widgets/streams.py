@@ -121,6 +121,7 @@ class StreamLanes(Widget, can_focus=True):
         self._source: tuple[LaneView, ...] = ()
         self._in_flight = 0
         self._selected: int | None = None
+        self._note = ""
         self.component_style = ComponentStyles(self, on_change=self.refresh_rows)
         self._rows: list[Strip] | None = None
         self._rows_key: object = None
@@ -142,7 +143,13 @@ class StreamLanes(Widget, can_focus=True):
         return self._selected if any(lane.request_id == self._selected for lane in self._lanes) else None
 
     def watch_frozen(self, frozen: bool) -> None:
-        self.border_subtitle = "frozen: p resumes" if frozen else ""
+        self.border_subtitle = "frozen: p resumes" if frozen else self._note
+
+    def set_note(self, note: str) -> None:
+        """A standing note under the lanes (why their text is blank, say); "frozen" takes its place while
+        frozen."""
+        self._note = note
+        self.watch_frozen(self.frozen)
 
     def _visible(self) -> tuple[list[LaneView], int]:
         return visible_lanes(self._lanes, self._in_flight, self.content_size.height)
