@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -240,6 +241,39 @@ def test_scrapes_never_overlap_on_a_slow_server_and_a_timeout_is_unreachable() -
             assert notices.first.wait(5.0)
             view = poller.latest()
     assert view.status == UNREACHABLE and "ReadTimeout" in notices.lines[0]
+
+
+def test_a_server_that_refuses_connections_gets_advice_about_the_server_not_its_metrics() -> None:
+    """Nothing listening: "connection refused" and whether the server is up, not a metrics flag or a proxy;
+    the same once a vLLM whose /metrics answered goes away (its kind's hint assumes something answers)."""
+    notices = _Notices()
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with ServerMetricsPoller(f"http://127.0.0.1:{port}/v1", interval_s=0.05, on_notice=notices) as poller:
+        assert notices.first.wait(5.0)
+        view = poller.latest()
+    line = notices.lines[0]
+    assert view.status == UNREACHABLE and view.message == line  # the line the server pane shows
+    assert "connection refused" in line and "is the server up" in line, line
+    assert "--metrics-url" not in line and "Prometheus" not in line, line
+    notices = _Notices()
+    body = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
+    with metrics_server(200, body, want_hits=2) as srv:
+        poller = ServerMetricsPoller(srv.base_url, interval_s=0.05, on_notice=notices).start()
+        assert srv.enough.wait(5.0)  # scraped twice: the first scrape's vLLM is known
+    try:  # the server is gone now: the next scrapes fail (reset while it closed, then refused)
+        assert notices.first.wait(5.0)
+        deadline = time.monotonic() + 5.0
+        while "connection refused" not in (message := poller.latest().message or ""):
+            assert time.monotonic() < deadline, message
+            time.sleep(0.02)
+        view = poller.latest()
+    finally:
+        poller.stop()
+    assert view.kind == VLLM and view.status == UNREACHABLE
+    for line in (notices.lines[0], message):
+        assert "is the server up" in line and "proxy" not in line, line
 
 
 def test_a_key_echoed_in_a_metrics_body_is_never_shown() -> None:

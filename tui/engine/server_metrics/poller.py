@@ -186,7 +186,8 @@ class ServerMetricsPoller:
             self._fail(client, MISSING, f"GET {self.url}: {exc}")
             return False
         except httpx.HTTPError as exc:
-            self._fail(client, UNREACHABLE, f"GET {self.url} failed ({type(exc).__name__})")
+            what, hint = unreachable(exc)
+            self._fail(client, UNREACHABLE, f"GET {self.url} failed ({what})", hint=hint)
             return False
         except Exception as exc:  # a parser surprise must not end the thread: the view says what happened
             self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
@@ -258,12 +259,13 @@ class ServerMetricsPoller:
             if self._on_notice is not None:
                 self._on_notice(f"cannot write the server metrics log: {exc}; scraping goes on")
 
-    def _fail(self, client: httpx.Client, status: str, what: str) -> None:
+    def _fail(self, client: httpx.Client, status: str, what: str, *, hint: str | None = None) -> None:
+        """``hint``: the advice when it is not about the server's kind (nothing answered at all)."""
         self._write_log_failure(status, what)
-        kind = self._view.kind
-        if kind == UNKNOWN:
-            kind = self._guess_kind(client)
-        message = f"server metrics: {what}; {hint_for(kind)} (the run goes on without them)"
+        if hint is None:
+            kind = self._view.kind
+            hint = hint_for(self._guess_kind(client) if kind == UNKNOWN else kind)
+        message = f"server metrics: {what}; {hint} (the run goes on without them)"
         # the body snippet in `what` is the server's text: a key it echoes back must not be shown or saved
         for value in self._headers.values():
             message = mask_secret(message, value.removeprefix("Bearer "))
@@ -314,6 +316,21 @@ class ServerMetricsPoller:
             except (httpx.HTTPError, ValueError, AttributeError):
                 pass
         return self._kind_guess
+
+
+def unreachable(exc: httpx.HTTPError) -> tuple[str, str]:
+    """What a scrape that got no answer ran into, and the advice for it: about the server's address and
+    whether it is up, never its metrics flags (a kind's hint assumes something answered)."""
+    name = type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        return name, "no answer in time: is the server overloaded, or a firewall dropping the connection?"
+    if isinstance(exc, httpx.ConnectError) and "refused" in str(exc).lower():
+        return (
+            "connection refused",
+            "nothing accepts connections there: is the server up, on this host and port?",
+        )
+    what = f"{name}: {exc}" if str(exc) else name
+    return what, "is the server up, and is this its address (http or https, host, port)?"
 
 
 def scrape_record(view: ServerView, t_ns: int) -> dict[str, Any]:
