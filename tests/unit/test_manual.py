@@ -102,6 +102,18 @@ def test_the_readme_is_a_front_page_that_links_every_page() -> None:
     assert statistics.median(_sentence_lengths(readme)) <= 20
 
 
+def test_the_readme_says_to_activate_the_venv_before_its_first_bare_tokentop() -> None:
+    """The set-up installs into a venv, so a bare `tokentop` is not on the PATH until it is activated: the
+    README says so before its first command that calls `tokentop` by name."""
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    code = [m.start() + n.start() for m in re.finditer(r"```sh\n.*?```", readme, flags=re.S)
+            for n in re.finditer(r"^tokentop\b", m.group(0), flags=re.M)]  # fmt: skip
+    assert code, "no bare tokentop command in the README"
+    assert ". .venv/bin/activate" in readme[: min(code)] and ".venv/bin/tokentop" in readme[: min(code)]
+
+
 def _sentence_lengths(markdown: str) -> list[int]:
     """Words per sentence of a page's prose: code blocks, tables and headings left out."""
     prose = re.sub(r"```.*?```", "", markdown, flags=re.S)
