@@ -32,7 +32,7 @@ from tui.app.widgets.errors import ErrorsPane
 from tui.app.widgets.footer import KeyFooter
 from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
-from tui.app.widgets.levels import LevelTable, ServerMeans, level_label
+from tui.app.widgets.levels import LevelTable, ServerMeans
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.server import ServerPane
 from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
@@ -438,9 +438,7 @@ class TokentopApp(App[int]):
     def action_knee(self) -> None:
         goal = self._knee_goal()
         if goal is None:
-            self.notify(
-                "no knee measured yet: `a` ramps the load until it finds one", title="knee", timeout=3
-            )
+            self.notify("no knee measured yet: `a` ramps the load until it finds one", title="knee")
             return
         self.set_target(goal)
         self.notify(f"load back to the knee: {load_label(goal)}", title="knee", timeout=3)
@@ -503,23 +501,14 @@ class TokentopApp(App[int]):
 
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
-        self.push_screen(
-            RequestDetailScreen(message.request_id, self.engine.detail, level_name=self._level_name)
-        )
-
-    def _level_name(self, level_id: int) -> str | None:
-        """A level as the level table names it ("8 users"); None for one the snapshot no longer holds."""
-        levels = self._snap.levels if self._snap is not None else ()
-        return next((level_label(lv) for lv in levels if lv.level_id == level_id), None)
+        levels = self._snap.levels if self._snap is not None else ()  # a lane's level began before it
+        self.push_screen(RequestDetailScreen(message.request_id, self.engine.detail, levels=levels))
 
     # --- files and quitting -----------------------------------------------------------------------
 
     def action_save(self) -> None:
-        if self._notifications:  # the last save's toast would be in this one's screenshot: gone first
-            self.clear_notifications()
-            self.call_after_refresh(self._save)
-            return
-        self._save()
+        self.clear_notifications()  # the last save's toast would be in this one's screenshot
+        self.call_after_refresh(self._save)  # drawn without it first
 
     def _save(self) -> None:
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import ClassVar
 
@@ -16,7 +16,8 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from tui import units
-from tui.engine.snapshot import RequestDetail
+from tui.app.widgets.levels import level_label
+from tui.engine.snapshot import LevelView, RequestDetail
 
 SPARK = "▁▂▃▄▅▆▇█"
 LIVE_STATES = ("waiting", "streaming")
@@ -88,13 +89,13 @@ class RequestDetailScreen(ModalScreen[None]):
         fetch: Callable[[int], RequestDetail | None],
         refresh_s: float = REFRESH_S,
         *,
-        level_name: Callable[[int], str | None] = lambda _: None,
+        levels: Sequence[LevelView] = (),
     ) -> None:
         super().__init__()
         self.request_id = request_id
         self._fetch = fetch
-        self._level_name = level_name
-        """A level id as the level table names the level (the table shows no ids); None if unknown."""
+        self._levels = levels
+        """The run's levels: the detail names the request's as the level table does (it shows no ids)."""
         self._refresh_s = refresh_s
         self._detail: RequestDetail | None = None
         self._timer: Timer | None = None
@@ -125,7 +126,9 @@ class RequestDetailScreen(ModalScreen[None]):
 
     def reload(self) -> None:
         self._detail = detail = self._fetch(self.request_id)
-        level = self._level_name(detail.level_id) if detail is not None else None
+        level = None
+        if detail is not None:
+            level = next((level_label(lv) for lv in self._levels if lv.level_id == detail.level_id), None)
         self.query_one("#detail-summary", Static).update(detail_content(detail, self.request_id, level))
         width = max(10, self.query_one("#detail-timeline").content_size.width or 60)
         spark = chunk_timeline(detail, width) if detail is not None else ""
