@@ -16,11 +16,11 @@ from tui.calibrate import command as calibrate
 from tui.calibrate import floor
 from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
+from tui.cli.faces import bench_config, calibrate_config
 from tui.configs import BenchConfig, RunTarget
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control import guard
 from tui.engine.results.files import read_results
-from tui.face_options import bench_config, calibrate_config
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,11 +14,11 @@ import pytest
 import tui.bench.run as bench
 from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, ThreadedTlsServer, make_self_signed
 from tui.cli import build_parser
+from tui.cli.faces import bench_config
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import TLS_FATAL_AFTER, ConfigGuard
 from tui.engine.host.handle import EngineHandle
 from tui.engine.records import RequestRecord
-from tui.face_options import bench_config
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -74,7 +74,7 @@ def main() -> None:
         print(f"pydantic alone (before any model is defined): {pyd / 1e3:7.1f} ms")
     except subprocess.CalledProcessError:
         print("pydantic: not installed")
-    command = import_us("import tui.results_command", "tui.results_command", n)
+    command = import_us("import tui.cli.results", "tui.cli.results", n)
     print(f"tokentop plot/export's imports:             {command / 1e3:7.1f} ms")
     from tests.unit.results_data import frozen_results
     from tui.engine.results.files import write_results

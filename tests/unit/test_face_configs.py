@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 
 from tui.cli import build_parser
-from tui.configs import CompareConfig, ExportConfig, PlotConfig, ReplayConfig, SessionsConfig
-from tui.engine.config import LoadTarget
-from tui.face_options import (
+from tui.cli.faces import (
     bench_config,
     calibrate_config,
     compare_config,
@@ -21,25 +19,24 @@ from tui.face_options import (
     replay_config,
     sessions_config,
 )
-from tui.options import UsageError
+from tui.configs import CompareConfig, ExportConfig, PlotConfig, ReplayConfig, SessionsConfig, UsageError
+from tui.engine.config import LoadTarget
 
 ROOT = Path(__file__).resolve().parents[2]
 FACES = (
     "tui/app",
     "tui/bench",
     "tui/calibrate",
-    "tui/session_commands.py",
-    "tui/results_command.py",
 )
 FLAG_READERS = {
     # the parser and its argparse types
-    "tui/cli.py",
+    "tui/cli/main.py",
     "tui/argtypes.py",
     # flags -> typed configs: the only modules that read the namespace
-    "tui/options.py",
-    "tui/face_options.py",
-    "tui/workload_options.py",
-    "tui/session_options.py",
+    "tui/cli/target.py",
+    "tui/cli/faces.py",
+    "tui/cli/workload.py",
+    "tui/cli/record.py",
     # the simulator is a program of its own (it imports no tokentop code) with its own flags
     "tui/sim/__main__.py",
     "tui/sim/config.py",
@@ -82,7 +79,7 @@ def test_no_face_reads_the_namespace() -> None:
         for path in _python_files(place)
         for line in argparse_uses(path.read_text(encoding="utf-8"))
     ]
-    assert found == [], "a face takes its typed config (tui.configs), built in tui.face_options"
+    assert found == [], "a face takes its typed config (tui.configs), built in tui.cli.faces"
 
 
 def test_only_the_named_flag_readers_touch_argparse() -> None:

@@ -13,7 +13,7 @@ answers still streaming are cancelled, not waited for: the level is measured fro
 Exit status: 0 when the run finished with at least one request completed (failed ones allowed), 1 when
 the target is unusable (unreachable, the key rejected) or nothing completed (one line says why) or an
 output could not be written, 2 for bad flags or an unwritable output path (found before any load), 130 on
-Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (each after writing what was measured: `tui.shutdown`).
+Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (each after writing what was measured: `tui.signals`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.traces import TraceFeed
 from tui.outputs import check_outputs
-from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
+from tui.signals import SIGNAL_STATUSES, exit_status, signals_as_interrupt
+from tui.terminal import print_or_drop, say
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
@@ -232,7 +233,7 @@ def _run(
                 print(f"tokentop: error: {fatal}", file=err)
                 status = 1
                 break
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (`tui.shutdown`): write what was measured
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (`tui.signals`): write what was measured
         status = exit_status(exc)
     finally:
         progress.done()

@@ -1,6 +1,6 @@
 """Flags to the engine's frozen configs: the target (URL, key, headers, trust), the engine options and the
-load levels; the workload's flags are `tui.workload_options`, and each face's one config is built from
-these by `tui.face_options`.
+load levels; the workload's flags are `tui.cli.workload`, and each face's one config is built from
+these by `tui.cli.faces`.
 
 Nothing here imports `tui.cli`: the entry point imports the faces, so a face importing it back would close
 a circle (harlequin's ``hsql/cli.py`` takes its options from ``harlequin.config`` for the same reason).
@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tui.configs import UsageError
 from tui.demo import DemoConfig
 from tui.engine.config import (
     Endpoint,
@@ -34,10 +35,6 @@ BASE_URL_ENV = "OPENAI_BASE_URL"
 
 DEMO_CONCURRENCY = 4
 """The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
-
-
-class UsageError(Exception):
-    """A flag value that parsed but cannot be used; reported in one line, exit status 2."""
 
 
 def url_from_args(ns: argparse.Namespace) -> str | None:

@@ -1,5 +1,5 @@
 """The commands over recorded sessions: ``tokentop sessions`` (list), ``replay`` and ``compare``, and a
-session's Mooncake export; each takes its typed config (`tui.configs`, built by `tui.face_options`)."""
+session's Mooncake export; each takes its typed config (`tui.configs`, built by `tui.cli.faces`)."""
 
 from __future__ import annotations
 

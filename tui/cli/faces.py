@@ -1,6 +1,6 @@
 """Flags to each face's one config: the namespace read once, here, into the frozen `tui.configs` value a
 face's run function takes (the load faces, and the commands over saved runs: sessions, replay, compare,
-plot, export). Built on `tui.options` (targets, workloads, engine options) and `tui.session_options`
+plot, export). Built on `tui.cli.target` (targets, workloads, engine options) and `tui.cli.record`
 (recording, ``--schedule``, ``--baseline``); `tui.cli` calls these, a face never does."""
 
 from __future__ import annotations
@@ -8,6 +8,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tui.cli.record import (
+    baseline_from_args,
+    recording_engine_options,
+    schedule_from_args,
+    sessions_dir,
+)
+from tui.cli.target import (
+    api_key_from_args,
+    base_url_from_args,
+    demo_from_args,
+    gpu_metrics_from_args,
+    initial_load,
+    level_targets_from_args,
+    target_from_args,
+    url_note,
+)
+from tui.cli.workload import workload_from_args
 from tui.configs import (
     BenchConfig,
     CalibrateConfig,
@@ -19,27 +36,10 @@ from tui.configs import (
     ReplayConfig,
     RunTarget,
     SessionsConfig,
+    UsageError,
     WatchConfig,
 )
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
-from tui.options import (
-    UsageError,
-    api_key_from_args,
-    base_url_from_args,
-    demo_from_args,
-    gpu_metrics_from_args,
-    initial_load,
-    level_targets_from_args,
-    target_from_args,
-    url_note,
-)
-from tui.session_options import (
-    baseline_from_args,
-    recording_engine_options,
-    schedule_from_args,
-    sessions_dir,
-)
-from tui.workload_options import workload_from_args
 
 DEMO_URL_UNTIL_STARTED = "http://127.0.0.1"
 """The simulator's address before it runs; its port is known once it does (`RunTarget.at`)."""

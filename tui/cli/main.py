@@ -1,7 +1,7 @@
 """Command line: the flags of every subcommand, and `main`, which hands the parsed flags to a face.
 
 Nothing under ``tui/`` imports this module (a test keeps it so): the faces turn flags into configs with
-`tui.options`, so the entry point can import the faces without a circle. The number parsers below stay
+`tui.cli.target`, so the entry point can import the faces without a circle. The number parsers below stay
 here because they are argparse types (they raise `argparse.ArgumentTypeError` for argparse to report).
 Kept import-light: `tokentop --help` must answer fast, so each subcommand imports its face lazily.
 """
@@ -16,12 +16,8 @@ from collections.abc import Sequence
 
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
-from tui.argv_secret import hide_in_argv
-from tui.configs import EXPORTS, SessionCommandConfig
-from tui.demo import DEMO_PROFILE
-from tui.engine.host.pool import PoolError
-from tui.engine.sessions.file import SUFFIX
-from tui.face_options import (
+from tui.cli.argv_secret import hide_in_argv
+from tui.cli.faces import (
     bench_config,
     calibrate_config,
     compare_config,
@@ -32,8 +28,12 @@ from tui.face_options import (
     sessions_config,
     watch_config,
 )
-from tui.options import UsageError, api_key_from_args
-from tui.session_options import add_baseline_arg, add_record_args, add_schedule_arg
+from tui.cli.record import add_baseline_arg, add_record_args, add_schedule_arg
+from tui.cli.target import api_key_from_args
+from tui.configs import EXPORTS, SessionCommandConfig, UsageError
+from tui.demo import DEMO_PROFILE
+from tui.engine.host.pool import PoolError
+from tui.engine.sessions.file import SUFFIX
 from tui.sim.flags import add_sim_args
 
 
@@ -661,7 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_calibrate(calibrate_config(ns))
         if command in ("sessions", "replay", "compare"):
-            from tui.session_commands import run_session_command
+            from tui.cli.sessions import run_session_command
 
             config: SessionCommandConfig = (
                 sessions_config(ns)
@@ -676,11 +676,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_watch(watch_config(ns))
         if command in ("plot", "export"):
-            from tui.results_command import run_export, run_plot
+            from tui.cli.results import run_export, run_plot
 
             return run_plot(plot_config(ns)) if command == "plot" else run_export(export_config(ns))
         if command == "ray-check":
-            from tui.ray_check import run as run_ray_check
+            from tui.cli.ray_check import run as run_ray_check
 
             return run_ray_check(ns.ray, ns.url)
         from tui.app.run import run as run_live

@@ -9,8 +9,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from tui.cli.target import endpoint_from_args
+from tui.configs import UsageError
 from tui.engine.config import DatasetConfig, LengthDist, Scenario, TraceConfig, WorkloadConfig
-from tui.options import UsageError, endpoint_from_args
 
 
 def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:

@@ -16,7 +16,8 @@ from tui.engine.sessions.schedule import Schedule
 
 if TYPE_CHECKING:
     from tui.engine.sessions.baseline import Baseline
-from tui.options import UsageError, engine_options_from_args
+from tui.cli.target import engine_options_from_args
+from tui.configs import UsageError
 from tui.outputs import state_dir
 
 

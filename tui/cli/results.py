@@ -69,7 +69,7 @@ def run_export(config: ExportConfig) -> int:
     source, to, append, requests_log = config.source, config.to, config.append, config.requests_log
     out = config.out or _default_out(source, to, append)
     if to == "mooncake":
-        from tui.session_commands import mooncake_command
+        from tui.cli.sessions import mooncake_command
 
         return mooncake_command(source, out)
     try:
@@ -81,7 +81,7 @@ def run_export(config: ExportConfig) -> int:
         elif to == "llmd":
             written = write_llmd_reports(results, out)
         else:
-            assert requests_log is not None  # `tui.face_options.export_config` refuses it
+            assert requests_log is not None  # `tui.cli.faces.export_config` refuses it
             export = write_aiperf(results, requests_log, out)
             written = [out]
             if not export.lines:
