@@ -1,7 +1,7 @@
-"""What each face takes: one frozen config per face, built from the flags by `tui.cli.faces` (on the
-flag readers `tui.cli.target` and its neighbours, the only code that sees the argparse namespace) and by tests
-directly, as posting's ``make_posting(...)`` takes typed inputs
-from its CLI and its tests alike. Plain data on `tui.engine.config` values; no face imported."""
+"""What each face takes: one frozen config per face, built from the flags by the command layer (`tui.cli`,
+the only code that sees the argparse namespace) and by tests directly, as posting's ``make_posting(...)``
+takes typed inputs from its CLI and its tests alike. Plain data on `tui.engine.config` values; no face
+imported. And `UsageError`, which a face raises for a value it cannot use, as the flag readers do."""
 
 from __future__ import annotations
 
@@ -150,10 +150,6 @@ class CompareConfig:
     form: CompareForm = "text"
     plot: Path | None = None
     """Also write both curves to this SVG."""
-
-
-SessionCommandConfig = SessionsConfig | ReplayConfig | CompareConfig
-"""What `tui.cli.sessions.run_session_command` runs: one of the commands over recorded sessions."""
 
 
 @dataclass(frozen=True)

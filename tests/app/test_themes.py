@@ -98,7 +98,7 @@ def test_run_refuses_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None
 
     from tui.app.run import run
     from tui.cli import build_parser
-    from tui.cli.faces import live_config
+    from tui.cli.live import live_config
     from tui.configs import UsageError
 
     monkeypatch.setattr("sys.stdin", io.StringIO())

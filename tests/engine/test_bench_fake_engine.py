@@ -16,7 +16,8 @@ from tui.calibrate import command as calibrate
 from tui.calibrate import floor
 from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
-from tui.cli.faces import bench_config, calibrate_config
+from tui.cli.bench import bench_config
+from tui.cli.calibrate import calibrate_config
 from tui.configs import BenchConfig, RunTarget
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control import guard

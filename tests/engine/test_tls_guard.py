@@ -14,7 +14,7 @@ import pytest
 import tui.bench.run as bench
 from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, ThreadedTlsServer, make_self_signed
 from tui.cli import build_parser
-from tui.cli.faces import bench_config
+from tui.cli.bench import bench_config
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import TLS_FATAL_AFTER, ConfigGuard
 from tui.engine.host.handle import EngineHandle

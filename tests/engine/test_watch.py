@@ -15,7 +15,7 @@ import pytest
 from tests.engine.engine_helpers import logged_lines
 from tests.pty_app import PtyApp
 from tui.cli import build_parser
-from tui.cli.faces import watch_config
+from tui.cli.watch import watch_config
 from tui.configs import UsageError
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.host.watch import WatchEngine

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tui.cli import build_parser
-from tui.cli.target import placement_from_args
+from tui.cli.cluster import placement_from_args
 from tui.configs import UsageError
 
 FACES = (
