@@ -48,7 +48,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
         "(default max(20, 4 x users); at a rate, 5 s of arrivals)",
     )
     stop.add_argument("--duration", type=positive_float, metavar="S", help="seconds per level")
-    p.add_argument("--output", metavar="results.json", help="write results JSON here")
+    p.add_argument("--output", "-o", metavar="results.json", help="write results JSON here")
     p.add_argument("--requests-log", metavar="requests.jsonl", help="one JSON line per request as it ends")
     p.add_argument(
         "--vllm-results",

@@ -50,7 +50,7 @@ def add_live_args(p: argparse.ArgumentParser) -> None:
         help="theme name (dark, light, high-contrast, or any file in the themes folder) "
         "or the path of a theme file",
     )
-    p.add_argument("--output", metavar="results.json", help="write results here on quit")
+    p.add_argument("--output", "-o", metavar="results.json", help="write results here on quit")
     p.add_argument(
         "--requests-log", metavar="requests.jsonl", help="append one JSON line per finished request"
     )

@@ -179,6 +179,8 @@ def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
             continue
         if current is parser and arg.startswith("--") and len(arg) > 2:
             before.append(arg.partition("=")[0])
+        elif current is parser and arg[:2] in parser._option_string_actions and arg[:2] != "-h":
+            before.append(arg[:2])  # a short flag (-o), alone or with its value attached (-oFILE)
         if not arg.startswith("--") or len(arg) < 3:
             continue
         name = arg.partition("=")[0]

@@ -19,17 +19,22 @@ if TYPE_CHECKING:  # the results model and its writers load numpy: imported by t
 RESULTS_HELP = "a results JSON file or a session tokentop wrote"
 
 
+def add_output_arg(p: argparse.ArgumentParser, *, metavar: str, help: str) -> None:
+    """``--output``/``-o``, as bench, live and watch spell it; ``--out`` is kept as an alias."""
+    p.add_argument("--output", "-o", "--out", dest="output", metavar=metavar, help=help)
+
+
 def add_plot_args(p: argparse.ArgumentParser) -> None:
-    """`tokentop plot RESULTS [--out PATH.svg]`."""
+    """`tokentop plot RESULTS [--output PATH.svg]`."""
     p.add_argument("results", metavar="RESULTS", help=RESULTS_HELP)
-    p.add_argument("--out", metavar="PATH.svg", help="where to write it (default: beside RESULTS, .svg)")
+    add_output_arg(p, metavar="PATH.svg", help="where to write it (default: beside RESULTS, .svg)")
 
 
 def plot_config(ns: argparse.Namespace) -> PlotConfig:
-    """`tokentop plot RESULTS`'s flags; an ``--out`` that is not an SVG is a `UsageError`."""
-    out = Path(ns.out) if ns.out else None
+    """`tokentop plot RESULTS`'s flags; an ``--output`` that is not an SVG is a `UsageError`."""
+    out = Path(ns.output) if ns.output else None
     if out is not None and out.suffix.lower() != ".svg":
-        raise UsageError(f"--out {out}: the plot is SVG: give a name ending in .svg")
+        raise UsageError(f"--output {out}: the plot is SVG: give a name ending in .svg")
     return PlotConfig(source=Path(ns.results), out=out)
 
 
@@ -44,7 +49,7 @@ def add_export_args(p: argparse.ArgumentParser) -> None:
         "Benchmark Report v0.2 per level (a folder); aiperf: AIPerf's per-request profile_export.jsonl; "
         "mooncake: a session's requests as a Mooncake trace",
     )
-    p.add_argument("--out", metavar="PATH", help="file or folder to write (default: beside RESULTS)")
+    add_output_arg(p, metavar="PATH", help="file or folder to write (default: beside RESULTS)")
     p.add_argument(
         "--append",
         action="store_true",
@@ -70,7 +75,7 @@ def export_config(ns: argparse.Namespace) -> ExportConfig:
     return ExportConfig(
         source=Path(ns.results),
         to=ns.to,
-        out=Path(ns.out) if ns.out else None,
+        out=Path(ns.output) if ns.output else None,
         append=ns.append,
         requests_log=Path(ns.requests_log) if ns.requests_log else None,
     )

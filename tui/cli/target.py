@@ -140,10 +140,26 @@ def _url_flag(ns: argparse.Namespace) -> str:
     return "--url" if ns.url is not None else f"${BASE_URL_ENV}"
 
 
-def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoConfig | None:
+def demo_from_args(ns: argparse.Namespace, *, time_scale: float = DemoConfig.time_scale) -> DemoConfig | None:
     """The built-in simulator to start, or None when there is a target (``--url`` or ``$OPENAI_BASE_URL``).
-    ``time_scale``: bench's ``--sim-time-scale`` (the live app runs the demo in real time)."""
+    ``time_scale``: bench's ``--sim-time-scale`` (the live app runs the demo in real time). A ``--sim-*``
+    flag with a target is refused: no simulator runs then, and ignoring it would leave the user believing
+    it applied (a run "10 times faster" that was not)."""
     if url_from_args(ns) is not None:
+        given = [
+            flag
+            for flag, value, default in (
+                ("--sim-profile", ns.sim_profile, DemoConfig.profile),
+                ("--sim-time-scale", time_scale, DemoConfig.time_scale),
+            )
+            if value != default
+        ]
+        if given:
+            one = len(given) == 1
+            raise UsageError(
+                f"{' and '.join(given)} {'is' if one else 'are'} for the built-in simulator, which does not "
+                f"run with {_url_flag(ns)}: drop {'it' if one else 'them'} (or the URL, for the demo)"
+            )
         return None
     if endpoint_from_args(ns)[1] is not None:
         raise UsageError("--endpoint /PATH needs --url: the built-in simulator serves its API under /v1 only")

@@ -26,7 +26,7 @@ def add_watch_args(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between scrapes",
     )
-    p.add_argument("--output", metavar="results.json", help="write what the server reported on quit")
+    p.add_argument("--output", "-o", metavar="results.json", help="write what the server reported on quit")
     p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
 
 
