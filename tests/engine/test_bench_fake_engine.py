@@ -21,6 +21,7 @@ from tui.cli.calibrate import calibrate_config
 from tui.configs import BenchConfig, RunTarget
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control import guard
+from tui.engine.host.probe import Probed
 from tui.engine.results.files import read_results
 
 pytestmark = pytest.mark.timeout(60)
@@ -39,9 +40,9 @@ class Factory:
         return engine
 
 
-def _probe(target: TargetConfig) -> str:
+def _probe(target: TargetConfig) -> Probed:
     assert target.api_key == "sk-fake-key"
-    return "fake-model"
+    return Probed("fake-model")
 
 
 def _bench(tmp_path: Path, factory: Factory, *flags: str) -> int:
