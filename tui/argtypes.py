@@ -4,6 +4,7 @@ each bad-number error, which the parsers turn into their one-line usage error an
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def positive_int(text: str) -> int:
@@ -49,3 +50,19 @@ def positive_float(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
     return value
+
+
+def level_list(kind: type[int] | type[float]) -> Callable[[str], list[float]]:
+    """A comma-separated list of positive numbers (``1,2,4``): load levels, trace speeds."""
+
+    def parse(text: str) -> list[float]:
+        try:
+            values = [kind(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            message = f"expected a comma-separated list of numbers: {text!r}"
+            raise argparse.ArgumentTypeError(message) from None
+        if not values or any(v <= 0 for v in values):
+            raise argparse.ArgumentTypeError(f"levels must be positive: {text!r}")
+        return values
+
+    return parse

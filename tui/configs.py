@@ -1,7 +1,7 @@
-"""What each face takes: one frozen config per face, built from the flags by `tui.face_options` (on the
-flag readers `tui.options` and its neighbours, the only code that sees the argparse namespace) and by tests
-directly, as posting's ``make_posting(...)`` takes typed inputs
-from its CLI and its tests alike. Plain data on `tui.engine.config` values; no face imported."""
+"""What each face takes: one frozen config per face, built from the flags by the command layer (`tui.cli`,
+the only code that sees the argparse namespace) and by tests directly, as posting's ``make_posting(...)``
+takes typed inputs from its CLI and its tests alike. Plain data on `tui.engine.config` values; no face
+imported. And `UsageError`, which a face raises for a value it cannot use, as the flag readers do."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 ExportFormat = Literal["vllm", "csv", "llmd", "aiperf", "mooncake"]
 """The tools `tokentop export` writes for (`tokentop help exports`)."""
 EXPORTS: tuple[ExportFormat, ...] = ("vllm", "csv", "llmd", "aiperf", "mooncake")
+
+
+class UsageError(Exception):
+    """A flag value that parsed but cannot be used; reported in one line, exit status 2. Here, beside the
+    configs, so a face that refuses a value (an unwritable output) needs nothing of the flag readers."""
 
 
 @dataclass(frozen=True)
@@ -145,10 +150,6 @@ class CompareConfig:
     form: CompareForm = "text"
     plot: Path | None = None
     """Also write both curves to this SVG."""
-
-
-SessionCommandConfig = SessionsConfig | ReplayConfig | CompareConfig
-"""What `tui.session_commands.run_session_command` runs: one of the commands over recorded sessions."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from tui.options import UsageError
+from tui.configs import UsageError
 
 
 def state_dir() -> Path:

@@ -98,8 +98,8 @@ def test_run_refuses_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None
 
     from tui.app.run import run
     from tui.cli import build_parser
-    from tui.face_options import live_config
-    from tui.options import UsageError
+    from tui.cli.live import live_config
+    from tui.configs import UsageError
 
     monkeypatch.setattr("sys.stdin", io.StringIO())
 

@@ -19,6 +19,7 @@ from tests.engine.engine_helpers import bench
 from tests.engine.scripted_server import Request, Responder, normal_stream
 from tests.engine.test_engine_handle import ScriptedServerThread
 from tui import cli
+from tui.cli import target as cli_target
 
 pytestmark = [
     pytest.mark.timeout(90),
@@ -166,7 +167,7 @@ def test_a_directory_as_key_file_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_a_key_that_cannot_be_hidden_gets_one_warning(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "hide_in_argv", lambda secret: False)
+    monkeypatch.setattr(cli_target, "hide_in_argv", lambda secret: False)
     assert cli.main(["bench", "--api-key", KEY, "--url", "http://127.0.0.1:abc"]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == (

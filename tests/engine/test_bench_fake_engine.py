@@ -16,11 +16,13 @@ from tui.calibrate import command as calibrate
 from tui.calibrate import floor
 from tui.calibrate import levels as calibrate_levels
 from tui.cli import build_parser
+from tui.cli.bench import bench_config
+from tui.cli.calibrate import calibrate_config
 from tui.configs import BenchConfig, RunTarget
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control import guard
+from tui.engine.host.probe import Probed
 from tui.engine.results.files import read_results
-from tui.face_options import bench_config, calibrate_config
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,9 +40,9 @@ class Factory:
         return engine
 
 
-def _probe(target: TargetConfig) -> str:
+def _probe(target: TargetConfig) -> Probed:
     assert target.api_key == "sk-fake-key"
-    return "fake-model"
+    return Probed("fake-model")
 
 
 def _bench(tmp_path: Path, factory: Factory, *flags: str) -> int:

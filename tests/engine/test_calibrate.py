@@ -14,7 +14,7 @@ import tui.calibrate.levels as levels
 from tui.calibrate.accuracy import ErrorStats, join_errors
 from tui.calibrate.floor import FloorProbe
 from tui.calibrate.levels import LevelResult, search, stream_levels
-from tui.face_options import calibrate_config
+from tui.cli.calibrate import calibrate_config
 
 MS = 1_000_000
 

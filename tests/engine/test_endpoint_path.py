@@ -14,8 +14,9 @@ from tests.engine.engine_helpers import bench
 from tests.engine.scripted_server import Handler, Request, Responder, sse
 from tests.engine.test_engine_handle import ScriptedServerThread
 from tui.cli import build_parser
+from tui.cli.target import demo_from_args, target_from_args
+from tui.configs import UsageError
 from tui.engine.stream.openai import endpoint_url
-from tui.options import UsageError, demo_from_args, target_from_args
 
 pytestmark = pytest.mark.timeout(60)
 PATH = "/api/v2/chat"

@@ -14,11 +14,12 @@ import pytest
 import tui.bench.run as bench
 from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, ThreadedTlsServer, make_self_signed
 from tui.cli import build_parser
+from tui.cli.bench import bench_config
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import TLS_FATAL_AFTER, ConfigGuard
 from tui.engine.host.handle import EngineHandle
+from tui.engine.host.probe import Probed
 from tui.engine.records import RequestRecord
-from tui.face_options import bench_config
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -87,7 +88,7 @@ def test_bench_stops_with_one_line_naming_the_certificate(
              "--output", str(tmp_path / "results.json")]
         )  # fmt: skip
         t0 = time.monotonic()
-        status = bench.run(bench_config(ns), probe=lambda target: "tls-model")
+        status = bench.run(bench_config(ns), probe=lambda target: Probed("tls-model"))
         elapsed_s = time.monotonic() - t0
     err = capsys.readouterr().err
     assert status == 1

@@ -20,12 +20,13 @@ import pytest
 from tests.engine.scripted_server import ScriptedServer
 from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, make_self_signed, one_request, serve, tls_server
 from tui.cli import build_parser
+from tui.cli.target import target_from_args
+from tui.configs import UsageError
 from tui.engine.config import TargetConfig
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.network import ProxyError, bypassed, proxy_for
 from tui.engine.stream.transport import TRANSPORTS as ALL_TRANSPORTS
 from tui.engine.stream.transport import TransportName
-from tui.options import UsageError, target_from_args
 
 pytestmark = pytest.mark.timeout(30)
 TRANSPORTS: list[TransportName] = list(ALL_TRANSPORTS)

@@ -15,11 +15,11 @@ import pytest
 from tests.engine.engine_helpers import logged_lines
 from tests.pty_app import PtyApp
 from tui.cli import build_parser
+from tui.cli.watch import watch_config
+from tui.configs import UsageError
 from tui.engine.config import EngineOptions, TargetConfig
 from tui.engine.host.watch import WatchEngine
 from tui.engine.results.files import to_json
-from tui.face_options import watch_config
-from tui.options import UsageError
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)

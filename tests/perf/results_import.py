@@ -74,8 +74,8 @@ def main() -> None:
         print(f"pydantic alone (before any model is defined): {pyd / 1e3:7.1f} ms")
     except subprocess.CalledProcessError:
         print("pydantic: not installed")
-    command = import_us("import tui.results_command", "tui.results_command", n)
-    print(f"tokentop plot/export's imports:             {command / 1e3:7.1f} ms")
+    command = import_us("import tui.cli.results, tui.engine.results.plot", "tui.engine.results.plot", n)
+    print(f"tokentop plot's imports (model and SVG):       {command / 1e3:7.1f} ms")
     from tests.unit.results_data import frozen_results
     from tui.engine.results.files import write_results
 

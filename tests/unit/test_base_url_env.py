@@ -8,7 +8,8 @@ import argparse
 import pytest
 
 from tui.cli import build_parser
-from tui.options import UsageError, demo_from_args, target_from_args, url_from_args, url_note
+from tui.cli.target import demo_from_args, target_from_args, url_from_args, url_note
+from tui.configs import UsageError
 
 
 def _ns(*argv: str) -> argparse.Namespace:

@@ -9,37 +9,40 @@ from pathlib import Path
 import pytest
 
 from tui.cli import build_parser
-from tui.configs import CompareConfig, ExportConfig, PlotConfig, ReplayConfig, SessionsConfig
+from tui.cli.bench import bench_config
+from tui.cli.calibrate import calibrate_config
+from tui.cli.live import live_config
+from tui.cli.results import export_config, plot_config
+from tui.cli.sessions import compare_config, replay_config, sessions_config
+from tui.configs import CompareConfig, ExportConfig, PlotConfig, ReplayConfig, SessionsConfig, UsageError
 from tui.engine.config import LoadTarget
-from tui.face_options import (
-    bench_config,
-    calibrate_config,
-    compare_config,
-    export_config,
-    live_config,
-    plot_config,
-    replay_config,
-    sessions_config,
-)
-from tui.options import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 FACES = (
     "tui/app",
     "tui/bench",
     "tui/calibrate",
-    "tui/session_commands.py",
-    "tui/results_command.py",
 )
 FLAG_READERS = {
-    # the parser and its argparse types
-    "tui/cli.py",
+    # argparse types
     "tui/argtypes.py",
-    # flags -> typed configs: the only modules that read the namespace
-    "tui/options.py",
-    "tui/face_options.py",
-    "tui/workload_options.py",
-    "tui/session_options.py",
+    # the command layer: the parser, each command's flags and the readers into typed configs
+    "tui/cli/bench.py",
+    "tui/cli/calibrate.py",
+    "tui/cli/cluster.py",
+    "tui/cli/help.py",
+    "tui/cli/live.py",
+    "tui/cli/load.py",
+    "tui/cli/main.py",
+    "tui/cli/metrics.py",
+    "tui/cli/ray_check.py",
+    "tui/cli/record.py",
+    "tui/cli/results.py",
+    "tui/cli/sessions.py",
+    "tui/cli/sim.py",
+    "tui/cli/target.py",
+    "tui/cli/watch.py",
+    "tui/cli/workload.py",
     # the simulator is a program of its own (it imports no tokentop code) with its own flags
     "tui/sim/__main__.py",
     "tui/sim/config.py",
@@ -82,7 +85,7 @@ def test_no_face_reads_the_namespace() -> None:
         for path in _python_files(place)
         for line in argparse_uses(path.read_text(encoding="utf-8"))
     ]
-    assert found == [], "a face takes its typed config (tui.configs), built in tui.face_options"
+    assert found == [], "a face takes its typed config (tui.configs), built in tui.cli"
 
 
 def test_only_the_named_flag_readers_touch_argparse() -> None:

@@ -9,11 +9,12 @@ import sys
 import pytest
 
 from tui.cli import build_parser
-from tui.options import UsageError, placement_from_args
+from tui.cli.cluster import placement_from_args
+from tui.configs import UsageError
 
 FACES = (
     "import sys, tui.cli, tui.bench.run, tui.app.run, tui.app.app, tui.engine.host.handle, "
-    "tui.engine.load.worker, tui.engine.remote.agent, tui.ray_check; "
+    "tui.engine.load.worker, tui.engine.remote.agent, tui.cli.ray_check; "
     "tui.cli.build_parser().parse_args(['bench', '--ray', 'auto']); "
     "print('ray' in sys.modules)"
 )

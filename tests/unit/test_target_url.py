@@ -53,7 +53,7 @@ def test_bench_with_a_bad_port_prints_one_line_and_exits_2() -> None:
 
 def test_a_url_without_a_scheme_is_taken_as_http_with_one_notice() -> None:
     from tui.cli import build_parser
-    from tui.options import base_url_from_args, url_note
+    from tui.cli.target import base_url_from_args, url_note
 
     ns = build_parser().parse_args(["bench", "--url", "localhost:8000"])
     assert base_url_from_args(ns) == "http://localhost:8000/v1"

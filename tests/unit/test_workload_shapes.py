@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tui.cli import build_parser
+from tui.cli.workload import workload_from_args
+from tui.configs import UsageError
 from tui.engine.config import LengthDist, Scenario, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.workload import (
@@ -24,8 +26,6 @@ from tui.engine.workload import (
 )
 from tui.engine.workload.lengths import ScenarioPicker, draw_length
 from tui.engine.workload.text import WordText, shared_prefix_text
-from tui.options import UsageError
-from tui.workload_options import workload_from_args
 
 N = 4000
 

@@ -14,11 +14,11 @@ from typing import Any
 from textual.theme import Theme
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
-from tui.configs import LiveConfig
+from tui.configs import LiveConfig, UsageError
 from tui.demo import DemoError, running_demo
-from tui.options import UsageError
 from tui.outputs import check_outputs
-from tui.shutdown import Terminated, exit_status, say, signals_as_interrupt
+from tui.signals import Terminated, exit_status, signals_as_interrupt
+from tui.terminal import say
 
 
 def run(config: LiveConfig) -> int:

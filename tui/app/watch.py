@@ -6,10 +6,9 @@ import sys
 from pathlib import Path
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
-from tui.configs import WatchConfig
-from tui.options import UsageError
+from tui.configs import UsageError, WatchConfig
 from tui.outputs import check_outputs
-from tui.shutdown import say
+from tui.terminal import say
 
 
 def run(config: WatchConfig) -> int:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal, TextIO
 
-from tui.shutdown import silence
+from tui.terminal import silence
 from tui.units import clock, ms_figure
 
 PLAIN_EVERY_S = 5.0

@@ -13,7 +13,7 @@ answers still streaming are cancelled, not waited for: the level is measured fro
 Exit status: 0 when the run finished with at least one request completed (failed ones allowed), 1 when
 the target is unusable (unreachable, the key rejected) or nothing completed (one line says why) or an
 output could not be written, 2 for bad flags or an unwritable output path (found before any load), 130 on
-Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (each after writing what was measured: `tui.shutdown`).
+Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (each after writing what was measured: `tui.signals`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import longest_probe_s, skip_reason
-from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.probe import Probed, ProbeError, probe_models
 from tui.engine.results.exports import write_exports
 from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
@@ -44,7 +44,8 @@ from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.traces import TraceFeed
 from tui.outputs import check_outputs
-from tui.shutdown import SIGNAL_STATUSES, exit_status, print_or_drop, say, signals_as_interrupt
+from tui.signals import SIGNAL_STATUSES, exit_status, signals_as_interrupt
+from tui.terminal import print_or_drop, say
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
@@ -133,7 +134,7 @@ def run(
     config: BenchConfig,
     *,
     engine_factory: EngineFactory = EngineHandle,
-    probe: Callable[[TargetConfig], str] = probe_server,
+    probe: Callable[[TargetConfig], Probed] = probe_models,
 ) -> int:
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
@@ -180,7 +181,7 @@ def _run(
     demo_url: str | None,
     progress: Progress,
     engine_factory: EngineFactory,
-    probe: Callable[[TargetConfig], str],
+    probe: Callable[[TargetConfig], Probed],
 ) -> int:
     """Probe, run every level, print the table and write the results; the exit status."""
     err = sys.stderr
@@ -195,13 +196,14 @@ def _run(
         # a slow /models would otherwise look like a hung start
         progress.show(f"probing {target.base_url}/models…", force=True)
         try:
-            model = probe(target)
+            probed = probe(target)
         except ProbeError as exc:
             progress.done()
             print(f"tokentop: error: {exc}", file=err)
             return 1
-        progress.note(f"model {model} at {target.base_url}")
-        target = replace(target, model=model)
+        picked = probed.note(target.model)
+        progress.note(f"model {probed.model} at {target.base_url}" + (f" ({picked})" if picked else ""))
+        target = replace(target, model=probed.model)
         # probed above (so an unusable target fails before any file is created): not again
         handle = engine_factory(target, config.workload, targets[0], workers=config.workers,
                                 requests_log=config.requests_log, options=config.options,
@@ -232,7 +234,7 @@ def _run(
                 print(f"tokentop: error: {fatal}", file=err)
                 status = 1
                 break
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (`tui.shutdown`): write what was measured
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (`tui.signals`): write what was measured
         status = exit_status(exc)
     finally:
         progress.done()

@@ -38,11 +38,10 @@ class SimConfig:
 
 
 def config_from_args(ns: argparse.Namespace) -> SimConfig:
-    """Validate `tokentop sim` flags into a SimConfig; ValueError with a one-line reason."""
+    """Validate `tokentop sim` flags (every one `tui.sim.flags` declares) into a SimConfig; ValueError with
+    a one-line reason."""
     profile = get_profile(ns.profile)
-    max_seqs = getattr(ns, "max_seqs", None)
-    kv_tokens = getattr(ns, "kv_tokens", None)
-    prefill_chunk = getattr(ns, "prefill_chunk", None)
+    max_seqs, kv_tokens, prefill_chunk = ns.max_seqs, ns.kv_tokens, ns.prefill_chunk
     if max_seqs is not None or kv_tokens is not None or prefill_chunk is not None:
         profile = profile.with_overrides(
             max_num_seqs=max_seqs, kv_cache_tokens=kv_tokens, prefill_chunk_tokens=prefill_chunk
@@ -51,7 +50,7 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         raise ValueError(f"--reasoning-tokens must be 0 or more, got {ns.reasoning_tokens}")
     if not 0 <= ns.port <= 65535:
         raise ValueError(f"--port must be 0..65535, got {ns.port}")
-    keep_alive_s = getattr(ns, "keep_alive", 5.0)
+    keep_alive_s: float = ns.keep_alive
     if not 0 <= keep_alive_s < float("inf"):  # also refuses NaN
         raise ValueError(f"--keep-alive must be 0 (never close) or more seconds, got {keep_alive_s:g}")
     return SimConfig(
@@ -64,10 +63,9 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         reasoning_tokens=ns.reasoning_tokens,
         faults=parse_fault_specs(ns.fault),
         truth_log=Path(ns.truth_log) if ns.truth_log else None,
-        # Read with defaults: `tokentop sim` in tui.cli does not declare these yet (tui.sim.flags does).
-        state_log=Path(ns.state_log) if getattr(ns, "state_log", None) else None,
-        metrics=getattr(ns, "metrics", True),
-        exit_with_parent=getattr(ns, "exit_with_parent", False),
+        state_log=Path(ns.state_log) if ns.state_log else None,
+        metrics=ns.metrics,
+        exit_with_parent=ns.exit_with_parent,
         keep_alive_s=keep_alive_s,
-        prefix_cache=getattr(ns, "prefix_cache", True),
+        prefix_cache=ns.prefix_cache,
     )

@@ -1,8 +1,8 @@
 """The simulator's own flags, so the simulator can stand alone (`python -m tui.sim`).
 
-`tokentop sim` (in `tui.cli`) declares the same flags by calling `add_sim_args`, so the two cannot drift:
-every flag here (`--no-metrics`, `--state-log`, `--no-prefix-cache` included) works on both entry points.
-`tui.sim.config.config_from_args` reads them with defaults, so a namespace without them still works.
+`tokentop sim` (`tui.cli.sim`) declares the same flags by calling `add_sim_args`, so the two cannot drift:
+every flag here works on both entry points, and `tui.sim.config.config_from_args` reads each by name. A
+flag's default is its `SimConfig` field's.
 """
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 
 from tui.argtypes import non_negative_float, positive_float, positive_int
+from tui.sim.config import SimConfig
 
 DEFAULT_PROFILE = "small-gpu"
 
 
 def add_sim_args(p: argparse.ArgumentParser) -> None:
     """Declare every `tokentop sim` flag on `p` (what `config_from_args` reads)."""
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed)")
+    p.add_argument("--host", default=SimConfig.host, help="the address to listen on")
+    p.add_argument("--port", type=int, default=SimConfig.port, help="0 picks a free port (printed)")
     p.add_argument(
         "--profile", default=DEFAULT_PROFILE, metavar="NAME", help="performance profile (--list-profiles)"
     )
@@ -25,22 +26,24 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--time-scale",
         type=positive_float,
-        default=1.0,
+        default=SimConfig.time_scale,
         metavar="X",
         help="run X times faster than the profile (for tests)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=SimConfig.seed, help="the generated text, faults and per-request draws"
+    )
     p.add_argument(
         "--tokens-per-chunk",
         type=positive_int,
-        default=1,
+        default=SimConfig.tokens_per_chunk,
         metavar="N",
         help="tokens per SSE chunk (stream interval / speculative decoding)",
     )
     p.add_argument(
         "--reasoning-tokens",
         type=int,
-        default=0,
+        default=SimConfig.reasoning_tokens,
         metavar="N",
         help="emit N reasoning_content tokens before the answer",
     )
@@ -75,10 +78,10 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--keep-alive",
         type=non_negative_float,
-        default=5.0,
+        default=SimConfig.keep_alive_s,
         metavar="S",
-        help="close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
-        "(default 5; 0 never closes)",
+        help=f"close a connection idle for S seconds, like uvicorn under vLLM/SGLang "
+        f"(default {SimConfig.keep_alive_s:g}; 0 never closes)",
     )
     p.add_argument(
         "--exit-with-parent",

@@ -31,7 +31,7 @@ from tui.engine.control.checks import CacheCheck, LengthCheck
 from tui.engine.control.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placement_line
-from tui.engine.host.probe import ProbeError, probe_server
+from tui.engine.host.probe import Probed, ProbeError, probe_models
 from tui.engine.host.reader import Reader, RequestsLogFile
 from tui.engine.host.server_scrape import ServerScrape
 from tui.engine.host.trace_clock import TraceClock
@@ -433,11 +433,14 @@ class EngineHandle:
         spawned = False
         try:
             try:
-                model = probe_server(self.target) if self._probe else self.target.model or ""
+                probed = probe_models(self.target) if self._probe else Probed(self.target.model or "")
             except ProbeError as exc:
                 self._fatal = str(exc)
                 return
-            self._model = model
+            model = self._model = probed.model
+            if picked := probed.note(self.target.model):  # several served, none asked for: say which
+                with self._lock:
+                    self._note(f"model {model}: {picked}")
             if self._session is not None:
                 self._session.model(time.perf_counter_ns(), model)
             if self.options.isl_probe and skip_reason(self.workload) is None:  # results say why not

@@ -6,6 +6,8 @@ model before its first level). Blocking, one request, never shows the API key.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import httpx
 
 from tui.engine.config import TargetConfig
@@ -14,15 +16,43 @@ from tui.engine.redact import mask_secret
 from tui.engine.stream.errors import classify_exception
 from tui.engine.stream.openai import error_message
 
+SHOWN_MODELS = 8
+"""The most model names an error or a note lists (a gateway may serve hundreds)."""
+
 
 class ProbeError(Exception):
     """The target cannot be used; the message is one line, fit to print."""
 
 
+class Probed(NamedTuple):
+    """The model to use, and every model the server listed (empty when it lists none it could read)."""
+
+    model: str
+    served: tuple[str, ...] = ()
+
+    def note(self, asked: str | None) -> str | None:
+        """One line saying the model was picked from several when none was asked for, else None."""
+        if asked or len(self.served) < 2:
+            return None
+        return f"the first of {len(self.served)} served ({_names(self.served)}): --model picks another"
+
+
+def _names(models: tuple[str, ...]) -> str:
+    shown = ", ".join(models[:SHOWN_MODELS])
+    return shown + (f", ... ({len(models)} in all)" if len(models) > SHOWN_MODELS else "")
+
+
 def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str:
+    """The model to use (`probe_models`), for a caller that needs nothing else."""
+    return probe_models(target, timeout_s=timeout_s).model
+
+
+def probe_models(target: TargetConfig, *, timeout_s: float | None = None) -> Probed:
     """Check that the server answers and return the model to use (``target.model`` or the first listed
     by ``/v1/models``; with ``--endpoint /PATH``, ``/models`` beside the URL as given: nothing guessed).
-    Blocking; raises `ProbeError` with a one-line reason. Never shows the API key."""
+    A ``target.model`` the list does not hold is refused, naming what is served: echoing it back would
+    read as confirmed, and every request would then fail. Blocking; raises `ProbeError` with a one-line
+    reason. Never shows the API key."""
     url = target.base_url + "/models"
     headers = {name: value for name, value in target.headers}
     if target.api_key:
@@ -63,17 +93,25 @@ def probe_server(target: TargetConfig, *, timeout_s: float | None = None) -> str
         )
     if status != 200:
         if target.model:
-            return target.model  # some servers have no /models; the requests will tell
+            return Probed(target.model)  # some servers have no /models; the requests will tell
         raise ProbeError(scrub(f"{url}: HTTP {status} {detail(response.content)}; give --model"))
-    if target.model:
-        return target.model
     try:
         data = response.json()
-        models = [m["id"] for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
+        models = tuple(str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and "id" in m)
     except (ValueError, AttributeError, TypeError):
+        if target.model:
+            return Probed(target.model)  # not a list we can read: the requests will tell
         raise ProbeError(
             f"{url} did not return an OpenAI model list; is this an OpenAI-compatible server?"
         ) from None
+    if target.model:
+        if models and target.model not in models:
+            raise ProbeError(
+                scrub(
+                    f"{target.base_url} does not serve --model {target.model!r}; it serves {_names(models)}"
+                )
+            )
+        return Probed(target.model, models)
     if not models:
         raise ProbeError(f"{url} lists no models; give --model")
-    return str(models[0])
+    return Probed(models[0], models)

@@ -1,4 +1,5 @@
-"""Ending a face on purpose: SIGTERM and SIGHUP handled like Ctrl-C, and a stdout nobody reads any more.
+"""Ending a face on purpose: SIGTERM and SIGHUP handled like Ctrl-C (a stdout nobody reads any more is
+`tui.terminal`'s).
 
 SIGTERM is what ``timeout``, ``docker stop``, systemd, Kubernetes and CI cancellation send; SIGHUP what a
 closed terminal or ssh session sends. Python's default for both is to die at once, losing what was measured
@@ -13,12 +14,9 @@ Shared by the faces (bench, the live app), like `tui.demo`; imports nothing of t
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import sys
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TextIO
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals turned into `Terminated` (SIGINT already raises KeyboardInterrupt)."""
@@ -69,36 +67,3 @@ def signals_as_interrupt(on_signal: Callable[[int], None] | None = None) -> Iter
         for restored, old in previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(restored, old)  # type: ignore[arg-type]
-
-
-def print_or_drop(text: str) -> bool:
-    """Print ``text`` to stdout; False, and stdout silenced for good, if its reader has gone (``| head``).
-
-    A broken pipe must end the run cleanly, not with a traceback that skips writing the results: stdout is
-    pointed at /dev/null so nothing later (including the interpreter's final flush) trips over it again."""
-    try:
-        print(text, flush=True)
-        return True
-    except BrokenPipeError:
-        silence_stdout()
-        return False
-
-
-def silence_stdout() -> None:
-    """Point stdout's file descriptor at /dev/null (its reader has gone)."""
-    silence(sys.stdout)
-
-
-def silence(stream: TextIO) -> None:
-    """Point ``stream``'s file descriptor at /dev/null, so every later write to it (ours, a library's, the
-    interpreter's final flush) succeeds into nothing instead of raising BrokenPipeError."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
-
-
-def say(text: str) -> None:
-    """One line to stderr, or nothing if stderr itself has gone (a closed terminal after SIGHUP)."""
-    with contextlib.suppress(OSError, ValueError):
-        print(text, file=sys.stderr, flush=True)

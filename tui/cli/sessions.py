@@ -1,32 +1,96 @@
-"""The commands over recorded sessions: ``tokentop sessions`` (list), ``replay`` and ``compare``, and a
-session's Mooncake export; each takes its typed config (`tui.configs`, built by `tui.face_options`)."""
+"""The commands over recorded sessions: ``tokentop sessions`` (list), ``replay`` and ``compare``, each its
+flags, the reader into its typed config (`tui.configs`) and its run; a bad file is one line and exit 1."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tui import units
-from tui.configs import CompareConfig, ReplayConfig, SessionCommandConfig, SessionsConfig
+from tui.cli.record import sessions_dir
+from tui.configs import CompareConfig, CompareForm, ReplayConfig, SessionsConfig, UsageError
 from tui.engine.sessions.file import SUFFIX, SessionError
 
+C = TypeVar("C")
 
-def run_session_command(config: SessionCommandConfig) -> int:
-    """List, replay or compare, as ``config`` says; a bad file is one line on stderr and exit 1."""
-    try:
-        if isinstance(config, SessionsConfig):
-            return list_sessions(config.folder)
-        if isinstance(config, ReplayConfig):
-            from tui.app.replay import run_replay
 
-            return run_replay(config)
-        return compare_command(config)
-    except SessionError as exc:
-        print(f"tokentop: error: {exc}", file=sys.stderr)
-        return 1
+def add_sessions_args(p: argparse.ArgumentParser) -> None:
+    """`tokentop sessions`: ``--dir``."""
+    p.add_argument("--dir", metavar="DIR", help="where to look (default: the sessions folder)")
+
+
+def sessions_config(ns: argparse.Namespace) -> SessionsConfig:
+    """`tokentop sessions`: ``--dir``, or the folder every run records into by default."""
+    return SessionsConfig(folder=Path(ns.dir) if ns.dir else sessions_dir())
+
+
+def add_replay_args(p: argparse.ArgumentParser) -> None:
+    """`tokentop replay SESSION`: ``--theme``, ``--speed``."""
+    p.add_argument("session", metavar="SESSION", help=f"a session tokentop recorded (*{SUFFIX})")
+    p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
+    p.add_argument("--speed", type=float, default=ReplayConfig.speed, metavar="X", help="play X times faster")
+
+
+def replay_config(ns: argparse.Namespace) -> ReplayConfig:
+    """`tokentop replay SESSION`'s flags."""
+    return ReplayConfig(session=Path(ns.session), theme=ns.theme, speed=ns.speed)
+
+
+def add_compare_args(p: argparse.ArgumentParser) -> None:
+    """`tokentop compare RUN RUN...`: ``--plot``, and ``--markdown`` or ``--json``."""
+    p.add_argument("runs", nargs="+", metavar="RUN", help="sessions or results files; the first is the base")
+    p.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
+    form.add_argument("--json", action="store_true", help="the comparison as JSON")
+
+
+def compare_config(ns: argparse.Namespace) -> CompareConfig:
+    """`tokentop compare RUN RUN...`'s flags; fewer than two runs is a `UsageError`."""
+    if len(ns.runs) < 2:
+        raise UsageError("compare needs at least two runs")
+    form: CompareForm = "json" if ns.json else "markdown" if ns.markdown else "text"
+    return CompareConfig(
+        runs=tuple(Path(p) for p in ns.runs), form=form, plot=Path(ns.plot) if ns.plot else None
+    )
+
+
+def _one_line(command: Callable[[C], int]) -> Callable[[C], int]:
+    """``command`` with a file that cannot be read as a session reported in one line, exit 1."""
+
+    def run(config: C) -> int:
+        try:
+            return command(config)
+        except SessionError as exc:
+            print(f"tokentop: error: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+@_one_line
+def run_sessions(config: SessionsConfig) -> int:
+    """The listing of ``config.folder``."""
+    return list_sessions(config.folder)
+
+
+@_one_line
+def run_replay(config: ReplayConfig) -> int:
+    """The live app's panes over the session (imported now: `tokentop --help` must not load Textual)."""
+    from tui.app.replay import run_replay as replay
+
+    return replay(config)
+
+
+@_one_line
+def run_compare(config: CompareConfig) -> int:
+    """The comparison, as ``config.form`` says."""
+    return compare_command(config)
 
 
 # --- sessions -------------------------------------------------------------------------------------
@@ -153,28 +217,4 @@ def compare_command(config: CompareConfig) -> int:
 
             print()
             print(curves_text(data["curves"]))
-    return 0
-
-
-# --- export ---------------------------------------------------------------------------------------
-
-
-def mooncake_command(source: Path, out: Path) -> int:
-    """``tokentop export SESSION --to mooncake``: the trace at ``out``, its path on stdout."""
-    from tui.engine.sessions.exports import is_session, to_mooncake
-
-    if not is_session(source):
-        print(f"tokentop: error: {source}: --to mooncake needs a session (the results file holds no "
-              "requests)", file=sys.stderr)  # fmt: skip
-        return 1
-    try:
-        lines = to_mooncake(source)
-        out.write_text("".join(line + "\n" for line in lines))
-    except SessionError as exc:
-        print(f"tokentop: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"tokentop: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(out)
     return 0

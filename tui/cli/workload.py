@@ -1,6 +1,7 @@
-"""The workload flags to one `WorkloadConfig`: lengths (``--isl``, ``--osl``, their distributions,
-``--scenarios``), a dataset, a shared prefix, conversations, a trace, the prompt salt. Each file named is
-loaded and checked here, in the face, before anything starts, so a bad one is one line (`UsageError`)."""
+"""The workload group: what each request asks for. Lengths (``--isl``, ``--osl``, their distributions,
+``--scenarios``), a dataset, a shared prefix, conversations, a trace replayed at its own times, the prompt
+salt; declared here beside `workload_from_args`, which reads them into one `WorkloadConfig`. Each file
+named is loaded and checked here, before anything starts, so a bad one is one line (`UsageError`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,136 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from tui.engine.config import DatasetConfig, LengthDist, Scenario, TraceConfig, WorkloadConfig
-from tui.options import UsageError, endpoint_from_args
+from tui.argtypes import level_list, non_negative_float, non_negative_int, positive_float, positive_int
+from tui.cli.target import endpoint_from_args
+from tui.configs import UsageError
+from tui.engine.config import DatasetConfig, LengthDist, LoadTarget, Scenario, TraceConfig, WorkloadConfig
+
+
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    """Lengths, the seed, repeated prompts, a tokenizer; the shapes and the trace in groups of their own."""
+    w = p.add_argument_group("workload")
+    w.add_argument(
+        "--isl", type=positive_int, default=WorkloadConfig.isl, metavar="N", help="input tokens per request"
+    )
+    w.add_argument(
+        "--osl", type=positive_int, default=WorkloadConfig.osl, metavar="N", help="output tokens per request"
+    )
+    w.add_argument(
+        "--no-fixed-osl",
+        dest="fixed_osl",
+        action="store_false",
+        help="do not send ignore_eos/min_tokens (let the model stop at EOS)",
+    )
+    w.add_argument("--seed", type=int, default=WorkloadConfig.seed, help="lengths and prompt text")
+    w.add_argument(
+        "--repeat-prompts",
+        metavar="SALT|RESULTS.json",
+        help="send exactly an earlier run's prompts (its prompt salt, or its results file), to measure the "
+        "prefix cache it left; by default each run's prompts are its own",
+    )
+    _add_shape_args(p)
+    _add_trace_args(p)
+    # exact input lengths: a local tokenizer, or a probe of the server's own count
+    w.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="a local tokenizer.json (or its folder): prompts of exactly --isl tokens (tokentop[tokenizer])",
+    )
+    w.add_argument(
+        "--no-isl-probe",
+        dest="isl_probe",
+        action="store_false",
+        help="do not send a few one-token requests first to learn what a prompt costs on this server",
+    )
+
+
+def _add_shape_args(p: argparse.ArgumentParser) -> None:
+    """Lengths that vary, prompts from a file, a shared prefix, conversations (README "Workloads")."""
+    g = p.add_argument_group("workload shape (synthetic lengths, datasets, prefixes, conversations)")
+    g.add_argument(
+        "--isl-dist",
+        metavar="DIST",
+        help="input tokens drawn per request: N, normal:MEAN,STDDEV[,MIN,MAX] or uniform:MIN,MAX",
+    )
+    g.add_argument("--osl-dist", metavar="DIST", help="output tokens drawn per request, as --isl-dist")
+    g.add_argument(
+        "--scenarios",
+        metavar="ISLxOSL:W,...",
+        help="weighted (ISL, OSL) pairs, one drawn per request, e.g. 512x128:0.7,2048x256:0.3",
+    )
+    g.add_argument("--dataset", metavar="PATH", help="prompts from a file (JSONL, ShareGPT JSON or text)")
+    g.add_argument(
+        "--dataset-format",
+        choices=["jsonl", "sharegpt", "text"],
+        default=None,
+        help="the file's format (default: by its name, else its first character)",
+    )
+    g.add_argument(
+        "--dataset-order",
+        choices=["sequential", "shuffle"],
+        default=None,
+        help=f"file order, or shuffled once by --seed (default {DatasetConfig.order})",
+    )
+    g.add_argument(
+        "--shared-prefix",
+        type=non_negative_int,
+        default=WorkloadConfig.shared_prefix,
+        metavar="N",
+        help="every prompt starts with the same N tokens, added to --isl (to measure prefix caching)",
+    )
+    g.add_argument(
+        "--turns",
+        type=positive_int,
+        default=WorkloadConfig.turns,
+        metavar="K",
+        help="closed loop: each user carries a conversation for K turns, each adding --isl tokens to its"
+        " history, then starts anew (chat only)",
+    )
+
+
+def _add_trace_args(p: argparse.ArgumentParser) -> None:
+    """Replay a trace file at its own timestamps (`tokentop help traces`)."""
+    g = p.add_argument_group("trace replay (tokentop help traces)")
+    g.add_argument("--trace", metavar="PATH", help="replay a trace: Mooncake JSONL, Azure or BurstGPT CSV")
+    g.add_argument(
+        "--trace-format",
+        choices=["mooncake", "azure", "burstgpt"],
+        default=None,
+        help="the trace's format (default: from its first line, else its name)",
+    )
+    g.add_argument(
+        "--trace-speed",
+        type=level_list(float),
+        default=None,
+        metavar="X[,X,...]",
+        help=f"gaps divided by X (default {LoadTarget.speed:g}); bench: one level per speed, each replaying "
+        "the trace anew",
+    )
+    g.add_argument(
+        "--trace-start",
+        type=non_negative_float,
+        default=TraceConfig.start_s,
+        metavar="S",
+        help="skip the first S seconds",
+    )
+    g.add_argument("--trace-duration", type=positive_float, metavar="S", help="replay only S seconds of it")
+    g.add_argument("--trace-loop", action="store_true", help="start over at the end")
+    g.add_argument(
+        "--trace-block-size",
+        type=positive_int,
+        default=TraceConfig.block_size,
+        metavar="N",
+        help=f"tokens per Mooncake hash_ids block (default {TraceConfig.block_size}; Alibaba's Bailian "
+        "traces: 16)",
+    )
+    g.add_argument("--trace-model", metavar="NAME", help="BurstGPT: only this model's requests")
+    g.add_argument(
+        "--trace-time-unit",
+        choices=["s", "ms", "us", "ns"],
+        default=None,
+        help="what a timestamp number counts (default: Mooncake ms, BurstGPT s)",
+    )
 
 
 def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
@@ -18,7 +147,7 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
     the shaped workload flags: ``--isl-dist``, ``--osl-dist``, ``--scenarios``, ``--dataset*``,
     ``--shared-prefix``, ``--turns``). A dataset or a tokenizer is loaded and checked here, in the face,
     before anything starts: a bad one is a usage error in one line."""
-    tokenizer = getattr(ns, "tokenizer", None)
+    tokenizer: str | None = ns.tokenizer
     if tokenizer is not None:
         from tui.engine.workload.local_tokenizer import TokenizerError, load_tokenizer
 
@@ -33,11 +162,10 @@ def workload_from_args(ns: argparse.Namespace) -> WorkloadConfig:
 
 def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
     """``--trace`` and its flags: the file checked here (its head only), in one line if it is unusable."""
-    path = getattr(ns, "trace", None)
-    trace_flags = ("trace_format", "trace_speed", "trace_duration", "trace_model", "trace_time_unit")
+    path: str | None = ns.trace
     if path is None:
-        given = [f for f in trace_flags if getattr(ns, f, None)]
-        if given or getattr(ns, "trace_loop", False) or getattr(ns, "trace_start", 0.0):
+        given = (ns.trace_format, ns.trace_speed, ns.trace_duration, ns.trace_model, ns.trace_time_unit)
+        if any(given) or ns.trace_loop or ns.trace_start:
             raise UsageError("the --trace-* flags need --trace PATH")
         return base
     if base.dataset is not None or base.isl_dist or base.osl_dist or base.scenarios:
@@ -46,19 +174,19 @@ def _traced_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
         )
     if base.shared_prefix or base.turns > 1:
         raise UsageError("--trace shares prefixes as the trace says: not with --shared-prefix or --turns")
-    if getattr(ns, "rate", None) or getattr(ns, "concurrency", None):
+    if ns.rate or ns.concurrency:
         raise UsageError("--trace replays at the trace's own times: not with --rate or --concurrency")
     from tui.engine.traces import TraceError, check_trace
 
     wanted = TraceConfig(
         path=path,
-        format=getattr(ns, "trace_format", None),
-        block_size=getattr(ns, "trace_block_size", 512),
-        start_s=getattr(ns, "trace_start", 0.0) or 0.0,
-        duration_s=getattr(ns, "trace_duration", None),
-        loop=bool(getattr(ns, "trace_loop", False)),
-        model=getattr(ns, "trace_model", None),
-        time_unit=getattr(ns, "trace_time_unit", None),
+        format=ns.trace_format,
+        block_size=ns.trace_block_size,
+        start_s=ns.trace_start,
+        duration_s=ns.trace_duration,
+        loop=ns.trace_loop,
+        model=ns.trace_model,
+        time_unit=ns.trace_time_unit,
     )
     if wanted.model and wanted.format not in (None, "burstgpt"):
         raise UsageError("--trace-model filters BurstGPT traces only")
@@ -80,7 +208,7 @@ def prompt_salt_from_args(ns: argparse.Namespace) -> str:
     both)."""
     from tui.engine.workload.text import new_salt
 
-    given = getattr(ns, "repeat_prompts", None)
+    given: str | None = ns.repeat_prompts
     if given is None:
         return new_salt()
     path = Path(given)
@@ -107,15 +235,15 @@ MAX_LENGTH = 1_000_000
 
 
 def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadConfig:
-    isl_dist = _length_dist("--isl-dist", v) if (v := getattr(ns, "isl_dist", None)) else None
-    osl_dist = _length_dist("--osl-dist", v) if (v := getattr(ns, "osl_dist", None)) else None
-    scenarios = _scenarios(v) if (v := getattr(ns, "scenarios", None)) else ()
-    path = getattr(ns, "dataset", None)
-    shared_prefix = getattr(ns, "shared_prefix", 0) or 0
-    turns = getattr(ns, "turns", 1) or 1
+    isl_dist = _length_dist("--isl-dist", ns.isl_dist) if ns.isl_dist else None
+    osl_dist = _length_dist("--osl-dist", ns.osl_dist) if ns.osl_dist else None
+    scenarios = _scenarios(ns.scenarios) if ns.scenarios else ()
+    path: str | None = ns.dataset
+    shared_prefix: int = ns.shared_prefix
+    turns: int = ns.turns
     if scenarios and (isl_dist or osl_dist):
         raise UsageError("--scenarios sets both lengths: drop --isl-dist/--osl-dist")
-    if path is None and (getattr(ns, "dataset_format", None) or getattr(ns, "dataset_order", None)):
+    if path is None and (ns.dataset_format or ns.dataset_order):
         raise UsageError("--dataset-format and --dataset-order need --dataset")
     if path is not None and (scenarios or isl_dist or osl_dist):
         raise UsageError("--isl-dist, --osl-dist and --scenarios shape synthetic prompts: not with --dataset")
@@ -123,7 +251,7 @@ def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
     if turns > 1:
         if endpoint != "chat":
             raise UsageError("--turns needs the chat endpoint (a conversation is chat messages)")
-        if getattr(ns, "rate", None):
+        if ns.rate:
             raise UsageError("--turns needs closed-loop users (--concurrency), not --rate")
     if shared_prefix > MAX_LENGTH:
         raise UsageError(f"--shared-prefix is at most {MAX_LENGTH}")
@@ -132,7 +260,7 @@ def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
         from tui.engine.workload import DatasetError, check_dataset
 
         wanted = DatasetConfig(
-            path=path, format=ns.dataset_format, order=getattr(ns, "dataset_order", None) or "sequential"
+            path=path, format=ns.dataset_format, order=ns.dataset_order or DatasetConfig.order
         )
         try:
             dataset = check_dataset(wanted)

@@ -1,23 +1,23 @@
-"""The recording flags of the faces that run load (live, bench) and where a session goes by default: one
-file per run under ``state_dir()/sessions``, named by its date, time and ``--label``."""
+"""The record group of the faces that run load (live, bench): ``--record`` and its neighbours, and where a
+session goes by default (one file per run under ``state_dir()/sessions``, named by its date, time and
+``--label``); ``--schedule`` (a session's levels run again) and ``--baseline`` (an earlier run beside)."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tui.configs import UsageError
 from tui.engine.config import EngineOptions
 from tui.engine.sessions.file import SUFFIX
 from tui.engine.sessions.schedule import Schedule
+from tui.outputs import state_dir
 
 if TYPE_CHECKING:
     from tui.engine.sessions.baseline import Baseline
-from tui.options import UsageError, engine_options_from_args
-from tui.outputs import state_dir
 
 
 def add_record_args(p: argparse.ArgumentParser) -> None:
@@ -29,12 +29,9 @@ def add_record_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-record", action="store_true", help="do not record this run's session")
     p.add_argument("--record-text", action="store_true", help="the session keeps the streamed text too")
-    p.add_argument("--label", metavar="NAME", default="", help="a name for this run's session")
-
-
-def recording_engine_options(ns: argparse.Namespace) -> EngineOptions:
-    """`engine_options_from_args` with the recording flags (``--record``, ``--no-record``, ...) applied."""
-    return replace(engine_options_from_args(ns), **record_from_args(ns))
+    p.add_argument(
+        "--label", metavar="NAME", default=EngineOptions.record_label, help="a name for this run's session"
+    )
 
 
 def sessions_dir() -> Path:
@@ -59,13 +56,13 @@ def default_session_path(label: str, *, now_s: float | None = None, folder: Path
 def record_from_args(ns: argparse.Namespace) -> dict[str, Any]:
     """The `EngineOptions` fields for recording (``record`` None with ``--no-record``); the default folder
     is made here, and a --record path that cannot be created fails in one line before any load."""
-    if getattr(ns, "no_record", False):
-        if getattr(ns, "record", None):
+    if ns.no_record:
+        if ns.record:
             raise UsageError("--record and --no-record contradict each other")
         return {"record": None}
-    label = getattr(ns, "label", "") or ""
-    text = bool(getattr(ns, "record_text", False))
-    given = getattr(ns, "record", None)
+    label: str = ns.label
+    text: bool = ns.record_text
+    given: str | None = ns.record
     if given:
         path = Path(given)
         if path.exists():
@@ -82,15 +79,16 @@ def record_from_args(ns: argparse.Namespace) -> dict[str, Any]:
     return {"record": str(path), "record_text": text, "record_label": label}
 
 
-def schedule_from_args(ns: argparse.Namespace) -> Schedule | None:
+def schedule_from_args(ns: argparse.Namespace, *, levels: bool, ends: bool = False) -> Schedule | None:
     """``--schedule SESSION``'s schedule, or None; a file that is not a session, or a schedule given with
-    levels of its own (``--concurrency``/``--rate``), is a usage error in one line."""
-    path = getattr(ns, "schedule", None)
+    levels of its own (``levels``: the command's ``--concurrency``/``--rate`` were given) or with their own
+    ends (``ends``: bench's ``--duration``/``--requests``), is a usage error in one line."""
+    path: str | None = ns.schedule
     if not path:
         return None
-    if getattr(ns, "concurrency", None) or getattr(ns, "rate", None):
+    if levels:
         raise UsageError("--schedule runs the session's own levels: leave out --concurrency and --rate")
-    if getattr(ns, "duration", None) or getattr(ns, "requests", None):
+    if ends:
         raise UsageError(
             "--schedule holds each level for its recorded time: leave out --duration and --requests"
         )
@@ -123,7 +121,7 @@ def add_baseline_arg(p: argparse.ArgumentParser) -> None:
 
 def baseline_from_args(ns: argparse.Namespace) -> Baseline | None:
     """``--baseline``'s levels, or None; a file that is neither a session nor results is one line."""
-    path = getattr(ns, "baseline", None)
+    path: str | None = ns.baseline
     if not path:
         return None
     from tui.engine.sessions.baseline import Baseline

@@ -1,11 +1,7 @@
-"""Flags to the engine's frozen configs: the target (URL, key, headers, trust), the engine options and the
-load levels; the workload's flags are `tui.workload_options`, and each face's one config is built from
-these by `tui.face_options`.
-
-Nothing here imports `tui.cli`: the entry point imports the faces, so a face importing it back would close
-a circle (harlequin's ``hsql/cli.py`` takes its options from ``harlequin.config`` for the same reason).
-`tui.cli` defines the flags; these turn the parsed `argparse.Namespace` into `tui.engine.config` values
-and report an unusable value as a `UsageError`.
+"""The target group: which server (``--url``, ``$OPENAI_BASE_URL``, else the demo simulator), its API
+(``--endpoint``), the API key and the trust flags (``--ca-cert``, ``--insecure``, ``--no-trust-env``), each
+declared here beside the reader that turns it into a `TargetConfig` and reports an unusable value as a
+`UsageError`. Shared by the commands that send load (live, bench); watch takes the URL and key readers.
 """
 
 from __future__ import annotations
@@ -14,30 +10,105 @@ import argparse
 import json
 import os
 import ssl
+import sys
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tui.argtypes import positive_float
+from tui.cli.argv_secret import hide_in_argv
+from tui.configs import RunTarget, UsageError
 from tui.demo import DemoConfig
-from tui.engine.config import (
-    Endpoint,
-    EngineOptions,
-    LoadTarget,
-    RayPlacement,
-    TargetConfig,
-    normalise_base_url,
-)
+from tui.engine.config import Endpoint, TargetConfig, normalise_base_url
 from tui.engine.redact import display_url
 
 BASE_URL_ENV = "OPENAI_BASE_URL"
 """The OpenAI SDK's variable for the server's base URL: honoured when ``--url`` is not given."""
 
-DEMO_CONCURRENCY = 4
-"""The demo starts at 4 users so every pane has something to show at once; a real target starts at 1."""
+DEMO_URL_UNTIL_STARTED = "http://127.0.0.1"
+"""The simulator's address before it runs; its port is known once it does (`RunTarget.at`)."""
 
 
-class UsageError(Exception):
-    """A flag value that parsed but cannot be used; reported in one line, exit status 2."""
+def add_target_args(p: argparse.ArgumentParser) -> None:
+    """The server, its API and key, headers, the timeout, TLS trust; and the demo's profile."""
+    g = p.add_argument_group("target")
+    g.add_argument(
+        "--url",
+        help="server base URL, with or without /v1 (default: $OPENAI_BASE_URL if set, else the built-in "
+        "simulator)",
+    )
+    g.add_argument("--model", help="model name (default: the first from /v1/models)")
+    g.add_argument(
+        "--endpoint",
+        type=_endpoint,
+        default=TargetConfig.endpoint,
+        metavar="chat|completions|/PATH",
+        help=f"the API (default {TargetConfig.endpoint}), or the full request path for a server whose API "
+        "is not under /v1, joined to --url as given, nothing added (e.g. /api/v2/chat; its API: "
+        "--endpoint-type)",
+    )
+    g.add_argument(
+        "--endpoint-type",
+        choices=["chat", "completions"],
+        default=None,
+        help=f"the API spoken at an --endpoint /PATH (default {TargetConfig.endpoint})",
+    )
+    add_api_key_args(g)
+    g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra HTTP header")
+    g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
+    g.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=TargetConfig.timeout_s,
+        metavar="S",
+        help="per request, also the longest silence allowed between chunks",
+    )
+    g.add_argument(
+        "--ca-cert",
+        metavar="PATH",
+        help="verify the server's TLS certificate against this PEM bundle (a self-signed or company CA)",
+    )
+    g.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
+    g.add_argument(
+        "--no-trust-env",
+        dest="trust_env",
+        action="store_false",
+        help="ignore HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE, SSL_CERT_DIR (honoured by default)",
+    )
+    p.add_argument(
+        "--sim-profile",
+        default=DemoConfig.profile,
+        metavar="NAME",
+        help="simulator profile when no --url is given",
+    )
+
+
+def add_api_key_args(p: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "API key") -> None:
+    """``--api-key`` or ``--api-key-file`` (one of them; the variable when neither)."""
+    key = p.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"{what} (default: $OPENAI_API_KEY); never printed or saved. Other users can see a command "
+        "line: tokentop overwrites it in its own (on Linux), but prefer the variable or --api-key-file",
+    )
+    key.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file (one line)")
+
+
+def _endpoint(text: str) -> str:
+    """``chat``, ``completions``, or a request path (it starts with ``/``; a URL belongs in --url)."""
+    if text in ("chat", "completions") or (text.startswith("/") and not any(c.isspace() for c in text)):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"want chat, completions or a request path starting with /, got {text!r}"
+    )
+
+
+def run_target_from_args(ns: argparse.Namespace, *, time_scale: float = DemoConfig.time_scale) -> RunTarget:
+    """The server a load face runs against, every flag of it checked now (before any simulator starts)."""
+    demo = demo_from_args(ns, time_scale=time_scale)
+    target = target_from_args(ns, demo_url=DEMO_URL_UNTIL_STARTED if demo is not None else None)
+    return RunTarget(target=target, demo=demo, note=url_note(ns))
 
 
 def url_from_args(ns: argparse.Namespace) -> str | None:
@@ -69,10 +140,26 @@ def _url_flag(ns: argparse.Namespace) -> str:
     return "--url" if ns.url is not None else f"${BASE_URL_ENV}"
 
 
-def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoConfig | None:
+def demo_from_args(ns: argparse.Namespace, *, time_scale: float = DemoConfig.time_scale) -> DemoConfig | None:
     """The built-in simulator to start, or None when there is a target (``--url`` or ``$OPENAI_BASE_URL``).
-    ``time_scale``: bench's ``--sim-time-scale`` (the live app runs the demo in real time)."""
+    ``time_scale``: bench's ``--sim-time-scale`` (the live app runs the demo in real time). A ``--sim-*``
+    flag with a target is refused: no simulator runs then, and ignoring it would leave the user believing
+    it applied (a run "10 times faster" that was not)."""
     if url_from_args(ns) is not None:
+        given = [
+            flag
+            for flag, value, default in (
+                ("--sim-profile", ns.sim_profile, DemoConfig.profile),
+                ("--sim-time-scale", time_scale, DemoConfig.time_scale),
+            )
+            if value != default
+        ]
+        if given:
+            one = len(given) == 1
+            raise UsageError(
+                f"{' and '.join(given)} {'is' if one else 'are'} for the built-in simulator, which does not "
+                f"run with {_url_flag(ns)}: drop {'it' if one else 'them'} (or the URL, for the demo)"
+            )
         return None
     if endpoint_from_args(ns)[1] is not None:
         raise UsageError("--endpoint /PATH needs --url: the built-in simulator serves its API under /v1 only")
@@ -82,8 +169,8 @@ def demo_from_args(ns: argparse.Namespace, *, time_scale: float = 1.0) -> DemoCo
 def endpoint_from_args(ns: argparse.Namespace) -> tuple[Endpoint, str | None]:
     """The API flavour and the request path (None: the flavour's standard one under ``/v1``) from
     ``--endpoint chat|completions|/PATH`` and ``--endpoint-type``."""
-    value = getattr(ns, "endpoint", "chat") or "chat"
-    kind = getattr(ns, "endpoint_type", None)
+    value: str = ns.endpoint
+    kind: str | None = ns.endpoint_type
     if value.startswith("/"):
         return ("completions" if kind == "completions" else "chat"), value
     if kind is not None and kind != value:
@@ -109,6 +196,7 @@ def base_url_from_args(ns: argparse.Namespace, *, demo_url: str | None = None, a
 
 def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> TargetConfig:
     """Build the target; `demo_url` is the simulator's URL when tokentop started it itself."""
+    api_key = api_key_from_args(ns)  # first: a key on the command line is hidden before anything can fail
     given = url_from_args(ns)
     endpoint, path = endpoint_from_args(ns)
     base_url = base_url_from_args(ns, demo_url=demo_url, add_v1=path is None)
@@ -127,7 +215,6 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
         if not isinstance(body, dict):
             raise UsageError("--extra-body must be a JSON object")
         extra = tuple(body.items())
-    api_key = api_key_from_args(ns)
     target = TargetConfig(
         base_url=base_url,
         model=ns.model,
@@ -144,10 +231,17 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
 
 def api_key_from_args(ns: argparse.Namespace) -> str | None:
     """``--api-key``, else the file ``--api-key-file`` names (read once, stripped), else ``$OPENAI_API_KEY``.
-    The file and the variable keep the key out of the process list, which every user can read."""
-    if key := getattr(ns, "api_key", None):
+    The file and the variable keep the key out of the process list, which every user can read: a key given
+    on the command line is overwritten there (`hide_in_argv`), with a warning where it cannot be."""
+    if key := ns.api_key:
+        if not hide_in_argv(key):
+            print(
+                "tokentop: warning: --api-key is visible to other users in the process list; "
+                "give it by $OPENAI_API_KEY or --api-key-file",
+                file=sys.stderr,
+            )
         return str(key)
-    if (path := getattr(ns, "api_key_file", None)) is not None:
+    if (path := ns.api_key_file) is not None:
         try:
             key = Path(path).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
@@ -166,12 +260,12 @@ def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     cannot be read, a SOCKS proxy in the environment) rather than on the first request."""
     from tui.engine.network import ProxyError, proxy_for, ssl_context
 
-    ca_cert = getattr(ns, "ca_cert", None)
-    insecure = bool(getattr(ns, "insecure", False))
+    ca_cert: str | None = ns.ca_cert
+    insecure: bool = ns.insecure
     if ca_cert and insecure:
         raise UsageError("--ca-cert and --insecure contradict each other: give one")
     # The demo simulator is tokentop's own server on 127.0.0.1: never through the environment's proxy.
-    trust_env = bool(getattr(ns, "trust_env", True)) and not target.demo
+    trust_env = ns.trust_env and not target.demo
     target = replace(target, ca_cert=ca_cert, insecure=insecure, trust_env=trust_env)
     try:
         ssl_context(target)  # also for http://: both transports build one, and a bad one would fail there
@@ -210,98 +304,3 @@ def _refuse_credentials(url: str, flag: str = "--url") -> None:
             f"{flag} must not carry credentials (user:password@host): give a key with --api-key, "
             "or Basic auth with --header 'Authorization: Basic ...'"
         )
-
-
-def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
-    """The engine tunables a face's flags set: the SLOs, the closed-loop user stagger, server metrics."""
-    metrics_url = getattr(ns, "metrics_url", None)
-    if metrics_url is not None and not metrics_url.startswith(("http://", "https://")):
-        raise UsageError(f"--metrics-url must start with http:// or https://: {metrics_url!r}")
-    return EngineOptions(
-        slo_ttft_ms=ns.slo_ttft_ms,
-        slo_tpot_ms=ns.slo_tpot_ms,
-        user_stagger_s=ns.user_stagger_ms / 1e3,
-        server_metrics=getattr(ns, "server_metrics", True),
-        metrics_url=metrics_url,
-        server_metrics_log=getattr(ns, "server_metrics_log", None),
-        gpu_metrics=gpu_metrics_from_args(ns),
-        canary_rate=canary_rate_from_args(ns),
-        isl_probe=getattr(ns, "isl_probe", True),
-        placement=placement_from_args(ns),
-    )
-
-
-def placement_from_args(ns: argparse.Namespace) -> RayPlacement | None:
-    """``--ray`` and its flags as plain data (Ray itself is imported only by the engine, and only then)."""
-    address = getattr(ns, "ray", None)
-    per_node = getattr(ns, "workers_per_node", None)
-    if address is None:
-        if per_node is not None:
-            raise UsageError("--workers-per-node needs --ray")
-        return None
-    return RayPlacement(
-        address=address,
-        per_node=per_node,
-        head_workers=getattr(ns, "ray_head_workers", False),
-        on_node_loss=getattr(ns, "on_node_loss", "stop"),
-    )
-
-
-def canary_rate_from_args(ns: argparse.Namespace) -> float | None:
-    """``--canary-rate``: its figures live in the server pane and summaries, so it needs the scrape on."""
-    rate: float | None = getattr(ns, "canary_rate", None)
-    if rate is not None and not getattr(ns, "server_metrics", True):
-        raise UsageError("--canary-rate is shown beside the server's metrics: drop --no-server-metrics")
-    return rate
-
-
-def gpu_metrics_from_args(ns: argparse.Namespace) -> str | None:
-    """``--gpu-metrics``, checked before any load: a URL, or `nvml` with NVML importable."""
-    spec: str | None = getattr(ns, "gpu_metrics", None)
-    if spec is None:
-        return None
-    from tui.engine.server_metrics.gpu_source import NVML, nvml_source
-
-    if spec == NVML:
-        try:
-            nvml_source()
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    elif not spec.startswith(("http://", "https://")):
-        raise UsageError(f"--gpu-metrics takes a DCGM exporter's URL (http://...) or 'nvml', got {spec!r}")
-    return spec
-
-
-def initial_load(ns: argparse.Namespace, *, demo: bool) -> LoadTarget:
-    """The live app's first target: a trace at ``--trace-speed``, ``--rate`` or ``--concurrency``, else 1 user
-    (4 in the demo)."""
-    if getattr(ns, "trace", None) is not None:
-        speeds = getattr(ns, "trace_speed", None) or [1.0]
-        if len(speeds) > 1:
-            raise UsageError(
-                "the live app starts at one --trace-speed (the keys change it; bench sweeps a list)"
-            )
-        return LoadTarget(mode="trace", speed=float(speeds[0]))
-    if ns.rate is not None:
-        return LoadTarget(mode="rate", rate=ns.rate)
-    if ns.concurrency is not None:
-        return LoadTarget(mode="concurrency", concurrency=ns.concurrency)
-    return LoadTarget(mode="concurrency", concurrency=DEMO_CONCURRENCY if demo else 1)
-
-
-def level_targets_from_args(ns: argparse.Namespace) -> list[LoadTarget]:
-    """bench's levels, one per ``--concurrency`` or ``--rate`` value (default: one user), or one per
-    ``--trace-speed`` with ``--trace``, each replaying the trace from its start."""
-    if getattr(ns, "trace", None) is not None:
-        return [
-            LoadTarget(mode="trace", speed=float(x), from_start=True, max_concurrency=ns.max_concurrency)
-            for x in (getattr(ns, "trace_speed", None) or [1.0])
-        ]
-    if ns.rate:
-        return [
-            LoadTarget(mode="rate", rate=float(r), arrival=ns.arrival, max_concurrency=ns.max_concurrency)
-            for r in ns.rate
-        ]
-    if ns.max_concurrency is not None:
-        raise UsageError("--max-concurrency applies to open-loop --rate levels")
-    return [LoadTarget(mode="concurrency", concurrency=int(c)) for c in (ns.concurrency or [1])]

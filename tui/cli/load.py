@@ -1,0 +1,51 @@
+"""The engine group of the commands that send load (live, bench): how many worker processes, how fast new
+users start, the SLOs; and `engine_options_from_args`, which gathers these with the server-metrics, Ray and
+record groups into the one `EngineOptions` the engine takes."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from tui.argtypes import non_negative_float, positive_float, positive_int
+from tui.cli.cluster import placement_from_args
+from tui.cli.metrics import metrics_from_args
+from tui.cli.record import record_from_args
+from tui.configs import LiveConfig
+from tui.engine.config import EngineOptions
+
+
+def add_engine_args(p: argparse.ArgumentParser, *, slo: str) -> None:
+    """``--workers``, ``--user-stagger-ms``, ``--slo-ttft-ms``, ``--slo-tpot-ms``; ``slo`` is the SLOs'
+    help with ``{}`` for TTFT or TPOT (what the command does with them)."""
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=LiveConfig.workers,  # BenchConfig's is the same
+        metavar="N",
+        help="engine processes sharing the load (more streams than one core can time)",
+    )
+    p.add_argument(
+        "--user-stagger-ms",
+        type=non_negative_float,
+        default=EngineOptions.user_stagger_s * 1e3,
+        metavar="MS",
+        help="closed loop: new users start this far apart, a whole step within 1 s (0: all at once)",
+    )
+    p.add_argument("--slo-ttft-ms", type=positive_float, metavar="MS", help=slo.format("TTFT"))
+    p.add_argument("--slo-tpot-ms", type=positive_float, metavar="MS", help=slo.format("TPOT"))
+
+
+def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
+    """The engine tunables the flags set: the SLOs, the user stagger, the ISL probe, server metrics, the
+    Ray placement and the recording, each group checked by its own reader."""
+    metrics = metrics_from_args(ns)
+    options = EngineOptions(
+        slo_ttft_ms=ns.slo_ttft_ms,
+        slo_tpot_ms=ns.slo_tpot_ms,
+        user_stagger_s=ns.user_stagger_ms / 1e3,
+        isl_probe=ns.isl_probe,
+        placement=placement_from_args(ns),
+        **metrics,
+    )
+    return replace(options, **record_from_args(ns))
