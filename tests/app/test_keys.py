@@ -276,7 +276,7 @@ async def test_a_starts_a_ramp_at_one_user_and_a_load_key_stops_it(
         assert engine.load.concurrency == 1 and engine.load.mode == "concurrency"
         assert "auto ramp" in app._status.plain
         await pilot.press("+")
-        assert app._ramp is None
+        assert app.auto_load.ramp is None
         assert engine.load.concurrency == 2
 
 
@@ -298,18 +298,18 @@ async def test_the_ramp_doubles_once_a_level_is_steady_and_stops_at_the_knee(
         one = at(1, 5, 48.0)
         engine.snap = replace(engine.snap, seq=50, level_id=5, levels=(one,), knee=None, elapsed_s=50.0)
         app.poll()
-        assert engine.load.concurrency == 2 and app._ramp is not None
+        assert engine.load.concurrency == 2 and app.auto_load.ramp is not None
         two = replace(at(2, 6, 49.0), per_request_tps=24.5)
         engine.snap = replace(
             engine.snap, seq=51, level_id=6, levels=(replace(one, ended_s=60.0), two), elapsed_s=70.0
         )
         app.poll()  # no gain from doubling: the knee is at 1 user; the 2-user level ends first
-        assert engine.load == LoadTarget(concurrency=2, paused=True) and app._ramp is not None
+        assert engine.load == LoadTarget(concurrency=2, paused=True) and app.auto_load.ramp is not None
         assert "auto ramp stopping: knee at 1 users · settling" in app._status.plain
         settled = (replace(one, ended_s=60.0, settled=True), replace(two, ended_s=71.0, settled=True))
         engine.snap = replace(engine.snap, seq=52, levels=settled, elapsed_s=72.0)
         app.poll()
-        assert app._ramp is None
+        assert app.auto_load.ramp is None
         assert engine.load == LoadTarget(concurrency=1, paused=True)  # space resumes at the knee
         (verdict,) = engine.ramps  # what the status bar says is what the results will record
         assert verdict.reason == "knee at 1 users: 48 of a 49 tok/s peak" and verdict.knee is not None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
@@ -13,19 +12,21 @@ from typing import ClassVar, Protocol, runtime_checkable
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
-from textual.containers import Container, Horizontal
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Size
 from textual.screen import Screen
 
 from tui.app import control, keys
+from tui.app.autoload import AutoLoad
 from tui.app.frames import FrameStats
-from tui.app.ramp_result import RampResult, load_label, ramp_result, snapshot_knee_target
-from tui.app.saving import save_run_files, saved_list
+from tui.app.plot_cadence import PlotCadence
+from tui.app.ramp_result import RampResult, load_label
+from tui.app.saving import quit_notes, save_and_say
 from tui.app.settings import AppSettings
 from tui.app.terminal import HangUpSafeDriver
 from tui.app.themes import APP_VARIABLE_DEFAULTS
+from tui.app.views import ALL_ON_SCREEN, VIEWS, body, is_compact, next_view, set_layout
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.detail import RequestDetailScreen
 from tui.app.widgets.errors import ErrorsPane
@@ -33,37 +34,13 @@ from tui.app.widgets.footer import KeyFooter
 from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
 from tui.app.widgets.levels import LevelTable, ServerMeans
-from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.server import ServerPane
 from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
-from tui.engine.control.ramp import RampPolicy, RampStep
 from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
-from tui.outputs import kept_results_path, state_dir
 
-VIEWS = ("live", "latency", "levels", "server")
-"""Pane groups shown one at a time when the terminal is too small for all of them (`v` cycles)."""
-WATCH_OFF = frozenset(
-    {
-        "load_step",
-        "cycle_itl",
-        "cycle_window",
-        "load_scale",
-        "toggle_mode",
-        "toggle_pause",
-        "toggle_ramp",
-        "knee",
-        "next_view",
-        "freeze_text",
-        "inspect_request",
-        "mark",
-    }
-)
-"""Actions that mean nothing while watching (no load, no lanes): disabled and left out of the footer."""
-COMPACT_BELOW = (120, 36)
-"""Width and height under which the app shows one view at a time."""
 GC_MIDDLE_EVERY = 3
 """The app collects its middle generation every this many young collections (Python's default: 10)."""
 
@@ -93,7 +70,6 @@ class TokentopApp(App[int]):
 
     def __init__(self, engine: Engine, settings: AppSettings) -> None:
         super().__init__()
-        self._schedule = list(settings.schedule)
         self.engine = engine
         self.settings = settings
         self.watch_only = settings.watch_only
@@ -106,8 +82,6 @@ class TokentopApp(App[int]):
         self._clock_ns = settings.clock_ns
         self._cpu_ns = settings.cpu_clock_ns
         self._freeze_gc = settings.freeze_gc
-        self._slo_ttft_ms = settings.slo_ttft_ms
-        self._slo_tpot_ms = settings.slo_tpot_ms
         for each in settings.themes.values():
             self.register_theme(each)
         self._theme_names = list(settings.themes)
@@ -124,11 +98,16 @@ class TokentopApp(App[int]):
         self._target = LoadTarget()
         self._snap: Snapshot | None = None
         self._ticks = 0
-        self._next_plot = 0
-        self._ramp: RampPolicy | None = None
-        self._ramp_note = ""
-        self._ramp_result: RampResult | None = None
-        """Why the last ramp stopped and where `k` goes; on screen until the next load change."""
+        self.auto_load = AutoLoad(
+            settings.schedule,
+            slo_ttft_ms=settings.slo_ttft_ms,
+            slo_tpot_ms=settings.slo_tpot_ms,
+            set_target=partial(self.set_target, from_ramp=True),
+            notify=self.notify,
+            record_ramp=lambda verdict: self.engine.record_ramp(verdict),
+            on_result=self._show_ramp_result,
+        )
+        """The schedule and the `a` ramp: the load the app sets by itself."""
         self._knee_ready = False
         """Whether `k` has a load to go to (the footer shows it then)."""
         self._stopped_at_s: float | None = None
@@ -145,20 +124,10 @@ class TokentopApp(App[int]):
         self._table = LevelTable(id="levels")
         self._errors = ErrorsPane(id="errors")
         self._server = ServerPane(id="server")
-        self._plots: list[PlotPane] = [self._curve, self._ttft, self._itl]
         if (baseline := settings.baseline) is not None:
             self._curve.baseline = baseline.points
             self._table.baseline = baseline.level_for
-        # plotext builds (~5 ms each) made the UI's p99 tick; one background thread builds them in turn,
-        # so the UI thread only reads the theme and data in and shows the result. Without it (tests)
-        # plots are built inline and a screen is complete as soon as `poll()` returns.
-        self._plot_executor = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokentop-plots")
-            if settings.plot_thread
-            else None
-        )
-        for pane in self._plots:
-            pane.executor = self._plot_executor
+        self._plots = PlotCadence((self._curve, self._ttft, self._itl), threaded=settings.plot_thread)
 
     def get_driver_class(self) -> type[Driver]:
         driver = super().get_driver_class()
@@ -170,17 +139,11 @@ class TokentopApp(App[int]):
     def compose(self) -> ComposeResult:
         yield self._fatal
         yield self._status
-        with Container(id="body"):
-            with Horizontal(id="top"):
-                yield self._lanes
-                yield self._curve
-            with Horizontal(id="mid"):
-                yield self._ttft
-                yield self._itl
-            with Horizontal(id="bottom"):
-                yield self._table
-                yield self._server
-                yield self._errors
+        yield from body(
+            top=(self._lanes, self._curve),
+            mid=(self._ttft, self._itl),
+            bottom=(self._table, self._server, self._errors),
+        )
         yield KeyFooter(self.FOOTER_RANK, offered=self._footer_offers)
 
     def on_mount(self) -> None:
@@ -203,8 +166,7 @@ class TokentopApp(App[int]):
         self.set_interval(self.tick_s, self.poll)  # Textual timers skip ticks that came late
 
     def on_unmount(self) -> None:
-        if self._plot_executor is not None:
-            self._plot_executor.shutdown(wait=False, cancel_futures=True)
+        self._plots.shutdown()
 
     def on_resize(self, event: events.Resize) -> None:
         # The event's size, not `self.size`: this handler runs before App's own, which stores the new size.
@@ -226,10 +188,7 @@ class TokentopApp(App[int]):
             self._started = self.engine.wait_ready(0.0)
         fresh = force or self._snap is None or snap.seq != self._snap.seq
         self._snap = snap
-        if self._ramp is not None:
-            self._ramp_tick(snap)
-        if self._schedule:
-            self._schedule_tick(snap)
+        self.auto_load.tick(snap)
         with self.batch_update():
             if fresh:
                 self._show_fast(snap)
@@ -240,7 +199,7 @@ class TokentopApp(App[int]):
     def _ui_state(self) -> UiState:
         return UiState(
             target=self._target,
-            ramp=self._ramp_note or (self._ramp_result.status() if self._ramp_result is not None else ""),
+            ramp=self.auto_load.status(),
             frozen=self._lanes.frozen,
             frames=self.frame_stats.summary(),
             probing=not self._started,
@@ -291,18 +250,7 @@ class TokentopApp(App[int]):
             )
             if changed and not force:
                 return
-        panes = self._plots
-        for offset in range(len(panes)):
-            index = (self._next_plot + offset) % len(panes)
-            pane = panes[index]
-            if not (pane.showing and pane.stale):
-                continue
-            if force or pane.resized or pane.drawn_tick + pane.every_ticks <= self._ticks:
-                pane.redraw()
-                pane.drawn_tick = self._ticks
-                if not force:
-                    self._next_plot = index + 1
-                    break
+        self._plots.redraw(self._ticks, force=force)
 
     def _redraw_plots(self) -> None:
         """After a key that changes what a plot shows: redraw the visible ones now, not at the next slot."""
@@ -324,17 +272,12 @@ class TokentopApp(App[int]):
 
     def _apply_layout(self, size: Size | None = None) -> None:
         """Choose the layout for ``size`` (the current one if None) on every resize, both ways."""
-        width, height = size if size is not None else self.size
-        self._compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
-        screen = self._main_screen()
-        screen.set_class(self._compact and not self.watch_only, "-compact")
-        screen.set_class(self.watch_only, "-watch")
-        for name in VIEWS:
-            screen.set_class(self.view == name, f"-view-{name}")
+        self._compact = is_compact(*(size if size is not None else self.size))
+        set_layout(self._main_screen(), compact=self._compact, watch_only=self.watch_only, view=self.view)
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.watch_only and action in WATCH_OFF)
+        return not (self.watch_only and action in keys.WATCH_OFF)
 
     def _footer_offers(self, action: str) -> bool:
         """`k` leaves the footer while there is no knee, `v` while every pane is on screen; pressed anyway
@@ -346,28 +289,14 @@ class TokentopApp(App[int]):
     # --- load keys --------------------------------------------------------------------------------
 
     def set_target(self, target: LoadTarget, *, from_ramp: bool = False) -> None:
-        """The one place a load target is sent to the engine."""
+        """The one place a load target is sent to the engine; a load key (not ``from_ramp``) ends the
+        schedule and the ramp."""
         if not from_ramp:
-            if self._schedule:
-                self._schedule.clear()
-                self.notify("schedule stopped by a load key", title="schedule")
-            if self._ramp is not None:
-                self._stop_ramp("stopped by a load key")
-            self._show_ramp_result(None)
+            self.auto_load.load_key()
         self._target = target
         self.engine.set_load(target)
         if self._snap is not None:
             self._status.show(self._snap, self._ui_state())
-
-    def _schedule_tick(self, snap: Snapshot) -> None:
-        """Set each scheduled target whose time has come (the last one due, if several are)."""
-        due = None
-        while self._schedule and self._schedule[0][0] <= snap.elapsed_s:
-            due = self._schedule.pop(0)[1]
-        if due is not None:
-            self.set_target(due, from_ramp=True)
-            if not self._schedule:
-                self.notify("the schedule is done; the keys set the load again", title="schedule")
 
     def action_load_step(self, direction: int) -> None:
         self.set_target(control.step(self._target, direction))
@@ -384,56 +313,14 @@ class TokentopApp(App[int]):
         self.set_target(control.toggle_pause(self._target))
 
     def action_toggle_ramp(self) -> None:
-        if self._ramp is not None:
-            self._stop_ramp("stopped")
-            return
-        # The ramp runs in the current mode: 1, 2, 4, ... users, or 1, 2, 4, ... req/s.
-        self._ramp = RampPolicy(
-            mode=self._target.mode, slo_ttft_ms=self._slo_ttft_ms, slo_tpot_ms=self._slo_tpot_ms
-        )
-        self._ramp_note = self._ramp_progress()
-        self.set_target(self._ramp.first(self._target), from_ramp=True)
-
-    def _ramp_progress(self) -> str:
-        assert self._ramp is not None
-        if self._ramp.stopping is not None:
-            return f"auto ramp stopping: {self._ramp.stopping.split(':')[0]} · settling"
-        unit = {"concurrency": "users", "trace": "x speed"}.get(self._ramp.mode, "req/s")
-        return f"auto ramp: {self._ramp.value:g} {unit}, holding until steady"
-
-    def _ramp_tick(self, snap: Snapshot) -> None:
-        assert self._ramp is not None
-        decision = self._ramp.step(snap)
-        if decision.target is not None:  # the next level, or the load paused where the ramp stops
-            self.set_target(decision.target, from_ramp=True)
-        if decision.done:
-            self._stop_ramp(decision.reason, decision)
-        if self._ramp is not None:
-            self._ramp_note = self._ramp_progress()
-
-    def _stop_ramp(self, reason: str, step: RampStep | None = None) -> None:
-        """End the ramp; when it stopped by itself (``step`` given) the engine records what it said, and its
-        result stays on screen."""
-        self._ramp = None
-        self._ramp_note = ""
-        if step is not None:
-            if step.verdict is not None:
-                self.engine.record_ramp(step.verdict)
-            self._show_ramp_result(ramp_result(step))
-        self.notify(f"auto ramp: {reason}", title="ramp")
+        self.auto_load.toggle_ramp(self._target)
 
     def _show_ramp_result(self, result: RampResult | None) -> None:
-        if result is None and self._ramp_result is None:
-            return
-        self._ramp_result = result
         self._curve.set_note(result.subtitle() if result is not None else "")
         self.refresh_bindings()
 
     def _knee_goal(self) -> LoadTarget | None:
-        """Where `k` sets the load: the ramp's result while on screen, else the measured knee."""
-        if self._ramp_result is not None and self._ramp_result.knee is not None:
-            return self._ramp_result.knee
-        return snapshot_knee_target(self._snap, self._target)
+        return self.auto_load.knee_goal(self._snap, self._target)
 
     def action_knee(self) -> None:
         goal = self._knee_goal()
@@ -455,10 +342,9 @@ class TokentopApp(App[int]):
 
     def action_next_view(self) -> None:
         if not self.compact:
-            w, h = COMPACT_BELOW
-            self.notify(f"every pane is on screen: views take turns below {w}x{h}", title="view", timeout=3)
+            self.notify(ALL_ON_SCREEN, title="view", timeout=3)
             return
-        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+        self.view = next_view(self.view)
         self._apply_layout()
         self.call_after_refresh(self._redraw_plots)
 
@@ -507,19 +393,9 @@ class TokentopApp(App[int]):
     # --- files and quitting -----------------------------------------------------------------------
 
     def action_save(self) -> None:
-        self.clear_notifications()  # the last save's toast would be in this one's screenshot
-        self.call_after_refresh(self._save)  # drawn without it first
-
-    def _save(self) -> None:
-        try:
-            saved = save_run_files(self.engine, self.save_dir, self.requests_log, self._save_svg)
-        except Exception as exc:
-            self.notify(f"save failed: {exc}", severity="error", timeout=10)
-            return
-        self.notify(f"{saved_list(saved, self.save_dir)}\nin {self.save_dir}", title="saved", timeout=8)
-
-    def _save_svg(self, filename: str, folder: str) -> str:
-        return self.save_screenshot(filename=filename, path=folder)
+        # The last save's toast would be in this one's screenshot: cleared, and the screen drawn without it.
+        self.clear_notifications()
+        self.call_after_refresh(save_and_say, self, self.engine, self.save_dir, self.requests_log)
 
     async def action_quit(self, reason: str = "quit") -> None:
         """Cancel in-flight requests, write the results, exit (0, or 1 if the engine had stopped on a fatal
@@ -532,26 +408,10 @@ class TokentopApp(App[int]):
         try:
             self.engine.stop()
         finally:
-            self._keep_results(reason)
-            recorded = getattr(self.engine, "session_path", None)
-            if recorded is not None:
-                self.quit_notes.append(f"session recorded to {recorded}")
+            self.quit_notes += quit_notes(
+                self.engine, self.output, self._snap, watching=self.watch_only, reason=reason
+            )
             self.exit(1 if failed else 0)
-
-    def _keep_results(self, reason: str) -> None:
-        """Write the results to --output, or, without one, to the state directory (`kept_results_path`),
-        so a run ended with `q` is never lost; `quit_notes` says where."""
-        output = self.output
-        if output is None:
-            measured = self._snap is not None and self._snap.completed + self._snap.failed > 0
-            if self.watch_only or not measured:
-                return
-        try:
-            path = output or kept_results_path()
-            written = self.engine.write_results(path, interrupted=reason)
-            self.quit_notes.append(f"results {'written to' if output else 'kept in'} {written}")
-        except Exception as exc:
-            self.quit_notes.append(f"could not write results to {output or state_dir()}: {exc}")
 
     # --- command palette --------------------------------------------------------------------------
 

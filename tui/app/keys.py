@@ -1,4 +1,5 @@
-"""The live app's keys: bindings, which the footer keeps first, and the command palette's entries."""
+"""The live app's keys: bindings, which the footer keeps first, the command palette's entries, and the
+ones `watch` turns off."""
 
 from __future__ import annotations
 
@@ -71,3 +72,21 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Quit", "Cancel in-flight requests and exit (q)", "quit"),
 )
 """The command palette (ctrl+p): (title, help with the key, action); every key's action has one."""
+
+WATCH_OFF = frozenset(
+    {
+        "load_step",
+        "cycle_itl",
+        "cycle_window",
+        "load_scale",
+        "toggle_mode",
+        "toggle_pause",
+        "toggle_ramp",
+        "knee",
+        "next_view",
+        "freeze_text",
+        "inspect_request",
+        "mark",
+    }
+)
+"""Actions that mean nothing while watching (no load, no lanes): disabled and left out of the footer."""

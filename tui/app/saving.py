@@ -1,5 +1,6 @@
-"""The `s` key: results JSON, its exports (vLLM-shaped files per level, the level table as CSV, the report
-plot), a copy of the requests log and an SVG of the screen, side by side; and the toast's list of them."""
+"""The files the app writes. The `s` key: results JSON, its exports (vLLM-shaped files per level, the level
+table as CSV, the report plot), a copy of the requests log and an SVG of the screen, side by side; and the
+toast's list of them. Quitting: the results, to --output or kept in the state directory."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from textual.app import App
+
 from tui.engine.api import Engine
 from tui.engine.results.exports import write_exports
 from tui.engine.results.files import read_document
 from tui.engine.results.model import Results
 from tui.engine.results.plot import write_plot
+from tui.engine.snapshot import Snapshot
+from tui.outputs import kept_results_path, state_dir
 
 
 def snapshot_base(save_dir: Path, now: datetime) -> Path:
@@ -56,6 +61,22 @@ def save_run_files(
     return saved
 
 
+def save_and_say(app: App[int], engine: Engine, save_dir: Path, requests_log: Path | None) -> None:
+    """`s`, once the screen is drawn: save the files, the screen among them, and say in a toast what was
+    saved where, or why the save failed."""
+    try:
+        saved = save_run_files(
+            engine,
+            save_dir,
+            requests_log,
+            lambda name, folder: app.save_screenshot(filename=name, path=folder),
+        )
+    except Exception as exc:
+        app.notify(f"save failed: {exc}", severity="error", timeout=10)
+        return
+    app.notify(f"{saved_list(saved, save_dir)}\nin {save_dir}", title="saved", timeout=8)
+
+
 def saved_list(paths: Sequence[Path], save_dir: Path) -> str:
     """The toast's list of what was saved: each file in ``save_dir`` by name, a folder in it once, with how
     many files it got (one vLLM file per level would otherwise fill the toast)."""
@@ -68,3 +89,23 @@ def saved_list(paths: Sequence[Path], save_dir: Path) -> str:
         f"{name} ({n} file{'s' if n != 1 else ''})" if name.endswith("/") else name
         for name, n in counts.items()
     )
+
+
+def quit_notes(
+    engine: Engine, output: Path | None, snap: Snapshot | None, *, watching: bool, reason: str
+) -> list[str]:
+    """At quit, with the engine stopped: write the results to ``output``, or, without one, to the state
+    directory (`kept_results_path`), so a run ended with `q` is never lost (a watch, or a run with no
+    finished request, keeps none). Returns the lines for the terminal: where the results and the recorded
+    session went, or why the results could not be written."""
+    notes = []
+    if output is not None or (not watching and snap is not None and snap.completed + snap.failed > 0):
+        try:
+            written = engine.write_results(output or kept_results_path(), interrupted=reason)
+            notes.append(f"results {'written to' if output else 'kept in'} {written}")
+        except Exception as exc:
+            notes.append(f"could not write results to {output or state_dir()}: {exc}")
+    recorded = getattr(engine, "session_path", None)
+    if recorded is not None:
+        notes.append(f"session recorded to {recorded}")
+    return notes
