@@ -20,7 +20,7 @@ from tui.argv_secret import hide_in_argv
 from tui.configs import EXPORTS, SessionCommandConfig
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
-from tui.engine.sessions.file import SUFFIX
+from tui.engine.recording.file import SUFFIX
 from tui.face_options import (
     bench_config,
     calibrate_config,

@@ -24,8 +24,8 @@ def _fail(message: str, status: int = 1) -> int:
 
 def _read(path: Path) -> Results:
     """A results file, or a session's results rebuilt by replaying it."""
-    from tui.engine.sessions.exports import is_session, session_results
-    from tui.engine.sessions.file import SessionError
+    from tui.engine.recording.file import SessionError
+    from tui.engine.sessions.trace_export import is_session, session_results
 
     if is_session(path):
         try:

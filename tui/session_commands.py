@@ -11,7 +11,7 @@ from typing import Any
 
 from tui import units
 from tui.configs import CompareConfig, ReplayConfig, SessionCommandConfig, SessionsConfig
-from tui.engine.sessions.file import SUFFIX, SessionError
+from tui.engine.recording.file import SUFFIX, SessionError
 
 
 def run_session_command(config: SessionCommandConfig) -> int:
@@ -20,7 +20,7 @@ def run_session_command(config: SessionCommandConfig) -> int:
         if isinstance(config, SessionsConfig):
             return list_sessions(config.folder)
         if isinstance(config, ReplayConfig):
-            from tui.app.replay import run_replay
+            from tui.app.playback import run_replay
 
             return run_replay(config)
         return compare_command(config)
@@ -34,7 +34,7 @@ def run_session_command(config: SessionCommandConfig) -> int:
 
 def session_summary(path: Path) -> dict[str, Any]:
     """Date, label, URL, model, levels and knee of one session (from its results if it has them)."""
-    from tui.engine.sessions.file import read_session
+    from tui.engine.recording.file import read_session
 
     s = read_session(path)
     model = next((e["model"] for e in s.of_kind("model")), "")
@@ -161,7 +161,7 @@ def compare_command(config: CompareConfig) -> int:
 
 def mooncake_command(source: Path, out: Path) -> int:
     """``tokentop export SESSION --to mooncake``: the trace at ``out``, its path on stdout."""
-    from tui.engine.sessions.exports import is_session, to_mooncake
+    from tui.engine.sessions.trace_export import is_session, to_mooncake
 
     if not is_session(source):
         print(f"tokentop: error: {source}: --to mooncake needs a session (the results file holds no "

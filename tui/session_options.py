@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tui.engine.config import EngineOptions
-from tui.engine.sessions.file import SUFFIX
+from tui.engine.recording.file import SUFFIX
 from tui.engine.sessions.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def schedule_from_args(ns: argparse.Namespace) -> Schedule | None:
         raise UsageError(
             "--schedule holds each level for its recorded time: leave out --duration and --requests"
         )
-    from tui.engine.sessions.file import SessionError
+    from tui.engine.recording.file import SessionError
     from tui.engine.sessions.schedule import read_schedule
 
     try:
@@ -126,8 +126,8 @@ def baseline_from_args(ns: argparse.Namespace) -> Baseline | None:
     path = getattr(ns, "baseline", None)
     if not path:
         return None
+    from tui.engine.recording.file import SessionError
     from tui.engine.sessions.baseline import Baseline
-    from tui.engine.sessions.file import SessionError
 
     try:
         return Baseline.load(Path(path))

@@ -44,10 +44,10 @@ from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:
     from tui.engine.host.ray_pool import RayWorkerPool
+    from tui.engine.recording.recorder import SessionRecorder
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
     from tui.engine.server_metrics import ServerView
-    from tui.engine.sessions.recorder import SessionRecorder
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
@@ -235,7 +235,7 @@ class EngineHandle:
         cannot be created is a notice, and the run goes on unrecorded."""
         if self.options.record is None:
             return
-        from tui.engine.sessions.recorder import SessionRecorder
+        from tui.engine.recording.recorder import SessionRecorder
 
         try:
             self._session = SessionRecorder(

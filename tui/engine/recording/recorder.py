@@ -1,6 +1,6 @@
 """`SessionRecorder`: what the engine's handle writes to its session as the run goes. Each worker `Batch`
 is written as the handle ingests it, in the same order as the level changes, so a fresh `Store` fed the
-same events on the recorded clock holds the same figures (`tui.engine.sessions.replay`)."""
+same events on the recorded clock holds the same figures (`tui.engine.host.playback_engine`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 from tui import __version__
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.sessions.codec import Encoder, recordable_classes
-from tui.engine.sessions.file import SessionWriter
-from tui.engine.sessions.stamps import stamp_counts
+from tui.engine.recording.file import SessionWriter
+from tui.engine.recording.plain_json import Encoder, recordable_classes
+from tui.engine.recording.stamps import stamp_counts
 from tui.engine.wire import Batch
 
 NO_TEXT = {"LaneDelta": ("text", "reasoning")}
@@ -92,7 +92,7 @@ class SessionRecorder:
     def batch(self, batch: Batch) -> None:
         """A worker batch, as the handle ingests it now (field names in the header's schema). A stream's
         chunk stamps are written once, in its finished record: its lane deltas carry only their count
-        (`tui.engine.sessions.stamps` puts them back), which halves a session."""
+        (`tui.engine.recording.stamps` puts them back), which halves a session."""
         lanes = [stamp_counts(d) for d in batch.lanes]
         self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch._replace(lanes=lanes))["v"])
 

@@ -1,4 +1,4 @@
-"""`ReplayEngine`: the `tui.engine.api.Engine` of a recorded session, with no server. It feeds the
+"""`PlaybackEngine`: the `tui.engine.api.Engine` of a recorded session, with no server. It feeds the
 session's events (worker batches, level changes, scrapes) into a fresh `Store` and scrape view on the
 recorded clock, so what a face shows at a moment of the recording is what the live face showed then.
 
@@ -19,10 +19,10 @@ from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.checks import LengthCheck
 from tui.engine.host.server_scrape import SERVER_HISTORY, ServerScrape
+from tui.engine.recording.file import Session, SessionError
+from tui.engine.recording.plain_json import Decoder
+from tui.engine.recording.stamps import LaneStamps, record_index
 from tui.engine.redact import display_url
-from tui.engine.sessions.codec import Decoder
-from tui.engine.sessions.file import Session, SessionError
-from tui.engine.sessions.stamps import LaneStamps, record_index
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class SessionConfig:
         self.label = str(header.get("label", ""))
 
 
-class ReplayEngine:
+class PlaybackEngine:
     """Plays a session back as an engine: `snapshot` at the replay clock; `play`, `pause`, `seek`, `speed`."""
 
     def __init__(self, session: Session, *, wall_ns: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -185,7 +185,7 @@ class ReplayEngine:
         self.seek(times[i])
         return what[times[i]]
 
-    def run_to_end(self) -> ReplayEngine:
+    def run_to_end(self) -> PlaybackEngine:
         """Feed every event (for results and compare); stops the clock at the end."""
         self.playing = False
         self._advance(self.end_ns)
@@ -344,15 +344,15 @@ class ReplayEngine:
         return f"replay {state} {at:.0f}/{total:.0f} s ×{self.speed:g}{cut}"
 
 
-def open_replay(path: Path) -> ReplayEngine:
+def open_playback(path: Path) -> PlaybackEngine:
     """The replay of the session at ``path`` (`SessionError` for a file that is not one)."""
-    from tui.engine.sessions.file import read_session
+    from tui.engine.recording.file import read_session
 
-    return ReplayEngine(read_session(path))
+    return PlaybackEngine(read_session(path))
 
 
 if TYPE_CHECKING:
     from tui.engine.api import Engine
 
-    def _implements_engine(replay: ReplayEngine) -> Engine:
-        return replay  # mypy checks ReplayEngine against the Engine protocol here
+    def _implements_engine(replay: PlaybackEngine) -> Engine:
+        return replay  # mypy checks PlaybackEngine against the Engine protocol here
