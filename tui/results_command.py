@@ -9,11 +9,11 @@ from pathlib import Path
 
 from tui.configs import ExportConfig, ExportFormat, PlotConfig
 from tui.engine.results.aiperf import RequestsLogError, write_aiperf
+from tui.engine.results.csv import write_csv
 from tui.engine.results.files import ResultsFileError, read_results
 from tui.engine.results.llmd import write_llmd_reports
 from tui.engine.results.model import Results
 from tui.engine.results.plot import write_plot
-from tui.engine.results.table import write_csv
 from tui.engine.results.vllm import append_vllm_results, write_vllm_results
 
 

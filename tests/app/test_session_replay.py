@@ -15,7 +15,7 @@ from tui.app.app import TokentopApp
 from tui.app.playback import make_replay_app
 from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
-from tui.app.widgets.server import server_content
+from tui.app.widgets.server_pane import server_content
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.playback_engine import PlaybackEngine

@@ -16,7 +16,7 @@ from tests.engine.engine_helpers import logged_lines
 from tests.pty_app import PtyApp
 from tui.cli import build_parser
 from tui.engine.config import EngineOptions, TargetConfig
-from tui.engine.host.watch import WatchEngine
+from tui.engine.host.watch_engine import WatchEngine
 from tui.engine.results.files import to_json
 from tui.face_options import watch_config
 from tui.options import UsageError

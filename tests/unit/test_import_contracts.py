@@ -82,7 +82,7 @@ def test_a_broken_contract_is_caught(graph: grimp.ImportGraph) -> None:
         "forbidden_modules": ["textual"],
     }
     assert broken(graph, contract)
-    stale = dict(contract, ignore_imports=["tui.sim.model -> tui.app"])
+    stale = dict(contract, ignore_imports=["tui.sim.perf_model -> tui.app"])
     with pytest.raises(AssertionError, match="no longer exists"):
         broken(graph, stale)
 

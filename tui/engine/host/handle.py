@@ -331,9 +331,9 @@ class EngineHandle:
             return self._store.detail(request_id, time.perf_counter_ns())
 
     def results(self, *, interrupted: str | None = None) -> Results:
-        """The results document, built from plain data (`tui.engine.results.live`); ``interrupted`` says
+        """The results document, built from plain data (`tui.engine.results.collect`); ``interrupted`` says
         why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
-        from tui.engine.results.live import collect_results
+        from tui.engine.results.collect import collect_results
 
         with self._lock:
             results = collect_results(

@@ -315,7 +315,7 @@ class PlaybackEngine:
     def results(self, *, interrupted: str | None = None) -> Results:
         """The results document of what was recorded up to the replay clock."""
         from tui.engine.host.config_record import run_info
-        from tui.engine.results.live import collect_results
+        from tui.engine.results.collect import collect_results
 
         info = run_info(
             self.target,
