@@ -76,7 +76,7 @@ class ClientSummary:
     max_cpu_share: float
     """Highest CPU share (of one core) any worker reported: raw."""
     saturated: bool
-    """Sustained saturation at some point (`tui.engine.load.health.Sustain`)."""
+    """Sustained saturation at some point (`tui.engine.aggregate.saturation.Sustain`)."""
     saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
     """[from, to] run seconds while flagged (to None: until the end)."""
     notices: tuple[str, ...] = ()
