@@ -196,29 +196,19 @@ class EngineHandle:
             self._note(f"auto ramp stopped: {verdict.reason}")
 
     def _open_session(self, t0_ns: int) -> None:
-        """Under the lock, at start: begin recording the run's session (``options.record``); a session that
-        cannot be created is a notice, and the run goes on unrecorded."""
-        if self.options.record is None:
-            return
-        from tui.engine.recording.recorder import SessionRecorder
+        """Under the lock, at start: begin recording the run's session (``options.record``)."""
+        from tui.engine.recording.recorder import open_recorder
 
-        try:
-            self._session = SessionRecorder(
-                Path(self.options.record),
-                target=self.target,
-                workload=self.workload,
-                load=self.core.load,
-                options=self.options,
-                workers=self.workers,
-                t0_ns=t0_ns,
-                started_at_s=self.core.started_at or time.time(),
-            )
+        started_at_s = self.core.started_at or time.time()
+        self._session, notice = open_recorder(
+            self.options, target=self.target, workload=self.workload, load=self.core.load,
+            workers=self.workers, t0_ns=t0_ns, started_at_s=started_at_s,
+        )  # fmt: skip
+        if self._session is not None:
             self._session_path = self._session.path
             self.core.store.on_views = self._session.views
-        except OSError as exc:
-            self.core.store.add_notice(
-                f"cannot record the session {self.options.record}: {exc.strerror or exc}"
-            )
+        if notice is not None:
+            self.core.store.add_notice(notice)
 
     @property
     def session_path(self) -> Path | None:
@@ -267,16 +257,7 @@ class EngineHandle:
             info = self.run_info()
             interrupted = interrupted or self._interrupted_by
             results = self.core.results(self.snapshot, info, interrupted=interrupted, ramp=self.ramp)
-            if self._ray is not None:
-                p = self._ray.placement
-                placement = {"ray": p.address, "per_node": p.per_node, "on_node_loss": p.on_node_loss}
-                nodes = tuple(n.as_dict() for n in self._ray.nodes(self.core.store.t0_ns))
-                results = replace(
-                    results,
-                    config=replace(results.config, placement=placement),
-                    client=replace(results.client, nodes=nodes),
-                )
-            return results
+            return results if self._ray is None else self._ray.in_results(results, self.core.store.t0_ns)
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `config_record.run_info`)."""
@@ -323,18 +304,11 @@ class EngineHandle:
     def _close_session(self) -> None:
         """After the workers are joined: the results and the end marker go into the session, which closes."""
         session, self._session = self._session, None
-        if session is None:
-            return
-        if self.core.fatal:
-            session.fatal(time.perf_counter_ns(), self.core.fatal)
-        try:
+        if session is not None:
             from tui.engine.results.files import to_json
 
-            session.results(to_json(self.results()))
-        finally:
-            session.close()
-        if session.error is not None:
-            self.core.fatal = self.core.fatal or session.error
+            error = session.finish(self.core.fatal, lambda: to_json(self.results()))
+            self.core.fatal = self.core.fatal or error
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""

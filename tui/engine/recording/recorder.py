@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,17 @@ class SessionRecorder:
     def results(self, doc: dict[str, Any]) -> None:
         self._event("results", time.perf_counter_ns(), doc=doc)
 
+    def finish(self, fatal: str | None, results: Callable[[], dict[str, Any]]) -> str | None:
+        """After the run: its fatal line (if any), its ``results`` document and the end marker, then close;
+        why the recording failed, or None."""
+        if fatal:
+            self.fatal(time.perf_counter_ns(), fatal)
+        try:
+            self.results(results())
+        finally:
+            self.close()
+        return self.error
+
     def close(self) -> None:
         """Write the end marker and finish the file. Idempotent."""
         with self._lock:
@@ -153,6 +164,36 @@ class SessionRecorder:
             self._ticker_stop.set()
         self._writer.write({"k": "end", "t": time.perf_counter_ns()})
         self._writer.close()
+
+
+def open_recorder(
+    options: EngineOptions,
+    *,
+    target: TargetConfig,
+    workload: WorkloadConfig,
+    load: LoadTarget,
+    workers: int,
+    t0_ns: int,
+    started_at_s: float,
+) -> tuple[SessionRecorder | None, str | None]:
+    """The run's recorder when ``options.record`` asks for one, else None; a session that cannot be created
+    is a notice (the second value), and the run goes on unrecorded."""
+    if options.record is None:
+        return None, None
+    try:
+        recorder = SessionRecorder(
+            Path(options.record),
+            target=target,
+            workload=workload,
+            load=load,
+            options=options,
+            workers=workers,
+            t0_ns=t0_ns,
+            started_at_s=started_at_s,
+        )
+    except OSError as exc:
+        return None, f"cannot record the session {options.record}: {exc.strerror or exc}"
+    return recorder, None
 
 
 def _field_names(cls: type) -> list[str]:
