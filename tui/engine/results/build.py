@@ -57,7 +57,7 @@ class RunInfo:
     """``--endpoint /PATH`` without query values or key; None: the flavour's own path."""
     workload_record: Mapping[str, Any] = field(default_factory=dict)
     """Every workload setting as plain data (`config_record.workload_record`)."""
-    isl_probe: Mapping[str, Any] | None = None
+    isl_probe: rm.IslProbe | None = None
     """Whether the ISL probe ran, or why not (`config_record.isl_probe_record`)."""
     stream_transport: str | None = None
     """What carried the workers' streams (`tui.engine.stream.transport.stream_transport`)."""
@@ -282,7 +282,7 @@ def build_results(
             min_window_s=MIN_WINDOW_S,
             min_steady_requests=MIN_STEADY_REQUESTS,
             workload=dict(info.workload_record),
-            isl_probe=None if info.isl_probe is None else dict(info.isl_probe),
+            isl_probe=info.isl_probe,
         ),
         definitions=DEFINITIONS,
         levels=levels,

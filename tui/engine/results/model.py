@@ -195,6 +195,19 @@ class Target:
 
 
 @dataclass(frozen=True, kw_only=True)
+class IslProbe:
+    """Whether the ISL probe was asked for and sent, and what it measured."""
+
+    asked: bool = False
+    sent: bool = False
+    skipped: str | None = None
+    """Why it was not sent though asked; None when it was not skipped."""
+    observations: tuple[tuple[int, int], ...] = ()
+    """The (words, prompt tokens) pairs it measured."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """What the run was asked for (no secret: header names only)."""
 
@@ -215,7 +228,7 @@ class Config:
     min_window_s: float | None = None
     min_steady_requests: int | None = None
     workload: dict[str, Any] | None = None
-    isl_probe: dict[str, Any] | None = None
+    isl_probe: IslProbe | None = None
     placement: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
     """With ``--ray``: the cluster's address, workers per node and what a lost node does."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
