@@ -30,17 +30,7 @@ from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placement_line
 from tui.engine.host.probe import ProbeError, probe_server
 from tui.engine.host.reader import Reader, RequestsLogFile
-from tui.engine.host.run_core import (
-    FATAL,
-    LEVEL_ID,
-    LOAD,
-    MODEL,
-    SERVER_VIEW,
-    T0_NS,
-    RunCore,
-    new_store,
-    write_results,
-)
+from tui.engine.host.run_core import RUN_READS, RunCore, new_store, write_results
 from tui.engine.host.trace_clock import TraceClock
 from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
 from tui.engine.load.runner import split_load
@@ -129,7 +119,7 @@ class EngineHandle:
 
     # --- Engine protocol ------------------------------------------------------------------------
 
-    load, level_id, model, fatal, t0_ns, server_view = LOAD, LEVEL_ID, MODEL, FATAL, T0_NS, SERVER_VIEW
+    load, level_id, model, fatal, t0_ns, server_view = RUN_READS
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
         return write_results(self.results(interrupted=interrupted), path)

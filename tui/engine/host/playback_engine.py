@@ -15,17 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.host.run_core import (
-    FATAL,
-    LEVEL_ID,
-    LOAD,
-    MODEL,
-    SERVER_VIEW,
-    T0_NS,
-    RunCore,
-    new_store,
-    write_results,
-)
+from tui.engine.host.run_core import RUN_READS, RunCore, new_store, write_results
 from tui.engine.host.server_scrape import SERVER_HISTORY
 from tui.engine.recording.file import Session, SessionError
 from tui.engine.recording.plain_json import Decoder
@@ -244,7 +234,7 @@ class PlaybackEngine:
     def record_ramp(self, verdict: RampVerdict) -> None:
         """A replay's ramp is the recording's: nothing to record."""
 
-    load, level_id, model, fatal, t0_ns, server_view = LOAD, LEVEL_ID, MODEL, FATAL, T0_NS, SERVER_VIEW
+    load, level_id, model, fatal, t0_ns, server_view = RUN_READS
     """All as recorded, up to the replay clock."""
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:

@@ -3,7 +3,8 @@ results made from them. `EngineHandle`, `WatchEngine` and `PlaybackEngine` each 
 and delegate to it; they differ only in what feeds the store (workers, nothing, a recording).
 
 The `Engine` members that only read the core are `CoreRead`s written once here: an engine names the ones it
-answers so (``load, t0_ns, server_view = LOAD, T0_NS, SERVER_VIEW``) rather than repeating their bodies."""
+answers so (``load, t0_ns, server_view = LOAD, T0_NS, SERVER_VIEW``; all six: `RUN_READS`) rather than
+repeating their bodies."""
 
 from __future__ import annotations
 
@@ -163,3 +164,12 @@ T0_NS: CoreRead[int] = CoreRead(lambda c: c.store.t0_ns)
 """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
 SERVER_VIEW: CoreRead[Callable[[], ServerView | None]] = CoreRead(lambda c: c.scrape.latest)
 """The server's signals as last scraped (or played back), or None."""
+RUN_READS: tuple[
+    CoreRead[LoadTarget],
+    CoreRead[int],
+    CoreRead[str],
+    CoreRead[str | None],
+    CoreRead[int],
+    CoreRead[Callable[[], ServerView | None]],
+] = (LOAD, LEVEL_ID, MODEL, FATAL, T0_NS, SERVER_VIEW)
+"""``load, level_id, model, fatal, t0_ns, server_view``: an engine that reads all of them from its core."""
