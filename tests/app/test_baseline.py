@@ -11,10 +11,10 @@ import pytest
 from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.unit.results_data import frozen_results
-from tui.app.widgets.levels import BASE_COLUMN
+from tui.app.widgets.level_table import BASE_COLUMN
+from tui.engine.recording.file import SessionError
 from tui.engine.results.files import write_results
 from tui.engine.sessions.baseline import Baseline
-from tui.engine.sessions.file import SessionError
 
 
 def _results(tmp_path: Path) -> Path:

@@ -14,7 +14,7 @@ from tests.app.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
 from tui.app.widgets.help import HelpBody, HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
-from tui.app.widgets.levels import LevelTable
+from tui.app.widgets.level_table import LevelTable
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.snapshot import ITL_NAMES, ClientHealth, LevelView
 

@@ -10,7 +10,7 @@ from tests.app.fake_engine import FakeEngine
 from tests.app.test_server_pane import _view as server_view
 from tui.app.app import TokentopApp
 from tui.app.widgets.footer import FooterEntry, KeyFooter, fit_entries
-from tui.app.widgets.levels import COLUMNS, level_cells
+from tui.app.widgets.level_table import COLUMNS, level_cells
 
 
 async def test_resizing_small_and_back_follows_the_current_size(make_app: MakeApp) -> None:

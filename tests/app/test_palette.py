@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 
 from tests.app.conftest import MakeApp, settle
 from tui.app import keys
-from tui.app.replay import REPLAY_BINDINGS, REPLAY_COMMANDS
+from tui.app.playback import REPLAY_BINDINGS, REPLAY_COMMANDS
 from tui.app.widgets.detail import RequestDetailScreen
 
 

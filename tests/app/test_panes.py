@@ -13,7 +13,7 @@ from tests.app.fake_engine import FakeEngine
 from tui.app.plotting import PlotLines
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.help import HelpScreen, MarkdownText
-from tui.app.widgets.levels import LevelTable
+from tui.app.widgets.level_table import LevelTable
 from tui.app.widgets.plot_pane import PlotPane
 from tui.app.widgets.status import SATURATED_BADGE, FatalBanner
 from tui.app.widgets.streams import StreamLanes

@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.fake_engine import FakeEngine
-from tui.app.widgets.server import server_content, sparkline
+from tui.app.widgets.server_pane import server_content, sparkline
 from tui.engine.server_metrics.kinds import VLLM
 from tui.engine.server_metrics.parse import parse_text
 from tui.engine.server_metrics.view import MISSING, Reading, ServerView, build_view, read
@@ -87,7 +87,7 @@ async def test_watch_mode_shows_only_the_server_and_sends_no_load(
 
 
 def test_the_level_table_cell_is_the_servers_average_over_the_level() -> None:
-    from tui.app.widgets.levels import server_cell, server_means
+    from tui.app.widgets.level_table import server_cell, server_means
 
     view = _view()  # readings at 0 s (waiting w) and 1 s (waiting w + 2)
     levels = frozen.snapshot().levels
@@ -114,7 +114,7 @@ def test_the_tables_server_cell_of_a_settled_level_outlives_the_ring() -> None:
     yet settled (its last requests still out) is read from the ring each time."""
     from dataclasses import replace
 
-    from tui.app.widgets.levels import ServerMeans
+    from tui.app.widgets.level_table import ServerMeans
 
     view = _view()  # readings at 0 s and 1 s
     level = frozen.snapshot().levels[0]

@@ -12,14 +12,14 @@ import pytest
 from tests.app.conftest import settle
 from tests.engine.engine_helpers import wait_for
 from tui.app.app import TokentopApp
-from tui.app.replay import make_replay_app
+from tui.app.playback import make_replay_app
 from tui.app.settings import AppSettings
 from tui.app.themes import load_themes
-from tui.app.widgets.server import server_content
+from tui.app.widgets.server_pane import server_content
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
-from tui.engine.sessions.file import read_session
-from tui.engine.sessions.replay import ReplayEngine
+from tui.engine.host.playback_engine import PlaybackEngine
+from tui.engine.recording.file import read_session
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -87,7 +87,7 @@ async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) ->
     assert handle.session_path == session_path
     session = read_session(session_path)
     assert not session.cut and session.header["label"] == "pilot"
-    replay = ReplayEngine(session)
+    replay = PlaybackEngine(session)
     replay.pause()
     app = make_replay_app(replay, tick_s=3600.0, plot_thread=False)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -120,7 +120,7 @@ def test_a_replay_clock_plays_at_its_speed() -> None:
     """The replay clock runs at the speed asked, on the wall clock given, and stops at the recording's end."""
     wall = [0]
     session = _tiny_session()
-    replay = ReplayEngine(session, wall_ns=lambda: wall[0])
+    replay = PlaybackEngine(session, wall_ns=lambda: wall[0])
     replay.start()
     replay.set_speed(4.0)
     wall[0] += 1_000_000_000
@@ -136,7 +136,7 @@ def test_a_replay_clock_plays_at_its_speed() -> None:
 
 @pytest.mark.parametrize("record_text", [False, True])
 async def test_lanes_recorded_without_their_text_say_why_they_are_blank(record_text: bool) -> None:
-    replay = ReplayEngine(_tiny_session(EngineOptions(record_text=record_text)))
+    replay = PlaybackEngine(_tiny_session(EngineOptions(record_text=record_text)))
     app = make_replay_app(replay, tick_s=3600.0, plot_thread=False)
     async with app.run_test(size=(160, 48)) as pilot:
         app.poll(force=True)
@@ -150,7 +150,7 @@ async def test_lanes_recorded_without_their_text_say_why_they_are_blank(record_t
 
 
 def _tiny_session(options: EngineOptions | None = None) -> Any:
-    from tui.engine.sessions.file import Session
+    from tui.engine.recording.file import Session
 
     header = {"session": 1, "t0_ns": 10**9, "schema": {}, "config": {}}
     return _Stub(Session(Path("x"), header, [{"k": "end", "t": 10**9 + 20 * 10**9}], False), options)
@@ -158,7 +158,7 @@ def _tiny_session(options: EngineOptions | None = None) -> Any:
 
 class _Stub:
     def __new__(cls, session: Any, options: EngineOptions | None = None) -> Any:
-        from tui.engine.sessions.codec import Encoder
+        from tui.engine.recording.plain_json import Encoder
 
         enc = Encoder()
         session.header["config"] = {

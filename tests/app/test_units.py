@@ -15,7 +15,7 @@ from tui.app.ramp_result import level_target, load_label, ramp_result, snapshot_
 from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
 from tui.app.widgets.help import health_md
-from tui.app.widgets.levels import level_cells, triple
+from tui.app.widgets.level_table import level_cells, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget

@@ -14,7 +14,7 @@ import tui.bench.run as bench
 from tests.engine.scripted_engine import ScriptedEngine
 from tui.calibrate import command as calibrate
 from tui.calibrate import floor
-from tui.calibrate import levels as calibrate_levels
+from tui.calibrate import stream_search as calibrate_levels
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
 from tui.cli.calibrate import calibrate_config

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import tui.calibrate.command as command
-import tui.calibrate.levels as levels
+import tui.calibrate.stream_search as levels
 from tui.calibrate.accuracy import ErrorStats, join_errors
 from tui.calibrate.floor import FloorProbe
-from tui.calibrate.levels import LevelResult, search, stream_levels
+from tui.calibrate.stream_search import LevelResult, search, stream_levels
 from tui.cli.calibrate import calibrate_config
 
 MS = 1_000_000

@@ -50,7 +50,7 @@ def test_unreachable_server_is_one_fatal_line_and_start_does_not_block(tmp_path:
 def test_snapshot_and_stop_before_start_are_harmless() -> None:
     handle = EngineHandle(TargetConfig(base_url="http://127.0.0.1:9/v1"), WORKLOAD, LoadTarget(concurrency=3))
     # The store a handle reads before `start` makes the run's own is a small one (not 11 MB written twice).
-    assert {s.cap for s in handle._store.series.values()} == {IDLE_SERIES_CAP}
+    assert {s.cap for s in handle.core.store.series.values()} == {IDLE_SERIES_CAP}
     snap = handle.snapshot()
     assert (snap.completed, snap.in_flight, snap.levels, snap.fatal) == (0, 0, (), None)
     handle.set_load(LoadTarget(concurrency=5))
@@ -99,7 +99,7 @@ def test_probe_false_trusts_the_faces_own_check(tmp_path: Path, probe: bool) -> 
         try:
             assert handle.wait_ready(30.0)
             _, snap, _ = wait_for(handle, lambda s: s.completed >= 3, 20, "three requests")
-            assert {s.cap for s in handle._store.series.values()} == {SERIES_CAP}  # the run's own store
+            assert {s.cap for s in handle.core.store.series.values()} == {SERIES_CAP}  # the run's own store
         finally:
             handle.stop()
         paths = [r.path for r in server.requests]
@@ -285,13 +285,13 @@ def test_the_reader_thread_alone_computes_the_views_and_a_level_change_shows_at_
     ):
         wait_for(handle, lambda s: s.completed >= 4, 15, "4 requests")
         computed_on: set[str] = set()
-        refresh = handle._store.refresh_views
+        refresh = handle.core.store.refresh_views
 
         def spy(now_ns: int, *, force: bool = False) -> Views:
             computed_on.add(threading.current_thread().name)
             return refresh(now_ns, force=force)
 
-        handle._store.refresh_views = spy  # type: ignore[method-assign]  # a spy on the bound method
+        handle.core.store.refresh_views = spy  # type: ignore[method-assign]  # a spy on the bound method
         for _ in range(20):
             handle.snapshot()
             time.sleep(0.02)

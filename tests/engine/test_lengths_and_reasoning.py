@@ -79,8 +79,8 @@ def test_a_level_off_its_lengths_is_flagged_once() -> None:
     handle = EngineHandle(
         TargetConfig(base_url="http://127.0.0.1:9/v1"), WorkloadConfig(isl=200, osl=128), LoadTarget()
     )
-    handle._flag_lengths((lv,))
-    handle._flag_lengths((lv,))
+    handle.core.flag_levels((lv,), handle.workload)
+    handle.core.flag_levels((lv,), handle.workload)
     assert handle.snapshot().notices == (message,)
 
 

@@ -15,7 +15,7 @@ from tests.engine.test_engine_handle import ScriptedServerThread
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.host.probe import ProbeError, probe_models
 from tui.sim.launch import SimServer
-from tui.sim.model import get_profile
+from tui.sim.perf_model import get_profile
 
 pytestmark = pytest.mark.timeout(90)
 SIM_MODEL = get_profile("flat").model

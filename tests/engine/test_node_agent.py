@@ -104,7 +104,7 @@ def test_a_worker_sends_lane_deltas_only_within_its_lane_budget(tmp_path: Path) 
 
             def many_in_flight_after_a_completion(snap: Snapshot) -> bool:
                 with handle._lock:
-                    known.append((len(handle._store.lanes.live), handle._store.in_flight()))
+                    known.append((len(handle.core.store.lanes.live), handle.core.store.in_flight()))
                 return snap.completed >= 1 and known[-1][1] >= 8
 
             # All 12 start together and end together: just after the first completion the closed loop may

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.engine.sim_client import call, chat_body
-from tui.app.widgets.server import reset_badge, server_content
+from tui.app.widgets.server_pane import reset_badge, server_content
 from tui.engine.server_metrics import ServerMetricsPoller
 from tui.engine.server_metrics.gpu_source import NVML_MISSING, DcgmSource, dcgm_url, gpu_source_for
 from tui.sim.launch import SimServer

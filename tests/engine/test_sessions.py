@@ -17,11 +17,11 @@ import pytest
 
 from tests.conftest import made_once
 from tests.engine.engine_helpers import bench
+from tui.engine.host.playback_engine import PlaybackEngine
+from tui.engine.recording.file import SessionError, read_session
+from tui.engine.recording.plain_json import Decoder
 from tui.engine.results.files import to_json
-from tui.engine.sessions.codec import Decoder
 from tui.engine.sessions.compare import comparison
-from tui.engine.sessions.file import SessionError, read_session
-from tui.engine.sessions.replay import ReplayEngine
 from tui.engine.sessions.schedule import read_schedule
 from tui.engine.traces.mooncake import MooncakeReader
 from tui.sim.launch import SimServer
@@ -72,7 +72,7 @@ def test_bench_names_its_session_and_the_session_holds_its_results(tmp_path: Pat
     (results,) = session.of_kind("results")
     assert not session.cut and results["doc"]["levels"][0]["completed"] > 0
     # the replay rebuilds exactly the results the run wrote
-    replayed = json.loads(json.dumps(to_json(ReplayEngine(session).run_to_end().results())))
+    replayed = json.loads(json.dumps(to_json(PlaybackEngine(session).run_to_end().results())))
     assert replayed["levels"] == results["doc"]["levels"]
     none = bench(
         "--url", fast.url, "--concurrency", "1", "--requests", "2", "--no-record", "--isl", "8", "--osl", "4"
@@ -115,7 +115,7 @@ def test_kill_9_mid_run_leaves_a_session_that_replays_up_to_its_last_second(
     session = read_session(path)
     assert session.cut and not session.of_kind("results")
     assert session.end_ns >= killed_at - 1.0e9, (killed_at - session.end_ns) / 1e9
-    results = to_json(ReplayEngine(session).run_to_end().results(interrupted="cut short"))
+    results = to_json(PlaybackEngine(session).run_to_end().results(interrupted="cut short"))
     (level,) = results["levels"]
     assert level["level_completed"] > 0 and level["concurrency"] == 3
 
@@ -201,7 +201,7 @@ def test_the_mooncake_export_holds_each_request_at_its_time(
     assert done.returncode == 0, done.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     session = read_session(recorded["fast"])
-    replay = ReplayEngine(session)
+    replay = PlaybackEngine(session)
     records = sorted(
         (r for e in session.of_kind("b") for r in replay.config.decoder._build("Batch", e["b"]).records
          if r.status == "ok"),

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from tui.sim.launch import SimServer
-from tui.sim.model import PROFILES
+from tui.sim.perf_model import PROFILES
 
 SIM = [sys.executable, "-m", "tui", "sim"]
 
@@ -99,7 +99,7 @@ def test_tokentop_sim_takes_no_prefix_cache(cache: bool) -> None:
 
 def test_sim_imports_no_ui_and_no_engine() -> None:
     code = (
-        "import sys, tui.sim.server, tui.sim.launch, tui.sim.model; "
+        "import sys, tui.sim.server, tui.sim.launch, tui.sim.perf_model; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'plotext') "
         "or m.startswith(('tui.engine', 'tui.app'))]; print(bad)"
     )

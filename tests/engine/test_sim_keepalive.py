@@ -25,7 +25,7 @@ from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import make_client
 from tui.sim.config import config_from_args
 from tui.sim.launch import SimServer
-from tui.sim.model import PROFILES
+from tui.sim.perf_model import PROFILES
 
 pytestmark = pytest.mark.timeout(60)
 KEEP_ALIVE_S = 0.3

@@ -13,8 +13,8 @@ import orjson
 
 from tests.engine.sim_client import CHAT_TEMPLATE_TOKENS, call, chat_body
 from tui.sim.launch import SimServer
-from tui.sim.metrics import ITL_EDGES_S, REQUEST_LATENCY_EDGES_S, TTFT_EDGES_S
-from tui.sim.model import PROFILES
+from tui.sim.perf_model import PROFILES
+from tui.sim.prometheus import ITL_EDGES_S, REQUEST_LATENCY_EDGES_S, TTFT_EDGES_S
 
 
 def samples(text: str) -> dict[str, float]:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.engine.sim_client import CHAT_TEMPLATE_TOKENS, Conn, call, chat_body
 from tui.sim.launch import SimServer
-from tui.sim.model import PROFILES
+from tui.sim.perf_model import PROFILES
 
 MODEL = PROFILES["small-gpu"].model
 

@@ -14,7 +14,7 @@ from tui.engine.aggregate import levels as levels_mod
 from tui.engine.aggregate import series as series_mod
 from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget
-from tui.engine.load.arrivals import ArrivalCollector
+from tui.engine.load.arrival_counts import ArrivalCollector
 from tui.engine.records import RequestRecord
 from tui.engine.wire import Batch, Health, LaneDelta
 

@@ -18,7 +18,7 @@ from tui.cli import build_parser
 from tui.cli.watch import watch_config
 from tui.configs import UsageError
 from tui.engine.config import EngineOptions, TargetConfig
-from tui.engine.host.watch import WatchEngine
+from tui.engine.host.watch_engine import WatchEngine
 from tui.engine.results.files import to_json
 from tui.sim.launch import SimServer
 
@@ -142,3 +142,20 @@ def test_watch_with_a_canary_sends_only_the_canary_and_saves_its_parts(tmp_path:
     # what `watch --output` saved as `queue_ms p50 150.0`: every wait is under vLLM's first edge (300 ms)
     assert server["queue_ms"]["p50"] is None and server["queue_ms"]["mean"] < 300
     assert server["queue_ms"]["buckets"]["p50"] == {"kind": "bound", "low": 0.0, "high": 300.0}
+
+
+def test_a_watch_shows_the_pollers_notices_as_a_run_does(tmp_path: Path) -> None:
+    """A server with no /metrics: the poller's one line reaches the snapshot (the errors pane shows the
+    notices it carries) as well as the results."""
+    with SimServer("tiny-cpu", time_scale=4.0, metrics=False) as sim:
+        engine = WatchEngine(TargetConfig(base_url=sim.start().url), EngineOptions(metrics_interval_s=0.2))
+        engine.start()
+        try:
+            deadline = time.monotonic() + 15
+            while not (snap := engine.snapshot()).notices:
+                assert time.monotonic() < deadline, "no notice in 15 s"
+                time.sleep(0.05)
+            results = engine.results()
+        finally:
+            engine.stop()
+    assert "/metrics" in snap.notices[0] and snap.notices == results.notices

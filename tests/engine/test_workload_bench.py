@@ -18,7 +18,7 @@ from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import make_client
 from tui.engine.workload import build_workload
 from tui.sim.launch import SimServer
-from tui.sim.model import PROFILES
+from tui.sim.perf_model import PROFILES
 
 pytestmark = pytest.mark.timeout(60)
 

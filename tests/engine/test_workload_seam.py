@@ -29,7 +29,7 @@ from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.transport import make_client
 from tui.engine.workload import Message, RequestKey, RequestSpec, Workload
 from tui.sim.launch import SimServer
-from tui.sim.model import PROFILES
+from tui.sim.perf_model import PROFILES
 
 pytestmark = pytest.mark.timeout(30)
 

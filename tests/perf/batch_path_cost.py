@@ -17,7 +17,7 @@ import pickle
 import time
 
 from tui.engine.config import EngineOptions, TargetConfig, WorkloadConfig
-from tui.engine.load.arrivals import LevelArrivals
+from tui.engine.load.arrival_counts import LevelArrivals
 from tui.engine.load.worker import Worker, _Lane
 from tui.engine.records import RequestRecord
 from tui.engine.stream.openai import StreamAccumulator

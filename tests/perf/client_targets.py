@@ -336,7 +336,7 @@ def section_itl(report: Report, ns: argparse.Namespace, out: Path) -> None:
 
 def section_workers(report: Report, ns: argparse.Namespace, out: Path) -> None:
     from tui.calibrate.command import HEADER, _row
-    from tui.calibrate.levels import LevelResult, measure_level, search
+    from tui.calibrate.stream_search import LevelResult, measure_level, search
 
     budget = 3.0
     found: dict[int, int] = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tui.calibrate.levels import LevelResult, measure_level  # noqa: E402
+from tui.calibrate.stream_search import LevelResult, measure_level  # noqa: E402
 from tui.engine.config import EngineOptions  # noqa: E402
 from tui.sim.launch import SimServer  # noqa: E402
 

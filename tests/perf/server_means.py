@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.app import frozen  # noqa: E402
-from tui.app.widgets.levels import ServerMeans, server_means  # noqa: E402
+from tui.app.widgets.level_table import ServerMeans, server_means  # noqa: E402
 from tui.engine.server_metrics.kinds import VLLM  # noqa: E402
 from tui.engine.server_metrics.parse import parse_text  # noqa: E402
 from tui.engine.server_metrics.view import Hold, Reading, ServerView, build_view, read, with_areas  # noqa: E402

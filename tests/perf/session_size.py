@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
-from tui.engine.sessions.file import read_session
+from tui.engine.recording.file import read_session
 from tui.sim.launch import SimServer
 
 

@@ -8,8 +8,8 @@
 2. Schedule: the requests log of that replay: send (stamped just before the socket write) minus schedule,
    p50/p99/max, and the share of sends more than 1 ms late; and arrival minus schedule by the simulator's
    truth log (when the server read each request), the same figures.
-3. The timing machinery alone (no HTTP): a worker's `Replay` at ``--rate`` on an event loop of its own, each
-   due request held by the client's `wait_until_ns` as a real one is; how late each is released.
+3. The timing machinery alone (no HTTP): a worker's `TracePacer` at ``--rate`` on an event loop of its own,
+   each due request held by the client's `wait_until_ns` as a real one is; how late each is released.
 
     PYTHONPATH=. python tests/perf/trace_replay.py [--lines 1000000] [--rate 200] [--duration 20] [--busy]
 
@@ -33,7 +33,7 @@ from tests.engine.engine_helpers import joined
 from tests.perf.trace_arrivals import busy_core
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, TraceConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
-from tui.engine.load.replay import Replay
+from tui.engine.load.trace_pacing import TracePacer
 from tui.engine.stream.hold import wait_until_ns
 from tui.engine.traces import TraceFeed, TraceRequest, check_trace
 from tui.engine.wire import WorkerShare
@@ -73,7 +73,7 @@ def machinery_lateness_ms(trace: TraceConfig, rate: float, seconds: float) -> np
     async def run() -> None:
         share = WorkerShare(level_id=1, mode="trace", speed=rate / 1000.0,
                             trace_anchor_ns=time.perf_counter_ns() + 10_000_000)  # fmt: skip
-        replay = Replay(trace)
+        replay = TracePacer(trace)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(replay.run(share, send), seconds)
 

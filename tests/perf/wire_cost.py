@@ -15,7 +15,7 @@ import timeit
 from array import array
 from collections.abc import Callable
 
-from tui.engine.load.arrivals import ArrivalCollector
+from tui.engine.load.arrival_counts import ArrivalCollector
 from tui.engine.records import RequestRecord, record_fields
 from tui.engine.wire import Batch, Health, LaneDelta
 

@@ -60,7 +60,7 @@ def _received(handle: EngineHandle) -> float:
     """Tokens the worker reported so far (one per chunk from the paced server): the live gauge's ring, which
     keeps a minute of them, so the whole run while it is shorter than that."""
     with handle._lock:
-        return float(handle._store.live.tokens.sum())
+        return float(handle.core.store.live.tokens.sum())
 
 
 if __name__ == "__main__":

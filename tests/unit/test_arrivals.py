@@ -9,7 +9,7 @@ import numpy as np
 
 from tui.engine import bins
 from tui.engine.aggregate.binned_log import BinnedLog
-from tui.engine.load.arrivals import ArrivalCollector
+from tui.engine.load.arrival_counts import ArrivalCollector
 from tui.engine.wire import ARRIVAL_BUCKET_NS
 
 MS = 1_000_000

@@ -14,10 +14,10 @@ from tests.unit.results_data import frozen_results
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.config_record import run_info
 from tui.engine.results.build import ClientSummary, build_results
+from tui.engine.results.csv import levels_csv
 from tui.engine.results.exports import write_exports
 from tui.engine.results.files import read_results, to_json, write_results
 from tui.engine.results.model import Histogram, Histograms, Results
-from tui.engine.results.table import levels_csv
 from tui.engine.results.vllm import append_vllm_results, vllm_appended, vllm_level
 
 # Read off vllm/benchmarks/serve.py (main_async's result_json, benchmark()'s result, process_one_metric's

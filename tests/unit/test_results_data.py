@@ -207,6 +207,47 @@ def test_unknown_keys_are_kept_and_written_back(tmp_path: Path) -> None:
     assert again["config"]["future_knob"] == "s41t"
 
 
+def test_the_isl_probe_reads_typed_and_writes_back_the_same_keys(tmp_path: Path) -> None:
+    doc = to_json(frozen_results())
+    probe = {
+        "asked": True,
+        "sent": False,
+        "skipped": "a dataset",
+        "observations": [[10, 19], [20, 29]],
+        "x": 1,
+    }
+    doc["config"]["isl_probe"] = probe
+    path = tmp_path / "probe.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = read_results(path)
+    assert res.config.isl_probe == rm.IslProbe(
+        asked=True, sent=False, skipped="a dataset", observations=((10, 19), (20, 29)), extra={"x": 1}
+    )
+    assert orjson.loads(dump_results(res))["config"]["isl_probe"] == probe
+    doc["config"]["isl_probe"] = {**probe, "observations": [[10, "many"]]}
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(ResultsFileError, match=r"config\.isl_probe\.observations\[0\]\[1\]"):
+        read_results(path)
+
+
+def test_a_levels_population_reads_typed_and_writes_back_the_same_keys(tmp_path: Path) -> None:
+    doc = to_json(frozen_results())
+    population = {
+        "output_throughput": {"unfinished_included": True},
+        "ttft": {"n": 4, "unfinished_included": True, "since_s": None},
+        "e2el": {"n": 0, "unfinished_included": False, "null_because": "no request finished in the window"},
+    }
+    doc["levels"][0]["population"] = population
+    path = tmp_path / "population.json"
+    path.write_bytes(orjson.dumps(doc))
+    read = read_results(path).levels[0].population
+    assert read is not None and read["ttft"] == rm.MetricPopulation(
+        n=4, unfinished_included=True, since_s=None, has_since=True
+    )
+    assert read["output_throughput"].n is None and read["e2el"].null_because
+    assert orjson.loads(dump_results(read_results(path)))["levels"][0]["population"] == population
+
+
 def test_results_hold_no_secret_and_no_url_password() -> None:
     doc = _document("http://user:hunter2@127.0.0.1:8000/v1")
     text = dump_results(doc).decode()

@@ -3,8 +3,8 @@ workers for CPU-bound ones; a free machine when the loop lags at a low CPU share
 
 from __future__ import annotations
 
-from tui.engine.control.advice import client_limit, load_at
-from tui.engine.control.saturation import Saturation
+from tui.engine.aggregate.advice import client_limit, load_at
+from tui.engine.aggregate.saturation import Saturation
 from tui.engine.wire import Health
 
 S = 1_000_000_000

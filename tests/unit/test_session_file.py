@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tui.engine.config import EngineOptions, LengthDist, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.recording.file import FORMAT_VERSION, SessionError, SessionWriter, read_session
+from tui.engine.recording.plain_json import Decoder, Encoder
+from tui.engine.recording.recorder import SessionRecorder
 from tui.engine.records import RequestRecord
-from tui.engine.sessions.codec import Decoder, Encoder
-from tui.engine.sessions.file import FORMAT_VERSION, SessionError, SessionWriter, read_session
-from tui.engine.sessions.recorder import SessionRecorder
 from tui.engine.wire import Batch, Health, LaneDelta
 
 
@@ -123,7 +123,7 @@ def test_a_missing_file_is_named() -> None:
 def test_lane_stamps_are_written_once_and_come_back_in_order(tmp_path: Path) -> None:
     """A stream's stamps are in its record only; the replay gives each lane delta its own slice back, and a
     stream cut before its record gets none."""
-    from tui.engine.sessions.replay import ReplayEngine
+    from tui.engine.host.playback_engine import PlaybackEngine
 
     def lane(request_id: int, stamps: list[int]) -> LaneDelta:
         return LaneDelta(request_id, 1, 100, "", len(stamps), 110, array("q", stamps).tobytes(), None)
@@ -144,7 +144,7 @@ def test_lane_stamps_are_written_once_and_come_back_in_order(tmp_path: Path) -> 
     rec.close()
     raw = gzip.decompress(path.read_bytes())
     assert raw.count(b'"~q"') == 1  # the stamps once, in the record
-    replay = ReplayEngine(read_session(path))
+    replay = PlaybackEngine(read_session(path))
     restored = [
         replay._stamps.restore(replay.config.decoder._build("Batch", e["b"]))
         for e in replay.session.of_kind("b")

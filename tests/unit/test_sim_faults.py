@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tui.sim.faults import FaultConfig, fault_args, parse_fault_specs
-from tui.sim.text import WordTable
+from tui.sim.response_text import WordTable
 
 
 def test_fault_specs_parse_into_rates_and_a_queue_threshold() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.sim.model import (
+from tui.sim.perf_model import (
     FINISHED,
     PROFILES,
     Profile,

@@ -11,7 +11,7 @@ from pathlib import Path
 from tui.app import control
 from tui.engine.config import LoadTarget, TraceConfig
 from tui.engine.host.trace_clock import FIRST_START_NS, START_LEAD_NS, TraceClock
-from tui.engine.load.replay import WARM_CONNECTIONS, Replay
+from tui.engine.load.trace_pacing import WARM_CONNECTIONS, TracePacer
 from tui.engine.traces import TraceRequest, check_trace
 from tui.engine.wire import WorkerShare
 
@@ -55,7 +55,7 @@ def test_a_replay_behind_its_schedule_says_so_and_sends_everything(tmp_path: Pat
         json.dumps({"timestamp": i, "input_length": 5, "output_length": 1}) + "\n" for i in range(20)
     ))  # fmt: skip
     notices: list[str] = []
-    replay = Replay(check_trace(TraceConfig(path=str(path))), notice=notices.append)
+    replay = TracePacer(check_trace(TraceConfig(path=str(path))), notice=notices.append)
     sent: list[tuple[int, TraceRequest]] = []
 
     async def send(share: WorkerShare, due_ns: int, entry: TraceRequest) -> None:
@@ -77,7 +77,7 @@ def test_each_pass_of_a_trace_opens_its_connections_before_its_first_send(tmp_pa
     path.write_text("".join(
         json.dumps({"timestamp": i, "input_length": 5, "output_length": 1}) + "\n" for i in range(3)
     ))  # fmt: skip
-    replay = Replay(check_trace(TraceConfig(path=str(path))))
+    replay = TracePacer(check_trace(TraceConfig(path=str(path))))
     events: list[object] = []
 
     async def warm(count: int) -> int:

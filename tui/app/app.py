@@ -33,8 +33,8 @@ from tui.app.widgets.errors import ErrorsPane
 from tui.app.widgets.footer import KeyFooter
 from tui.app.widgets.help import HelpScreen
 from tui.app.widgets.latency import LatencyHistogram
-from tui.app.widgets.levels import LevelTable, ServerMeans
-from tui.app.widgets.server import ServerPane
+from tui.app.widgets.level_table import LevelTable, ServerMeans
+from tui.app.widgets.server_pane import ServerPane
 from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
 from tui.app.widgets.streams import StreamLanes
 from tui.engine.api import Engine

@@ -28,7 +28,7 @@ def run(config: WatchConfig) -> int:
     )
     from tui.app.app import TokentopApp
     from tui.app.settings import AppSettings
-    from tui.engine.host.watch import WatchEngine
+    from tui.engine.host.watch_engine import WatchEngine
 
     engine = WatchEngine(config.target, config.options)
     engine.start()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.calibrate.floor import noise_floor
-from tui.calibrate.levels import LevelResult, measure_level, search
+from tui.calibrate.stream_search import LevelResult, measure_level, search
 from tui.configs import CalibrateConfig
 
 if TYPE_CHECKING:

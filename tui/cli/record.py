@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tui.configs import UsageError
 from tui.engine.config import EngineOptions
-from tui.engine.sessions.file import SUFFIX
+from tui.engine.recording.file import SUFFIX
 from tui.engine.sessions.schedule import Schedule
 from tui.outputs import state_dir
 
@@ -92,7 +92,7 @@ def schedule_from_args(ns: argparse.Namespace, *, levels: bool, ends: bool = Fal
         raise UsageError(
             "--schedule holds each level for its recorded time: leave out --duration and --requests"
         )
-    from tui.engine.sessions.file import SessionError
+    from tui.engine.recording.file import SessionError
     from tui.engine.sessions.schedule import read_schedule
 
     try:
@@ -124,8 +124,8 @@ def baseline_from_args(ns: argparse.Namespace) -> Baseline | None:
     path: str | None = ns.baseline
     if not path:
         return None
+    from tui.engine.recording.file import SessionError
     from tui.engine.sessions.baseline import Baseline
-    from tui.engine.sessions.file import SessionError
 
     try:
         return Baseline.load(Path(path))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.configs import EXPORTS, ExportConfig, ExportFormat, PlotConfig, UsageError
-from tui.engine.sessions.file import SessionError
+from tui.engine.recording.file import SessionError
 
 if TYPE_CHECKING:  # the results model and its writers load numpy: imported by the runs, not by --help
     from tui.engine.results.model import Results
@@ -89,7 +89,7 @@ def _fail(message: str, status: int = 1) -> int:
 def _read(path: Path) -> Results:
     """A results file, or a session's results rebuilt by replaying it."""
     from tui.engine.results.files import ResultsFileError, read_results
-    from tui.engine.sessions.exports import is_session, session_results
+    from tui.engine.sessions.trace_export import is_session, session_results
 
     if is_session(path):
         try:
@@ -138,9 +138,9 @@ def run_export(config: ExportConfig) -> int:
     if to == "mooncake":
         return mooncake_command(source, out)
     from tui.engine.results.aiperf import RequestsLogError, write_aiperf
+    from tui.engine.results.csv import write_csv
     from tui.engine.results.files import ResultsFileError
     from tui.engine.results.llmd import write_llmd_reports
-    from tui.engine.results.table import write_csv
     from tui.engine.results.vllm import append_vllm_results, write_vllm_results
 
     try:
@@ -175,7 +175,7 @@ def run_export(config: ExportConfig) -> int:
 
 def mooncake_command(source: Path, out: Path) -> int:
     """``tokentop export SESSION --to mooncake``: the trace at ``out``, its path on stdout."""
-    from tui.engine.sessions.exports import is_session, to_mooncake
+    from tui.engine.sessions.trace_export import is_session, to_mooncake
 
     if not is_session(source):
         print(f"tokentop: error: {source}: --to mooncake needs a session (the results file holds no "

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from tui import units
 from tui.cli.record import sessions_dir
 from tui.configs import CompareConfig, CompareForm, ReplayConfig, SessionsConfig, UsageError
-from tui.engine.sessions.file import SUFFIX, SessionError
+from tui.engine.recording.file import SUFFIX, SessionError
 
 C = TypeVar("C")
 
@@ -82,7 +82,7 @@ def run_sessions(config: SessionsConfig) -> int:
 @_one_line
 def run_replay(config: ReplayConfig) -> int:
     """The live app's panes over the session (imported now: `tokentop --help` must not load Textual)."""
-    from tui.app.replay import run_replay as replay
+    from tui.app.playback import run_replay as replay
 
     return replay(config)
 
@@ -98,7 +98,7 @@ def run_compare(config: CompareConfig) -> int:
 
 def session_summary(path: Path) -> dict[str, Any]:
     """Date, label, URL, model, levels and knee of one session (from its results if it has them)."""
-    from tui.engine.sessions.file import read_session
+    from tui.engine.recording.file import read_session
 
     s = read_session(path)
     model = next((e["model"] for e in s.of_kind("model")), "")

@@ -252,7 +252,7 @@ class EngineOptions:
     """`ClientHealth.saturated` when a worker's event-loop lag p99 exceeds this ..."""
     cpu_threshold: float = 0.6
     """... or its CPU share exceeds this fraction of one core, sustained: in two consecutive health windows
-    (`tui.engine.control.saturation.Sustain`)."""
+    (`tui.engine.aggregate.saturation.Sustain`)."""
     health_window_s: float = 2.0
     """Length of the disjoint windows a worker judges its health over (lag p99 and CPU share of each)."""
     slo_ttft_ms: float | None = None

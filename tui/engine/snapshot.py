@@ -202,7 +202,7 @@ class LevelView:
     client_limit_cause: Literal["cpu", "machine", "unclear"] | None = None
     """Why, when ``client_limited``: the workers' own CPU (more workers help), a machine busy with other work
     (the loop lagged at a low CPU share: more workers would not help), or unclear
-    (`tui.engine.control.advice.cause_of`)."""
+    (`tui.engine.aggregate.advice.cause_of`)."""
     workers_lost: int = 0
     """Engine workers lost during the level (their node went away): the window ends at the loss."""
 
@@ -269,7 +269,7 @@ class ClientHealth:
     """Highest CPU share (0..1 of one core) among engine processes over the last few seconds."""
     saturated: bool = False
     """Sustained: some engine process's lag p99 or CPU share was over its threshold in two consecutive
-    health windows (`tui.engine.control.saturation.Sustain`); a momentary high reading above does not
+    health windows (`tui.engine.aggregate.saturation.Sustain`); a momentary high reading above does not
     set it."""
     reason: str = ""
     worker_tasks: int = 0

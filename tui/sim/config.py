@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tui.sim.faults import FaultConfig, parse_fault_specs
-from tui.sim.model import Profile, get_profile
+from tui.sim.perf_model import Profile, get_profile
 
 
 @dataclass(frozen=True)

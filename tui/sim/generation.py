@@ -20,10 +20,10 @@ import orjson
 
 from tui.sim.config import SimConfig
 from tui.sim.http import HttpProtocol, frame, response
-from tui.sim.metrics import ServerMetrics
-from tui.sim.model import Profile, Scheduler, Seq
 from tui.sim.openai_api import PLACEHOLDER, GenParams, split_template
-from tui.sim.text import WordTable
+from tui.sim.perf_model import Profile, Scheduler, Seq
+from tui.sim.prometheus import ServerMetrics
+from tui.sim.response_text import WordTable
 
 
 class GenHost(Protocol):

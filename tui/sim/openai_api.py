@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from tui.sim.model import Profile
+from tui.sim.perf_model import Profile
 from tui.sim.prefix_cache import block_hashes
 from tui.sim.tokens import chat_units, text_units
 

@@ -4,7 +4,7 @@
 - `http`: HTTP/1.1 over a raw asyncio.Protocol (parsing, response heads, chunked framing).
 - `openai_api`: request validation, OpenAI error shapes, chunk templates.
 - `generation`: one generation request's wire output, faults and truth record (the hot path).
-- `stepper`: the asyncio task stepping `tui.sim.model.Scheduler` on the modelled clock.
+- `stepper`: the asyncio task stepping `tui.sim.perf_model.Scheduler` on the modelled clock.
 - `simulator`: routing, admission and counters, tying the above together.
 - `truth`: the ground-truth log and the scheduler state log.
 """
@@ -22,7 +22,7 @@ from typing import Any
 from tui.cpu_slice import request_short_slice
 from tui.sim.config import SimConfig, config_from_args
 from tui.sim.http import HttpProtocol
-from tui.sim.model import PROFILES, decode_tokens_per_s
+from tui.sim.perf_model import PROFILES, decode_tokens_per_s
 from tui.sim.simulator import Simulator
 from tui.sim.truth import StateLog, TruthLog
 

@@ -1,8 +1,8 @@
 """The simulator: routes requests, admits generations (EOS length, faults, rejections) and keeps the counters.
 
 Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, plus `GET /health` and a
-vLLM-style `GET /metrics` (`tui.sim.metrics`; 404 with `metrics=False`). Without `ignore_eos` an answer stops
-at a seeded EOS length, never before `min_tokens`.
+vLLM-style `GET /metrics` (`tui.sim.prometheus`; 404 with `metrics=False`). Without `ignore_eos` an answer
+stops at a seeded EOS length, never before `min_tokens`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import NamedTuple
 import orjson
 
 from tui.sim.config import SimConfig
+from tui.sim.dcgm import GpuModel
 from tui.sim.faults import MID_STREAM_KINDS
 from tui.sim.generation import GenRequest
-from tui.sim.gpu import GpuModel
 from tui.sim.http import HttpProtocol, response, stream_head
-from tui.sim.metrics import ServerMetrics
-from tui.sim.model import Scheduler
 from tui.sim.openai_api import GenParams, HttpError, parse_generation
+from tui.sim.perf_model import Scheduler
 from tui.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
+from tui.sim.prometheus import ServerMetrics
+from tui.sim.response_text import TABLE_SIZE, WordTable
 from tui.sim.stepper import run_steps
-from tui.sim.text import TABLE_SIZE, WordTable
 from tui.sim.truth import StateLog, TruthLog, rejected_record
 
 

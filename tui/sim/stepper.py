@@ -1,10 +1,10 @@
 """The stepper: one asyncio task stepping the scheduler on the modelled clock, writing each step's tokens.
 
-It asks the scheduler (`tui.sim.model.Scheduler`) for a step, sleeps for the step's modelled duration (divided
-by `time_scale`), then hands each token that step produced to its request. Step ends are kept on an absolute
-timeline, so neither the event loop's timer granularity (about 1 ms) nor the time spent writing accumulates
-into drift; when the process falls behind by more than `_MAX_LAG_S` it restarts the timeline rather than
-bursting.
+It asks the scheduler (`tui.sim.perf_model.Scheduler`) for a step, sleeps for the step's modelled duration
+(divided by `time_scale`), then hands each token that step produced to its request. Step ends are kept on an
+absolute timeline, so neither the event loop's timer granularity (about 1 ms) nor the time spent writing
+accumulates into drift; when the process falls behind by more than `_MAX_LAG_S` it restarts the timeline
+rather than bursting.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 
 from tui.sim.generation import GenRequest
-from tui.sim.metrics import ServerMetrics
-from tui.sim.model import Scheduler
+from tui.sim.perf_model import Scheduler
+from tui.sim.prometheus import ServerMetrics
 
 _MAX_LAG_S = 0.005
 """How far behind its timeline the stepper may fall and still catch up (absorbs timer granularity)."""

@@ -16,7 +16,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from tui import units
-from tui.app.widgets.levels import level_label
+from tui.app.widgets.level_table import level_label
 from tui.engine.snapshot import LevelView, RequestDetail
 
 SPARK = "▁▂▃▄▅▆▇█"

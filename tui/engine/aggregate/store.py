@@ -26,17 +26,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tui.engine.aggregate.advice import client_limit, load_at
 from tui.engine.aggregate.arrivals import fold_arrivals
 from tui.engine.aggregate.lanes import Lane, Lanes
 from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
 from tui.engine.aggregate.live import LiveRates
 from tui.engine.aggregate.lost import lost_records
 from tui.engine.aggregate.metrics import find_knee
+from tui.engine.aggregate.saturation import Saturation
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.aggregate.views import LevelEntry, ViewInputs, ViewMaker, Views
 from tui.engine.config import LoadTarget
-from tui.engine.control.advice import client_limit, load_at
-from tui.engine.control.saturation import Saturation
 from tui.engine.records import RequestRecord
 from tui.engine.snapshot import ClientHealth, Knee, LaneView, LevelView, RequestDetail, Snapshot
 from tui.engine.wire import Batch

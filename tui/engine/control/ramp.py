@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tui.engine.aggregate.advice import client_limit
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
-from tui.engine.control.advice import client_limit
 from tui.engine.snapshot import Knee, LevelView, RampStop, RampVerdict, Snapshot
 
 SETTLE_LIMIT_S = 30.0

@@ -13,6 +13,7 @@ from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadC
 from tui.engine.host.isl_probe import skip_reason
 from tui.engine.redact import HIDDEN, display_url, mask_secret
 from tui.engine.results.build import RunInfo
+from tui.engine.results.model import IslProbe
 
 
 def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
@@ -37,16 +38,16 @@ def endpoint_path_record(path: str | None, api_key: str | None) -> str | None:
     return f"{route}?{urlencode(names)}"
 
 
-def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> dict[str, Any]:
+def isl_probe_record(workload: WorkloadConfig, options: EngineOptions) -> IslProbe:
     """Whether the ISL probe was asked for and sent, why it was skipped (None: it was not), and the (words,
     prompt tokens) pairs it measured."""
     skipped = skip_reason(workload) if options.isl_probe else None
-    return {
-        "asked": options.isl_probe,
-        "sent": options.isl_probe and skipped is None,
-        "skipped": skipped,
-        "observations": [list(pair) for pair in workload.isl_observations],
-    }
+    return IslProbe(
+        asked=options.isl_probe,
+        sent=options.isl_probe and skipped is None,
+        skipped=skipped,
+        observations=workload.isl_observations,
+    )
 
 
 def run_info(

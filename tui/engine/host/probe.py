@@ -13,7 +13,7 @@ import httpx
 from tui.engine.config import TargetConfig
 from tui.engine.network import proxy_named, sync_client
 from tui.engine.redact import mask_secret
-from tui.engine.stream.errors import classify_exception
+from tui.engine.stream.error_class import classify_exception
 from tui.engine.stream.openai import error_message
 
 SHOWN_MODELS = 8

@@ -20,10 +20,10 @@ import platform
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -34,6 +34,9 @@ from tui.engine.host.pool import NodeInfo, PoolError
 from tui.engine.remote.agent import CLOSED, NodeAgent
 from tui.engine.remote.clock import SAME_HOST, ClockEstimate, node_clock
 from tui.engine.wire import Command, WorkerLost, WorkerSpec
+
+if TYPE_CHECKING:
+    from tui.engine.results.model import Results
 
 COLLECT_WAIT_S = 0.2
 """How long an agent's collect waits for a first message: the longest a quiet node's heartbeat is apart."""
@@ -262,6 +265,18 @@ class RayWorkerPool:
             )
             for n in self._nodes
         ]
+
+    def in_results(self, results: Results, t0_ns: int) -> Results:
+        """``results`` saying where the load came from: the placement in its config, the nodes in its client
+        (with when a lost one went)."""
+        p = self.placement
+        placement = {"ray": p.address, "per_node": p.per_node, "on_node_loss": p.on_node_loss}
+        nodes = tuple(n.as_dict() for n in self.nodes(t0_ns))
+        return replace(
+            results,
+            config=replace(results.config, placement=placement),
+            client=replace(results.client, nodes=nodes),
+        )
 
     def agent_of(self, worker: int) -> Any:
         """Worker ``worker``'s agent actor (tests freeze or remove it)."""

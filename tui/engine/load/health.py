@@ -2,7 +2,7 @@
 
 A busy event loop stamps tokens late (a chunk that arrived during a 20 ms stall is stamped up to 20 ms late),
 so the worker watches two things: how long a wake-up takes to be served by its event loop (event-loop lag)
-and how much of a core the process uses. The face judges them (`tui.engine.control.saturation`) with
+and how much of a core the process uses. The face judges them (`tui.engine.aggregate.saturation`) with
 thresholds it owns.
 
 Two kinds of reading leave the worker: the rolling ones (lag p99 over the last 3 s, CPU over the last 2 s)

@@ -10,7 +10,7 @@ reconciles toward its `WorkerShare` (`tui.engine.wire`, as it crosses to the wor
   users finish their request in flight and stop (nothing is cancelled).
 - trace replay: arrivals at a trace's own timestamps (worker i of W takes every W-th request), each one
   at ``anchor + (t - position) / speed`` on the timeline the handle anchored for every worker alike, so a
-  change of speed goes on from where the replay is (`tui.engine.load.replay`).
+  change of speed goes on from where the replay is (`tui.engine.load.trace_pacing`).
 - open loop: arrivals at rate R (Poisson or constant), scheduled on an absolute timeline (each send time is
   the previous *scheduled* time plus an interval, so a late wake-up does not slow the rate down), optionally
   capped at ``max_concurrency`` in flight (arrivals beyond it wait; their scheduling lag is recorded).
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from tui.engine.config import LoadTarget
 from tui.engine.load.backoff import SERVER_GONE, ArrivalGate, Backoff, Outcome
-from tui.engine.load.replay import Replay, TracePlace, WarmFn
+from tui.engine.load.trace_pacing import TracePacer, TracePlace, WarmFn
 from tui.engine.wire import WorkerShare
 
 if TYPE_CHECKING:
@@ -132,8 +132,10 @@ class LoadRunner:
         self._awaiting_server = 0
         """Users waiting on `_served` now (a success with none waiting swaps no event)."""
         self._gate = ArrivalGate(random.Random(f"gate:{worker}"))
-        self._replay = (
-            Replay(trace, worker=worker, workers=self.workers, notice=notice) if trace is not None else None
+        self._pacer = (
+            TracePacer(trace, worker=worker, workers=self.workers, notice=notice)
+            if trace is not None
+            else None
         )
 
     def take_dropped(self) -> int:
@@ -188,8 +190,8 @@ class LoadRunner:
                 self._arrivals = None
             if share.mode == "rate" and active and share.rate > 0:
                 self._arrivals = asyncio.ensure_future(self._arrive(share))
-            elif share.mode == "trace" and active and share.trace_anchor_ns is not None and self._replay:
-                self._arrivals = asyncio.ensure_future(self._replay.run(share, self._send_traced, self._warm))
+            elif share.mode == "trace" and active and share.trace_anchor_ns is not None and self._pacer:
+                self._arrivals = asyncio.ensure_future(self._pacer.run(share, self._send_traced, self._warm))
         self._slot_freed.set()
         return ramp_s
 

@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from tui.cpu_slice import request_short_slice
-from tui.engine.load.arrivals import ArrivalCollector, LevelArrivals
+from tui.engine.load.arrival_counts import ArrivalCollector, LevelArrivals
 from tui.engine.load.backoff import Outcome
 from tui.engine.load.health import CpuMeter, LoopLagMonitor
 from tui.engine.load.lane_budget import in_budget, lane_budget

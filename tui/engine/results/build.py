@@ -57,7 +57,7 @@ class RunInfo:
     """``--endpoint /PATH`` without query values or key; None: the flavour's own path."""
     workload_record: Mapping[str, Any] = field(default_factory=dict)
     """Every workload setting as plain data (`config_record.workload_record`)."""
-    isl_probe: Mapping[str, Any] | None = None
+    isl_probe: rm.IslProbe | None = None
     """Whether the ISL probe ran, or why not (`config_record.isl_probe_record`)."""
     stream_transport: str | None = None
     """What carried the workers' streams (`tui.engine.stream.transport.stream_transport`)."""
@@ -76,7 +76,7 @@ class ClientSummary:
     max_cpu_share: float
     """Highest CPU share (of one core) any worker reported: raw."""
     saturated: bool
-    """Sustained saturation at some point (`tui.engine.load.health.Sustain`)."""
+    """Sustained saturation at some point (`tui.engine.aggregate.saturation.Sustain`)."""
     saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
     """[from, to] run seconds while flagged (to None: until the end)."""
     notices: tuple[str, ...] = ()
@@ -282,7 +282,7 @@ def build_results(
             min_window_s=MIN_WINDOW_S,
             min_steady_requests=MIN_STEADY_REQUESTS,
             workload=dict(info.workload_record),
-            isl_probe=None if info.isl_probe is None else dict(info.isl_probe),
+            isl_probe=info.isl_probe,
         ),
         definitions=DEFINITIONS,
         levels=levels,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tui.engine.results.csv import write_csv
 from tui.engine.results.model import Document, Results
-from tui.engine.results.table import write_csv
 from tui.engine.results.vllm import write_vllm_results
 
 

@@ -86,6 +86,21 @@ def _is_open(level: Level) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MetricPopulation:
+    """What one of a level's figures covers (`tui.engine.results.population`)."""
+
+    n: int | None = field(default=None, metadata=key(omit_none=True))
+    """Its samples; absent for the output throughput, which counts tokens."""
+    unfinished_included: bool = False
+    since_s: float | None = field(default=None, metadata=key(when=lambda p: p.has_since))
+    """TTFT's only: from when its samples count (seconds into the run), null when unknown."""
+    has_since: bool = field(default=False, metadata=key(presence="since_s"))
+    null_because: str | None = field(default=None, metadata=key(omit_none=True))
+    """Why the figure is null: it has no sample."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Level:
     """One load level over its steady window, in ``vllm bench serve``'s vocabulary plus tokentop's keys."""
 
@@ -157,7 +172,7 @@ class Level:
     """Streams of the level unfinished when the figures were taken (in flight, or cancelled at quit)."""
     partial_output_tokens: int = 0
     """Output tokens of unfinished streams counted in ``output_throughput``."""
-    population: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
+    population: dict[str, MetricPopulation] | None = field(default=None, metadata=key(omit_none=True))
     """Per metric: ``n``, ``unfinished_included``, ``null_because`` (`tui.engine.results.population`)."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
@@ -195,6 +210,19 @@ class Target:
 
 
 @dataclass(frozen=True, kw_only=True)
+class IslProbe:
+    """Whether the ISL probe was asked for and sent, and what it measured."""
+
+    asked: bool = False
+    sent: bool = False
+    skipped: str | None = None
+    """Why it was not sent though asked; None when it was not skipped."""
+    observations: tuple[tuple[int, int], ...] = ()
+    """The (words, prompt tokens) pairs it measured."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """What the run was asked for (no secret: header names only)."""
 
@@ -215,7 +243,7 @@ class Config:
     min_window_s: float | None = None
     min_steady_requests: int | None = None
     workload: dict[str, Any] | None = None
-    isl_probe: dict[str, Any] | None = None
+    isl_probe: IslProbe | None = None
     placement: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
     """With ``--ray``: the cluster's address, workers per node and what a lost node does."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))

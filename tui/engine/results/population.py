@@ -3,33 +3,30 @@ population, whether unfinished streams are in it, and why it is null when it has
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
+from tui.engine.results.model import MetricPopulation
 from tui.engine.snapshot import LevelView
 
 WHOLE_REQUEST_METRICS = ("tpot", "e2el", "itl_e2e")
 """Metrics that need a finished request: over arrivals, they cover the requests that ended in the window."""
 
 
-def population(lv: LevelView) -> dict[str, dict[str, Any]]:
+def population(lv: LevelView) -> dict[str, MetricPopulation]:
     """Per metric (``output_throughput``, ``ttft``, ``itl``, ``tpot``, ``e2el``, ``itl_e2e``): ``n``,
     ``unfinished_included``, and ``null_because`` when it has no sample (``since_s`` for TTFT)."""
     arrivals = lv.measured_over == "arrivals"
-    out: dict[str, dict[str, Any]] = {
-        "output_throughput": {"unfinished_included": arrivals},
-        "ttft": {
-            "n": lv.ttft.n,
-            "unfinished_included": arrivals,
-            "since_s": lv.ttft_since_s if arrivals else lv.window_from_s,
-        },
-        "itl": {"n": lv.itl_chunk.n, "unfinished_included": arrivals},
+    since_s = lv.ttft_since_s if arrivals else lv.window_from_s
+    out = {
+        "output_throughput": MetricPopulation(unfinished_included=arrivals),
+        "ttft": MetricPopulation(n=lv.ttft.n, unfinished_included=arrivals, since_s=since_s, has_since=True),
+        "itl": MetricPopulation(n=lv.itl_chunk.n, unfinished_included=arrivals),
     }
     for name in WHOLE_REQUEST_METRICS:
-        out[name] = {"n": lv.finished_in_window, "unfinished_included": False}
+        out[name] = MetricPopulation(n=lv.finished_in_window, unfinished_included=False)
     for name, attr in (("ttft", "ttft"), ("itl", "itl_chunk"), ("tpot", "tpot"), ("e2el", "e2el"),
                        ("itl_e2e", "itl_e2e")):  # fmt: skip
         if getattr(lv, attr).n == 0:
-            out[name]["null_because"] = (
-                "no request finished in the window" if name in WHOLE_REQUEST_METRICS else "no samples"
-            )
+            because = "no request finished in the window" if name in WHOLE_REQUEST_METRICS else "no samples"
+            out[name] = replace(out[name], null_because=because)
     return out

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tui.engine.sessions.file import SessionError, read_session
+from tui.engine.recording.file import SessionError, read_session
 
 BOOTSTRAP_ROUNDS = 1000
 CONFIDENCE = 0.95
@@ -84,10 +84,10 @@ def load_run(path: Path, *, samples: bool = True) -> Run:
             return Run(path, to_json(read_results(path)))
         except ResultsFileError as exc:
             raise SessionError(str(exc)) from None
-    from tui.engine.sessions.replay import ReplayEngine
+    from tui.engine.host.playback_engine import PlaybackEngine
 
     session = read_session(path)
-    replay = ReplayEngine(session).run_to_end()
+    replay = PlaybackEngine(session).run_to_end()
     doc = to_json(replay.results(interrupted="cut short" if session.cut else None))
     return Run(path, doc, session_samples(replay, doc) if samples else {}, cut=session.cut)
 

@@ -1,5 +1,5 @@
 """The curves of compared runs on one SVG plot: output tok/s against the load, one line per run. Plain
-string building, like `tui.engine.host.report_plots` (the engine loads no plotting library)."""
+string building, like `tui.engine.results.plot` (the engine loads no plotting library)."""
 
 from __future__ import annotations
 

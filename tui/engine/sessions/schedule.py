@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tui.engine.config import LoadTarget
-from tui.engine.sessions.codec import Decoder
-from tui.engine.sessions.file import Session, SessionError, read_session
+from tui.engine.recording.file import Session, SessionError, read_session
+from tui.engine.recording.plain_json import Decoder
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.redact import mask_secret
-from tui.engine.stream.errors import classify_exception
+from tui.engine.stream.error_class import classify_exception
 from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
     Failure,

@@ -3,7 +3,8 @@
 Each read is stamped once in ``data_received`` and handed, with that stamp, to the request's `ResponseSink`
 as status, headers and body bytes (chunked framing undone by the parser); nothing between the socket and the
 sink but one C parser call. Connections are kept alive in an unbounded pool: a request never waits for one.
-Failures reach the sink as the httpx exceptions `tui.engine.stream.errors` classifies, with the same words.
+Failures reach the sink as the httpx exceptions `tui.engine.stream.error_class` classifies, with the same
+words.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import orjson
 
 from tui.engine.records import RequestRecord
 from tui.engine.stream.chunk_shape import ChunkShape, learn_shape
-from tui.engine.stream.errors import classify_exception
+from tui.engine.stream.error_class import classify_exception
 from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
     Failure,

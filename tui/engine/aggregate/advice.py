@@ -1,5 +1,5 @@
 """What to tell the user when the load generator cannot keep up: the words only (the numbers that decide it
-are `tui.engine.control.saturation`'s)."""
+are `tui.engine.aggregate.saturation`'s)."""
 
 from __future__ import annotations
 

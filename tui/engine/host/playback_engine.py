@@ -1,4 +1,4 @@
-"""`ReplayEngine`: the `tui.engine.api.Engine` of a recorded session, with no server. It feeds the
+"""`PlaybackEngine`: the `tui.engine.api.Engine` of a recorded session, with no server. It feeds the
 session's events (worker batches, level changes, scrapes) into a fresh `Store` and scrape view on the
 recorded clock, so what a face shows at a moment of the recording is what the live face showed then.
 
@@ -11,23 +11,19 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.control.checks import LengthCheck
-from tui.engine.host.server_scrape import SERVER_HISTORY, ServerScrape
-from tui.engine.redact import display_url
-from tui.engine.sessions.codec import Decoder
-from tui.engine.sessions.file import Session, SessionError
-from tui.engine.sessions.stamps import LaneStamps, record_index
+from tui.engine.host.run_core import RUN_READS, RunCore, new_store, write_results
+from tui.engine.host.server_scrape import SERVER_HISTORY
+from tui.engine.recording.file import Session, SessionError
+from tui.engine.recording.plain_json import Decoder
+from tui.engine.recording.stamps import LaneStamps, record_index
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Results
-    from tui.engine.server_metrics import ServerView
 
 SPEEDS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
@@ -52,7 +48,7 @@ class SessionConfig:
         self.label = str(header.get("label", ""))
 
 
-class ReplayEngine:
+class PlaybackEngine:
     """Plays a session back as an engine: `snapshot` at the replay clock; `play`, `pause`, `seek`, `speed`."""
 
     def __init__(self, session: Session, *, wall_ns: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -70,7 +66,7 @@ class ReplayEngine:
         self.end_ns = max(self._times[-1] if self._times else self.config.t0_ns, self.config.t0_ns)
         self.speed = 1.0
         self.playing = True
-        self._stopped = False
+        self.stopped = False
         self._reset()
         self._anchor_wall = wall_ns()
         self._anchor_t = self.config.t0_ns
@@ -78,31 +74,19 @@ class ReplayEngine:
     # --- the replay clock --------------------------------------------------------------------------
 
     def _reset(self) -> None:
-        """A fresh store and scrape view, before the first event."""
+        """A fresh run core (store, scrape view, checks), before the first event."""
         cfg = self.config
         o = cfg.options
-        self._store = Store(
-            cfg.t0_ns,
-            cfg.workers,
-            slo_ttft_ms=o.slo_ttft_ms,
-            slo_tpot_ms=o.slo_tpot_ms,
-            lag_threshold_ms=o.lag_threshold_ms,
-            cpu_threshold=o.cpu_threshold,
-            max_lanes=o.max_lanes,
+        self.core = RunCore(
+            cfg.target, o, new_store(o, cfg.t0_ns, cfg.workers), cfg.load, workers=cfg.workers
         )
         from tui.engine.server_metrics.poller import ServerMetricsPoller
 
-        self._scrape = ServerScrape()
         self._scraped = False
         self._poller = ServerMetricsPoller(
             cfg.target.base_url, metrics_url=o.metrics_url, history=SERVER_HISTORY
         )
-        self._load = cfg.load
         self.workload = cfg.workload
-        self._level_id = 0
-        self._model = cfg.target.model or ""
-        self._fatal: str | None = None
-        self._lengths = LengthCheck()
         self._stamps = LaneStamps(self._records, self.config.decoder)
         self._pos = 0
         self._now = cfg.t0_ns
@@ -185,7 +169,7 @@ class ReplayEngine:
         self.seek(times[i])
         return what[times[i]]
 
-    def run_to_end(self) -> ReplayEngine:
+    def run_to_end(self) -> PlaybackEngine:
         """Feed every event (for results and compare); stops the clock at the end."""
         self.playing = False
         self._advance(self.end_ns)
@@ -203,36 +187,37 @@ class ReplayEngine:
         kind = e.get("k")
         t = int(e["t"])
         decode = self.config.decoder
+        core = self.core
         if kind == "b":
-            self._store.ingest(self._stamps.restore(decode._build("Batch", e["b"])))
+            core.store.ingest(self._stamps.restore(decode._build("Batch", e["b"])))
         elif kind == "v":
-            self._store.refresh_views(t, force=bool(e.get("force")))
+            core.store.refresh_views(t, force=bool(e.get("force")))
         elif kind == "end":
             self._ended = True
         elif kind == "level":
             if e.get("op") == "begin":
-                self._level_id = int(e["id"])
-                self._load = decode.decode(e["target"])
-                self._store.begin_level(self._level_id, self._load, t)
+                core.level_id = int(e["id"])
+                core.load = decode.decode(e["target"])
+                core.store.begin_level(core.level_id, core.load, t)
             else:
-                self._store.end_level(t)
+                core.store.end_level(t)
         elif kind == "load":
-            self._load = decode.decode(e["target"])
+            core.load = decode.decode(e["target"])
         elif kind == "scrape":
             if not self._scraped:
-                self._scrape.attach(self._poller)
+                core.scrape.attach(self._poller)
                 self._scraped = True
             self._poller.take(int(e.get("at", t)), str(e["text"]), e.get("gpu"))
         elif kind == "model":
-            self._model = str(e["model"])
+            core.model = str(e["model"])
         elif kind == "workload":
             self.workload = decode.decode(e["workload"])
         elif kind == "lost":
-            self._store.lose_workers([int(w) for w in e["workers"]], int(e["at"]))
+            core.store.lose_workers([int(w) for w in e["workers"]], int(e["at"]))
         elif kind == "notice":
-            self._store.add_notice(str(e["text"]))
+            core.store.add_notice(str(e["text"]))
         elif kind == "fatal":
-            self._fatal = str(e["text"])
+            core.fatal = str(e["text"])
 
     # --- Engine protocol ----------------------------------------------------------------------------
 
@@ -249,91 +234,32 @@ class ReplayEngine:
     def record_ramp(self, verdict: RampVerdict) -> None:
         """A replay's ramp is the recording's: nothing to record."""
 
-    @property
-    def level_id(self) -> int:
-        return self._level_id
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def load(self) -> LoadTarget:
-        """The target the recording had at the replay clock."""
-        return self._load
-
-    @property
-    def t0_ns(self) -> int:
-        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
-        return self._store.t0_ns
-
-    @property
-    def stopped(self) -> bool:
-        """True once `stop` has been called."""
-        return self._stopped
-
-    def server_view(self) -> ServerView | None:
-        """The server's signals as the recording scraped them, up to the replay clock."""
-        return self._scrape.latest()
+    load, level_id, model, fatal, t0_ns, server_view = RUN_READS
+    """All as recorded, up to the replay clock."""
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
-        """Write `results` atomically (a crash never leaves half a file)."""
-        from tui.engine.results.files import write_results
-
-        return write_results(self.results(interrupted=interrupted), Path(path))
-
-    @property
-    def fatal(self) -> str | None:
-        return self._fatal or self._store.fatal
+        return write_results(self.results(interrupted=interrupted), path)
 
     def snapshot(self) -> Snapshot:
         """The state at the replay clock, summarised as the live handle did, with the views it had computed
         by then (recomputed at the recorded moments, never here)."""
         now = self.now_ns()
         if self._ended:
-            self._store.refresh_views(now)
-        snap = self._store.snapshot(
-            now,
-            base_url=display_url(self.target.base_url),
-            model=self._model,
-            endpoint=self.target.endpoint,
-            demo=self.target.demo,
-            load=self._load,
-            level_id=self._level_id,
-            fatal=self._fatal,
-        )
-        for message in self._lengths.notices(snap.levels, self.workload):
-            self._store.add_notice(message)
-        self._scrape.keep_level_summaries(snap.levels, self._store.t0_ns, now)
-        return replace(
-            snap, notices=tuple(self._store.notices), recent_errors=tuple(self._store.recent_errors)
-        )
+            self.core.store.refresh_views(now)
+        return self.core.snapshot(now, self.workload, cache=False)
 
     def detail(self, request_id: int) -> RequestDetail | None:
-        return self._store.detail(request_id, self._now)
+        return self.core.store.detail(request_id, self._now)
 
     def results(self, *, interrupted: str | None = None) -> Results:
         """The results document of what was recorded up to the replay clock."""
-        from tui.engine.host.config_record import run_info
-        from tui.engine.results.live import collect_results
-
-        info = run_info(
-            self.target,
-            self.workload,
-            self._load,
-            options=self.config.options,
-            workers=self.config.workers,
-            model=self._model,
-            started_at_s=self.config.started_at_s,
-        )
+        info = self.core.run_info(self.workload, self.config.started_at_s)
         now = self.now_ns()
-        return collect_results(
-            self._store, self.snapshot, info, self._scrape, interrupted=interrupted, now_ns=now
-        )
+        return self.core.results(self.snapshot, info, interrupted=interrupted, now_ns=now)
 
     def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         self.playing = False
-        self._stopped = True
+        self.stopped = True
 
     def status(self) -> str:
         """One line for the status bar: where the replay is and how it plays."""
@@ -344,15 +270,15 @@ class ReplayEngine:
         return f"replay {state} {at:.0f}/{total:.0f} s ×{self.speed:g}{cut}"
 
 
-def open_replay(path: Path) -> ReplayEngine:
+def open_playback(path: Path) -> PlaybackEngine:
     """The replay of the session at ``path`` (`SessionError` for a file that is not one)."""
-    from tui.engine.sessions.file import read_session
+    from tui.engine.recording.file import read_session
 
-    return ReplayEngine(read_session(path))
+    return PlaybackEngine(read_session(path))
 
 
 if TYPE_CHECKING:
     from tui.engine.api import Engine
 
-    def _implements_engine(replay: ReplayEngine) -> Engine:
-        return replay  # mypy checks ReplayEngine against the Engine protocol here
+    def _implements_engine(replay: PlaybackEngine) -> Engine:
+        return replay  # mypy checks PlaybackEngine against the Engine protocol here

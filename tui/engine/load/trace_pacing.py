@@ -1,4 +1,4 @@
-"""A worker's trace replay: its share of a trace's requests, each sent at its own time on the replay's
+"""A worker's trace pacing: its share of a trace's requests, each sent at its own time on the trace's
 timeline, which the speed knob bends without a jump.
 
 The handle anchors the timeline for all workers alike (`TracePlace`: at ``anchor_ns``, the replay is
@@ -48,8 +48,8 @@ WarmFn = Callable[[int], Awaitable[object]]
 """Opens that many connections ahead of the requests that will use them."""
 
 
-class Replay:
-    """One worker's replay state, kept across shares (a new speed goes on with the same file position)."""
+class TracePacer:
+    """One worker's pacing of a trace, kept across shares (a new speed keeps the file position)."""
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from tui.app import keys
 from tui.app.app import TokentopApp
 from tui.app.widgets.status import UiState
 from tui.configs import ReplayConfig
-from tui.engine.sessions.replay import ReplayEngine
+from tui.engine.host.playback_engine import PlaybackEngine
 
 REPLAY_BINDINGS: list[BindingType] = [
     Binding("space", "replay_toggle", "play/pause"),
@@ -46,7 +46,7 @@ LOAD_ACTIONS = frozenset(
 
 
 class ReplayApp(TokentopApp):
-    """The live app over a `ReplayEngine`: it renders the replay's snapshots on the replay's clock."""
+    """The live app over a `PlaybackEngine`: it renders the replay's snapshots on the replay's clock."""
 
     BINDINGS: ClassVar[list[BindingType]] = REPLAY_BINDINGS
     FOOTER_RANK: ClassVar[tuple[str, ...]] = (
@@ -64,7 +64,7 @@ class ReplayApp(TokentopApp):
 
     PALETTE: ClassVar[tuple[tuple[str, str, str], ...]] = (*REPLAY_COMMANDS, *keys.COMMANDS)
 
-    replay: ReplayEngine
+    replay: PlaybackEngine
 
     def on_mount(self) -> None:
         if not self.replay.config.options.record_text:  # the recorder left the text out: say so, not blank
@@ -110,7 +110,7 @@ class ReplayApp(TokentopApp):
         self._after_seek(f"speed ×{speed:g}")
 
 
-def make_replay_app(replay: ReplayEngine, *, theme: str | None = None, **options: object) -> ReplayApp:
+def make_replay_app(replay: PlaybackEngine, *, theme: str | None = None, **options: object) -> ReplayApp:
     """The replay app for ``replay`` (the CLI and the tests both call it); ``options`` as `TokentopApp`."""
     from tui.app.settings import AppSettings
     from tui.app.themes import load_themes, resolve_theme
@@ -127,9 +127,9 @@ def run_replay(config: ReplayConfig) -> int:
     """Open the session ``config`` names and run the replay app until `q`."""
     import sys
 
-    from tui.engine.sessions.replay import open_replay
+    from tui.engine.host.playback_engine import open_playback
 
-    replay = open_replay(config.session)
+    replay = open_playback(config.session)
     if replay.session.cut:
         print(f"tokentop: {config.session} is cut short; it replays up to its cut", file=sys.stderr)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

@@ -1,20 +1,20 @@
 """`SessionRecorder`: what the engine's handle writes to its session as the run goes. Each worker `Batch`
 is written as the handle ingests it, in the same order as the level changes, so a fresh `Store` fed the
-same events on the recorded clock holds the same figures (`tui.engine.sessions.replay`)."""
+same events on the recorded clock holds the same figures (`tui.engine.host.playback_engine`)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tui import __version__
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.sessions.codec import Encoder, recordable_classes
-from tui.engine.sessions.file import SessionWriter
-from tui.engine.sessions.stamps import stamp_counts
+from tui.engine.recording.file import SessionWriter
+from tui.engine.recording.plain_json import Encoder, recordable_classes
+from tui.engine.recording.stamps import stamp_counts
 from tui.engine.wire import Batch
 
 NO_TEXT = {"LaneDelta": ("text", "reasoning")}
@@ -92,7 +92,7 @@ class SessionRecorder:
     def batch(self, batch: Batch) -> None:
         """A worker batch, as the handle ingests it now (field names in the header's schema). A stream's
         chunk stamps are written once, in its finished record: its lane deltas carry only their count
-        (`tui.engine.sessions.stamps` puts them back), which halves a session."""
+        (`tui.engine.recording.stamps` puts them back), which halves a session."""
         lanes = [stamp_counts(d) for d in batch.lanes]
         self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch._replace(lanes=lanes))["v"])
 
@@ -145,6 +145,17 @@ class SessionRecorder:
     def results(self, doc: dict[str, Any]) -> None:
         self._event("results", time.perf_counter_ns(), doc=doc)
 
+    def finish(self, fatal: str | None, results: Callable[[], dict[str, Any]]) -> str | None:
+        """After the run: its fatal line (if any), its ``results`` document and the end marker, then close;
+        why the recording failed, or None."""
+        if fatal:
+            self.fatal(time.perf_counter_ns(), fatal)
+        try:
+            self.results(results())
+        finally:
+            self.close()
+        return self.error
+
     def close(self) -> None:
         """Write the end marker and finish the file. Idempotent."""
         with self._lock:
@@ -153,6 +164,36 @@ class SessionRecorder:
             self._ticker_stop.set()
         self._writer.write({"k": "end", "t": time.perf_counter_ns()})
         self._writer.close()
+
+
+def open_recorder(
+    options: EngineOptions,
+    *,
+    target: TargetConfig,
+    workload: WorkloadConfig,
+    load: LoadTarget,
+    workers: int,
+    t0_ns: int,
+    started_at_s: float,
+) -> tuple[SessionRecorder | None, str | None]:
+    """The run's recorder when ``options.record`` asks for one, else None; a session that cannot be created
+    is a notice (the second value), and the run goes on unrecorded."""
+    if options.record is None:
+        return None, None
+    try:
+        recorder = SessionRecorder(
+            Path(options.record),
+            target=target,
+            workload=workload,
+            load=load,
+            options=options,
+            workers=workers,
+            t0_ns=t0_ns,
+            started_at_s=started_at_s,
+        )
+    except OSError as exc:
+        return None, f"cannot record the session {options.record}: {exc.strerror or exc}"
+    return recorder, None
 
 
 def _field_names(cls: type) -> list[str]:

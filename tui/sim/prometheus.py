@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from tui.sim.gpu import GpuModel
+    from tui.sim.dcgm import GpuModel
 
 TTFT_EDGES_S = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
@@ -86,7 +86,7 @@ class Histogram:
 
 
 class SchedulerState(Protocol):
-    """What the gauges read from the scheduler (`tui.sim.model.Scheduler`)."""
+    """What the gauges read from the scheduler (`tui.sim.perf_model.Scheduler`)."""
 
     @property
     def num_waiting(self) -> int: ...

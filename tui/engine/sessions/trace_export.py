@@ -9,8 +9,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tui.engine.sessions.file import read_session
-from tui.engine.sessions.replay import ReplayEngine
+from tui.engine.host.playback_engine import PlaybackEngine
+from tui.engine.recording.file import read_session
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Results
@@ -23,7 +23,7 @@ def to_mooncake(path: Path) -> list[str]:
     """One JSON line per request sent, in send order: ``timestamp`` (ms from the first send),
     ``input_length``, ``output_length`` and ``hash_ids`` (the shared prefix's whole blocks share their ids
     across requests; every other block is the request's own)."""
-    replay = ReplayEngine(read_session(path))
+    replay = PlaybackEngine(read_session(path))
     shared_tokens = replay.config.workload.shared_prefix
     decode = replay.config.decoder
     records = []
@@ -58,7 +58,7 @@ def session_results(path: Path) -> Results:
     """The results document of the session at ``path``, rebuilt by replaying it to its end (a session cut
     short: up to its cut, marked interrupted)."""
     session = read_session(path)
-    return ReplayEngine(session).run_to_end().results(interrupted="cut short" if session.cut else None)
+    return PlaybackEngine(session).run_to_end().results(interrupted="cut short" if session.cut else None)
 
 
 def is_session(path: Path) -> bool:

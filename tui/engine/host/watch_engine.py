@@ -16,7 +16,14 @@ from tui import __version__
 from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.aggregate.store import Store
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
-from tui.engine.host.server_scrape import ServerScrape
+from tui.engine.host.run_core import (
+    LOAD,
+    SERVER_VIEW,
+    T0_NS,
+    RunCore,
+    new_store,
+    write_results,
+)
 from tui.engine.redact import display_url
 from tui.engine.results.model import WatchResults, WatchTarget
 from tui.engine.server_metrics.parts import with_client
@@ -30,19 +37,20 @@ class WatchEngine:
     def __init__(self, target: TargetConfig, options: EngineOptions | None = None) -> None:
         self.target = target
         self.options = options or EngineOptions()
-        self._load = LoadTarget(concurrency=0, paused=True)
-        self._store = Store(time.perf_counter_ns(), 0, series_cap=IDLE_SERIES_CAP)
-        self._scrape = ServerScrape()
-        self._stopped = False
-        self.started_at: float | None = None
+        store = self._new_store()
+        self.core = RunCore(target, self.options, store, LoadTarget(concurrency=0, paused=True), workers=0)
+        self.stopped = False
+
+    def _new_store(self) -> Store:
+        return new_store(self.options, time.perf_counter_ns(), 0, series_cap=IDLE_SERIES_CAP)
 
     def start(self) -> None:
         """Start scraping (the first scrape is immediate)."""
-        if self._scrape.started:
+        if self.core.scrape.started:
             return
-        self.started_at = time.time()
-        self._store = Store(time.perf_counter_ns(), 0, series_cap=IDLE_SERIES_CAP)
-        self._scrape.start(self.target, self.options, on_notice=self._store.add_notice)
+        self.core.started_at = time.time()
+        self.core.store = self._new_store()
+        self.core.scrape.start(self.target, self.options, on_notice=self.core.store.add_notice)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Ready at once: there are no workers to wait for."""
@@ -50,7 +58,7 @@ class WatchEngine:
 
     def set_load(self, target: LoadTarget) -> None:
         """Kept, never acted on: watching sends no load."""
-        self._load = target
+        self.core.load = target
 
     def record_ramp(self, verdict: RampVerdict) -> None:
         """Watching runs no ramp: nothing to record."""
@@ -59,30 +67,10 @@ class WatchEngine:
     def level_id(self) -> int:
         return 0
 
-    @property
-    def load(self) -> LoadTarget:
-        """The current target."""
-        return self._load
-
-    @property
-    def t0_ns(self) -> int:
-        """The run's zero (``perf_counter_ns``); snapshot times in seconds are relative to it."""
-        return self._store.t0_ns
-
-    @property
-    def stopped(self) -> bool:
-        """True once `stop` has finished."""
-        return self._stopped
-
-    def server_view(self) -> ServerView | None:
-        """The server's own signals as last scraped from its ``/metrics``, or None when not scraping."""
-        return self._scrape.latest()
+    load, t0_ns, server_view = LOAD, T0_NS, SERVER_VIEW
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
-        """Write `results` atomically (a crash never leaves half a file); ``interrupted`` as in `results`."""
-        from tui.engine.results.files import write_results
-
-        return write_results(self.results(interrupted=interrupted), Path(path))
+        return write_results(self.results(interrupted=interrupted), path)
 
     @property
     def model(self) -> str:
@@ -95,16 +83,8 @@ class WatchEngine:
 
     def snapshot(self) -> Snapshot:
         """No requests, no levels: the header fields and the poller's notices."""
-        return self._store.snapshot(
-            time.perf_counter_ns(),
-            base_url=display_url(self.target.base_url),
-            model=self.model,
-            endpoint=self.target.endpoint,
-            demo=False,
-            load=self._load,
-            level_id=0,
-            fatal=None,
-        )
+        self.core.model = self.model
+        return self.core.snapshot(time.perf_counter_ns(), None)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         return None
@@ -116,11 +96,11 @@ class WatchEngine:
         view = self.server_view()
         return WatchResults(
             version=__version__,
-            started_at=self.started_at,
-            duration=(now - self._store.t0_ns) / 1e9,
+            started_at=self.core.started_at,
+            duration=(now - self.t0_ns) / 1e9,
             target=WatchTarget(url=display_url(self.target.base_url), model=self.model or None),
             server=self._server_summary(view, now) if view is not None else None,
-            notices=tuple(self._store.notices),
+            notices=tuple(self.core.store.notices),
             stopped_by=interrupted,
         )
 
@@ -128,12 +108,12 @@ class WatchEngine:
         """The server's figures over the whole watch, saying what load tokentop added (none, or the canary).
         Its TTFT parts are the server's only: the users it serves are not ours to time, and the canary's few
         requests are not the population its histograms count."""
-        summary = self._scrape.summary(view, self._store.t0_ns, now_ns)
+        summary = self.core.scrape.summary(view, self.t0_ns, now_ns)
         summary["ttft_parts"] = with_client(summary.get("ttft_parts"), None)
         summary["load_sent"] = "a canary user only" if summary.get("canary") is not None else "none"
         return summary
 
     def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         """Stop scraping and close the log. Idempotent."""
-        self._scrape.stop()
-        self._stopped = True
+        self.core.scrape.stop()
+        self.stopped = True

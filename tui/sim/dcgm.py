@@ -1,4 +1,4 @@
-"""The simulated GPU's DCGM figures, from the roofline of each engine step (`tui.sim.model.step_time_s`).
+"""The simulated GPU's DCGM figures, from the roofline of each engine step (`tui.sim.perf_model.step_time_s`).
 
 Each step's kernel time is the slower of its memory side (weights and KV read at the achieved bandwidth)
 and its compute side (tokens x FLOPs at the achieved rate); the fixed and per-sequence costs are host time.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from tui.sim.model import Profile
+from tui.sim.perf_model import Profile
 
 WINDOW_S = 1.0
 """The averaging period of the served figures (dcgm-exporter's profiling fields average over one too)."""

@@ -4,14 +4,14 @@ Each worker measures itself (`tui.engine.load.health`: event-loop lag, CPU share
 reading: rolling ones in every batch (for display and the run's maxima) and one per disjoint health window,
 which `Sustain` turns into the saturated flag. This module keeps those per worker, the run's maxima and the
 spans of run time when some worker was saturated, and turns them into `ClientHealth` (the advice wording is
-`tui.engine.control.advice`'s).
+`tui.engine.aggregate.advice`'s).
 """
 
 from __future__ import annotations
 
 import os
 
-from tui.engine.control.advice import Cause, cause_of, saturation_advice
+from tui.engine.aggregate.advice import Cause, cause_of, saturation_advice
 from tui.engine.snapshot import ClientHealth
 from tui.engine.wire import Health
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from tui.engine.sessions.codec import Decoder
-from tui.engine.sessions.file import Session
+from tui.engine.recording.file import Session
+from tui.engine.recording.plain_json import Decoder
 from tui.engine.wire import Batch, LaneDelta
 
 
