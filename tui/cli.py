@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from tui import __version__
 from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from tui.argv_secret import hide_in_argv
-from tui.configs import EXPORTS, SessionCommandConfig
+from tui.configs import EXPORTS, CompareConfig, SessionCommandConfig
 from tui.demo import DEMO_PROFILE
 from tui.engine.host.pool import PoolError
 from tui.engine.sessions.file import SUFFIX
@@ -361,7 +361,20 @@ def _add_session_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     rp.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
     rp.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times faster (default 1)")
     cp = _command(sub, "compare", "compare sessions or results files, level by level", "sessions")
-    cp.add_argument("runs", nargs="+", metavar="RUN", help="sessions or results files; the first is the base")
+    cp.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="sessions (a path, a file name or label in the sessions folder) or results files; the first is "
+        "the base; A,B,... is one side made of repeated runs",
+    )
+    cp.add_argument(
+        "--threshold",
+        type=positive_float,
+        default=CompareConfig.threshold_pct,
+        metavar="PCT",
+        help="the smallest change that is better/worse (default %(default)g %%)",
+    )
     cp.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
     form = cp.add_mutually_exclusive_group()
     form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")

@@ -35,6 +35,7 @@ from tui.options import (
 )
 from tui.session_options import (
     baseline_from_args,
+    find_run,
     recording_engine_options,
     schedule_from_args,
     sessions_dir,
@@ -151,7 +152,8 @@ def compare_config(ns: argparse.Namespace) -> CompareConfig:
     if len(ns.runs) < 2:
         raise UsageError("compare needs at least two runs")
     form: CompareForm = "json" if ns.json else "markdown" if ns.markdown else "text"
-    return CompareConfig(runs=tuple(Path(p) for p in ns.runs), form=form, plot=_path(ns.plot))
+    sides = tuple(tuple(find_run(part) for part in run.split(",") if part) for run in ns.runs)
+    return CompareConfig(runs=sides, form=form, plot=_path(ns.plot), threshold_pct=ns.threshold)
 
 
 def plot_config(ns: argparse.Namespace) -> PlotConfig:

@@ -11,7 +11,7 @@ from typing import Any
 
 from tui import units
 from tui.configs import CompareConfig, ReplayConfig, SessionCommandConfig, SessionsConfig
-from tui.engine.sessions.file import SUFFIX, SessionError
+from tui.engine.sessions.file import SessionError, session_files
 
 
 def run_session_command(config: SessionCommandConfig) -> int:
@@ -66,7 +66,7 @@ def session_summary(path: Path) -> dict[str, Any]:
 
 def list_sessions(folder: Path) -> int:
     """One row per session in ``folder`` (a file that cannot be read says why in its row)."""
-    paths = sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
+    paths = session_files(folder)
     if not paths:
         print(f"no sessions in {folder}")
         return 0
@@ -102,18 +102,21 @@ def _load_name(key: list[Any] | tuple[Any, ...]) -> str:
 
 
 def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
-    """The comparison as a text (or Markdown) table per pair of runs."""
-    lines: list[str] = [f"warning: {w}" for w in data["warnings"]]
+    """The comparison as a text (or Markdown) table per pair of runs (its warnings are the caller's)."""
+    lines: list[str] = []
     for run in data["runs"]:
         knee = "-" if run["knee"] is None else f"{run['knee']:g}"
         cut = " (cut short: compared up to its cut)" if run["cut"] else ""
         lines.append(f"{run['path']}: model {run['model']}, knee {knee}{cut}")
-    lines.append(f"noise: {data['noise']}; beyond noise only when the interval excludes 0")
+    lines.append(f"noise: {data['noise']}")
     for pair in data["pairs"]:
         lines.append("")
         lines.append(f"{pair['other']} vs {pair['base']}")
         if not pair["levels"]:
             lines.append("no level of the same load in both")
+        reasons = sorted({d.reason for lv in pair["levels"] for d in lv["differences"]
+                          if d.verdict == "unjudged" and not d.metric.startswith("server ")})  # fmt: skip
+        lines += [f"unjudged: {reason}" for reason in reasons]
         for level in pair["levels"]:
             lines.append("")
             errors = level["errors"]
@@ -137,7 +140,7 @@ def compare_command(config: CompareConfig) -> int:
 
     from tui.engine.sessions.compare import comparison
 
-    data = comparison(list(config.runs))
+    data = comparison(list(config.runs), config.threshold_pct)
     if config.plot is not None:
         from tui.engine.sessions.compare_plot import curves_svg
 
