@@ -15,10 +15,11 @@ import sys
 from collections.abc import Sequence
 
 from tui import __version__
-from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
+from tui.argtypes import non_negative_float, non_negative_int, positive_float, positive_int, share
 from tui.argv_secret import hide_in_argv
 from tui.configs import EXPORTS, CompareConfig, SessionCommandConfig
 from tui.demo import DEMO_PROFILE
+from tui.engine.config import EngineOptions
 from tui.engine.host.pool import PoolError
 from tui.engine.sessions.file import SUFFIX
 from tui.face_options import (
@@ -503,17 +504,32 @@ def _add_live_args(p: argparse.ArgumentParser) -> None:
         "--slo-ttft-ms",
         type=positive_float,
         metavar="MS",
-        help="TTFT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
+        help="TTFT objective: SLO attainment and goodput per level; the auto ramp (a) finds capacity at it",
     )
     p.add_argument(
         "--slo-tpot-ms",
         type=positive_float,
         metavar="MS",
-        help="TPOT objective: goodput, and the auto ramp (a) stops when p99 breaks it",
+        help="TPOT objective: SLO attainment and goodput per level; the auto ramp (a) finds capacity at it",
     )
+    _add_slo_args(p)
     add_record_args(p)
     add_schedule_arg(p)
     add_baseline_arg(p)
+
+
+def _add_slo_args(p: argparse.ArgumentParser) -> None:
+    """The SLO's E2E objective and the attainment the auto ramp's capacity needs (beside --slo-ttft-ms and
+    --slo-tpot-ms; `tokentop help numbers`)."""
+    p.add_argument("--slo-e2e-ms", type=positive_float, metavar="MS", help="E2E latency objective (goodput)")
+    p.add_argument(
+        "--slo-target",
+        type=share,
+        default=EngineOptions.slo_target,
+        metavar="SHARE",
+        help="the auto ramp's capacity at SLO: the highest load whose attainment's 95 %% lower bound reaches "
+        "this (default %(default)g)",
+    )
 
 
 def _add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -553,6 +569,7 @@ def _add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--slo-ttft-ms", type=positive_float, metavar="MS", help="goodput: TTFT objective")
     p.add_argument("--slo-tpot-ms", type=positive_float, metavar="MS", help="goodput: TPOT objective")
+    _add_slo_args(p)
     p.add_argument(
         "--sim-time-scale",
         type=positive_float,

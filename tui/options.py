@@ -220,6 +220,8 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
     return EngineOptions(
         slo_ttft_ms=ns.slo_ttft_ms,
         slo_tpot_ms=ns.slo_tpot_ms,
+        slo_e2e_ms=ns.slo_e2e_ms,
+        slo_target=ns.slo_target,
         user_stagger_s=ns.user_stagger_ms / 1e3,
         server_metrics=getattr(ns, "server_metrics", True),
         metrics_url=metrics_url,

@@ -107,6 +107,7 @@ class TokentopApp(App[int]):
         self._freeze_gc = settings.freeze_gc
         self._slo_ttft_ms = settings.slo_ttft_ms
         self._slo_tpot_ms = settings.slo_tpot_ms
+        self._slo = (settings.slo_e2e_ms, settings.slo_target)
         for each in settings.themes.values():
             self.register_theme(each)
         self._theme_names = list(settings.themes)
@@ -387,7 +388,11 @@ class TokentopApp(App[int]):
             return
         # The ramp runs in the current mode: 1, 2, 4, ... users, or 1, 2, 4, ... req/s.
         self._ramp = RampPolicy(
-            mode=self._target.mode, slo_ttft_ms=self._slo_ttft_ms, slo_tpot_ms=self._slo_tpot_ms
+            mode=self._target.mode,
+            slo_ttft_ms=self._slo_ttft_ms,
+            slo_tpot_ms=self._slo_tpot_ms,
+            slo_e2e_ms=self._slo[0],
+            slo_target=self._slo[1],
         )
         self._ramp_note = self._ramp_progress()
         self.set_target(self._ramp.first(self._target), from_ramp=True)

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tui.engine.aggregate import metrics as m
+from tui.engine.aggregate.attainment import slo_view
 from tui.engine.aggregate.binned_log import BinnedLog
 from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
@@ -171,7 +172,10 @@ class OkColumns:
 
 
 def ok_columns(
-    recs: Sequence[RequestRecord], slo_ttft_ms: float | None, slo_tpot_ms: float | None
+    recs: Sequence[RequestRecord],
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    slo_e2e_ms: float | None = None,
 ) -> OkColumns:
     """The columns of ``recs`` (all successful): vectorised, with no numpy call per request, as this runs
     for every finished request."""
@@ -208,7 +212,7 @@ def ok_columns(
         count=n,
     )
     fig = m.request_figures(sent, first, end, osl, nch)
-    good = m.good_mask(fig.ttft_ms, fig.tpot_ms, slo_ttft_ms, slo_tpot_ms)
+    good = m.good_mask(fig.ttft_ms, fig.tpot_ms, slo_ttft_ms, slo_tpot_ms, fig.e2e_ms, slo_e2e_ms)
     # Every request's chunk stamps in one array; gaps are diffs within a request.
     lens = nch.astype(np.int64)
     ct = np.frombuffer(b"".join(r.chunk_ns.tobytes() for r in recs), dtype=np.int64)
@@ -337,7 +341,12 @@ def _median_e2e_ns(rows: Mapping[str, npt.NDArray[Any]], level_end_ns: int | Non
 
 
 def level_view(
-    lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
+    lv: LevelAgg,
+    ctx: LevelContext,
+    t0_ns: int,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    slo_e2e_ms: float | None = None,
 ) -> tuple[LevelView, dict[str, Any]]:
     """The summary of one level, plus the extra figures the results JSON wants."""
     rows = lv.req.view()
@@ -371,7 +380,6 @@ def level_view(
     # every chunk inside this window belongs to a request that has ended: its exact stamps and usage count
     tokens = tl.total(Timeline.TOK_OK, b0, b1)
     ended_ok = tl.total(Timeline.END_OK, b0, b1)
-    ended_good = tl.total(Timeline.END_GOOD, b0, b1)
     sent_in_window_in = tl.total(Timeline.SENT_IN, b0, b1)
     completed = round(tl.total(Timeline.SENT_OK, b0, b1))
     failed = round(tl.total(Timeline.SENT_FAIL, b0, b1))
@@ -385,7 +393,16 @@ def level_view(
     decode = decode[~np.isnan(decode)]
     tpc = pick["tpc"]
     tpc = tpc[~np.isnan(tpc)]
-    goodput = per_s(ended_good) if (slo_ttft_ms is not None or slo_tpot_ms is not None) else None
+    objectives = (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)
+    slo = slo_view(
+        pick,
+        ok=completed,
+        failed=failed,
+        cut=lv.cancelled,
+        window_s=duration_s,
+        measured=measured,
+        slo=objectives,
+    )
     view = LevelView(
         level_id=lv.level_id,
         mode=lv.target.mode,
@@ -416,7 +433,8 @@ def level_view(
         input_tokens=in_tokens,
         output_tokens=out_tokens,
         total_tps=per_s(tokens + sent_in_window_in),
-        goodput_per_s=goodput,
+        goodput_per_s=None if slo is None else slo.goodput_rps,
+        slo=slo,
         in_flight=ctx.in_flight,
         settled=ctx.settled,
         exact=lv.req.exact and lv.gaps.exact,
