@@ -52,7 +52,6 @@ _GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass
@@ -152,8 +151,6 @@ class OkColumns:
     cached_tokens: FloatArray
     """Prompt tokens served from the server's prefix cache; NaN where it did not say."""
     fig: m.RequestFigures
-    good: BoolArray
-    """Met every SLO (goodput)."""
     chunk_t: IntArray
     """Every request's chunk stamps, request after request."""
     chunk_w: FloatArray
@@ -171,12 +168,7 @@ class OkColumns:
     gap_level: IntArray
 
 
-def ok_columns(
-    recs: Sequence[RequestRecord],
-    slo_ttft_ms: float | None,
-    slo_tpot_ms: float | None,
-    slo_e2e_ms: float | None = None,
-) -> OkColumns:
+def ok_columns(recs: Sequence[RequestRecord]) -> OkColumns:
     """The columns of ``recs`` (all successful): vectorised, with no numpy call per request, as this runs
     for every finished request."""
     n = len(recs)
@@ -212,7 +204,6 @@ def ok_columns(
         count=n,
     )
     fig = m.request_figures(sent, first, end, osl, nch)
-    good = m.good_mask(fig.ttft_ms, fig.tpot_ms, slo_ttft_ms, slo_tpot_ms, fig.e2e_ms, slo_e2e_ms)
     # Every request's chunk stamps in one array; gaps are diffs within a request.
     lens = nch.astype(np.int64)
     ct = np.frombuffer(b"".join(r.chunk_ns.tobytes() for r in recs), dtype=np.int64)
@@ -239,7 +230,6 @@ def ok_columns(
         reasoning_tokens=reasoning,
         cached_tokens=cached,
         fig=fig,
-        good=good,
         chunk_t=ct,
         chunk_w=cw,
         chunk_arrived_w=arrived,
@@ -286,7 +276,6 @@ def fold_ok(cols: OkColumns, levels: Mapping[int, LevelAgg]) -> None:
         if fix.any():
             tl.add(Timeline.TOK, cols.chunk_t[csel], fix)
         tl.add(Timeline.END_OK, cols.end[s])
-        tl.add(Timeline.END_GOOD, cols.end[s & cols.good])
         tl.add(Timeline.SENT_OK, cols.sent[s])
         tl.add(Timeline.SENT_IN, cols.sent[s], cols.isl[s])
         tl.add(Timeline.SENT_OUT, cols.sent[s], cols.osl[s])

@@ -233,7 +233,7 @@ class Store:
                 self._early.append(rec)
                 self._check_fatal()
         if ok_recs:
-            cols = ok_columns(ok_recs, self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms)
+            cols = ok_columns(ok_recs)
             fig = cols.fig
             # TTFT and chunk gaps enter the rolling series as they arrive (`fold_arrivals`), not here
             self.series["e2e"].add(cols.end, fig.e2e_ms)
