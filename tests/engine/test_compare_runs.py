@@ -25,34 +25,43 @@ ENV = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL="")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two runs of one command against one simulator (``same1``, ``same2``, the second with its results
-    file too), then one against a simulator whose every step takes 30 % longer (``slower``)."""
+    """One command run twice (``same1``, ``same2``, the second with its results file too), each against its
+    own simulator, and once against a simulator whose every step takes 30 % longer (``slower``). The three
+    run at once, so whatever else the machine does falls on all three alike: the test is about the rule,
+    `tests/perf/compare_identical_runs.py` measures it on runs one after the other."""
     return made_once(tmp_path_factory, "compare-runs", _record)
 
 
-def _bench(url: str, folder: Path, name: str, *more: str) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tui",
-        "bench",
-        "--url",
-        url,
-        *RUN,
-        "--record",
-        str(folder / f"{name}.run"),
-        *more,
-    ]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-
-
 def _record(folder: Path) -> None:
-    with SimServer("small-gpu", time_scale=SCALE) as sim:
-        _bench(sim.url, folder, "same1")
-        _bench(sim.url, folder, "same2", "--output", str(folder / "same2.json"))
-    with SimServer("small-gpu", time_scale=SCALE / 1.3) as slower:
-        _bench(slower.url, folder, "slower")
+    with (
+        SimServer("small-gpu", time_scale=SCALE) as one,
+        SimServer("small-gpu", time_scale=SCALE) as two,
+        SimServer("small-gpu", time_scale=SCALE / 1.3) as slower,
+    ):
+        sims = {
+            "same1": (one, ()),
+            "same2": (two, ("--output", str(folder / "same2.json"))),
+            "slower": (slower, ()),
+        }
+        benches = {}
+        for name, (sim, more) in sims.items():
+            cmd = [
+                sys.executable,
+                "-m",
+                "tui",
+                "bench",
+                "--url",
+                sim.url,
+                *RUN,
+                "--record",
+                str(folder / f"{name}.run"),
+            ]
+            benches[name] = subprocess.Popen(
+                [*cmd, *more], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
+        for name, proc in benches.items():
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"{name}: {err}"
 
 
 def test_identical_runs_are_within_noise_at_every_figure(runs: Path) -> None:

@@ -338,8 +338,9 @@ def comparison(
             for r in g.runs
         ],
         "warnings": mismatches(groups),
-        "noise": f"{CONFIDENCE:.0%} interval of the change ({ROUNDS}-round bootstrap over {BLOCK_S:g} s "
-        f"blocks of each window, and over the repeats of a run); a verdict only beyond ±{threshold_pct:g} %",
+        "noise": f"{CONFIDENCE:.0%} interval of the change ({ROUNDS}-round bootstrap over time blocks of "
+        f"each window, {BLOCK_S:g} s or {MIN_BLOCKS} a window, and over a side's repeats); a verdict only "
+        f"beyond ±{threshold_pct:g} %",
         "threshold_pct": threshold_pct,
         "pairs": [
             {"base": groups[0].name, "other": g.name, "levels": compare_levels(groups[0], g, threshold_pct)}
