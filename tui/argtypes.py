@@ -44,6 +44,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """A share strictly between 0 and 1 (0.95 for 95 %)."""
+    value = _number(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (0.95 for 95 %): {text!r}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number above 0 (NaN refused)."""
     value = _number(text)

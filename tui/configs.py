@@ -145,9 +145,11 @@ CompareForm = Literal["text", "markdown", "json"]
 class CompareConfig:
     """`tokentop compare`: runs (sessions or results files) level by level against the first."""
 
-    runs: tuple[Path, ...]
-    """At least two; the first is the base."""
+    runs: tuple[tuple[Path, ...], ...]
+    """At least two sides, the first the base; a side is one run or repeats of one command."""
     form: CompareForm = "text"
+    threshold_pct: float = 10.0
+    """The smallest change that is a verdict (`tui.engine.sessions.compare.THRESHOLD_PCT`)."""
     plot: Path | None = None
     """Also write both curves to this SVG."""
 

@@ -15,12 +15,12 @@ from tui.app.ramp_result import level_target, load_label, ramp_result, snapshot_
 from tui.app.widgets.detail import chunk_timeline, detail_content
 from tui.app.widgets.errors import errors_content
 from tui.app.widgets.help import health_md
-from tui.app.widgets.level_table import level_cells, triple
+from tui.app.widgets.level_table import level_cells, slo_cell, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
 from tui.engine.config import LoadTarget
 from tui.engine.control.ramp import RampPolicy, RampStep
-from tui.engine.snapshot import ClientHealth, Histogram, LaneView, RampStop, Snapshot, Stats
+from tui.engine.snapshot import ClientHealth, Histogram, LaneView, RampStop, SloView, Snapshot, Stats
 
 
 def NO_STYLE(_part: str) -> Style:
@@ -101,6 +101,21 @@ def test_curve_plot_has_each_level_and_the_knee() -> None:
     text = Plot().curve(snap.levels, 4, 4.0, 60, 12, colours).plain
     assert "knee" in text
     assert all(label in text for label in ("1", "2", "4", "8"))
+
+
+def test_with_an_slo_the_table_says_the_attainment_and_the_curve_draws_goodput() -> None:
+    snap = frozen.snapshot()
+    colours = CurveColours(
+        total=(1, 1, 1), per_request=(2, 2, 2), current=(3, 3, 3), knee=(4, 4, 4), axes=(5, 5, 5)
+    )
+    slo = SloView(met=97, requests=100, cut=1, attainment=0.97, low=0.915, high=0.99, goodput_rps=9.7,
+                  goodput_tps=40.5)  # fmt: skip
+    levels = tuple(replace(lv, slo=slo) for lv in snap.levels)
+    assert slo_cell(levels[0]) == "97% (92-99) 40.5"
+    assert slo_cell(snap.levels[0]) == "-"
+    without = Plot().curve(snap.levels, 4, 4.0, 60, 12, colours).plain
+    with_slo = Plot().curve(levels, 4, 4.0, 60, 12, colours).plain
+    assert "◦" not in without and "◦" in with_slo
 
 
 def test_plots_do_not_share_plotext_state() -> None:

@@ -12,10 +12,11 @@ import pytest
 
 from tests.engine.engine_helpers import running_handle
 from tui.engine.aggregate.metrics import find_knee
+from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.engine.control.ramp import ARRIVALS_HOLD_S, RampPolicy, RampStep
 from tui.engine.host.handle import EngineHandle
-from tui.engine.snapshot import LevelView, Snapshot, Stats
+from tui.engine.snapshot import LevelView, SloView, Snapshot, Stats
 from tui.sim.launch import SimServer
 
 
@@ -28,6 +29,7 @@ def level(
     done: int | None = None,
     failed: int = 0,
     ttft_p99: float = 10.0,
+    met: int | None = None,
 ) -> LevelView:
     done = max(50, 4 * users) if done is None else done
     s = Stats(n=done, p99=1.0)
@@ -53,7 +55,13 @@ def level(
         sched_lag=Stats(),
         window_completed=done,
         window_failed=failed,
+        slo=None if met is None else slo_of(met, done + failed, tps),
     )
+
+
+def slo_of(met: int, requests: int, tps: float) -> SloView:
+    low, high = wilson_interval(met, requests)
+    return SloView(met, requests, 0, met / requests, low, high, 1.0, tps * met / requests)
 
 
 def snap(levels: list[LevelView], users: int, elapsed: float = 10.0, fatal: str | None = None) -> Snapshot:
@@ -119,10 +127,38 @@ def test_stops_at_max_value_while_still_climbing() -> None:
     assert tried == [1, 2, 4, 8] and "limit of 8" in step.reason
 
 
-def test_stops_at_an_slo_breach() -> None:
+def test_with_an_slo_it_stops_at_the_first_level_whose_attainment_bound_misses_the_target() -> None:
+    """Past the knee (flat from 4 users) while the attainment's lower bound meets 95 %; at 16 users 150 of
+    200 met (Wilson: 69-80 %): the capacity is 8 users, quoted with its goodput."""
     policy = RampPolicy(slo_ttft_ms=5.0)
-    tried, step = run_curve(policy, {1: 1, 2: 2}, ttft_p99=9.0)
-    assert tried == [1] and step.reason == "SLO broken at 1 users: TTFT p99 9 ms > 5 ms"
+    target = policy.first(LoadTarget())
+    met = {1: 200, 2: 200, 4: 199, 8: 198, 16: 150}
+    levels: list[LevelView] = []
+    for _ in range(10):
+        users = target.concurrency
+        levels.append(level(len(levels) + 1, users, min(users, 4) * 100.0, done=200, met=met[users]))
+        step = settle(policy, levels, users)
+        if step.done:
+            break
+        assert step.target is not None
+        target = step.target
+    assert [lv.value for lv in levels] == [1, 2, 4, 8, 16]
+    assert step.verdict is not None and step.verdict.stopped_by == "slo"
+    assert (
+        step.reason
+        == "capacity at SLO: 8 users, 396 tok/s (16 users: 75 % met, 95 % lower bound 69 % < 95 %)"
+    )
+    assert (step.verdict.capacity_value, step.verdict.capacity_level_id) == (8, 4)
+    assert step.goal is not None and step.goal.concurrency == 8
+
+
+def test_with_an_slo_a_level_is_held_until_its_interval_is_on_one_side_of_the_target() -> None:
+    policy = RampPolicy(slo_e2e_ms=100.0, hold_limit_s=60.0)
+    policy.first(LoadTarget())
+    undecided = level(1, 1, 100, done=20, met=20)  # all met, but 20 requests bound it only to 84 %
+    assert policy.step(snap([undecided], 1, elapsed=5.0)) == RampStep(None)
+    decided = level(1, 1, 100, done=80, met=80)  # 80 of 80: the lower bound is 95.4 %
+    assert policy.step(snap([decided], 1, elapsed=6.0)).target == LoadTarget(concurrency=2)
 
 
 def test_stops_on_errors_and_on_fatal() -> None:

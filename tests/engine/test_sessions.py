@@ -151,7 +151,8 @@ def test_a_run_compared_with_itself_is_within_noise_everywhere(recorded: dict[st
         for d in level["differences"]:
             assert d.verdict in ("within noise", "unjudged"), d
             assert d.percent in (0.0, None), d
-        assert sum(d.verdict == "within noise" for d in level["differences"]) == 8
+        # the rates and p50s; a p99 is judged only between repeated runs
+        assert sum(d.verdict == "within noise" for d in level["differences"]) == 5
 
 
 def test_compare_reads_results_files_and_says_their_differences_are_unjudged(

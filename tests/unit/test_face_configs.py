@@ -143,7 +143,12 @@ def test_the_session_commands_take_their_configs(tmp_path: Path, monkeypatch: py
     assert sessions_config(_parse("sessions", "--dir", "x")) == SessionsConfig(Path("x"))
     replay = replay_config(_parse("replay", "s.tokentop-session", "--speed", "4", "--theme", "light"))
     assert replay == ReplayConfig(Path("s.tokentop-session"), theme="light", speed=4.0)
-    assert compare_config(_parse("compare", "a", "b")) == CompareConfig((Path("a"), Path("b")))
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b", "c"):
+        (tmp_path / name).touch()
+    assert compare_config(_parse("compare", "a", "b")) == CompareConfig(((Path("a"),), (Path("b"),)))
+    repeats = compare_config(_parse("compare", "a,b", "c", "--threshold", "2"))
+    assert (repeats.runs, repeats.threshold_pct) == (((Path("a"), Path("b")), (Path("c"),)), 2.0)
     markdown = compare_config(_parse("compare", "a", "b", "c", "--markdown", "--plot", "p.svg"))
     assert (markdown.form, markdown.plot, len(markdown.runs)) == ("markdown", Path("p.svg"), 3)
     assert compare_config(_parse("compare", "a", "b", "--json")).form == "json"

@@ -10,7 +10,7 @@ import pytest
 
 from tui.cli import build_parser
 from tui.cli.ray_check import RayCheckConfig
-from tui.configs import BenchConfig, CalibrateConfig, LiveConfig, ReplayConfig
+from tui.configs import BenchConfig, CalibrateConfig, CompareConfig, LiveConfig, ReplayConfig
 from tui.demo import DemoConfig
 from tui.engine.config import (
     EngineOptions,
@@ -39,6 +39,7 @@ FIELDS: dict[tuple[str, str], Any] = {
     ("bench", "workers"): BenchConfig.workers,
     **{(c, "user_stagger_ms"): EngineOptions.user_stagger_s * 1e3 for c in ("live", "bench")},
     **{(c, "label"): EngineOptions.record_label for c in ("live", "bench")},
+    **{(c, "slo_target"): EngineOptions.slo_target for c in ("live", "bench")},
     ("bench", "on_node_loss"): RayPlacement.on_node_loss,
     ("bench", "arrival"): LoadTarget.arrival,
     ("bench", "sim_time_scale"): DemoConfig.time_scale,
@@ -49,6 +50,7 @@ FIELDS: dict[tuple[str, str], Any] = {
     ("calibrate", "workers"): CalibrateConfig.workers,
     ("watch", "interval"): EngineOptions.metrics_interval_s,
     ("replay", "speed"): ReplayConfig.speed,
+    ("compare", "threshold"): CompareConfig.threshold_pct,
     ("ray-check", "ray"): RayCheckConfig.address,
     ("sim", "host"): SimConfig.host,
     ("sim", "port"): SimConfig.port,

@@ -25,7 +25,7 @@ def _record(rid: int, sent_ns: int, e2e_ns: int, cached: int | None = None) -> R
 def _add(lv: LevelAgg, recs: list[RequestRecord]) -> None:
     for rec in recs:
         lv.count(rec)
-    fold_ok(ok_columns(recs, None, None), {1: lv})
+    fold_ok(ok_columns(recs), {1: lv})
 
 
 def _ctx(now_ns: int, in_flight_sent: list[int]) -> LevelContext:

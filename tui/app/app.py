@@ -102,6 +102,8 @@ class TokentopApp(App[int]):
             settings.schedule,
             slo_ttft_ms=settings.slo_ttft_ms,
             slo_tpot_ms=settings.slo_tpot_ms,
+            slo_e2e_ms=settings.slo_e2e_ms,
+            slo_target=settings.slo_target,
             set_target=partial(self.set_target, from_ramp=True),
             notify=self.notify,
             record_ramp=lambda verdict: self.engine.record_ramp(verdict),

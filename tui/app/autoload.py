@@ -22,6 +22,8 @@ class AutoLoad:
         *,
         slo_ttft_ms: float | None,
         slo_tpot_ms: float | None,
+        slo_e2e_ms: float | None = None,
+        slo_target: float = 0.95,
         set_target: Callable[[LoadTarget], None],
         notify: Callable[..., object],
         record_ramp: Callable[[RampVerdict], None],
@@ -30,6 +32,7 @@ class AutoLoad:
         self._schedule = list(schedule)
         self._slo_ttft_ms = slo_ttft_ms
         self._slo_tpot_ms = slo_tpot_ms
+        self._slo = (slo_e2e_ms, slo_target)
         self._set_target = set_target
         self._notify = notify
         self._record_ramp = record_ramp
@@ -66,7 +69,11 @@ class AutoLoad:
             self._stop_ramp("stopped")
             return
         self.ramp = RampPolicy(
-            mode=current.mode, slo_ttft_ms=self._slo_ttft_ms, slo_tpot_ms=self._slo_tpot_ms
+            mode=current.mode,
+            slo_ttft_ms=self._slo_ttft_ms,
+            slo_tpot_ms=self._slo_tpot_ms,
+            slo_e2e_ms=self._slo[0],
+            slo_target=self._slo[1],
         )
         self._note = self._progress()
         self._set_target(self.ramp.first(current))

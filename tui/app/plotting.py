@@ -118,7 +118,8 @@ class Plot:
         baseline: Sequence[tuple[float, float]] = (),
     ) -> PlotLines:
         """System tok/s (left axis) and per-request tok/s (right axis) against load level, one point per
-        level value (the latest level at each value); doubling ramps get an even log2 axis. ``baseline``:
+        level value (the latest level at each value), with an SLO its goodput (◦, left axis); doubling ramps
+        get an even log2 axis. ``baseline``:
         another run's (load, tok/s), drawn on the left axis in the axes' colour."""
         if width < 20 or height < 5:
             return PlotLines.message("")
@@ -157,6 +158,10 @@ class Plot:
                 fig.plot(base_xs, base_ys, color=colours.axes, marker="braille")
             fig.scatter(base_xs, base_ys, color=colours.axes, marker="∘")
         fig.scatter(xs_points, total, color=colours.total, marker="•")
+        good = [(x, p.slo.goodput_tps) for x, p in zip(xs_points, points, strict=True)
+                if p.slo is not None and math.isfinite(p.slo.goodput_tps)]  # fmt: skip
+        if good:  # with an SLO: the tok/s of the requests that met it, beside the throughput
+            fig.scatter([x for x, _ in good], [g for _, g in good], color=colours.total, marker="◦")
         if user:
             fig.scatter(user_xs, user_ys, color=colours.per_request, marker="·", yside="right")
         for p, x in zip(points, xs_points, strict=True):
@@ -170,7 +175,7 @@ class Plot:
         pad = (hi - lo) * 0.05 or 0.5
         fig.xlim(lo - pad, hi + pad)
         rows = max(2, height // 4)
-        left_top = max(max(total), *(t for _, t in base), 1.0) * 1.05
+        left_top = max(max(total), *(t for _, t in base), *(g for _, g in good), 1.0) * 1.05
         right_top = max(max(user_ys, default=1.0), 1.0) * 1.05
         left = nice_ticks(left_top, rows)
         right = nice_ticks(right_top, rows)

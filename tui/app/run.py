@@ -70,6 +70,8 @@ def _run_app(config: LiveConfig, demo_url: str | None, themes: dict[str, Theme],
             freeze_gc=True,
             slo_ttft_ms=config.options.slo_ttft_ms,
             slo_tpot_ms=config.options.slo_tpot_ms,
+            slo_e2e_ms=config.options.slo_e2e_ms,
+            slo_target=config.options.slo_target,
             schedule=config.schedule,
             baseline=config.baseline,
         )

@@ -37,7 +37,10 @@ class AppSettings:
     """Move what exists at start into the permanent generation (fewer, shorter collections while running)."""
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
-    """The objectives the auto ramp stops at (None: none)."""
+    slo_e2e_ms: float | None = None
+    """The objectives the auto ramp measures its capacity at (None: none)."""
+    slo_target: float = 0.95
+    """The attainment the capacity at SLO needs (its 95 % lower bound)."""
     plot_thread: bool = True
     """Build plots on a background thread (tests build them inline, so a poll leaves the screen complete)."""
     watch_only: bool = False

@@ -23,7 +23,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     add_target_args(p)
     add_metrics_args(p)
     add_workload_args(p)
-    add_engine_args(p, slo="goodput: {} objective")
+    add_engine_args(p, slo="{} objective: SLO attainment and goodput per level")
     load = p.add_mutually_exclusive_group()
     load.add_argument(
         "--concurrency",

@@ -30,7 +30,9 @@ def add_live_args(p: argparse.ArgumentParser) -> None:
     add_target_args(p)
     add_metrics_args(p)
     add_workload_args(p)
-    add_engine_args(p, slo="{} objective: goodput, and the auto ramp (a) stops when p99 breaks it")
+    add_engine_args(
+        p, slo="{} objective: SLO attainment and goodput per level; the auto ramp (a) finds capacity at it"
+    )
     load = p.add_mutually_exclusive_group()
     load.add_argument(
         "--concurrency",

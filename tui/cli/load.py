@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from tui.argtypes import non_negative_float, positive_float, positive_int
+from tui.argtypes import non_negative_float, positive_float, positive_int, share
 from tui.cli.cluster import placement_from_args
 from tui.cli.metrics import metrics_from_args
 from tui.cli.record import record_from_args
@@ -16,8 +16,8 @@ from tui.engine.config import EngineOptions
 
 
 def add_engine_args(p: argparse.ArgumentParser, *, slo: str) -> None:
-    """``--workers``, ``--user-stagger-ms``, ``--slo-ttft-ms``, ``--slo-tpot-ms``; ``slo`` is the SLOs'
-    help with ``{}`` for TTFT or TPOT (what the command does with them)."""
+    """``--workers``, ``--user-stagger-ms``, the SLO flags; ``slo`` is the objectives' help with ``{}`` for
+    the figure (what the command does with them)."""
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -34,6 +34,14 @@ def add_engine_args(p: argparse.ArgumentParser, *, slo: str) -> None:
     )
     p.add_argument("--slo-ttft-ms", type=positive_float, metavar="MS", help=slo.format("TTFT"))
     p.add_argument("--slo-tpot-ms", type=positive_float, metavar="MS", help=slo.format("TPOT"))
+    p.add_argument("--slo-e2e-ms", type=positive_float, metavar="MS", help=slo.format("E2E latency"))
+    p.add_argument(
+        "--slo-target",
+        type=share,
+        default=EngineOptions.slo_target,
+        metavar="SHARE",
+        help="capacity at SLO: the highest load whose attainment's 95 %% lower bound reaches this",
+    )
 
 
 def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
@@ -43,6 +51,8 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
     options = EngineOptions(
         slo_ttft_ms=ns.slo_ttft_ms,
         slo_tpot_ms=ns.slo_tpot_ms,
+        slo_e2e_ms=ns.slo_e2e_ms,
+        slo_target=ns.slo_target,
         user_stagger_s=ns.user_stagger_ms / 1e3,
         isl_probe=ns.isl_probe,
         placement=placement_from_args(ns),

@@ -39,6 +39,25 @@ def sessions_dir() -> Path:
     return state_dir() / "sessions"
 
 
+def find_run(name: str, folder: Path | None = None) -> Path:
+    """A run given to compare: a path that exists, else a session in the sessions folder by its file name
+    (as `tokentop sessions` lists it, with or without the suffix) or by its label (the newest of that
+    label); a `UsageError` naming where it looked otherwise."""
+    path = Path(name)
+    if path.exists() or path.parent != Path("."):
+        return path
+    folder = folder or sessions_dir()
+    for candidate in (folder / name, folder / f"{name}{SUFFIX}"):
+        if candidate.is_file():
+            return candidate
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:60]
+    labelled = re.compile(rf"\d{{8}}-\d{{6}}-{re.escape(safe)}(-\d+)?{re.escape(SUFFIX)}")
+    found = sorted(p for p in folder.glob(f"*{SUFFIX}") if labelled.fullmatch(p.name)) if safe else []
+    if not found:
+        raise UsageError(f"{name}: no such file, and no session of that name or label in {folder}")
+    return found[-1]
+
+
 def default_session_path(label: str, *, now_s: float | None = None, folder: Path | None = None) -> Path:
     """A new file name: ``YYYYmmdd-HHMMSS[-label]``, with ``-2``, ``-3``... if taken."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now_s is None else now_s))

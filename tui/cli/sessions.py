@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tui import units
-from tui.cli.record import sessions_dir
+from tui.argtypes import positive_float
+from tui.cli.record import find_run, sessions_dir
 from tui.configs import CompareConfig, CompareForm, ReplayConfig, SessionsConfig, UsageError
-from tui.engine.recording.file import SUFFIX, SessionError
+from tui.engine.recording.file import SUFFIX, SessionError, session_files
 
 C = TypeVar("C")
 
@@ -42,8 +43,21 @@ def replay_config(ns: argparse.Namespace) -> ReplayConfig:
 
 
 def add_compare_args(p: argparse.ArgumentParser) -> None:
-    """`tokentop compare RUN RUN...`: ``--plot``, and ``--markdown`` or ``--json``."""
-    p.add_argument("runs", nargs="+", metavar="RUN", help="sessions or results files; the first is the base")
+    """`tokentop compare RUN RUN...`: ``--threshold``, ``--plot``, and ``--markdown`` or ``--json``."""
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="sessions (a path, a file name or label in the sessions folder) or results files; the first is "
+        "the base; A,B,... is one side made of repeated runs",
+    )
+    p.add_argument(
+        "--threshold",
+        type=positive_float,
+        default=CompareConfig.threshold_pct,
+        metavar="PCT",
+        help="the smallest change that is better/worse, in percent",
+    )
     p.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
@@ -55,8 +69,9 @@ def compare_config(ns: argparse.Namespace) -> CompareConfig:
     if len(ns.runs) < 2:
         raise UsageError("compare needs at least two runs")
     form: CompareForm = "json" if ns.json else "markdown" if ns.markdown else "text"
+    sides = tuple(tuple(find_run(part) for part in run.split(",") if part) for run in ns.runs)
     return CompareConfig(
-        runs=tuple(Path(p) for p in ns.runs), form=form, plot=Path(ns.plot) if ns.plot else None
+        runs=sides, form=form, plot=Path(ns.plot) if ns.plot else None, threshold_pct=ns.threshold
     )
 
 
@@ -130,7 +145,7 @@ def session_summary(path: Path) -> dict[str, Any]:
 
 def list_sessions(folder: Path) -> int:
     """One row per session in ``folder`` (a file that cannot be read says why in its row)."""
-    paths = sorted(folder.glob(f"*{SUFFIX}")) if folder.is_dir() else []
+    paths = session_files(folder)
     if not paths:
         print(f"no sessions in {folder}")
         return 0
@@ -166,18 +181,21 @@ def _load_name(key: list[Any] | tuple[Any, ...]) -> str:
 
 
 def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
-    """The comparison as a text (or Markdown) table per pair of runs."""
-    lines: list[str] = [f"warning: {w}" for w in data["warnings"]]
+    """The comparison as a text (or Markdown) table per pair of runs (its warnings are the caller's)."""
+    lines: list[str] = []
     for run in data["runs"]:
         knee = "-" if run["knee"] is None else f"{run['knee']:g}"
         cut = " (cut short: compared up to its cut)" if run["cut"] else ""
         lines.append(f"{run['path']}: model {run['model']}, knee {knee}{cut}")
-    lines.append(f"noise: {data['noise']}; beyond noise only when the interval excludes 0")
+    lines.append(f"noise: {data['noise']}")
     for pair in data["pairs"]:
         lines.append("")
         lines.append(f"{pair['other']} vs {pair['base']}")
         if not pair["levels"]:
             lines.append("no level of the same load in both")
+        reasons = sorted({d.reason for lv in pair["levels"] for d in lv["differences"]
+                          if d.verdict == "unjudged" and not d.metric.startswith("server ")})  # fmt: skip
+        lines += [f"unjudged: {reason}" for reason in reasons]
         for level in pair["levels"]:
             lines.append("")
             errors = level["errors"]
@@ -201,7 +219,7 @@ def compare_command(config: CompareConfig) -> int:
 
     from tui.engine.sessions.compare import comparison
 
-    data = comparison(list(config.runs))
+    data = comparison(list(config.runs), config.threshold_pct)
     if config.plot is not None:
         from tui.engine.sessions.compare_plot import curves_svg
 

@@ -258,6 +258,9 @@ class EngineOptions:
     slo_ttft_ms: float | None = None
     """Goodput counts requests meeting every SLO given."""
     slo_tpot_ms: float | None = None
+    slo_e2e_ms: float | None = None
+    slo_target: float = 0.95
+    """The auto ramp's capacity at SLO: the highest load whose attainment's lower bound reaches this."""
     max_lanes: int = 64
     """Most lanes a snapshot carries (the rest are counted in `Snapshot.lanes_hidden`)."""
     server_metrics: bool = True

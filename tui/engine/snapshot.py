@@ -106,6 +106,27 @@ class RequestDetail:
 
 
 @dataclass(frozen=True)
+class SloView:
+    """A level's SLO attainment (`tui.engine.aggregate.attainment`): of the window's requests (the successful
+    ones the latencies count, and the failed ones, which count against), those meeting every objective."""
+
+    met: int
+    requests: int
+    """Successful and failed requests of the window: the attainment's denominator."""
+    cut: int
+    """Requests of the level cut short (cancelled): counted apart, in no share."""
+    attainment: float
+    """``met / requests``; NaN with no request yet."""
+    low: float
+    high: float
+    """Wilson's 95 % interval of the attainment."""
+    goodput_rps: float
+    goodput_tps: float
+    """Requests/s and output tokens/s of the requests that met the SLO, over the window; NaN where the
+    window is too short to measure."""
+
+
+@dataclass(frozen=True)
 class LevelView:
     """Everything measured at one load level (one row of the table, one point of the curve)."""
 
@@ -150,7 +171,9 @@ class LevelView:
     total_tps: float = float("nan")
     """Output tokens/s plus input tokens (of requests sent in the window) per second."""
     goodput_per_s: float | None = None
-    """Requests/s meeting every SLO given (None without SLOs)."""
+    """Requests/s meeting every SLO given (None without SLOs): ``slo.goodput_rps``."""
+    slo: SloView | None = None
+    """The SLO attainment of the window's requests (None without SLOs)."""
     in_flight: int = 0
     settled: bool = False
     """The level has ended and every request of it and of earlier levels is known: nothing here changes
@@ -256,6 +279,10 @@ class RampVerdict:
     settled: bool
     """Every level it ran had ended and all their requests were in when it quoted; False after a wait
     bounded by `tui.engine.control.ramp.SETTLE_LIMIT_S`, or when the engine stopped."""
+    capacity_level_id: int | None = None
+    """With an SLO: the highest load whose attainment's lower bound reached the target (None: none did)."""
+    capacity_value: float | None = None
+    capacity_goodput_tps: float | None = None
 
 
 @dataclass(frozen=True)

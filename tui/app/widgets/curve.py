@@ -81,6 +81,8 @@ class ThroughputCurve(PlotPane):
         legend.append("• total tok/s (left)", style=self.component_style("curve--total"))
         legend.append("  ")
         legend.append("· per req (right)", style=self.component_style("curve--per-request"))
+        if any(lv.slo is not None for lv in self._levels):
+            legend.append("  ◦ goodput", style=self.component_style("curve--total"))
         if self.baseline is not None:
             legend.append("  ∘ baseline", style=self.component_style("curve--baseline"))
         if self._knee is not None:

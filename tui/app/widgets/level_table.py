@@ -35,6 +35,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 """Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
 BASE_COLUMN = ("base", "vs base tok/s/TTFT99")
 """With ``--baseline``: after tok/s, the change from the baseline's level at the same load."""
+SLO_COLUMN = ("slo", "SLO met (95% CI) goodput")
+"""With an SLO: after tok/s, the share of the window's requests that met it, its Wilson interval, and the
+output tok/s of those requests."""
 CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
 FIXED_COLUMNS = 1
@@ -43,8 +46,8 @@ CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "base", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq", "state",
-                "n", "len", "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "base", "slo", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq",
+                "state", "n", "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
@@ -168,7 +171,16 @@ def level_cells(
         "ttfa": triple(level.ttfa),
         "cache": cache_cell(level),
         "base": base_cell(level, base),
+        "slo": slo_cell(level),
     }
+
+
+def slo_cell(level: LevelView) -> str:
+    """ "97% (93-99) 812": met share, its 95 % interval, goodput tok/s ("-" before any request)."""
+    s = level.slo
+    if s is None or not s.requests:
+        return "-"
+    return f"{s.attainment:.0%} ({s.low * 100:.0f}-{s.high * 100:.0f}) {units.rate(s.goodput_tps)}"
 
 
 def base_cell(level: LevelView, base: Mapping[str, Any] | None) -> str:
@@ -238,6 +250,9 @@ class LevelTable(DataTable[Text]):
         if any(lv.cache_hit_rate is not None for lv in levels):
             at = [key for key, _ in COLUMNS].index("len") + 1
             every = (*COLUMNS[:at], CACHE_COLUMN, *COLUMNS[at:])  # beside ISL/OSL, not off at the far right
+        if any(lv.slo is not None for lv in levels):  # beside tok/s: goodput is its share that met the SLO
+            at = [key for key, _ in every].index("tps") + 1
+            every = (*every[:at], SLO_COLUMN, *every[at:])
         if self.baseline is not None:  # beside tok/s, the figure it compares first
             at = [key for key, _ in every].index("tps") + 1
             every = (*every[:at], BASE_COLUMN, *every[at:])

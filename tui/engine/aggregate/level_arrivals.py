@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from tui.engine.aggregate import metrics as m
+from tui.engine.aggregate.attainment import slo_view
 from tui.engine.aggregate.levels import (
     MIN_WINDOW_S,
     LevelAgg,
@@ -72,14 +73,19 @@ def over_requests(view: LevelView) -> bool:
 
 
 def measure_level(
-    lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
+    lv: LevelAgg,
+    ctx: LevelContext,
+    t0_ns: int,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    slo_e2e_ms: float | None = None,
 ) -> tuple[LevelView, dict[str, Any]]:
     """A level's view: over whole requests when they fit its window, else over its arrivals."""
-    view, extra = level_view(lv, ctx, t0_ns, slo_ttft_ms, slo_tpot_ms)
+    view, extra = level_view(lv, ctx, t0_ns, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)
     unfinished = ctx.in_flight + lv.cancelled
     if over_requests(view) or not long_answers(_median_e2e_ns(lv.req.view(), lv.end_ns)):
         return replace(view, in_flight_at_end=unfinished, finished_in_window=view.window_completed), extra
-    return arrivals_view(lv, ctx, view, t0_ns, slo_ttft_ms, slo_tpot_ms), extra
+    return arrivals_view(lv, ctx, view, t0_ns, slo_ttft_ms, slo_tpot_ms, slo_e2e_ms), extra
 
 
 def arrivals_view(
@@ -89,6 +95,7 @@ def arrivals_view(
     t0_ns: int,
     slo_ttft_ms: float | None,
     slo_tpot_ms: float | None,
+    slo_e2e_ms: float | None = None,
 ) -> LevelView:
     """``base`` (the whole-request view) with its window and figures taken from the level's arrivals."""
     applied = max([lv.start_ns, *lv.applied_ns.values()])
@@ -131,10 +138,16 @@ def arrivals_view(
     finished = int(fin.sum())
     in_tokens = round(float(pick["isl"].sum()))
     out_tokens = round(float(pick["osl"].sum()))
-    goodput = (
-        per_s(tl.total(Timeline.END_GOOD, b0, b1))
-        if (slo_ttft_ms is not None or slo_tpot_ms is not None)
-        else None
+    failed = round(tl.total(Timeline.SENT_FAIL, b0, b1))
+    objectives = (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)
+    slo = slo_view(
+        pick,
+        ok=finished,
+        failed=failed,
+        cut=lv.cancelled,
+        window_s=duration_s,
+        measured=measured,
+        slo=objectives,
     )
     return replace(
         base,
@@ -154,11 +167,12 @@ def arrivals_view(
         window_from_s=(a_from - t0_ns) / 1e9,
         window_to_s=(a_to - t0_ns) / 1e9,
         window_completed=finished,
-        window_failed=round(tl.total(Timeline.SENT_FAIL, b0, b1)),
+        window_failed=failed,
         input_tokens=in_tokens,
         output_tokens=out_tokens,
         total_tps=nan,  # the prompt tokens of unfinished streams are not known until their usage arrives
-        goodput_per_s=goodput,
+        goodput_per_s=None if slo is None else slo.goodput_rps,
+        slo=slo,
         too_short=not measured,
         measured_over="arrivals",
         in_flight_at_end=ctx.in_flight + lv.cancelled,

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tui.engine.aggregate import metrics as m
+from tui.engine.aggregate.attainment import slo_view
 from tui.engine.aggregate.binned_log import BinnedLog
 from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
@@ -51,7 +52,6 @@ _GAP_COLUMNS: dict[str, Any] = {"sent_ns": np.int64, "gap_ms": np.float64}
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass
@@ -151,8 +151,6 @@ class OkColumns:
     cached_tokens: FloatArray
     """Prompt tokens served from the server's prefix cache; NaN where it did not say."""
     fig: m.RequestFigures
-    good: BoolArray
-    """Met every SLO (goodput)."""
     chunk_t: IntArray
     """Every request's chunk stamps, request after request."""
     chunk_w: FloatArray
@@ -170,9 +168,7 @@ class OkColumns:
     gap_level: IntArray
 
 
-def ok_columns(
-    recs: Sequence[RequestRecord], slo_ttft_ms: float | None, slo_tpot_ms: float | None
-) -> OkColumns:
+def ok_columns(recs: Sequence[RequestRecord]) -> OkColumns:
     """The columns of ``recs`` (all successful): vectorised, with no numpy call per request, as this runs
     for every finished request."""
     n = len(recs)
@@ -208,7 +204,6 @@ def ok_columns(
         count=n,
     )
     fig = m.request_figures(sent, first, end, osl, nch)
-    good = m.good_mask(fig.ttft_ms, fig.tpot_ms, slo_ttft_ms, slo_tpot_ms)
     # Every request's chunk stamps in one array; gaps are diffs within a request.
     lens = nch.astype(np.int64)
     ct = np.frombuffer(b"".join(r.chunk_ns.tobytes() for r in recs), dtype=np.int64)
@@ -235,7 +230,6 @@ def ok_columns(
         reasoning_tokens=reasoning,
         cached_tokens=cached,
         fig=fig,
-        good=good,
         chunk_t=ct,
         chunk_w=cw,
         chunk_arrived_w=arrived,
@@ -282,7 +276,6 @@ def fold_ok(cols: OkColumns, levels: Mapping[int, LevelAgg]) -> None:
         if fix.any():
             tl.add(Timeline.TOK, cols.chunk_t[csel], fix)
         tl.add(Timeline.END_OK, cols.end[s])
-        tl.add(Timeline.END_GOOD, cols.end[s & cols.good])
         tl.add(Timeline.SENT_OK, cols.sent[s])
         tl.add(Timeline.SENT_IN, cols.sent[s], cols.isl[s])
         tl.add(Timeline.SENT_OUT, cols.sent[s], cols.osl[s])
@@ -337,7 +330,12 @@ def _median_e2e_ns(rows: Mapping[str, npt.NDArray[Any]], level_end_ns: int | Non
 
 
 def level_view(
-    lv: LevelAgg, ctx: LevelContext, t0_ns: int, slo_ttft_ms: float | None, slo_tpot_ms: float | None
+    lv: LevelAgg,
+    ctx: LevelContext,
+    t0_ns: int,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    slo_e2e_ms: float | None = None,
 ) -> tuple[LevelView, dict[str, Any]]:
     """The summary of one level, plus the extra figures the results JSON wants."""
     rows = lv.req.view()
@@ -371,7 +369,6 @@ def level_view(
     # every chunk inside this window belongs to a request that has ended: its exact stamps and usage count
     tokens = tl.total(Timeline.TOK_OK, b0, b1)
     ended_ok = tl.total(Timeline.END_OK, b0, b1)
-    ended_good = tl.total(Timeline.END_GOOD, b0, b1)
     sent_in_window_in = tl.total(Timeline.SENT_IN, b0, b1)
     completed = round(tl.total(Timeline.SENT_OK, b0, b1))
     failed = round(tl.total(Timeline.SENT_FAIL, b0, b1))
@@ -385,7 +382,16 @@ def level_view(
     decode = decode[~np.isnan(decode)]
     tpc = pick["tpc"]
     tpc = tpc[~np.isnan(tpc)]
-    goodput = per_s(ended_good) if (slo_ttft_ms is not None or slo_tpot_ms is not None) else None
+    objectives = (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)
+    slo = slo_view(
+        pick,
+        ok=completed,
+        failed=failed,
+        cut=lv.cancelled,
+        window_s=duration_s,
+        measured=measured,
+        slo=objectives,
+    )
     view = LevelView(
         level_id=lv.level_id,
         mode=lv.target.mode,
@@ -416,7 +422,8 @@ def level_view(
         input_tokens=in_tokens,
         output_tokens=out_tokens,
         total_tps=per_s(tokens + sent_in_window_in),
-        goodput_per_s=goodput,
+        goodput_per_s=None if slo is None else slo.goodput_rps,
+        slo=slo,
         in_flight=ctx.in_flight,
         settled=ctx.settled,
         exact=lv.req.exact and lv.gaps.exact,

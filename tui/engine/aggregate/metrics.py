@@ -236,10 +236,18 @@ def chunk_token_weights(
 
 
 def good_mask(
-    ttft_ms: FloatArray, tpot_ms: FloatArray, slo_ttft_ms: float | None, slo_tpot_ms: float | None
+    ttft_ms: FloatArray,
+    tpot_ms: FloatArray,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    e2e_ms: FloatArray | None = None,
+    slo_e2e_ms: float | None = None,
 ) -> npt.NDArray[np.bool_]:
-    """Requests meeting every given SLO (vLLM goodput: TPOT counts as 0 when OSL <= 1)."""
+    """Requests meeting every given SLO (vLLM goodput: TPOT counts as 0 when OSL <= 1; a request with no
+    content has no TTFT and misses a TTFT objective)."""
     good = np.ones(ttft_ms.shape, dtype=bool)
+    if slo_e2e_ms is not None and e2e_ms is not None:
+        good &= e2e_ms <= slo_e2e_ms
     if slo_ttft_ms is not None:
         good &= ttft_ms <= slo_ttft_ms
     if slo_tpot_ms is not None:

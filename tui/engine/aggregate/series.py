@@ -179,9 +179,9 @@ class Reservoir:
 class Timeline:
     """Per-level counters by time: fixed bucket count; the bucket width doubles when the level outgrows it."""
 
-    TOK, END_OK, END_GOOD, SENT_OK, SENT_FAIL, SENT_IN, SENT_OUT, TOK_OK = range(8)
+    TOK, END_OK, SENT_OK, SENT_FAIL, SENT_IN, SENT_OUT, TOK_OK = range(7)
     """``TOK``: output tokens by arrival, from every stream; ``TOK_OK``: those of streams that finished."""
-    CHANNELS = 8
+    CHANNELS = 7
 
     def __init__(self, start_ns: int, res_ns: int = 100_000_000, buckets: int = 4096) -> None:
         self.start_ns = start_ns

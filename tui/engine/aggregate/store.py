@@ -64,6 +64,7 @@ class Store:
         *,
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
+        slo_e2e_ms: float | None = None,
         lag_threshold_ms: float = 2.0,
         cpu_threshold: float = 0.6,
         max_lanes: int = 64,
@@ -76,6 +77,7 @@ class Store:
         self.workers = workers
         self.slo_ttft_ms = slo_ttft_ms
         self.slo_tpot_ms = slo_tpot_ms
+        self.slo_e2e_ms = slo_e2e_ms
         self.heavy_interval_s = heavy_interval_s
         self.series: dict[str, MetricSeries] = {
             name: MetricSeries(t0_ns, series_cap) for name in ("ttft", "e2e", "tpot", "itl_e2e", "itl_chunk")
@@ -231,7 +233,7 @@ class Store:
                 self._early.append(rec)
                 self._check_fatal()
         if ok_recs:
-            cols = ok_columns(ok_recs, self.slo_ttft_ms, self.slo_tpot_ms)
+            cols = ok_columns(ok_recs)
             fig = cols.fig
             # TTFT and chunk gaps enter the rolling series as they arrive (`fold_arrivals`), not here
             self.series["e2e"].add(cols.end, fig.e2e_ms)
@@ -266,6 +268,7 @@ class Store:
             worker_level=[v for w, v in enumerate(self.worker_level) if w not in self.lost_workers],
             slo_ttft_ms=self.slo_ttft_ms,
             slo_tpot_ms=self.slo_tpot_ms,
+            slo_e2e_ms=self.slo_e2e_ms,
         )
         before = self._views.views
         views = self._views.refresh(now_ns, self.levels, self.series, inputs, force=force)

@@ -66,6 +66,7 @@ class ViewInputs:
     """The level each worker has applied."""
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
+    slo_e2e_ms: float | None = None
 
 
 class ViewMaker:
@@ -148,7 +149,9 @@ class ViewMaker:
             key = (lv.version, 1 if settled else 0)
             cached = self._cache.get(level_id)
             if cached is None or not settled or self._cache_keys.get(level_id) != key:
-                cached = measure_level(lv, ctx, inputs.t0_ns, inputs.slo_ttft_ms, inputs.slo_tpot_ms)
+                cached = measure_level(
+                    lv, ctx, inputs.t0_ns, inputs.slo_ttft_ms, inputs.slo_tpot_ms, inputs.slo_e2e_ms
+                )
                 self._cache[level_id] = cached
                 self._cache_keys[level_id] = key
             out.append(cached)

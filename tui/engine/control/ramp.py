@@ -7,10 +7,16 @@ Pure logic over snapshots: `RampPolicy.first` gives the first target, then each 
 A level is held until its steady-state window has enough data (`LevelView.steady` and at least
 ``max(min_requests, 2 x users)`` requests finished in the window; a level measured over arrivals, whose
 answers outlive it, once its steady window is `ARRIVALS_HOLD_S` long), or ``hold_limit_s`` passed. Then the
-ramp stops if the level broke an SLO (p99 TTFT / p99 TPOT over the window) or failed more than
-``max_error_share`` of its requests, or if the client was saturated during it (`LevelView.client_limited`:
-the client is the limit, not the server), or if the levels the ramp ran show a knee (`find_knee`), or if the
-next level would pass ``max_value``; otherwise it multiplies the load by ``factor``.
+ramp stops if the level failed more than ``max_error_share`` of its requests, or if the client was saturated
+during it (`LevelView.client_limited`: the client is the limit, not the server), or if the levels the ramp
+ran show a knee (`find_knee`), or if the next level would pass ``max_value``; otherwise it multiplies the
+load by ``factor``.
+
+With an SLO (TTFT, TPOT, E2E) the question is the capacity at it, not the knee: a level is also held until
+its attainment's 95 % interval (`LevelView.slo`, Wilson) lies on one side of ``slo_target``; the ramp goes
+on past a knee while the lower bound meets the target and stops at the first level where it does not (or
+is still undecided at the hold limit). It says "capacity at SLO: N users, X tok/s": the highest load whose
+lower bound met the target, and the goodput of its requests that met the SLO.
 
 Stopping ends the last level: the load pauses (a sweep that stops, as peers' do), at the knee's load (or,
 after a failed level, the last that passed) so that resuming runs it. The ramp then waits until its levels
@@ -71,6 +77,8 @@ class RampPolicy:
         hold_limit_s: float = 120.0,
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
+        slo_e2e_ms: float | None = None,
+        slo_target: float = 0.95,
         max_error_share: float = 0.05,
         settle_limit_s: float = SETTLE_LIMIT_S,
     ) -> None:
@@ -82,6 +90,8 @@ class RampPolicy:
         self.hold_limit_s = hold_limit_s
         self.slo_ttft_ms = slo_ttft_ms
         self.slo_tpot_ms = slo_tpot_ms
+        self.slo_e2e_ms = slo_e2e_ms
+        self.slo_target = slo_target
         self.max_error_share = max_error_share
         self.settle_limit_s = settle_limit_s
         self.level_ids: list[int] = []
@@ -131,6 +141,8 @@ class RampPolicy:
             enough = level.steady and level.window_s >= ARRIVALS_HOLD_S
         else:
             enough = level.steady and level.window_completed + level.window_failed >= self.needed(self.value)
+        if enough and self.has_slo and level.slo is not None:  # until the interval is on one side
+            enough = level.slo.low >= self.slo_target or level.slo.high < self.slo_target
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
         judged = self._judge(level, self._mine(snap), snap.health.workers)
@@ -152,16 +164,15 @@ class RampPolicy:
     def _judge(self, level: LevelView, mine: list[LevelView], workers: int) -> tuple[RampStop, str] | None:
         """Whether the ramp stops at ``level`` (the last of ``mine``), and the line that says why."""
         at = named(self.mode, level.value)
-        breach = self._slo_breach(level)
-        if breach:
-            return "slo", f"SLO broken at {at}: {breach}"
+        if self.has_slo and (level.slo is None or not level.slo.low >= self.slo_target):
+            return "slo", self._capacity_line(level, mine)
         total = level.window_completed + level.window_failed
         if total and level.window_failed / total > self.max_error_share:
             return "errors", f"errors at {at}: {level.window_failed}/{total} failed"
         if level.client_limited:  # the client's plateau, not the server's: more load would measure it again
             return "client", client_limit(at, workers, level.client_limit_cause or "cpu")
         knee = find_knee(mine)
-        if knee is not None:
+        if knee is not None and not self.has_slo:
             return "knee", _knee_line(self.mode, knee)
         return None
 
@@ -191,7 +202,10 @@ class RampPolicy:
         server = [lv for lv in mine if lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited]
         best = max(server, key=lambda lv: lv.output_tps, default=None)
         goal_level: LevelView | None = None
-        if knee is not None:
+        capable = self._capable(mine) if self.has_slo else None
+        if kind == "slo" and capable is not None:
+            goal_level = capable
+        elif knee is not None:
             goal_level = next((lv for lv in mine if lv.level_id == knee.level_id), None)
         elif kind in ("slo", "errors", "client"):
             passed = [lv for lv in mine if lv.level_id != level_id]
@@ -207,16 +221,38 @@ class RampPolicy:
             peak_tps=None if best is None else best.output_tps,
             peak_level_id=None if best is None else best.level_id,
             settled=settled,
+            capacity_level_id=None if capable is None else capable.level_id,
+            capacity_value=None if capable is None else capable.value,
+            capacity_goodput_tps=None if capable is None or capable.slo is None else capable.slo.goodput_tps,
         )
         park = None if goal is None or snap.fatal else replace(goal, paused=True)
         return RampStep(park, done=True, reason=reason, verdict=verdict, goal=goal)
 
-    def _slo_breach(self, level: LevelView) -> str:
-        if self.slo_ttft_ms is not None and level.ttft.n and level.ttft.p99 > self.slo_ttft_ms:
-            return f"TTFT p99 {level.ttft.p99:.0f} ms > {self.slo_ttft_ms:g} ms"
-        if self.slo_tpot_ms is not None and level.tpot.n and level.tpot.p99 > self.slo_tpot_ms:
-            return f"TPOT p99 {level.tpot.p99:.1f} ms > {self.slo_tpot_ms:g} ms"
-        return ""
+    @property
+    def has_slo(self) -> bool:
+        return any(x is not None for x in (self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms))
+
+    def _capable(self, mine: list[LevelView]) -> LevelView | None:
+        """The highest load whose attainment's lower bound meets the target."""
+        passed = [lv for lv in mine if lv.slo is not None and lv.slo.low >= self.slo_target]
+        return max(passed, key=lambda lv: lv.value, default=None)
+
+    def _capacity_line(self, level: LevelView, mine: list[LevelView]) -> str:
+        """ "capacity at SLO: 4 users, 880 tok/s (8 users: 71 % met, 95 % lower bound 64 % < 95 %)"."""
+        at = named(self.mode, level.value)
+        s = level.slo
+        why = (
+            f"{at}: no request measured"
+            if s is None or not s.requests
+            else f"{at}: {s.attainment * 100:.0f} % met, 95 % lower bound {s.low * 100:.0f} % < "
+            f"{self.slo_target * 100:.0f} %"
+        )
+        best = self._capable([lv for lv in mine if lv.level_id != level.level_id])
+        if best is None or best.slo is None:
+            return f"capacity at SLO: none of the levels tried ({why})"
+        tps = best.slo.goodput_tps
+        rate = f"{tps:,.0f} tok/s" if math.isfinite(tps) else "- tok/s"
+        return f"capacity at SLO: {named(self.mode, best.value)}, {rate} ({why})"
 
 
 def _knee_line(mode: LoadMode, knee: Knee) -> str:

@@ -37,6 +37,7 @@ def new_store(options: EngineOptions, t0_ns: int, workers: int, *, series_cap: i
         workers,
         slo_ttft_ms=o.slo_ttft_ms,
         slo_tpot_ms=o.slo_tpot_ms,
+        slo_e2e_ms=o.slo_e2e_ms,
         lag_threshold_ms=o.lag_threshold_ms,
         cpu_threshold=o.cpu_threshold,
         max_lanes=o.max_lanes,

@@ -154,6 +154,24 @@ class Session:
         return [e for e in self.events if e.get("k") == kind]
 
 
+def session_files(folder: Path) -> list[Path]:
+    """The sessions in ``folder`` by their first bytes, whatever their names (``--record run.session``),
+    sorted by name (the default names sort by date)."""
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.iterdir()):
+        try:
+            with path.open("rb") as f:
+                raw = f.read(4096)
+            head = zlib.decompressobj(31).decompress(raw, 16) if raw[:2] == b"\x1f\x8b" else b""
+        except (OSError, zlib.error):
+            continue
+        if head.startswith(b'{"session"'):
+            out.append(path)
+    return out
+
+
 def read_session(path: Path) -> Session:
     """Read ``path``; `SessionError` (one line) for a file that is not a session, or one too new."""
     path = Path(path)

@@ -20,7 +20,7 @@ from tui.engine.redact import display_url
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
 from tui.engine.results.population import population
-from tui.engine.snapshot import Knee, LevelView, RampVerdict, Snapshot
+from tui.engine.snapshot import Knee, LevelView, RampVerdict, SloView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
 
 
@@ -147,6 +147,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         output_throughput=_num(lv.output_tps),
         total_token_throughput=_num(lv.total_tps),
         request_goodput=_num(lv.goodput_per_s),
+        slo=None if lv.slo is None else slo_of(lv.slo),
         ttft=stats_of(lv.ttft),
         tpot=stats_of(lv.tpot),
         itl=stats_of(lv.itl_chunk),
@@ -188,6 +189,23 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         in_flight_at_end=lv.in_flight_at_end,
         partial_output_tokens=lv.partial_output_tokens,
         population=population(lv),
+    )
+
+
+def _any_slo(o: EngineOptions) -> bool:
+    return any(x is not None for x in (o.slo_ttft_ms, o.slo_tpot_ms, o.slo_e2e_ms))
+
+
+def slo_of(s: SloView) -> rm.LevelSlo:
+    return rm.LevelSlo(
+        attainment=_num(s.attainment),
+        attainment_low=s.low,
+        attainment_high=s.high,
+        met=s.met,
+        requests=s.requests,
+        cut=s.cut,
+        request_goodput=_num(s.goodput_rps),
+        output_goodput=_num(s.goodput_tps),
     )
 
 
@@ -233,6 +251,9 @@ def ramp_of(verdict: RampVerdict) -> rm.Ramp:
         peak_output_throughput=verdict.peak_tps,
         peak_level_id=verdict.peak_level_id,
         settled=verdict.settled,
+        capacity_at_slo=verdict.capacity_value,
+        capacity_level_id=verdict.capacity_level_id,
+        capacity_output_goodput=_num(verdict.capacity_goodput_tps),
     )
 
 
@@ -279,6 +300,8 @@ def build_results(
             endpoint_path=info.endpoint_path,
             slo_ttft_ms=options.slo_ttft_ms,
             slo_tpot_ms=options.slo_tpot_ms,
+            slo_e2e_ms=options.slo_e2e_ms,
+            slo_target=options.slo_target if _any_slo(options) else None,
             min_window_s=MIN_WINDOW_S,
             min_steady_requests=MIN_STEADY_REQUESTS,
             workload=dict(info.workload_record),

@@ -41,7 +41,13 @@ DEFINITIONS: dict[str, str] = {
     "population": "per metric: n (samples), unfinished_included, and null_because when it has none",
     "request_throughput": "successful requests ending in the window / duration",
     "total_token_throughput": "output_throughput plus input tokens of requests sent in the window / duration",
-    "request_goodput": "requests ending in the window that met every SLO given / duration",
+    "request_goodput": "requests of the window's population (as completed) that met every SLO given "
+    "(slo_ttft_ms, slo_tpot_ms, slo_e2e_ms) / duration; as slo.request_goodput",
+    "slo": "with an SLO, per level: attainment = met / requests, where requests are the window's successful "
+    "and failed ones (a failure counts against) and met those meeting every objective; attainment_low and "
+    "attainment_high its Wilson 95 % interval; cut: the level's cancelled requests, in no share; "
+    "request_goodput and output_goodput: requests/s and output tokens/s of the met ones over the window",
+    "slo_target": "the attainment the auto ramp's capacity at SLO needs from its 95 % lower bound",
     "interrupted": "the run was cut short (interrupted_by: quit, SIGINT, SIGTERM, ...); its last level ends "
     "where the run stopped, under the window rule above",
     "tokens_per_chunk": "output tokens / content chunks, mean over requests (>1 with speculative decoding)",
@@ -60,7 +66,8 @@ DEFINITIONS: dict[str, str] = {
     "ramp": "what the auto ramp said when it stopped (the latest ramp): stopped_by, its line, the levels it "
     "ran, and its knee and peak, by the knee rule over those levels once they had ended and all their "
     "requests were in (settled), so they are those levels' saved figures; the saturation knee is over "
-    "every level of the run, so a level run after the ramp can move it",
+    "every level of the run, so a level run after the ramp can move it; with an SLO, capacity_at_slo: the "
+    "highest load whose attainment lower bound met slo_target (capacity_level_id, capacity_output_goodput)",
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
     "server.ttft_parts": "per level, the mean TTFT in parts: queue, prefill and the rest of the server's "
     "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT minus the server's",

@@ -76,6 +76,22 @@ class LevelClient:
     max_cpu_share: float = 0.0
 
 
+@dataclass(frozen=True, kw_only=True)
+class LevelSlo:
+    """A level's SLO attainment (`tui.engine.aggregate.attainment`): of the window's requests, those meeting
+    every objective; failed ones count against, cut ones (``cut``) apart."""
+
+    attainment: float | None
+    attainment_low: float
+    attainment_high: float
+    """Wilson's 95 % interval of ``attainment``."""
+    met: int
+    requests: int
+    cut: int = 0
+    request_goodput: float | None = None
+    output_goodput: float | None = None
+
+
 def _is_rate(level: Level) -> bool:
     return level.mode == "rate"
 
@@ -123,6 +139,7 @@ class Level:
     output_throughput: float | None
     total_token_throughput: float | None
     request_goodput: float | None = field(default=None, metadata=key(omit_none=True))
+    slo: LevelSlo | None = field(default=None, metadata=key(omit_none=True))
     ttft: Stats = field(metadata=key(flat="ttft"))
     tpot: Stats = field(metadata=key(flat="tpot"))
     itl: Stats = field(metadata=key(flat="itl"))
@@ -240,6 +257,9 @@ class Config:
     endpoint_path: str | None = None
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
+    slo_e2e_ms: float | None = field(default=None, metadata=key(omit_none=True))
+    slo_target: float | None = field(default=None, metadata=key(omit_none=True))
+    """With an SLO: the attainment the auto ramp's capacity needs."""
     min_window_s: float | None = None
     min_steady_requests: int | None = None
     workload: dict[str, Any] | None = None
@@ -285,6 +305,11 @@ class Ramp:
     peak_level_id: int | None = None
     settled: bool = True
     """False: it quoted before every request of its levels was in (after a bounded wait)."""
+    capacity_at_slo: float | None = field(default=None, metadata=key(omit_none=True))
+    """With an SLO: the highest load whose attainment's 95 % lower bound met ``--slo-target``."""
+    capacity_level_id: int | None = field(default=None, metadata=key(omit_none=True))
+    capacity_output_goodput: float | None = field(default=None, metadata=key(omit_none=True))
+    """Output tokens/s of that level's requests that met the SLO."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
 

@@ -1,11 +1,17 @@
-"""Compare runs: sessions or results files, levels matched by load, each difference judged against noise.
+"""Compare runs: sessions or results files, levels matched by load, each difference judged against the noise
+between runs.
 
 A run's figures are its results document's levels (a session's is rebuilt by replaying it to its end, so a
-cut session compares up to its cut). Noise comes from a session's own requests: for latencies, a bootstrap
-of the difference of medians (or of p99s) from the per-request samples of each level's steady window; for
-throughputs, the same over the rates of short bins of the window (1/20th of it, at least
-0.25 s). A difference is beyond noise when the 95 % interval of that
-bootstrap excludes zero. A results file carries no per-request samples: its differences are shown, unjudged.
+cut session compares up to its cut). A side may be several runs of the same command (repeats): its figure
+is their mean. The noise is a bootstrap (`tui.engine.aggregate.run_noise`) over time blocks of each level's
+steady window (`block_seconds`), and over the runs where a side has several: for latencies, the percentile
+of the requests (or gaps) of the drawn blocks; for throughputs, the mean of the blocks' rates. A difference
+is `better` or `worse` only when its 95 % interval lies wholly beyond ±`THRESHOLD_PCT` (criterion.rs's rule),
+so a change too small to matter is never a verdict. A p99 is judged only between repeated runs (`TAIL_RUNS`
+a side), from `bounded_from` samples a side, and only where its difference exceeds both clients' timing
+error (their event-loop lag p99s added): a tail is where a busy machine's stalls land, and one run cannot
+show how much its tail moves from run to run (identical runs here: ITL p99 -66 % to +170 %). A results
+file carries no per-request samples: its differences are shown, unjudged, with the reason.
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tui.engine.aggregate.run_noise import CONFIDENCE, ROUNDS, Side, bounded_from, change_interval, verdict
 from tui.engine.recording.file import SessionError, read_session
 
-BOOTSTRAP_ROUNDS = 1000
-CONFIDENCE = 0.95
-SEED = 12345
-"""Fixed, so a comparison prints the same verdicts every time it is run."""
+THRESHOLD_PCT = 10.0
+"""The smallest change that is a verdict. Identical runs on this shared 2-core machine (the same bench twice
+against the same simulator, `tests/perf/compare_identical_runs.py`) differed by up to 10 % in tok/s and 8 %
+in TTFT p50, inside their runs' own noise only now and then; a change worth acting on is larger. On a quiet
+machine ``--threshold`` can be lower (criterion.rs uses 2 % for microbenchmarks)."""
 
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
     # (name, results key, sample, higher is better)
-    ("output tok/s", "output_throughput", "tok_bins", True),
-    ("req/s", "request_throughput", "req_bins", True),
+    ("output tok/s", "output_throughput", "tok_rate", True),
+    ("req/s", "request_throughput", "req_rate", True),
     ("TTFT p50 ms", "p50_ttft_ms", "ttft", False),
     ("TTFT p99 ms", "p99_ttft_ms", "ttft", False),
     ("TPOT p50 ms", "p50_tpot_ms", "tpot", False),
@@ -38,21 +46,28 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("ITL p99 ms", "p99_itl_ms", "itl", False),
 )
 """What is compared per level; ITL is vLLM's chunk gap."""
-BINS = 20
-MIN_BIN_S = 0.25
-"""Throughput noise: a level's window cut into `BINS` bins of at least `MIN_BIN_S`, each a rate sample."""
+BLOCK_S = 1.0
+MIN_BLOCKS = 8
+MIN_BLOCK_S = 0.25
+"""Blocks of `BLOCK_S`, shorter where the window would hold fewer than `MIN_BLOCKS`, never under
+`MIN_BLOCK_S` (a request's whole stream should mostly fit one block); a level with fewer than
+`JUDGED_BLOCKS` blocks is not judged."""
+JUDGED_BLOCKS = 4
+TAIL_RUNS = 2
 SERVER = (("running", "running_mean"), ("waiting", "waiting_mean"), ("KV", "kv_usage_mean"))
+Blocks = list[npt.NDArray[np.float64]]
 
 
 @dataclass
 class Run:
-    """One side of a comparison: its results document and, for a session, its per-level samples."""
+    """One run: its results document and, for a session, its per-level samples by time block."""
 
     path: Path
     doc: dict[str, Any]
-    samples: dict[int, dict[str, npt.NDArray[np.float64]]] = field(default_factory=dict)
-    """Per level id: ttft, tpot, itl (ms, per request or per gap), tok_bins, req_bins (per second)."""
+    samples: dict[int, dict[str, Blocks]] = field(default_factory=dict)
+    """Per level id, per sample (ttft, tpot, itl in ms; tok_rate, req_rate per s): one array per block."""
     cut: bool = False
+    is_session: bool = True
 
     @property
     def name(self) -> str:
@@ -81,7 +96,7 @@ def load_run(path: Path, *, samples: bool = True) -> Run:
 
     if head[:1] == b"{":
         try:
-            return Run(path, to_json(read_results(path)))
+            return Run(path, to_json(read_results(path)), is_session=False)
         except ResultsFileError as exc:
             raise SessionError(str(exc)) from None
     from tui.engine.host.playback_engine import PlaybackEngine
@@ -92,22 +107,29 @@ def load_run(path: Path, *, samples: bool = True) -> Run:
     return Run(path, doc, session_samples(replay, doc) if samples else {}, cut=session.cut)
 
 
-def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, npt.NDArray[np.float64]]]:
-    """Each level's per-request samples over its steady window, from the session's finished records."""
+def block_seconds(window_s: float) -> float:
+    """How long a noise block is in a window of ``window_s`` seconds."""
+    return max(MIN_BLOCK_S, min(BLOCK_S, window_s / MIN_BLOCKS))
+
+
+def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, Blocks]]:
+    """Each level's samples over its steady window, by time block: a request's TTFT and TPOT in the block
+    it was sent in, a gap in the block its chunk landed in, and each block's token and request rates."""
     t0 = replay.config.t0_ns
     windows = {
         int(lv["level_id"]): (t0 + lv["window_from_s"] * 1e9, t0 + lv["window_to_s"] * 1e9)
         for lv in doc.get("levels", [])
         if lv.get("window_from_s") is not None and lv.get("window_to_s") is not None
     }
-    acc: dict[int, dict[str, list[Any]]] = {i: {"ttft": [], "tpot": [], "itl": [], "ends": [], "chunks": []}
-                                             for i in windows}  # fmt: skip
+    acc: dict[int, dict[str, list[Any]]] = {
+        i: {k: [] for k in ("ttft", "ttft_at", "tpot", "tpot_at", "itl", "itl_at", "ends", "chunks")}
+        for i in windows
+    }
     decode = replay.config.decoder
     for e in replay.session.events:
         if e.get("k") != "b":
             continue
-        batch = decode._build("Batch", e["b"])
-        for rec in batch.records:
+        for rec in decode._build("Batch", e["b"]).records:
             span = windows.get(rec.level_id)
             if span is None or rec.status != "ok":
                 continue
@@ -119,53 +141,41 @@ def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, npt
             )
             inside = chunks[(chunks >= span[0]) & (chunks <= span[1])]
             a["chunks"].append(inside)
+            if len(chunks) > 1:
+                a["itl"].append(np.diff(chunks) / 1e6)
+                a["itl_at"].append(chunks[1:])
             if not span[0] <= rec.sent_ns <= span[1] or rec.first_content_ns is None:
                 continue
             a["ttft"].append((rec.first_content_ns - rec.sent_ns) / 1e6)
+            a["ttft_at"].append(rec.sent_ns)
             n = rec.output_tokens if rec.output_tokens is not None else len(chunks)
             if n > 1:
                 a["tpot"].append((rec.end_ns - rec.first_content_ns) / 1e6 / (n - 1))
-            if len(chunks) > 1:
-                a["itl"].append(np.diff(chunks) / 1e6)
-    out: dict[int, dict[str, npt.NDArray[np.float64]]] = {}
+                a["tpot_at"].append(rec.sent_ns)
+    out: dict[int, dict[str, Blocks]] = {}
     for level_id, a in acc.items():
         lo, hi = windows[level_id]
-        width_ns = max(MIN_BIN_S * 1e9, (hi - lo) / BINS)
-        edges = np.arange(lo, hi + 1, width_ns)
-        arrivals = np.concatenate(a["chunks"]) if a["chunks"] else np.empty(0)
+        width_ns = block_seconds((hi - lo) / 1e9) * 1e9
+        edges = lo + width_ns * np.arange(int((hi - lo) // width_ns) + 1)
         per_s = 1e9 / width_ns
+
+        def blocks(values: Any, at: Any, edges: Any = edges) -> Blocks:
+            v = np.concatenate(values) if values and isinstance(values[0], np.ndarray) else np.asarray(values)
+            t = np.concatenate(at) if at and isinstance(at[0], np.ndarray) else np.asarray(at)
+            which = np.searchsorted(edges, t, side="right") - 1
+            return [np.asarray(v[which == i], float) for i in range(len(edges) - 1)]
+
+        landed = np.concatenate(a["chunks"]) if a["chunks"] else np.empty(0)
+        tok = np.histogram(landed, edges)[0] * per_s if len(edges) > 1 else np.empty(0)
+        req = np.histogram(np.asarray(a["ends"]), edges)[0] * per_s if len(edges) > 1 else np.empty(0)
         out[level_id] = {
-            "ttft": np.asarray(a["ttft"], float),
-            "tpot": np.asarray(a["tpot"], float),
-            "itl": np.concatenate(a["itl"]) if a["itl"] else np.empty(0),
-            "tok_bins": np.histogram(arrivals, edges)[0] * per_s if len(edges) > 1 else np.empty(0),
-            "req_bins": np.histogram(np.asarray(a["ends"]), edges)[0] * per_s
-            if len(edges) > 1
-            else np.empty(0),
+            "ttft": blocks(a["ttft"], a["ttft_at"]),
+            "tpot": blocks(a["tpot"], a["tpot_at"]),
+            "itl": blocks(a["itl"], a["itl_at"]),
+            "tok_rate": [np.array([x], float) for x in tok],
+            "req_rate": [np.array([x], float) for x in req],
         }
     return out
-
-
-def _stat(sample: str, key: str) -> Any:
-    if sample.endswith("_bins"):
-        return np.mean
-    q = 99.0 if key.startswith("p99") else 50.0
-    return lambda x, axis=None: np.percentile(x, q, axis=axis)
-
-
-def bootstrap_interval(
-    a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], sample: str, key: str
-) -> tuple[float, float] | None:
-    """The 95 % bootstrap interval of stat(b) - stat(a), or None with too few samples (fewer than 5)."""
-    if len(a) < 5 or len(b) < 5:
-        return None
-    rng = np.random.default_rng(SEED)
-    stat = _stat(sample, key)
-    ra = a[rng.integers(0, len(a), (BOOTSTRAP_ROUNDS, len(a)))]
-    rb = b[rng.integers(0, len(b), (BOOTSTRAP_ROUNDS, len(b)))]
-    diffs = stat(rb, axis=1) - stat(ra, axis=1)
-    lo, hi = np.percentile(diffs, [50 * (1 - CONFIDENCE), 100 - 50 * (1 - CONFIDENCE)])
-    return float(lo), float(hi)
 
 
 @dataclass(frozen=True)
@@ -175,44 +185,113 @@ class Difference:
     other: float | None
     percent: float | None
     verdict: str
-    """"better", "worse", "within noise", or "unjudged" (no samples to judge by)."""
+    """"better", "worse", "within noise", or "unjudged" (``reason`` says why)."""
+    interval: tuple[float, float] | None = None
+    """The change's 95 % interval in percent."""
+    reason: str = ""
 
 
 def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
 
 
-def compare_levels(base: Run, other: Run) -> list[dict[str, Any]]:
+def _mean(values: Sequence[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return None if len(got) != len(values) or not got else sum(got) / len(got)
+
+
+class Group:
+    """One side of a comparison: a run, or repeats of one command (their figures averaged)."""
+
+    def __init__(self, runs: Sequence[Run]) -> None:
+        self.runs = list(runs)
+
+    @property
+    def name(self) -> str:
+        return "+".join(r.name for r in self.runs)
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return self.runs[0].doc
+
+    def levels(self) -> dict[tuple[str, float], list[dict[str, Any]]]:
+        """Per load present in every run: each run's level."""
+        per_run = [{load_key(lv): lv for lv in r.levels()} for r in self.runs]
+        return {k: [m[k] for m in per_run] for k in per_run[0] if all(k in m for m in per_run)}
+
+    def side(self, levels: list[dict[str, Any]], sample: str) -> tuple[Side | None, str]:
+        """The noise samples of these levels (one per run), or None and why not."""
+        for run in self.runs:
+            if not run.is_session:
+                return (
+                    None,
+                    f"{run.name} is a results file: it holds no per-request samples (give its session)",
+                )
+        pairs = zip(self.runs, levels, strict=True)
+        runs = [r.samples.get(int(lv["level_id"]), {}).get(sample, []) for r, lv in pairs]
+        if any(len(b) < JUDGED_BLOCKS for b in runs):
+            return None, f"a steady window shorter than {JUDGED_BLOCKS} blocks"
+        return Side(runs), ""
+
+
+def _judge(base: Group, other: Group, levels: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+           metric: tuple[str, str, str, bool], threshold_pct: float) -> Difference:  # fmt: skip
+    name, result_key, sample, higher_better = metric
+    x = _mean([_num(lv.get(result_key)) for lv in levels[0]])
+    y = _mean([_num(lv.get(result_key)) for lv in levels[1]])
+    pct = None if x is None or y is None or x == 0 else (y - x) / x * 100
+    (sa, why_a), (sb, why_b) = base.side(levels[0], sample), other.side(levels[1], sample)
+    if sa is None or sb is None:
+        return Difference(name, x, y, pct, "unjudged", reason=why_a or why_b)
+    stat = "mean" if sample.endswith("_rate") else result_key.split("_")[0]
+    if stat == "p99" and min(len(base.runs), len(other.runs)) < TAIL_RUNS:
+        why = f"a p99 moves between identical runs more than one run shows: give {TAIL_RUNS}+ runs a side"
+        return Difference(name, x, y, pct, "unjudged", reason=why)
+    need = 1 if stat == "mean" else bounded_from(float(stat[1:]))
+    if min(len(sa.values), len(sb.values)) < need:
+        got = min(len(sa.values), len(sb.values))
+        return Difference(name, x, y, pct, "unjudged", reason=f"a {stat} needs {need} samples to be bounded "
+                          f"(a side has {got})")  # fmt: skip
+    interval = change_interval(sa, sb, stat)
+    if interval is None:
+        return Difference(name, x, y, pct, "unjudged", reason="no samples in a window")
+    judged = verdict(interval, threshold_pct, higher_better)
+    timing = _lag_ms(levels[0]) + _lag_ms(levels[1])
+    if (
+        stat == "p99"
+        and judged != "within noise"
+        and x is not None
+        and y is not None
+        and abs(y - x) <= timing
+    ):
+        why = f"within the clients' timing error (event-loop lag p99 {timing:.1f} ms together)"
+        return Difference(name, x, y, pct, "within noise", interval, why)
+    return Difference(name, x, y, pct, judged, interval)
+
+
+def _lag_ms(levels: list[dict[str, Any]]) -> float:
+    """The worst event-loop lag p99 a side's client had in these levels: how late a stamp could be."""
+    return max(
+        (_num((lv.get("client") or {}).get("max_loop_lag_p99_ms")) or 0.0 for lv in levels), default=0.0
+    )
+
+
+def compare_levels(base: Group, other: Group, threshold_pct: float = THRESHOLD_PCT) -> list[dict[str, Any]]:
     """Per load present in both: each metric's difference of ``other`` from ``base``."""
-    mine = {load_key(lv): lv for lv in base.levels()}
+    mine = base.levels()
     rows = []
-    for lv in other.levels():
-        key = load_key(lv)
+    for key, theirs in other.levels().items():
         ref = mine.get(key)
         if ref is None:
             continue
-        diffs = []
-        for name, result_key, sample, higher_better in METRICS:
-            x, y = _num(ref.get(result_key)), _num(lv.get(result_key))
-            pct = None if x is None or y is None or x == 0 else (y - x) / x * 100
-            sa = base.samples.get(int(ref["level_id"]), {}).get(sample)
-            sb = other.samples.get(int(lv["level_id"]), {}).get(sample)
-            interval = None if sa is None or sb is None else bootstrap_interval(sa, sb, sample, result_key)
-            if interval is None:
-                verdict = "unjudged"
-            elif interval[0] <= 0 <= interval[1]:
-                verdict = "within noise"
-            else:
-                up = interval[0] > 0
-                verdict = "better" if up == higher_better else "worse"
-            diffs.append(Difference(name, x, y, pct, verdict))
+        diffs = [_judge(base, other, (ref, theirs), metric, threshold_pct) for metric in METRICS]
         for name, server_key in SERVER:
-            x = _num((ref.get("server") or {}).get(server_key))
-            y = _num((lv.get("server") or {}).get(server_key))
+            x = _mean([_num((lv.get("server") or {}).get(server_key)) for lv in ref])
+            y = _mean([_num((lv.get("server") or {}).get(server_key)) for lv in theirs])
             pct = None if x is None or y is None or x == 0 else (y - x) / x * 100
-            diffs.append(Difference(f"server {name}", x, y, pct, "unjudged"))
-        errors = (int(ref.get("failed", 0)), int(lv.get("failed", 0)))
-        rows.append({"load": key, "level_ids": (ref["level_id"], lv["level_id"]), "errors": errors,
+            diffs.append(Difference(f"server {name}", x, y, pct, "unjudged", reason="server gauges"))
+        errors = (sum(int(lv.get("failed", 0)) for lv in ref), sum(int(lv.get("failed", 0)) for lv in theirs))
+        rows.append({"load": key, "level_ids": (ref[0]["level_id"], theirs[0]["level_id"]), "errors": errors,
                      "differences": diffs})  # fmt: skip
     return rows
 
@@ -222,9 +301,10 @@ def knee_of(run: Run) -> float | None:
     return None if knee is None else _num(knee.get("value"))
 
 
-def mismatches(runs: Sequence[Run]) -> list[str]:
+def mismatches(groups: Sequence[Group]) -> list[str]:
     """What differs between the runs' setups (model, ISL, OSL, endpoint): compared only with a warning."""
     out = []
+    runs = [r for g in groups for r in g.runs]
     first = runs[0].doc
     for run in runs[1:]:
         for what, section, key in (
@@ -240,9 +320,12 @@ def mismatches(runs: Sequence[Run]) -> list[str]:
     return out
 
 
-def comparison(paths: Sequence[Path]) -> dict[str, Any]:
-    """The whole comparison of the first run with each other, as plain data (``--json`` prints it)."""
-    runs = [load_run(p) for p in paths]
+def comparison(
+    sides: Sequence[Path | Sequence[Path]], threshold_pct: float = THRESHOLD_PCT
+) -> dict[str, Any]:
+    """The whole comparison of the first side with each other, as plain data (``--json`` prints it). A side
+    is a run's path, or several paths: repeats of one command."""
+    groups = [Group([load_run(p) for p in ([s] if isinstance(s, Path | str) else s)]) for s in sides]
     return {
         "runs": [
             {
@@ -251,22 +334,29 @@ def comparison(paths: Sequence[Path]) -> dict[str, Any]:
                 "cut": r.cut,
                 "model": (r.doc.get("target") or {}).get("model"),
             }
-            for r in runs
+            for g in groups
+            for r in g.runs
         ],
-        "warnings": mismatches(runs),
-        "noise": f"{CONFIDENCE:.0%} bootstrap interval ({BOOTSTRAP_ROUNDS} rounds) of the difference",
+        "warnings": mismatches(groups),
+        "noise": f"{CONFIDENCE:.0%} interval of the change ({ROUNDS}-round bootstrap over time blocks of "
+        f"each window, {BLOCK_S:g} s or {MIN_BLOCKS} a window, and over a side's repeats); a verdict only "
+        f"beyond ±{threshold_pct:g} %",
+        "threshold_pct": threshold_pct,
         "pairs": [
-            {"base": str(runs[0].path), "other": str(r.path), "levels": compare_levels(runs[0], r)}
-            for r in runs[1:]
+            {"base": groups[0].name, "other": g.name, "levels": compare_levels(groups[0], g, threshold_pct)}
+            for g in groups[1:]
         ],
         "curves": [
             {
-                "path": str(r.path),
+                "path": g.name,
                 "points": sorted(
-                    ((load_key(lv)[1], _num(lv.get("output_throughput"))) for lv in r.levels()),
+                    (
+                        (key[1], _mean([_num(lv.get("output_throughput")) for lv in lvs]))
+                        for key, lvs in g.levels().items()
+                    ),
                     key=lambda point: point[0],
                 ),
             }
-            for r in runs
+            for g in groups
         ],
     }

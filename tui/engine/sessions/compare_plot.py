@@ -3,6 +3,7 @@ string building, like `tui.engine.results.plot` (the engine loads no plotting li
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,16 @@ def curves_text(curves: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def nice_ticks(top: float, most: int = 6) -> list[float]:
+    """Round values from 0 to ``top``: steps of 1, 2 or 5 times a power of ten, at most ``most`` of them."""
+    if top <= 0:
+        return [0.0]
+    for step in (m * 10.0**e for e in range(math.floor(math.log10(top)) - 1, 99) for m in (1, 2, 5)):
+        if top / step < most:
+            return [i * step for i in range(int(top / step) + 1)]
+    return [0.0, top]
+
+
 def curves_svg(curves: Sequence[dict[str, Any]]) -> str:
     """``curves``: each ``{"path": ..., "points": [(load, tok/s or None), ...]}`` (`compare.comparison`)."""
     points = [(x, y) for c in curves for x, y in c["points"] if y is not None]
@@ -56,9 +67,15 @@ def curves_svg(curves: Sequence[dict[str, Any]]) -> str:
         head,
         f'<line x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}" stroke="#888"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}" stroke="#888"/>',
-        f'<text x="{WIDTH / 2}" y="{HEIGHT - 12}" text-anchor="middle">load (max {xmax:g})</text>',
-        f'<text x="14" y="{TOP - 10}">output tok/s (max {ymax:.0f})</text>',
+        f'<text x="{WIDTH / 2}" y="{HEIGHT - 12}" text-anchor="middle">load</text>',
+        f'<text x="14" y="{TOP - 10}">output tok/s</text>',
     ]
+    for x in sorted({x for x, _ in points}):  # a tick at each load measured
+        out.append(f'<line x1="{px(x):.1f}" y1="{base}" x2="{px(x):.1f}" y2="{base + 4}" stroke="#888"/>')
+        out.append(f'<text class="tick" x="{px(x):.1f}" y="{base + 17}" text-anchor="middle">{x:g}</text>')
+    for y in nice_ticks(ymax):
+        out.append(f'<line x1="{LEFT - 4}" y1="{py(y):.1f}" x2="{LEFT}" y2="{py(y):.1f}" stroke="#888"/>')
+        out.append(f'<text class="tick" x="{LEFT - 7}" y="{py(y) + 4:.1f}" text-anchor="end">{y:,.6g}</text>')
     for i, curve in enumerate(curves):
         colour = COLOURS[i % len(COLOURS)]
         pts = [(x, y) for x, y in curve["points"] if y is not None]
