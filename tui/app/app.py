@@ -518,9 +518,12 @@ class TokentopApp(App[int]):
         finally:
             self._keep_results(reason)
             recorded = getattr(self.engine, "session_path", None)
-            if recorded is not None:
+            lost = getattr(self.engine, "session_lost", None)
+            if lost is not None:
+                self.quit_notes.append(lost.exit_line())
+            elif recorded is not None:
                 self.quit_notes.append(f"session recorded to {recorded}")
-            self.exit(1 if failed else 0)
+            self.exit(1 if failed or lost is not None else 0)
 
     def _keep_results(self, reason: str) -> None:
         """Write the results to --output, or, without one, to the state directory (`kept_results_path`),

@@ -108,8 +108,10 @@ def outage_lines(snap: Snapshot) -> list[str]:
     return lines
 
 
-def _say_outages(snap: Snapshot, progress: Progress, clock: _RunClock) -> None:
-    for line in outage_lines(snap):
+def _say_outages(snap: Snapshot, progress: Progress, clock: _RunClock, handle: Engine) -> None:
+    """The outages' lines and a session that stopped recording, each once, as they happen."""
+    lost = getattr(handle, "session_lost", None)
+    for line in [*outage_lines(snap), *([] if lost is None else [lost.line()])]:
         if line not in clock.said:
             clock.said.add(line)
             progress.note(line)
@@ -282,7 +284,11 @@ def _run(
                 status = _write_exports(results, config, status)
                 status = _write_plot(results, config, status)
             recorded = getattr(handle, "session_path", None)
-            if recorded is not None and not config.quiet:
+            lost = getattr(handle, "session_lost", None)
+            if lost is not None:
+                say(lost.exit_line())  # even with --quiet: an output asked for is incomplete
+                status = status or 1
+            elif recorded is not None and not config.quiet:
                 say(f"session recorded to {recorded}")
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
@@ -377,7 +383,7 @@ def _run_level(
             return snap.fatal
         lv = _level(snap, level_id)
         elapsed_s = time.monotonic() - started
-        _say_outages(snap, progress, clock)
+        _say_outages(snap, progress, clock, handle)
         progress.level(_level_progress(i, n, load, lv, snap, goal, elapsed_s, clock), force=first)
         first = False
         if lv is None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
     from tui.engine.server_metrics import ServerView
+    from tui.engine.sessions.file import Lost
     from tui.engine.sessions.recorder import SessionRecorder
 
 
@@ -124,6 +125,7 @@ class EngineHandle:
         self._scrape = ServerScrape()
         self._session: SessionRecorder | None = None
         self._session_path: Path | None = None
+        self._session_lost: Lost | None = None
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
         self.ramp: RampVerdict | None = None
@@ -258,6 +260,20 @@ class EngineHandle:
         """Where this run's session is being recorded, or None."""
         return self._session_path
 
+    @property
+    def session_lost(self) -> Lost | None:
+        """What a failed write cost the session (a full disk...), once one did (a snapshot makes it a
+        notice). Read without the lock: a face asks on every tick."""
+        session = self._session
+        return self._session_lost or (session.lost if session is not None else None)
+
+    def _see_session_lost(self) -> None:
+        """Under the lock: the session's first failed write becomes a notice (once)."""
+        session = self._session
+        if self._session_lost is None and session is not None and session.lost is not None:
+            self._session_lost = session.lost
+            self._store.add_notice(session.lost.line())
+
     def mark(self, label: str) -> None:
         """Add a mark with a short label to the session at this moment (shown by a replay)."""
         if self._session is not None:
@@ -299,6 +315,7 @@ class EngineHandle:
         results after `stop`), nobody else would, so this refreshes them when due."""
         with self._lock:
             now = time.perf_counter_ns()
+            self._see_session_lost()
             if not self._reader.owns_views:
                 self._store.refresh_views(now)
             snap = self._store.snapshot(
@@ -420,8 +437,10 @@ class EngineHandle:
             session.results(to_json(self.results()))
         finally:
             session.close()
-        if session.error is not None:
-            self._fatal = self._fatal or session.error
+        if session.lost is not None and self._session_lost is None:
+            with self._lock:
+                self._session_lost = session.lost
+                self._store.add_notice(session.lost.line())
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""
