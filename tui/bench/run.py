@@ -73,7 +73,7 @@ class _RunClock:
     level_s: list[float] = field(default_factory=list)
     wind_down_s: list[float] = field(default_factory=list)
     said: set[str] = field(default_factory=set)
-    """The outage lines already printed."""
+    """The outage and session lines already printed (each is said once)."""
 
 
 TRACE_REQUESTS = 100
@@ -98,7 +98,7 @@ def _counted(lv: LevelView | None) -> bool:
     return lv is not None and (lv.steady or (lv.down_s > 0 and not lv.too_short))
 
 
-def outage_lines(snap: Snapshot) -> list[str]:
+def _outage_lines(snap: Snapshot) -> list[str]:
     """What to say of the run's outages: when the server stopped answering and when it was back."""
     lines = []
     for o in snap.outages:
@@ -108,10 +108,10 @@ def outage_lines(snap: Snapshot) -> list[str]:
     return lines
 
 
-def _say_outages(snap: Snapshot, progress: Progress, clock: _RunClock, handle: Engine) -> None:
+def _say_as_it_happens(snap: Snapshot, progress: Progress, clock: _RunClock, handle: Engine) -> None:
     """The outages' lines and a session that stopped recording, each once, as they happen."""
     lost = getattr(handle, "session_lost", None)
-    for line in [*outage_lines(snap), *([] if lost is None else [lost.line()])]:
+    for line in [*_outage_lines(snap), *([] if lost is None else [lost.line()])]:
         if line not in clock.said:
             clock.said.add(line)
             progress.note(line)
@@ -383,7 +383,7 @@ def _run_level(
             return snap.fatal
         lv = _level(snap, level_id)
         elapsed_s = time.monotonic() - started
-        _say_outages(snap, progress, clock, handle)
+        _say_as_it_happens(snap, progress, clock, handle)
         progress.level(_level_progress(i, n, load, lv, snap, goal, elapsed_s, clock), force=first)
         first = False
         if lv is None:
