@@ -148,3 +148,38 @@ async def test_woken_users_come_back_on_the_stagger_grid_not_all_at_once() -> No
     # beside the finder: the one gap allowed to be short), all within the grid's span
     assert gaps[1] >= step_s * 0.8, gaps
     assert times[-1] - times[0] <= users * step_s + 0.1, times
+
+
+async def test_while_the_server_is_gone_one_user_probes_it_about_once_a_second() -> None:
+    """Twenty users each retrying a refused port at the connect cap would be 40 attempts a second; one
+    probe for the worker is enough to find the server back."""
+    server = FlakyServer(Outcome("connect"))
+    users = 20
+    runner = LoadRunner(server)
+    runner.apply(WorkerShare(level_id=1, concurrency=users))
+    await asyncio.sleep(2.0)  # past every user's first steps: the hold's steady state
+    t0 = time.perf_counter()
+    await asyncio.sleep(3.0)
+    steady = server.started_between(t0, time.perf_counter())
+    server.outcome = Outcome(None)
+    back = time.perf_counter()
+    await _until(
+        lambda: len({u for t, u, o in server.starts if t >= back and o.error_class is None}) == users, 3.0
+    )
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
+    # one prober at 0.5-1 s steps: 3-6 in 3 s; each user on its own: ~120
+    assert steady <= 8, steady
+
+
+async def test_a_probe_answering_wakes_the_waiting_users_before_it_ends() -> None:
+    """A real request can take a minute: the others come back on the probe's first byte (`answered`)."""
+    server = FlakyServer(Outcome("connect"))
+    runner = LoadRunner(server)
+    runner.apply(WorkerShare(level_id=1, concurrency=4))
+    await _until(lambda: runner.awaiting_server and len(server.starts) >= 6, 3.0)
+    server.outcome, server.duration_s = Outcome(None), 30.0  # back, with long answers
+    await _until(lambda: any(o.error_class is None for _, _, o in server.starts), 3.0)
+    runner.answered()  # the worker saw the probe's first byte
+    waited_s = await _until(lambda: runner.in_flight == 4, 2.0)
+    await runner.stop(finish_in_flight=False, timeout_s=1.0)
+    assert waited_s < 1.0, waited_s

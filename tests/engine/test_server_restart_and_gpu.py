@@ -257,3 +257,66 @@ def test_nvml_readings_become_the_same_gauges_as_dcgms() -> None:
     assert gauges["gpu_util"] == pytest.approx(0.8) and gauges["dram_active"] == pytest.approx(0.8)
     assert gauges["fb_used_mib"] == 2 * 70 * 1024 and gauges["power_w"] == 800.0
     assert "sm_active" not in gauges  # NVML has no SM-active figure
+
+
+def test_a_server_that_goes_away_is_scraped_at_pace_its_restart_seen_and_no_proxy_blamed() -> None:
+    """The server answers, then refuses (it was killed), then answers again from zero. Backing off
+    (doubling up to 5 s) let the new process's counters climb past the old ones before the next scrape, so
+    the restart went unseen; and the notice asked whether a proxy was in the way."""
+    state = {"up": True, "tokens": 1000.0, "attempts": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        state["attempts"] += 1
+        if not state["up"]:
+            raise httpx.ConnectError("connection refused", request=request)
+        state["tokens"] += 10.0
+        return httpx.Response(200, text=vllm_text(state["tokens"], state["tokens"] / 10))
+
+    notices: list[str] = []
+    poller = ServerMetricsPoller(
+        "http://127.0.0.1:9/v1", interval_s=0.05, max_backoff_s=5.0, transport=httpx.MockTransport(handler),
+        on_notice=notices.append,
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    with poller:
+        while poller.latest().scrapes < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        state["up"] = False
+        while poller.latest().failures < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        down_from, attempts_from = time.monotonic(), state["attempts"]
+        time.sleep(1.0)  # the outage itself (bounded)
+        attempts = state["attempts"] - attempts_from
+        state["up"], state["tokens"] = True, 0.0  # a new process: its counters start again
+        while poller.latest().status != "ok":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        back_s = time.monotonic() - down_from - 1.0
+    view = poller.latest()
+    # at the scrape pace (20 a second) while gone; doubling from 0.1 s: 0.1 + 0.2 + 0.4 = 3 in that second
+    assert attempts >= 8, attempts
+    assert back_s < 0.5, back_s
+    assert view.resets == 1
+    gone = [n for n in notices if "stopped answering" in n]
+    assert len(gone) == 1 and not any("proxy" in n for n in notices), notices
+
+
+def test_a_new_process_start_time_is_a_restart_though_the_counters_climbed_past_the_old_ones() -> None:
+    """A long outage with the poller backed off: the new process's counters may pass the old ones before
+    the first scrape after it; ``process_start_time_seconds`` (vLLM serves it) still tells."""
+    current = {"tokens": 100.0, "started": 1000.0}
+
+    def body() -> str:
+        start = f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {current['started']}\n"
+        return vllm_text(current["tokens"], current["tokens"] / 10) + start
+
+    with stand_in({"/metrics": body}) as url:
+        poller = ServerMetricsPoller(url + "/v1", interval_s=1.0, window_s=60.0)
+        with httpx.Client() as client:
+            for tokens, started in ((100.0, 1000.0), (200.0, 1000.0), (500.0, 1060.0), (600.0, 1060.0)):
+                current["tokens"], current["started"] = tokens, started
+                assert poller.scrape_once(client)
+    view = poller.latest()
+    assert view.resets == 1 and view.reset_t_ns == view.readings[2].t_ns

@@ -3,7 +3,9 @@ default), a cut file reads up to its cut, and a file that is not a session fails
 
 from __future__ import annotations
 
+import errno
 import gzip
+import io
 import json
 from array import array
 from pathlib import Path
@@ -101,6 +103,7 @@ def test_event_times_never_go_back(tmp_path: Path) -> None:
             "is newer than this",
         ),
         (b"\x1f\x8b\x08", "no header"),
+        (b"", "an empty session (0 bytes: nothing was written"),
         (b"\x1f\x8bgarbage-not-deflate", "not gzip"),
     ],
 )
@@ -174,3 +177,56 @@ def test_every_class_a_batch_can_hold_is_in_the_header(tmp_path: Path) -> None:
     assert "Arrivals" in session.header["schema"]
     (event,) = session.of_kind("b")
     assert Decoder(session.header["schema"])._build("Batch", event["b"]).arrivals == [arrivals]
+
+
+class FullDisk(io.BytesIO):
+    """A file on a disk with ``room`` bytes free: a write past it fails as a full disk does (ENOSPC), as
+    a buffered file's flush would; what fitted stays."""
+
+    def __init__(self, room: int, path: Path) -> None:
+        super().__init__()
+        self.room, self.path = room, path
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self.room:
+            super().write(data[: self.room - self.tell()])
+            self.path.write_bytes(self.getvalue())
+            raise OSError(errno.ENOSPC, "No space left on device")
+        n = super().write(data)
+        self.path.write_bytes(self.getvalue())
+        return n
+
+
+def _recorder(path: Path, file: FullDisk) -> SessionRecorder:
+    return SessionRecorder(
+        path, target=TargetConfig(base_url="http://127.0.0.1:1/v1"), workload=WorkloadConfig(),
+        load=LoadTarget(), options=EngineOptions(), workers=1, t0_ns=0, started_at_s=0.0, file=file,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("room", [0, 6000])
+def test_a_full_disk_stops_the_recording_once_and_says_what_was_lost_and_from_when(
+    tmp_path: Path, room: int
+) -> None:
+    path = tmp_path / "s.tokentop-session.gz"
+    rec = _recorder(path, FullDisk(room, path))
+    for i in range(400):  # a mark a second, each flushed: about 40 bytes compressed each
+        rec.mark(i * 1_000_000_000, f"mark {i} " + "x" * (i % 50))
+    rec.close()  # never raises, and nothing after the failure is attempted
+    lost = rec.lost
+    assert lost is not None and lost.why == "disk full"
+    if room == 0:  # not even the header: nothing of the run
+        assert lost.kept_to_s is None and "nothing of the run was saved" in lost.line()
+        assert lost.at_s == 0.0
+        with pytest.raises(SessionError, match=r"no header|empty session"):
+            read_session(path)
+        return
+    assert lost.kept_to_s is not None and 0 < lost.kept_to_s <= lost.at_s <= lost.kept_to_s + 1
+    at = f"{int(lost.at_s) // 60:02d}:{int(lost.at_s) % 60:02d}"
+    assert lost.line().startswith(f"session: cannot write {path} (disk full at {at}): the recording stopped")
+    assert lost.exit_line() == f"session incomplete (disk full at {at}): {path}"
+    session = read_session(path)  # what fitted reads, up to its cut
+    assert session.cut
+    marks = [e["label"] for e in session.of_kind("mark")]
+    assert marks == [f"mark {i} " + "x" * (i % 50) for i in range(len(marks))]
+    assert len(marks) == int(lost.kept_to_s) + 1  # the file holds the run up to where the line says

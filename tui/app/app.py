@@ -413,7 +413,8 @@ class TokentopApp(App[int]):
             self.quit_notes += quit_notes(
                 self.engine, self.output, self._snap, watching=self.watch_only, reason=reason
             )
-            self.exit(1 if failed else 0)
+            lost = getattr(self.engine, "session_lost", None)
+            self.exit(1 if failed or lost is not None else 0)
 
     # --- command palette --------------------------------------------------------------------------
 

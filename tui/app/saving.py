@@ -106,6 +106,9 @@ def quit_notes(
         except Exception as exc:
             notes.append(f"could not write results to {output or state_dir()}: {exc}")
     recorded = getattr(engine, "session_path", None)
-    if recorded is not None:
+    lost = getattr(engine, "session_lost", None)
+    if lost is not None:  # the disk failed under the recording: say what it holds, not "recorded"
+        notes.append(lost.exit_line())
+    elif recorded is not None:
         notes.append(f"session recorded to {recorded}")
     return notes

@@ -73,6 +73,8 @@ class _RunClock:
     started: float = field(default_factory=time.monotonic)
     level_s: list[float] = field(default_factory=list)
     wind_down_s: list[float] = field(default_factory=list)
+    said: set[str] = field(default_factory=set)
+    """The outage and session lines already printed (each is said once)."""
 
 
 TRACE_REQUESTS = 100
@@ -92,6 +94,30 @@ def _level(snap: Snapshot, level_id: int) -> LevelView | None:
     return next((lv for lv in snap.levels if lv.level_id == level_id), None)
 
 
+def _counted(lv: LevelView | None) -> bool:
+    """The level's window counts toward its goal: steady, or over the server's up-time after an outage."""
+    return lv is not None and (lv.steady or (lv.down_s > 0 and not lv.too_short))
+
+
+def _outage_lines(snap: Snapshot) -> list[str]:
+    """What to say of the run's outages: when the server stopped answering and when it was back."""
+    lines = []
+    for o in snap.outages:
+        lines.append(f"the server stopped answering at {units.elapsed(o.start_s)} ({o.cause})")
+        if o.end_s is not None:
+            lines.append(f"the server is back at {units.elapsed(o.end_s)} (down {o.end_s - o.start_s:.1f} s)")
+    return lines
+
+
+def _say_as_it_happens(snap: Snapshot, progress: Progress, clock: _RunClock, handle: Engine) -> None:
+    """The outages' lines and a session that stopped recording, each once, as they happen."""
+    lost = getattr(handle, "session_lost", None)
+    for line in [*_outage_lines(snap), *([] if lost is None else [lost.line()])]:
+        if line not in clock.said:
+            clock.said.add(line)
+            progress.note(line)
+
+
 def _level_progress(
     i: int,
     n: int,
@@ -106,10 +132,14 @@ def _level_progress(
     # The goal counts requests in the steady window, so the count does too: before the level is steady its
     # window is provisional (it starts at the load change and moves once a steady start is known), and
     # counting it read "12/8 requests, warming up" with the bar full while the level went on.
-    done = 0.0 if lv is None or not lv.steady else float(lv.window_completed + lv.window_failed)
+    done = float(lv.window_completed + lv.window_failed) if lv is not None and _counted(lv) else 0.0
     if goal.unit == "s":
         done = elapsed_s
     phase = "starting" if lv is None else "steady" if lv.steady else "warming up"
+    if snap.outages and snap.outages[-1].end_s is None:
+        phase = "server down"
+    elif lv is not None and lv.down_s > 0:
+        phase = f"not steady: server down {lv.down_s:.0f} s"
     return LevelProgress(
         index=i,
         count=n,
@@ -256,7 +286,11 @@ def _run(
                 status = _write_exports(results, config, status)
                 status = _write_plot(results, config, status)
             recorded = getattr(handle, "session_path", None)
-            if recorded is not None and not config.quiet:
+            lost = getattr(handle, "session_lost", None)
+            if lost is not None:
+                say(lost.exit_line())  # even with --quiet: an output asked for is incomplete
+                status = status or 1
+            elif recorded is not None and not config.quiet:
                 say(f"session recorded to {recorded}")
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
@@ -351,6 +385,7 @@ def _run_level(
             return snap.fatal
         lv = _level(snap, level_id)
         elapsed_s = time.monotonic() - started
+        _say_as_it_happens(snap, progress, clock, handle)
         progress.level(_level_progress(i, n, load, lv, snap, goal, elapsed_s, clock), force=first)
         first = False
         if lv is None:
@@ -366,7 +401,7 @@ def _run_level(
         elif (
             # over whole requests: an arrivals window counts the requests that ended in it, not those sent
             (
-                lv.steady
+                _counted(lv)
                 and lv.measured_over == "requests"
                 and lv.window_completed + lv.window_failed >= goal_requests
             )

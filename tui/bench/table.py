@@ -104,6 +104,13 @@ def summary(snap: Snapshot) -> str:
         lines.append(
             f"dropped: {dropped} arrivals, due while the server's failures held the open loop (never sent)"
         )
+    for lv in snap.levels:
+        if lv.down_s > 0:
+            up = f"{lv.window_s - lv.down_s:.1f} s" if lv.window_s > lv.down_s else "none"
+            lines.append(
+                f"{table_name(lv)}: not steady: the server was down {lv.down_s:.1f} s of its window;"
+                f" its rates are over the time it was up ({up})"
+            )
     if snap.health.saturated:
         lines.append("warning: " + snap.health.reason)
     lines.extend("warning: " + notice for notice in snap.notices)

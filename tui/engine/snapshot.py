@@ -228,6 +228,9 @@ class LevelView:
     (`tui.engine.aggregate.advice.cause_of`)."""
     workers_lost: int = 0
     """Engine workers lost during the level (their node went away): the window ends at the loss."""
+    down_s: float = 0.0
+    """Seconds of the window the server was not answering (`Outage`): the rates are over the rest, and a
+    level that held an outage is not steady."""
 
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``
@@ -304,6 +307,18 @@ class ClientHealth:
 
 
 @dataclass(frozen=True)
+class Outage:
+    """A span the server did not answer (every request refused, reset or answered 502/503)."""
+
+    start_s: float
+    """Run seconds when the first of its failures ended."""
+    end_s: float | None
+    """Run seconds of the first answer after it; None while it lasts."""
+    cause: str
+    """What the failures were: "connect", "disconnect", "HTTP 503"."""
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The whole state a face renders, at one instant."""
 
@@ -340,6 +355,8 @@ class Snapshot:
     """Requests cut off by a stop (neither completed nor failed)."""
     skipped_lines: int = 0
     """Malformed stream lines skipped over the run: their streams went on, so they are not failures."""
+    outages: tuple[Outage, ...] = ()
+    """The spans the server stopped answering, oldest first (the last one open while it lasts)."""
     notices: tuple[str, ...] = ()
     """One-line warnings of the run, each once (a server that rejected the fixed-OSL fields, a level whose
     achieved ISL/OSL is off what was asked): a face shows them beside the errors."""

@@ -110,6 +110,8 @@ class ServerMetrics:
         self.success: dict[str, int] = {"stop": 0, "length": 0}
         self.gpu: GpuModel | None = None
         """The simulated GPU's DCGM figures, served beside vLLM's names (None: a CPU profile)."""
+        self.started_s = round(time.time(), 2)
+        """``process_start_time_seconds``, as vLLM serves it (prometheus_client's process collector)."""
 
     def first_token(self, arrival_ns: int, admitted_ns: int, first_ns: int) -> None:
         """A request's first token: its TTFT and its prefill (from its first admission)."""
@@ -156,4 +158,7 @@ class ServerMetrics:
         parts.append(self.inference.render("vllm:request_inference_time_seconds", labels))
         if self.gpu is not None:
             parts.append(self.gpu.render(time.perf_counter_ns(), model))
+        parts.append(
+            f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {self.started_s}\n"
+        )
         return "".join(parts).encode()

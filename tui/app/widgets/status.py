@@ -45,6 +45,8 @@ StyleFor = Callable[[str], Style]
 
 SATURATED_BADGE = "⚠ client saturated: see ?"
 """One row in the status bar; the reason, often two lines long, is in the help screen's Client health."""
+BACK_SHOWN_S = 30.0
+"""How long after an outage the status bar still says when the server came back."""
 
 
 def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None = None) -> SpanLines:
@@ -78,8 +80,14 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
         load.append(("⏸ paused", style("paused")))
     elif ui.probing:
         load.append((f"probing {snap.base_url}/models…", style("probing")))
+    elif snap.outages and snap.outages[-1].end_s is None:
+        down_at = units.elapsed(snap.outages[-1].start_s)
+        load.append((f"⚠ the server stopped answering at {down_at}", style("failed")))
     else:
         load.append(("▶ running", style("running")))
+        back = snap.outages[-1].end_s if snap.outages else None
+        if back is not None and snap.elapsed_s - back < BACK_SHOWN_S:
+            load.append((f" · back at {units.elapsed(back)}", style("running")))
     for label, value, value_style in (
         ("in flight ", str(snap.in_flight), None),
         ("done ", str(snap.completed), None),

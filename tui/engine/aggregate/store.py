@@ -33,6 +33,7 @@ from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
 from tui.engine.aggregate.live import LiveRates
 from tui.engine.aggregate.lost import lost_records
 from tui.engine.aggregate.metrics import find_knee
+from tui.engine.aggregate.outages import Outages
 from tui.engine.aggregate.saturation import Saturation
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.aggregate.views import LevelEntry, ViewInputs, ViewMaker, Views
@@ -100,6 +101,8 @@ class Store:
         self._early: list[RequestRecord] = []
         """Finished records before the first success (to tell an unusable target)."""
         self._any_ok = False
+        self.outages = Outages(t0_ns)
+        """When the server stopped answering, and came back (`tui.engine.aggregate.outages`)."""
         self.worker_t = [0] * workers
         self.worker_level = [0] * workers
         self.worker_in_flight = [0] * workers
@@ -208,6 +211,10 @@ class Store:
         ok_recs: list[RequestRecord] = []
         for rec in records:
             self.lanes.finish(rec)
+            said = self.outages.see(rec)
+            if said is not None:
+                self.add_notice(said)
+                self._views.invalidate()
             self.skipped_lines += rec.skipped_lines
             lv = self.levels.get(rec.level_id)
             if lv is not None:
@@ -269,6 +276,8 @@ class Store:
             slo_ttft_ms=self.slo_ttft_ms,
             slo_tpot_ms=self.slo_tpot_ms,
             slo_e2e_ms=self.slo_e2e_ms,
+            outages=self.outages.views(),
+            outages_version=self.outages.version,
         )
         before = self._views.views
         views = self._views.refresh(now_ns, self.levels, self.series, inputs, force=force)
@@ -390,5 +399,6 @@ class Store:
             fatal=fatal,
             cancelled=self.cancelled,
             skipped_lines=self.skipped_lines,
+            outages=self.outages.views(),
             **meta,
         )

@@ -16,8 +16,9 @@ from typing import Any
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.level_arrivals import measure_level
 from tui.engine.aggregate.levels import LevelAgg, LevelContext
+from tui.engine.aggregate.outages import without_outages
 from tui.engine.aggregate.series import MetricSeries
-from tui.engine.snapshot import WINDOWS_S, Histogram, ItlConvention, Knee, LevelView
+from tui.engine.snapshot import WINDOWS_S, Histogram, ItlConvention, Knee, LevelView, Outage
 
 LevelEntry = tuple[LevelView, dict[str, Any]]
 """A level's view and the extra figures the results JSON wants."""
@@ -67,6 +68,9 @@ class ViewInputs:
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
     slo_e2e_ms: float | None = None
+    outages: tuple[Outage, ...] = ()
+    """When the server did not answer: taken out of the levels' rates (`without_outages`)."""
+    outages_version: int = 0
 
 
 class ViewMaker:
@@ -81,7 +85,7 @@ class ViewMaker:
         self.views = Views()
         """The latest published bundle."""
         self._cache: dict[int, LevelEntry] = {}
-        self._cache_keys: dict[int, tuple[int, int]] = {}
+        self._cache_keys: dict[int, tuple[int, int, int]] = {}
         self.generation = 0
         """Bumped by `invalidate`; the level views are current once published at this generation."""
 
@@ -146,12 +150,14 @@ class ViewMaker:
                 acked=all(lvl >= level_id for lvl in inputs.worker_level),
                 settled=settled,
             )
-            key = (lv.version, 1 if settled else 0)
+            key = (lv.version, 1 if settled else 0, inputs.outages_version)
             cached = self._cache.get(level_id)
             if cached is None or not settled or self._cache_keys.get(level_id) != key:
-                cached = measure_level(
+                view, extra = measure_level(
                     lv, ctx, inputs.t0_ns, inputs.slo_ttft_ms, inputs.slo_tpot_ms, inputs.slo_e2e_ms
                 )
+                now_s = (now_ns - inputs.t0_ns) / 1e9
+                cached = (without_outages(view, inputs.outages, now_s), extra)
                 self._cache[level_id] = cached
                 self._cache_keys[level_id] = key
             out.append(cached)

@@ -40,6 +40,7 @@ from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:
     from tui.engine.host.ray_pool import RayWorkerPool
+    from tui.engine.recording.file import Lost
     from tui.engine.recording.recorder import SessionRecorder
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
@@ -114,6 +115,7 @@ class EngineHandle:
         """True once `stop` has finished."""
         self._session: SessionRecorder | None = None
         self._session_path: Path | None = None
+        self._session_lost: Lost | None = None
         self.ramp: RampVerdict | None = None
         """What the latest auto ramp said when it stopped (`record_ramp`), for results."""
 
@@ -205,6 +207,20 @@ class EngineHandle:
         """Where this run's session is being recorded, or None."""
         return self._session_path
 
+    @property
+    def session_lost(self) -> Lost | None:
+        """What a failed write cost the session (a full disk...), once one did (a snapshot makes it a
+        notice). Read without the lock: a face asks on every tick."""
+        session = self._session
+        return self._session_lost or (session.lost if session is not None else None)
+
+    def _see_session_lost(self) -> None:
+        """Under the lock: the session's first failed write becomes a notice (once)."""
+        session = self._session
+        if self._session_lost is None and session is not None and session.lost is not None:
+            self._session_lost = session.lost
+            self.core.store.add_notice(session.lost.line())
+
     def mark(self, label: str) -> None:
         """Add a mark with a short label to the session at this moment (shown by a replay)."""
         if self._session is not None:
@@ -231,6 +247,7 @@ class EngineHandle:
         results after `stop`), nobody else would, so this refreshes them when due."""
         with self._lock:
             now = time.perf_counter_ns()
+            self._see_session_lost()
             if not self._reader.owns_views:
                 self.core.store.refresh_views(now)
             return self.core.snapshot(now, self.workload)
@@ -297,8 +314,11 @@ class EngineHandle:
         if session is not None:
             from tui.engine.results.files import to_json
 
-            error = session.finish(self.core.fatal, lambda: to_json(self.results()))
-            self.core.fatal = self.core.fatal or error
+            session.finish(self.core.fatal, lambda: to_json(self.results()))
+        if session is not None and session.lost is not None and self._session_lost is None:
+            with self._lock:  # a full disk is a notice, not the run's fatal: the run went on
+                self._session_lost = session.lost
+                self.core.store.add_notice(session.lost.line())
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""

@@ -15,10 +15,11 @@ reconciles toward its `WorkerShare` (`tui.engine.wire`, as it crosses to the wor
   the previous *scheduled* time plus an interval, so a late wake-up does not slow the rate down), optionally
   capped at ``max_concurrency`` in flight (arrivals beyond it wait; their scheduling lag is recorded).
 
-Neither becomes a hot loop against a failing server (`tui.engine.load.backoff`): each closed-loop user backs
-off on its own, and a success after the server was gone wakes the users waiting out such a back-off, so a
-restarted server gets its full load back at once; the open loop holds its arrivals and drops the ones due
-in a hold (`ArrivalGate`; counted in `dropped`).
+Neither becomes a hot loop against a failing server (`tui.engine.load.backoff`). Each closed-loop user backs
+off on its own; while the server is gone (refused, reset) one user of the worker probes it, at most one
+request a second, and the others wait. A success, or a probe's first answer byte (`answered`), wakes them
+all, so a restarted server gets its full load back at once. The open loop holds its arrivals and drops the
+ones due in a hold (`ArrivalGate`; counted in `dropped`).
 
 Every request is tagged with the level id of the share it started under.
 """
@@ -40,6 +41,10 @@ from tui.engine.wire import WorkerShare
 if TYPE_CHECKING:
     from tui.engine.config import TraceConfig
     from tui.engine.traces.protocol import TraceRequest
+
+
+PROBER_CHECK_S = 1.0
+"""How often a user waiting for a gone server checks that someone still probes it."""
 
 
 def split_load(
@@ -131,12 +136,27 @@ class LoadRunner:
         """Set (and replaced) when a request succeeds: wakes the users backing off after the server left."""
         self._awaiting_server = 0
         """Users waiting on `_served` now (a success with none waiting swaps no event)."""
+        self._prober: int | None = None
+        """The one user that tries the gone server while the others wait; None: nobody is probing."""
         self._gate = ArrivalGate(random.Random(f"gate:{worker}"))
         self._pacer = (
             TracePacer(trace, worker=worker, workers=self.workers, notice=notice)
             if trace is not None
             else None
         )
+
+    @property
+    def awaiting_server(self) -> bool:
+        """Some user is waiting for the gone server to answer again."""
+        return self._awaiting_server > 0
+
+    def answered(self) -> None:
+        """A request of this worker got an answer byte: the server is back, wake the waiting users (a
+        probe's whole answer may take long; its first byte says enough)."""
+        if self._awaiting_server:
+            self._prober = None
+            served, self._served = self._served, asyncio.Event()
+            served.set()
 
     def take_dropped(self) -> int:
         """Open-loop arrivals dropped in a back-off hold since the last call."""
@@ -235,25 +255,43 @@ class LoadRunner:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
         backoff = Backoff(random.Random(f"{self.worker}:{idx}"))
-        while self._wants_user(idx):
-            assert self.share is not None
-            outcome = _outcome(await self._run(self.share.level_id, None, idx))
-            wait_s = backoff.delay_s(outcome)
-            if wait_s > 0 and outcome.retry_after_s is None and outcome.error_class in SERVER_GONE:
-                await self._back_off_until_served(wait_s, idx)
-            else:
-                # Finishing one request and starting the next is ~1 ms of Python; yielding in between
-                # (sleep(0) after a success) has chunks of other streams that came meanwhile stamped first.
-                await asyncio.sleep(wait_s)
+        try:
+            while self._wants_user(idx):
+                assert self.share is not None
+                outcome = _outcome(await self._run(self.share.level_id, None, idx))
+                wait_s = backoff.delay_s(outcome)
+                if wait_s > 0 and outcome.retry_after_s is None and outcome.error_class in SERVER_GONE:
+                    await self._back_off_until_served(wait_s, idx)
+                else:
+                    # Finishing one request and starting the next is ~1 ms of Python; yielding in
+                    # between (sleep(0) after a success) has chunks of other streams that came meanwhile
+                    # stamped first.
+                    await asyncio.sleep(wait_s)
+        finally:
+            if self._prober == idx:
+                self._prober = None
 
     async def _back_off_until_served(self, wait_s: float, idx: int) -> None:
-        """Wait ``wait_s``, or less if a request of this worker succeeds meanwhile: the server is back. Woken
-        users come back on the start-up stagger grid, so a restarted server meets no connection storm."""
+        """Wait until the server is back. One user, the prober, tries again after ``wait_s`` (its own
+        back-off, capped at a second); the others wait for the server's answer, taking the prober's part if
+        it stops. Woken users come back on the start-up stagger grid: a restarted server meets no storm."""
         self._awaiting_server += 1
         try:
-            await asyncio.wait_for(self._served.wait(), wait_s)
-        except asyncio.TimeoutError:
-            return
+            while True:
+                probing = self._prober is None or self._prober == idx
+                if probing:
+                    self._prober = idx
+                try:
+                    await asyncio.wait_for(self._served.wait(), wait_s if probing else PROBER_CHECK_S)
+                    break
+                except asyncio.TimeoutError:
+                    if probing:
+                        return  # this user probes now
+                    if not self._wants_user(idx):
+                        return
+                    prober = self._users.get(self._prober) if self._prober is not None else None
+                    if prober is None or prober.done() or not self._wants_user(self._prober or 0):
+                        self._prober = None
         finally:
             self._awaiting_server -= 1
         users = self.share.concurrency if self.share is not None else 1
@@ -275,9 +313,8 @@ class LoadRunner:
         finally:
             self.in_flight -= 1
             self._slot_freed.set()
-        if self._awaiting_server and _outcome(outcome).error_class is None:
-            served, self._served = self._served, asyncio.Event()
-            served.set()
+        if _outcome(outcome).error_class is None:
+            self.answered()
         return outcome
 
     # --- open loop ----------------------------------------------------------------------------

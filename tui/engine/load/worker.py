@@ -189,6 +189,8 @@ class Worker:
         lanes = self.finished_lanes
         self.finished_lanes = []
         live = list(self.lanes.values())  # in request-id order (issue order)
+        if self.runner.awaiting_server and any(lane.record.first_byte_ns is not None for lane in live):
+            self.runner.answered()  # a probe of the gone server got its first answer byte
         full = in_budget(
             (lane.record.level_id for lane in live), lane_budget(self.options.max_lanes, self.workers)
         )

@@ -10,14 +10,18 @@ decompress up to the last flush even without the gzip trailer.
 from __future__ import annotations
 
 import contextlib
+import errno
 import threading
 import time
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
+
+from tui.units import elapsed
 
 FORMAT_VERSION = 1
 """Raised when what a session holds changes incompatibly; a reader refuses a newer one."""
@@ -29,18 +33,41 @@ class SessionError(ValueError):
     """A file that is not a session this tokentop can read: one line naming the file and what is wrong."""
 
 
-class SessionWriter:
-    """Appends events to a session file; thread-safe (the reader thread, the UI and the scraper write)."""
+WHY = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "folder removed",
+    errno.EIO: "I/O error",
+}
+"""A failed write's errno in a few words, as the lines that say it use them."""
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+
+class SessionWriter:
+    """Appends events to a session file; thread-safe (the reader thread, the UI and the scraper write).
+
+    A write that fails (a full disk, a removed folder, a permission) stops the recording for good: `lost`
+    says why, when, and up to when the file holds the run; the run goes on."""
+
+    def __init__(self, path: Path, header: dict[str, Any], file: IO[bytes] | None = None) -> None:
+        """``file``: where the bytes go instead of a new file at ``path`` (a test's failing disk)."""
         self.path = path
-        self._file: IO[bytes] | None = open(path, "xb")  # noqa: SIM115 - closed in close(); never overwrite
+        # closed in close(); "x": a session is never overwritten
+        self._file: IO[bytes] | None = open(path, "xb") if file is None else file  # noqa: SIM115
         self._zip = zlib.compressobj(6, zlib.DEFLATED, 31)
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
         self._last_t = 0
+        self._t0_ns = int(header.get("t0_ns", 0))
+        self._kept_t: int | None = None
+        """The ``t`` of the last event a flush put on disk (None: not even the header)."""
         self.error: str | None = None
         """Why recording stopped (a write failed); the run goes on."""
+        self.lost: Lost | None = None
+        """What the failed write cost, once one did."""
         self.write({"session": FORMAT_VERSION, **header}, flush=True)
 
     def write(self, event: dict[str, Any], *, flush: bool = False) -> None:
@@ -60,11 +87,11 @@ class SessionWriter:
                     self._flushed_at = now
                     self._file.write(out)
                     self._file.flush()
+                    self._kept_t = self._last_t
                 elif out:
                     self._file.write(out)
             except (OSError, ValueError) as exc:
-                self.error = f"cannot write the session {self.path}: {exc}"
-                self._close_file()
+                self._failed(exc, self._last_t)
 
     def flush_if_due(self) -> None:
         """Flush if a second has passed since the last (called by a timer when nothing else writes)."""
@@ -75,9 +102,9 @@ class SessionWriter:
                 self._file.write(self._zip.flush(zlib.Z_SYNC_FLUSH))
                 self._file.flush()
                 self._flushed_at = time.monotonic()
+                self._kept_t = self._last_t
             except (OSError, ValueError) as exc:
-                self.error = f"cannot write the session {self.path}: {exc}"
-                self._close_file()
+                self._failed(exc, max(self._last_t, time.perf_counter_ns()))
 
     def close(self) -> None:
         """Finish the gzip stream and close. Idempotent."""
@@ -86,15 +113,61 @@ class SessionWriter:
                 return
             try:
                 self._file.write(self._zip.flush(zlib.Z_FINISH))
+                self._file.flush()
             except (OSError, ValueError) as exc:
-                self.error = f"cannot write the session {self.path}: {exc}"
+                self._failed(exc, max(self._last_t, time.perf_counter_ns()))
             self._close_file()
 
-    def _close_file(self) -> None:
+    def _failed(self, exc: OSError | ValueError, t_ns: int) -> None:
+        """Under the lock: the first failed write stops the recording; what it cost is kept in `lost`."""
+        errno_ = getattr(exc, "errno", None)
+        why = WHY.get(errno_, getattr(exc, "strerror", None) or str(exc)) if errno_ is not None else str(exc)
+        self.error = f"cannot write the session {self.path}: {exc}"
+        kept = None if self._kept_t is None else max(0.0, (self._kept_t - self._t0_ns) / 1e9)
+        self.lost = Lost(self.path, why, max(0.0, (t_ns - self._t0_ns) / 1e9), kept)
         if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.close()
+            with contextlib.suppress(OSError, ValueError):
+                self._file.close()  # its buffer cannot go out either: dropped with it
             self._file = None
+
+    def _close_file(self) -> None:
+        if self._file is None:
+            return
+        file, self._file = self._file, None
+        try:
+            file.close()
+        except (OSError, ValueError) as exc:  # its last buffered bytes did not make it
+            if self.lost is None:
+                self._failed(exc, max(self._last_t, time.perf_counter_ns()))
+
+
+@dataclass(frozen=True)
+class Lost:
+    """What a failed write cost a session: the run from ``kept_to_s`` on (run seconds) is not in it."""
+
+    path: Path
+    why: str
+    """In a few words: "disk full", "permission denied", "folder removed"."""
+    at_s: float
+    """Run seconds when the write failed."""
+    kept_to_s: float | None
+    """The file holds the run up to here; None: not even its header."""
+
+    def line(self) -> str:
+        """Said once, at once: what was lost and from when."""
+        kept = (
+            "nothing of the run was saved"
+            if self.kept_to_s is None
+            else f"it holds the run up to {elapsed(self.kept_to_s)}"
+        )
+        return (
+            f"session: cannot write {self.path} ({self.why} at {elapsed(self.at_s)}): the recording stopped, "
+            f"{kept}; the run goes on"
+        )
+
+    def exit_line(self) -> str:
+        """Instead of "session recorded to ..." at the end."""
+        return f"session incomplete ({self.why} at {elapsed(self.at_s)}): {self.path}"
 
 
 def _lines(path: Path) -> Iterator[tuple[bytes, bool]]:
@@ -180,6 +253,8 @@ def read_session(path: Path) -> Session:
             magic = f.read(2)
     except OSError as exc:
         raise SessionError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not magic:
+        raise SessionError(f"{path}: an empty session (0 bytes: nothing was written, a full disk?)")
     if magic != b"\x1f\x8b":
         if magic[:1] == b"{":
             raise SessionError(f"{path}: a results file, not a session (sessions are *{SUFFIX})")

@@ -8,11 +8,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tui import __version__
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.recording.file import SessionWriter
+from tui.engine.recording.file import Lost, SessionWriter
 from tui.engine.recording.plain_json import Encoder, recordable_classes
 from tui.engine.recording.stamps import stamp_counts
 from tui.engine.wire import Batch
@@ -44,7 +44,10 @@ class SessionRecorder:
         workers: int,
         t0_ns: int,
         started_at_s: float,
+        file: IO[bytes] | None = None,
     ) -> None:
+        """``file``: where the session's bytes go instead of a new file at ``path`` (a test's failing
+        disk)."""
         drop: dict[str, tuple[str, ...]] = dict(SECRETS)
         if not options.record_text:
             drop.update(NO_TEXT)
@@ -71,7 +74,7 @@ class SessionRecorder:
         from tui.engine.redact import display_url
 
         header["url"] = display_url(target.base_url)
-        self._writer = SessionWriter(path, header)
+        self._writer = SessionWriter(path, header, file)
         self.path = path
         self._lock = threading.Lock()
         self._ticker_stop = threading.Event()
@@ -81,6 +84,11 @@ class SessionRecorder:
     @property
     def error(self) -> str | None:
         return self._writer.error
+
+    @property
+    def lost(self) -> Lost | None:
+        """What a failed write cost the session (`SessionWriter.lost`), once one did."""
+        return self._writer.lost
 
     def _tick(self) -> None:
         while not self._ticker_stop.wait(0.5):

@@ -172,6 +172,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         ),
         sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,
+        server_down_s=lv.down_s,
         mean_input_tokens=_num(lv.mean_isl),
         mean_output_tokens=_num(lv.mean_osl),
         mean_reasoning_tokens=_num(lv.reasoning_tokens),
@@ -342,6 +343,7 @@ def build_results(
         ),
         fatal=snap.fatal,
         notices=client.notices,
+        outages=tuple(rm.Outage(start_s=o.start_s, end_s=o.end_s, cause=o.cause) for o in snap.outages),
         server=None if server is None else dict(server.run),
         clock=clock,
     )

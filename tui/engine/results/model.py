@@ -169,6 +169,9 @@ class Level:
     ttfa: Stats | None = field(default=None, metadata=key(flat="ttfa"))
     cached_prompt_tokens: int | None = None
     prefix_cache_hit_rate: float | None = None
+    server_down_s: float = field(default=0.0, metadata=key(when=lambda lv: lv.server_down_s > 0))
+    """Seconds of the window the server did not answer (an outage): the rates are over the rest. Written
+    only when there was one."""
     client_saturated: bool = False
     """The load generator was saturated for half the window or more: the client's figures, never the knee."""
     coalesced_chunk_gaps: int = 0
@@ -356,6 +359,17 @@ class Totals:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Outage:
+    """A span the server did not answer, in run seconds."""
+
+    start_s: float
+    end_s: float | None
+    """None: it had not come back when the run ended."""
+    cause: str
+    """What its failures were: ``connect``, ``disconnect``, ``HTTP 503``."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Clock:
     """The run's zero on both clocks, so a requests-log stamp (``perf_counter_ns``) becomes wall time:
     ``stamp - perf_t0_ns + unix_t0_ns``; the levels' ``*_s`` times are seconds from the same zero."""
@@ -386,6 +400,9 @@ class Results:
     totals: Totals
     fatal: str | None = None
     notices: tuple[str, ...] = ()
+    outages: tuple[Outage, ...] = field(default=(), metadata=key(when=lambda r: bool(r.outages)))
+    """When the server stopped answering and came back (`tui.engine.aggregate.outages`); written only when
+    it did."""
     server: dict[str, Any] | None = None
     """The run's scrape: url, kind, model, status, message, scrapes, failures, found; None: not scraped."""
     clock: Clock | None = field(default=None, metadata=key(omit_none=True))

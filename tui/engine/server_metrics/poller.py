@@ -41,6 +41,7 @@ from tui.engine.server_metrics.parts import estimate_record
 from tui.engine.server_metrics.slots import Slots, parse_slots, slots_url
 from tui.engine.server_metrics.view import (
     MISSING,
+    PROCESS_START,
     UNREACHABLE,
     Hold,
     Reading,
@@ -166,6 +167,11 @@ class ServerMetricsPoller:
                     # The next tick of the grid after now: a slow scrape skips ticks instead of bunching.
                     ticks = int((now - grid_t0) / self.interval_s) + 1
                     delay_s = grid_t0 + ticks * self.interval_s - now
+                elif self._gone():
+                    # a server that answered before and now refuses is most likely restarting: the first
+                    # scrape after it must come before its counters climb back past the old ones, or the
+                    # restart goes unseen (and a refused connection costs the server nothing)
+                    backoff_s = delay_s = self.interval_s
                 else:
                     backoff_s = min(backoff_s * 2, self.max_backoff_s)
                     delay_s = backoff_s
@@ -207,7 +213,8 @@ class ServerMetricsPoller:
     def _parse(text: str) -> tuple[str, Any]:
         kind = detect_kind(list(sample_names(text)))
         server_map = MAPS.get(kind)
-        return kind, parse_text(text, server_map.families() | FAMILIES if server_map is not None else None)
+        wanted = server_map.families() | FAMILIES | {PROCESS_START} if server_map is not None else None
+        return kind, parse_text(text, wanted)
 
     def take(self, t_ns: int, text: str, gpu: Mapping[str, float] | None = None) -> None:
         """Publish the view of a ``/metrics`` body scraped at ``t_ns`` by someone else (a session's replay),
@@ -262,10 +269,17 @@ class ServerMetricsPoller:
     def _fail(self, client: httpx.Client, status: str, what: str, *, hint: str | None = None) -> None:
         """``hint``: the advice when it is not about the server's kind (nothing answered at all)."""
         self._write_log_failure(status, what)
-        if hint is None:
-            kind = self._view.kind
-            hint = hint_for(self._guess_kind(client) if kind == UNKNOWN else kind)
-        message = f"server metrics: {what}; {hint} (the run goes on without them)"
+        kind = self._view.kind
+        noticed = status
+        if status == UNREACHABLE and self._view.scrapes > 0:
+            noticed = "gone"  # it answered before: not a proxy or a missing flag, the server went away
+            message = (
+                f"server metrics: {what}: the server stopped answering; scraping goes on until it is back"
+            )
+        else:
+            if hint is None:
+                hint = hint_for(self._guess_kind(client) if kind == UNKNOWN else kind)
+            message = f"server metrics: {what}; {hint} (the run goes on without them)"
         # the body snippet in `what` is the server's text: a key it echoes back must not be shown or saved
         for value in self._headers.values():
             message = mask_secret(message, value.removeprefix("Bearer "))
@@ -288,10 +302,14 @@ class ServerMetricsPoller:
             other_gauges={},
             slots=None,
         )
-        if status not in self._noticed:
-            self._noticed.add(status)
+        if noticed not in self._noticed:
+            self._noticed.add(noticed)
             if self._on_notice is not None:
                 self._on_notice(message)
+
+    def _gone(self) -> bool:
+        """The server answered scrapes before and now refuses them."""
+        return self._view.status == UNREACHABLE and self._view.scrapes > 0
 
     def _write_log_failure(self, status: str, what: str) -> None:
         if self._log is not None:

@@ -46,6 +46,9 @@ class Reading:
     """Histogram signal -> buckets summed over label sets."""
     other_gauges: Mapping[str, float] = field(default_factory=dict)
     """An unrecognised server's gauges by family name (empty for a known server)."""
+    started_s: float | None = None
+    """The server process's start (``process_start_time_seconds``), when it says: a new one is a restart
+    even once the new process's counters have climbed past the old ones."""
     areas: Mapping[str, float] = field(default_factory=dict)
     """Gauge signal -> its running area (value x ns, each reading held until the next) from the first
     scrape up to this one (`with_areas`); a gauge's mean over any window is then a difference of two."""
@@ -87,6 +90,10 @@ def with_areas(reading: Reading, last: dict[str, Hold]) -> Reading:
     return replace(reading, areas=MappingProxyType(areas))
 
 
+PROCESS_START = "process_start_time_seconds"
+"""The start of the server's process, served by prometheus_client (vLLM, SGLang) on Linux."""
+
+
 def read(families: Mapping[str, Family], t_ns: int, kind: str) -> Reading:
     """Reduce parsed families to a Reading by the map of `kind`; for `unknown`, every gauge by name."""
     server_map = MAPS.get(kind)
@@ -114,7 +121,13 @@ def read(families: Mapping[str, Family], t_ns: int, kind: str) -> Reading:
             if buckets is not None:
                 hists[signal] = buckets
                 break
-    return Reading(t_ns, MappingProxyType(found_gauges), MappingProxyType(counters), MappingProxyType(hists))
+    return Reading(
+        t_ns,
+        MappingProxyType(found_gauges),
+        MappingProxyType(counters),
+        MappingProxyType(hists),
+        started_s=total(families, PROCESS_START),
+    )
 
 
 def _first(families: Mapping[str, Family], candidates: tuple[str, ...]) -> float | None:
@@ -237,7 +250,9 @@ def _quantiles(buckets: Buckets | None) -> dict[str, float | None]:
 
 def restarted(prev: Reading, cur: Reading) -> bool:
     """True when a counter or a histogram's count went down between two readings: the server restarted
-    (its counters start again from zero)."""
+    (its counters start again from zero), or its process start time changed."""
+    if prev.started_s is not None and cur.started_s is not None and cur.started_s != prev.started_s:
+        return True
     if any(cur.counters[n] < v for n, v in prev.counters.items() if n in cur.counters):
         return True
     return any(cur.histograms[n].count < b.count for n, b in prev.histograms.items() if n in cur.histograms)
