@@ -229,6 +229,7 @@ class Session:
 
 def session_files(folder: Path) -> list[Path]:
     """The sessions in ``folder`` by their first bytes, whatever their names (``--record run.session``),
+    and every file named as a session even when empty or cut before its header (the listing says which),
     sorted by name (the default names sort by date)."""
     if not folder.is_dir():
         return []
@@ -240,7 +241,7 @@ def session_files(folder: Path) -> list[Path]:
             head = zlib.decompressobj(31).decompress(raw, 16) if raw[:2] == b"\x1f\x8b" else b""
         except (OSError, zlib.error):
             continue
-        if head.startswith(b'{"session"'):
+        if head.startswith(b'{"session"') or (path.name.endswith(SUFFIX) and path.is_file()):
             out.append(path)
     return out
 
