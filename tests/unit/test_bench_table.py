@@ -36,3 +36,23 @@ def test_no_knee_from_the_clients_levels_says_the_client_was_the_limit() -> None
     text = summary(frozen.snapshot(levels=limited, knee=None))
     assert "knee: not found among the server's levels (the client was the limit at 8 users)" in text
     assert "still rising" not in text
+
+
+def test_each_level_shows_its_timing_bound_and_marks_the_figures_it_is_material_to() -> None:
+    """``± lag`` per level (``-`` until a health window covers it); ``*`` on a figure 20x it or under."""
+    plain = [
+        replace(lv, cache_hit_rate=None, reasoning_tokens=float("nan")) for lv in frozen.snapshot().levels
+    ]
+    first, second, *rest = plain
+    levels = (
+        replace(first, client_lag_ms=3.25, timing_uncertain=("itl_chunk_p50", "itl_chunk_p99")),
+        replace(second, client_lag_ms=None, timing_uncertain=()),
+        *rest,
+    )
+    text = format_table(levels)
+    header, rows = _header_and_rows(text)
+    assert header.split()[-4:] == ["±", "lag", "tok/chunk", "steady"]
+    cells = rows[0].split()  # ..., ITL p50, ITL p99, E2E p50, ± lag, tok/chunk, steady
+    assert cells[-3] == "3.2" and rows[1].split()[-3] == "-"
+    assert cells[-6].endswith("*") and cells[-5].endswith("*") and not cells[-4].endswith("*")
+    assert "*" not in rows[1] and "± lag: the client's timing bound" in text

@@ -197,8 +197,14 @@ class LevelView:
     """Chunk gaps of 0 in the window: chunks that came in one read of the socket, stamped alike. They make
     ITL p50 0.00 ms when many chunks share reads: a fact about the client's reads, not the server."""
     client_limited: bool = False
-    """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
-    figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""
+    """The client limited the load over this level's window (a worker CPU-bound, or its loop lag a material
+    share of the median E2E: `tui.engine.control.saturation`): its figures show the client's limit, not the
+    server's, so it is never the knee nor the plateau proving one."""
+    client_lag_ms: float | None = None
+    """The client's timing bound over the window: its loop lag p99 (every stamp up to this late; ``±``)."""
+    timing_uncertain: tuple[str, ...] = ()
+    """``name_pNN`` of the latency figures the bound is a material share of
+    (`tui.engine.control.saturation.uncertain_figures`)."""
     client_limit_cause: Literal["cpu", "machine", "unclear"] | None = None
     """Why, when ``client_limited``: the workers' own CPU (more workers help), a machine busy with other work
     (the loop lagged at a low CPU share: more workers would not help), or unclear

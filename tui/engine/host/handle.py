@@ -314,7 +314,9 @@ class EngineHandle:
             self._flag_lengths(snap.levels)
             self._scrape.keep_level_summaries(snap.levels, self._store.t0_ns, now)
             return replace(
-                snap, notices=tuple(self._store.notices), recent_errors=tuple(self._store.recent_errors)
+                snap,
+                notices=self._store.notices_with(snap.levels),
+                recent_errors=tuple(self._store.recent_errors),
             )
 
     def _flag_lengths(self, levels: Sequence[LevelView]) -> None:

@@ -80,6 +80,8 @@ class ClientSummary:
     saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
     """[from, to] run seconds while flagged (to None: until the end)."""
     notices: tuple[str, ...] = ()
+    lag_threshold_ms: float | None = None
+    """The live flag's lag threshold in effect (from this machine unless fixed)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,10 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         errors=dict(lv.errors),
         exact_stats=lv.exact,
         client=rm.LevelClient(
-            max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms, max_cpu_share=extra.max_cpu_share
+            max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms,
+            max_cpu_share=extra.max_cpu_share,
+            timing_bound_ms=_num(lv.client_lag_ms),
+            timing_uncertain=lv.timing_uncertain,
         ),
         sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,
@@ -300,7 +305,7 @@ def build_results(
             redirects=REDIRECTS,
             max_loop_lag_p99_ms=client.max_loop_lag_p99_ms,
             max_cpu_share=client.max_cpu_share,
-            lag_threshold_ms=options.lag_threshold_ms,
+            lag_threshold_ms=client.lag_threshold_ms or options.lag_threshold_ms,
             cpu_threshold=options.cpu_threshold,
             health_window_s=options.health_window_s,
             saturated=client.saturated,

@@ -126,7 +126,8 @@ def collect_results(
         max_cpu_share=store.max_cpu,
         saturated=store.saturated_ever,
         saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
-        notices=tuple(store.notices),
+        notices=store.notices_with(snap.levels),
+        lag_threshold_ms=store.saturation.lag_threshold_ms,
     )
     view = scrape.latest()
     server = None

@@ -70,10 +70,14 @@ class Histograms:
 
 @dataclass(frozen=True, kw_only=True)
 class LevelClient:
-    """The load generator's health during one level (raw rolling maxima)."""
+    """The load generator's health during one level (raw rolling maxima), and its timing bound."""
 
     max_loop_lag_p99_ms: float = 0.0
     max_cpu_share: float = 0.0
+    timing_bound_ms: float | None = field(default=None, metadata=key(omit_none=True))
+    """Every latency of the level is ``± timing_bound_ms`` (the loop lag p99 over its window)."""
+    timing_uncertain: tuple[str, ...] = ()
+    """The figures (``ttft_p99``, ...) the bound is 5 % or more of: distrust those."""
 
 
 def _is_rate(level: Level) -> bool:

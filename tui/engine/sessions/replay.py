@@ -306,7 +306,9 @@ class ReplayEngine:
             self._store.add_notice(message)
         self._scrape.keep_level_summaries(snap.levels, self._store.t0_ns, now)
         return replace(
-            snap, notices=tuple(self._store.notices), recent_errors=tuple(self._store.recent_errors)
+            snap,
+            notices=self._store.notices_with(snap.levels),
+            recent_errors=tuple(self._store.recent_errors),
         )
 
     def detail(self, request_id: int) -> RequestDetail | None:
