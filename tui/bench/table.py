@@ -27,9 +27,10 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     for lv in levels:
         name = table_name(lv)
 
-        def fig(metric: str, q: str, lv: LevelView = lv) -> str:  # `*`: the timing bound is material to it
+        def fig(metric: str, q: str, lv: LevelView = lv) -> str:
+            stats = getattr(lv, metric)  # `~`: too few samples to bound it; `*`: the timing bound is material
             mark = "*" if f"{metric}_{q}" in lv.timing_uncertain else ""
-            return ms_figure(getattr(getattr(lv, metric), q)) + mark
+            return ("~" if stats.unbounded(q) else "") + ms_figure(getattr(stats, q)) + mark
 
         lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
         row: tuple[str, ...] = (
@@ -66,7 +67,8 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     lines.append(
         "(latencies in ms, ISL/OSL mean tokens by the server's count, over each level's steady window; "
-        "± lag: the client's timing bound, its loop lag p99; * a figure it is 5 % or more of)"
+        "~ too few samples to bound a percentile; ± lag: the client's timing bound, its loop lag p99; "
+        "* a figure it is 5 % or more of)"
     )
     return "\n".join(lines)
 

@@ -44,6 +44,19 @@ class Stats:
     p90: float = float("nan")
     p95: float = float("nan")
     p99: float = float("nan")
+    intervals: tuple[tuple[float, float] | None, ...] = ()
+    """95 % interval of p50, p90, p95, p99 in that order, None where it cannot be bounded yet (too few
+    samples: `tui.engine.aggregate.intervals`); empty without samples."""
+
+    def interval(self, q: str) -> tuple[float, float] | None:
+        """Percentile ``q``'s ("p99") interval, None without one."""
+        i = ("p50", "p90", "p95", "p99").index(q)
+        return self.intervals[i] if i < len(self.intervals) else None
+
+    def unbounded(self, q: str) -> bool:
+        """Percentile ``q`` was judged and has too few samples for an interval: shown with ``~``. (Stats
+        made without intervals, a hand-made one, are not judged.)"""
+        return bool(self.intervals) and self.interval(q) is None
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,9 @@ class LevelView:
     output_tokens: int = 0
     total_tps: float = float("nan")
     """Output tokens/s plus input tokens (of requests sent in the window) per second."""
+    output_tps_ci: tuple[float, float] | None = None
+    """``output_tps``'s 95 % interval, from a bootstrap over the window's seconds
+    (`tui.engine.aggregate.intervals`); None for a window of fewer than 4 whole seconds."""
     goodput_per_s: float | None = None
     """Requests/s meeting every SLO given (None without SLOs)."""
     in_flight: int = 0

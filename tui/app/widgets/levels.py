@@ -69,7 +69,10 @@ def fitting(
 def triple(stats: Stats) -> str:
     if stats.n == 0:
         return "-"
-    return "/".join(units.ms_short(v) for v in (stats.p50, stats.p90, stats.p99))
+    # `~`: too few samples to bound that percentile yet (`tui.engine.aggregate.intervals`)
+    return "/".join(
+        ("~" if stats.unbounded(q) else "") + units.ms_short(getattr(stats, q)) for q in ("p50", "p90", "p99")
+    )
 
 
 def itl_stats(level: LevelView, convention: ItlConvention) -> Stats:

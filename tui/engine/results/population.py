@@ -1,11 +1,12 @@
 """What each figure of a level covers (manual: ``live``): whole requests or arrivals, and per metric its
-population, whether unfinished streams are in it, and why it is null when it has no sample."""
+population, whether unfinished streams are in it, why it is null when it has no sample, and how far to
+trust each percentile (its 95 % interval, `tui.engine.aggregate.intervals`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tui.engine.snapshot import LevelView
+from tui.engine.snapshot import LevelView, Stats
 
 WHOLE_REQUEST_METRICS = ("tpot", "e2el", "itl_e2e")
 """Metrics that need a finished request: over arrivals, they cover the requests that ended in the window."""
@@ -13,10 +14,12 @@ WHOLE_REQUEST_METRICS = ("tpot", "e2el", "itl_e2e")
 
 def population(lv: LevelView) -> dict[str, dict[str, Any]]:
     """Per metric (``output_throughput``, ``ttft``, ``itl``, ``tpot``, ``e2el``, ``itl_e2e``): ``n``,
-    ``unfinished_included``, and ``null_because`` when it has no sample (``since_s`` for TTFT)."""
+    ``unfinished_included``, and ``null_because`` when it has no sample (``since_s`` for TTFT); per
+    percentile its ``ci95_ms`` and ``bounded`` (false: too few samples for an interval), and throughput's
+    ``ci95`` (null: a window under 4 s)."""
     arrivals = lv.measured_over == "arrivals"
     out: dict[str, dict[str, Any]] = {
-        "output_throughput": {"unfinished_included": arrivals},
+        "output_throughput": {"unfinished_included": arrivals, "ci95": _pair(lv.output_tps_ci)},
         "ttft": {
             "n": lv.ttft.n,
             "unfinished_included": arrivals,
@@ -28,8 +31,22 @@ def population(lv: LevelView) -> dict[str, dict[str, Any]]:
         out[name] = {"n": lv.finished_in_window, "unfinished_included": False}
     for name, attr in (("ttft", "ttft"), ("itl", "itl_chunk"), ("tpot", "tpot"), ("e2el", "e2el"),
                        ("itl_e2e", "itl_e2e")):  # fmt: skip
+        out[name].update(_percentiles(getattr(lv, attr)))
         if getattr(lv, attr).n == 0:
             out[name]["null_because"] = (
                 "no request finished in the window" if name in WHOLE_REQUEST_METRICS else "no samples"
             )
     return out
+
+
+def _pair(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
+
+
+def _percentiles(stats: Stats) -> dict[str, dict[str, Any]]:
+    """``p50``..``p99``: each one's 95 % interval in ms and whether it has one."""
+    intervals = stats.intervals or (None,) * 4
+    return {
+        q: {"ci95_ms": _pair(ci), "bounded": ci is not None}
+        for q, ci in zip(("p50", "p90", "p95", "p99"), intervals, strict=True)
+    }
