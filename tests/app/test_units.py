@@ -298,3 +298,16 @@ def test_frame_stats() -> None:
     stats.record_frame(0, 5_000_000)
     assert stats.frame_percentile_ms(50) == 5.0
     assert stats.summary() == "ui 2.0 ms/tick · 5.0 ms/frame · 10 fps"
+
+
+def test_the_live_ttft_parts_never_show_a_part_below_zero() -> None:
+    """Over the live window the client's TTFT and the server's count different requests: a part read below 0
+    shows `~0`, never a negative number (seen: net -206 against vLLM at 24 users)."""
+    from tui.app.widgets.server import parts_line
+
+    parts = {"server_ttft_ms": 2023.0, "queue_ms": 1305.0, "prefill_ms": 298.0, "server_other_ms": -12.0}
+    line = parts_line(parts, 1817.0, wide=True)
+    assert line is not None and "network/client ~0" in line and "server other ~0" in line
+    assert "-" not in line.split("=", 1)[1]
+    fine = parts_line({**parts, "server_other_ms": 420.0}, 2025.0, wide=True)
+    assert fine is not None and "network/client 2" in fine and "server other 420" in fine

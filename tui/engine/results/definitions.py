@@ -63,7 +63,9 @@ DEFINITIONS: dict[str, str] = {
     "every level of the run, so a level run after the ramp can move it",
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
     "server.ttft_parts": "per level, the mean TTFT in parts: queue, prefill and the rest of the server's "
-    "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT minus the server's",
+    "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT over its requests "
+    "whose first token landed between the same two scrapes (client_count) minus the server's; no part is "
+    "below 0: one that cannot be matched is a bound, named with its reason in bounds",
     "server.gpu": "per level, the GPU beside the server (DCGM fields, time-averaged; per GPU and for all)",
     "server.canary": "per level, the canary user's one-token requests sent in the window (never counted in "
     "the level): n, mean_ms and p99_ms of their TTFT, errors",
