@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from rich.style import Style
 
@@ -18,6 +19,7 @@ from tui.app.widgets.help import health_md
 from tui.app.widgets.levels import level_cells, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
+from tui.engine.aggregate.metrics import stats
 from tui.engine.config import LoadTarget
 from tui.engine.control.ramp import RampPolicy, RampStep
 from tui.engine.snapshot import ClientHealth, Histogram, LaneView, RampStop, Snapshot, Stats
@@ -172,6 +174,22 @@ def test_level_cells_mark_current_and_knee() -> None:
     cells = level_cells(snap.levels[0], 4, knee, "tpot")
     assert cells["itl"] == cells["tpot"] == triple(snap.levels[0].tpot)
     assert triple(Stats()) == "-"
+
+
+def test_level_cells_mark_unbounded_and_timing_uncertain_percentiles() -> None:
+    """`~` before a percentile too few samples bound (a p99 of 40), `*` after one the client's timing bound
+    is 5 % or more of; figures with neither stay bare."""
+    level = replace(
+        frozen.snapshot().levels[0],
+        ttft=stats(np.linspace(100.0, 500.0, 40)),
+        timing_uncertain=("itl_chunk_p50", "itl_chunk_p90"),
+    )
+    cells = level_cells(level, 4, None, "chunk")
+    p50, p90, p99 = cells["ttft"].split("/")
+    assert not p50.startswith("~") and p90[0] != "~" and p99.startswith("~")  # 40 bound p50 and p90 only
+    itl = cells["itl"].split("/")
+    assert itl[0].endswith("*") and itl[1].endswith("*") and not itl[2].endswith("*")
+    assert "*" not in cells["ttft"] and "~" not in cells["tpot"]
 
 
 def test_a_level_too_short_to_measure_shows_no_rates_and_no_curve_point() -> None:
