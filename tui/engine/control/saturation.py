@@ -34,8 +34,6 @@ from tui.engine.wire import Health
 
 SUSTAIN_WINDOWS = 2
 """Consecutive over-threshold health windows that make a worker saturated."""
-LIMITED_SHARE = 0.5
-"""A level is the client's (`Saturation.during`) when the client was flagged for this share of its window."""
 SATURATED_SPANS = 100
 """Saturated spans kept (the latest)."""
 MATERIAL_SHARE = 0.05
