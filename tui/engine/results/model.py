@@ -110,7 +110,7 @@ class PercentileTrust:
     """How far to trust one percentile: its distribution-free 95 % interval
     (`tui.engine.aggregate.intervals`)."""
 
-    ci95_ms: list[float] | None = None
+    ci95_ms: tuple[float, float] | None = None
     bounded: bool = False
     """False: too few samples for an interval (a p99 of 40 requests is their largest, not a p99)."""
 
@@ -122,7 +122,7 @@ class MetricPopulation:
     n: int | None = field(default=None, metadata=key(omit_none=True))
     """Its samples; absent for the output throughput, which counts tokens."""
     unfinished_included: bool = False
-    ci95: list[float] | None = field(default=None, metadata=key(when=lambda p: p.has_ci95))
+    ci95: tuple[float, float] | None = field(default=None, metadata=key(when=lambda p: p.has_ci95))
     """The output throughput's only: a bootstrap 95 % interval over the window's seconds, null under 4 s."""
     has_ci95: bool = field(default=False, metadata=key(presence="ci95"))
     since_s: float | None = field(default=None, metadata=key(when=lambda p: p.has_since))

@@ -40,8 +40,8 @@ def population(lv: LevelView) -> dict[str, MetricPopulation]:
     return out
 
 
-def _pair(ci: tuple[float, float] | None) -> list[float] | None:
-    return None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
+def _pair(ci: tuple[float, float] | None) -> tuple[float, float] | None:
+    return None if ci is None else (round(ci[0], 6), round(ci[1], 6))
 
 
 def _percentiles(stats: Stats) -> list[PercentileTrust]:
