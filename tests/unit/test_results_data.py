@@ -306,3 +306,38 @@ def test_a_rate_level_carries_its_arrival_and_load() -> None:
     assert "concurrency" not in level and "p99_sched_lag_ms" in level
     assert res.levels[0].name == "r=2/s" and res.modes == ("rate",)
     assert LoadTarget(mode="rate", rate=2.0).arrival == "poisson"
+
+
+def test_the_workload_reads_typed_and_writes_back_what_the_plain_record_wrote(tmp_path: Path) -> None:
+    """``config.workload`` is the model's `Workload`: its JSON is the plain `asdict` record it replaced (every
+    nested part set), an unknown key is kept in ``extra``, and a wrong shape is one line naming the key."""
+    from tui.engine.config import DatasetConfig, LengthDist, Scenario, TraceConfig, WorkloadConfig
+    from tui.engine.host.config_record import workload_record
+    from tui.engine.results.codec import encode
+
+    config = WorkloadConfig(
+        isl=40, osl=7, fixed_osl=False, seed=3, prompt_salt="s41t",
+        isl_dist=LengthDist("normal", 1, 61, 40.0, 5.0), osl_dist=LengthDist("uniform", 2, 6),
+        scenarios=(Scenario(10, 5, 2.0), Scenario(20, 3)), dataset=DatasetConfig("d.jsonl", entries=4),
+        shared_prefix=16, turns=2, trace=TraceConfig("t.jsonl", duration_s=9.0), isl_observations=((10, 19),),
+        tokenizer="tok", shared_prefix_sized=(16, 17),
+    )  # fmt: skip
+    plain = dataclasses.asdict(config)
+    del plain["isl_observations"]
+    record = workload_record(config)
+    assert orjson.dumps(encode(record)) == orjson.dumps(plain)
+    doc = to_json(frozen_results())
+    doc["config"]["workload"] = {**orjson.loads(orjson.dumps(plain)), "future_knob": 1}
+    path = tmp_path / "workload.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = read_results(path)
+    assert res.config.workload is not None
+    assert (res.config.workload.shared_prefix, res.config.workload.scenarios[1]["isl"]) == (16, 20)
+    assert res.config.workload.shared_prefix_sized == (16, 17) and res.config.workload.extra == {
+        "future_knob": 1
+    }
+    assert orjson.loads(dump_results(res))["config"]["workload"] == doc["config"]["workload"]
+    doc["config"]["workload"]["turns"] = "two"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(ResultsFileError, match=r"config\.workload\.turns"):
+        read_results(path)

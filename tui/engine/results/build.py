@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tui import __version__
@@ -55,7 +55,7 @@ class RunInfo:
     demo: bool = False
     endpoint_path: str | None = None
     """``--endpoint /PATH`` without query values or key; None: the flavour's own path."""
-    workload_record: Mapping[str, Any] = field(default_factory=dict)
+    workload_record: rm.Workload | None = None
     """Every workload setting as plain data (`config_record.workload_record`)."""
     isl_probe: rm.IslProbe | None = None
     """Whether the ISL probe ran, or why not (`config_record.isl_probe_record`)."""
@@ -305,7 +305,7 @@ def build_results(
             slo_target=options.slo_target if _any_slo(options) else None,
             min_window_s=MIN_WINDOW_S,
             min_steady_requests=MIN_STEADY_REQUESTS,
-            workload=dict(info.workload_record),
+            workload=info.workload_record,
             isl_probe=info.isl_probe,
         ),
         definitions=DEFINITIONS,

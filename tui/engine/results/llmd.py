@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from tui.engine.results.files import to_json, write_atomic
-from tui.engine.results.model import Level, Results, Stats
+from tui.engine.results.model import Level, Results, Stats, Workload
 
 REPORT_VERSION = "0.2"
 """The Benchmark Report revision written (llm-d reads the whole 0.2 line)."""
@@ -70,10 +70,10 @@ def _times(results: Results, level: Level) -> dict[str, str] | None:
 def _load(results: Results, level: Level) -> dict[str, Any]:
     """``scenario.load``: what tokentop sent (its own settings verbatim under ``native``)."""
     config = results.config
-    workload = config.workload or {}
-    source = "sampled" if workload.get("dataset") else "random"
-    fixed_isl = not workload.get("isl_dist") and not workload.get("scenarios")
-    fixed_osl = config.fixed_osl and not workload.get("osl_dist") and not workload.get("scenarios")
+    workload = config.workload or Workload()
+    source = "sampled" if workload.dataset else "random"
+    fixed_isl = not workload.isl_dist and not workload.scenarios
+    fixed_osl = config.fixed_osl and not workload.osl_dist and not workload.scenarios
     standardized: dict[str, Any] = {
         "tool": "tokentop",
         "tool_version": results.version,

@@ -243,6 +243,28 @@ class IslProbe:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Workload:
+    """The workload as configured (`tui.engine.config.WorkloadConfig`'s fields but the probe's measurements);
+    its nested parts (length distributions, scenarios, dataset, trace) as their JSON objects."""
+
+    isl: int = 128
+    osl: int = 128
+    fixed_osl: bool = True
+    seed: int = 0
+    prompt_salt: str = ""
+    isl_dist: dict[str, Any] | None = None
+    osl_dist: dict[str, Any] | None = None
+    scenarios: tuple[dict[str, Any], ...] = ()
+    dataset: dict[str, Any] | None = None
+    shared_prefix: int = 0
+    turns: int = 1
+    trace: dict[str, Any] | None = None
+    tokenizer: str | None = None
+    shared_prefix_sized: tuple[int, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """What the run was asked for (no secret: header names only)."""
 
@@ -265,7 +287,7 @@ class Config:
     """With an SLO: the attainment the auto ramp's capacity needs."""
     min_window_s: float | None = None
     min_steady_requests: int | None = None
-    workload: dict[str, Any] | None = None
+    workload: Workload | None = None
     isl_probe: IslProbe | None = None
     placement: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
     """With ``--ray``: the cluster's address, workers per node and what a lost node does."""
