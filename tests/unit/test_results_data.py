@@ -341,3 +341,27 @@ def test_the_workload_reads_typed_and_writes_back_what_the_plain_record_wrote(tm
     path.write_bytes(orjson.dumps(doc))
     with pytest.raises(ResultsFileError, match=r"config\.workload\.turns"):
         read_results(path)
+
+
+def test_a_levels_server_figures_read_typed_and_write_the_summarys_keys_in_its_order(tmp_path: Path) -> None:
+    """``Level.server`` is the model's `LevelServer`: built from `ServerView.level_summary`, it writes that
+    dict's keys in its order (the canary's only when one ran); read back typed, an unknown key kept."""
+    from tui.engine.results.codec import encode
+    from tui.engine.results.level_server import level_server
+    from tui.engine.server_metrics.view import ServerView
+
+    summary = {**ServerView(kind="vllm", model="m").level_summary(0, 10**9), "running_mean": 6.5}
+    typed = level_server(summary)
+    assert typed is not None and typed.running_mean == 6.5 and typed.ttft_ms is not None
+    assert orjson.dumps(encode(typed)) == orjson.dumps(summary)
+    with_canary = level_server({**summary, "canary": None})
+    assert with_canary is not None and list(encode(with_canary)) == [*summary, "canary"]
+    doc = to_json(frozen_results())
+    doc["levels"][0]["server"] = {**summary, "future_gauge": 2.0}
+    path = tmp_path / "server.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = read_results(path)
+    server = res.levels[0].server
+    assert server is not None and (server.kind, server.running_mean, server.restarts) == ("vllm", 6.5, 0)
+    assert server.extra == {"future_gauge": 2.0} and not server.has_canary
+    assert orjson.loads(dump_results(res))["levels"][0]["server"] == doc["levels"][0]["server"]

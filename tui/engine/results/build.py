@@ -19,6 +19,7 @@ from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.redact import display_url
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
+from tui.engine.results.level_server import level_server
 from tui.engine.results.population import population
 from tui.engine.snapshot import Knee, LevelView, RampVerdict, SloView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
@@ -183,7 +184,9 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
-        server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean),
+        server=None
+        if server is None
+        else level_server(_with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean)),
         scraped=server is not None,
         histograms=extra.histograms,
         measured_over=lv.measured_over,

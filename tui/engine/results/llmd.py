@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from tui.engine.results.codec import encode
 from tui.engine.results.files import to_json, write_atomic
 from tui.engine.results.model import Level, Results, Stats, Workload
 
@@ -103,17 +104,17 @@ def _observability(results: Results, level: Level) -> dict[str, Any] | None:
         return None
     aggregate = _drop_none(
         {
-            "kv_cache_usage": _value("fraction", server.get("kv_usage_mean")),
-            "cache_hit_rate": _value("fraction", server.get("prefix_cache_hit_rate")),
-            "running_requests": _value("count", server.get("running_mean")),
-            "waiting_requests": _value("count", server.get("waiting_mean")),
+            "kv_cache_usage": _value("fraction", server.kv_usage_mean),
+            "cache_hit_rate": _value("fraction", server.prefix_cache_hit_rate),
+            "running_requests": _value("count", server.running_mean),
+            "waiting_requests": _value("count", server.waiting_mean),
         }
     )
-    label = str((results.server or {}).get("kind") or server.get("kind") or "server")
+    label = str((results.server or {}).get("kind") or server.kind or "server")
     component: dict[str, Any] = {"component_label": label}
     if aggregate:
         component["aggregate"] = aggregate
-    return {"components": [component], "tokentop_server": server}
+    return {"components": [component], "tokentop_server": encode(server)}
 
 
 def llmd_report(results: Results, level: Level) -> dict[str, Any]:

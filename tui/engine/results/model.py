@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from tui.engine.results.codec import key
+from tui.engine.results.level_server import LevelServer
 
 Mode = Literal["concurrency", "rate", "trace"]
 
@@ -180,7 +181,7 @@ class Level:
     """vLLM's peak: the most output tokens arriving in one second of the window."""
     max_concurrent_requests: int | None = field(default=None, metadata=key(omit_none=True))
     """vLLM's peak: the most requests in flight during one second of the window."""
-    server: dict[str, Any] | None = field(default=None, metadata=key(when=lambda lv: lv.scraped))
+    server: LevelServer | None = field(default=None, metadata=key(when=lambda lv: lv.scraped))
     """The server's /metrics over the window (`tui.engine.server_metrics`); written while ``scraped``."""
     scraped: bool = field(default=False, metadata=key(presence="server"))
     """The run's server was scraped: the level writes ``server`` (null when it has no figures)."""
