@@ -58,8 +58,9 @@ async def test_histograms_level_row_and_curve_fill_before_any_answer_ends(
         assert engine.snapshot().completed == 0, "an answer finished: the test no longer shows what it means"
         curve = pane(app, text, "#curve")
     row = flat(levels)
-    shown = re.search(r"4 users (\d+\.\d) (\d+)/(\d+)/(\d+) ", row)
-    assert shown is not None, row  # tok/s and TTFT p50/90/99 filled
+    shown = re.search(r"4 users (\d+\.\d) ~?(\d+)\*?/~?(\d+)\*?/~?(\d+)\*? ", row)
+    # tok/s and TTFT p50/90/99 filled (`~`: 4 first tokens bound none; `*`: a busy machine's lag is material)
+    assert shown is not None, row
     assert float(shown.group(1)) == pytest.approx(400.0, rel=0.1)
     assert "4" in curve and "tok/s" in curve, curve
     lv = engine.snapshot().levels[-1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from rich.style import Style
 
@@ -18,6 +19,7 @@ from tui.app.widgets.help import health_md
 from tui.app.widgets.level_table import level_cells, slo_cell, triple
 from tui.app.widgets.status import SATURATED_BADGE, UiState, status_lines, status_text
 from tui.app.widgets.streams import lane_meta, tail_cells, visible_lanes
+from tui.engine.aggregate.metrics import stats
 from tui.engine.config import LoadTarget
 from tui.engine.control.ramp import RampPolicy, RampStep
 from tui.engine.snapshot import ClientHealth, Histogram, LaneView, RampStop, SloView, Snapshot, Stats
@@ -189,6 +191,22 @@ def test_level_cells_mark_current_and_knee() -> None:
     assert triple(Stats()) == "-"
 
 
+def test_level_cells_mark_unbounded_and_timing_uncertain_percentiles() -> None:
+    """`~` before a percentile too few samples bound (a p99 of 40), `*` after one the client's timing bound
+    is 5 % or more of; figures with neither stay bare."""
+    level = replace(
+        frozen.snapshot().levels[0],
+        ttft=stats(np.linspace(100.0, 500.0, 40)),
+        timing_uncertain=("itl_chunk_p50", "itl_chunk_p90"),
+    )
+    cells = level_cells(level, 4, None, "chunk")
+    p50, p90, p99 = cells["ttft"].split("/")
+    assert not p50.startswith("~") and p90[0] != "~" and p99.startswith("~")  # 40 bound p50 and p90 only
+    itl = cells["itl"].split("/")
+    assert itl[0].endswith("*") and itl[1].endswith("*") and not itl[2].endswith("*")
+    assert "*" not in cells["ttft"] and "~" not in cells["tpot"]
+
+
 def test_a_level_too_short_to_measure_shows_no_rates_and_no_curve_point() -> None:
     snap = frozen.snapshot()
     nan = float("nan")
@@ -313,3 +331,16 @@ def test_frame_stats() -> None:
     stats.record_frame(0, 5_000_000)
     assert stats.frame_percentile_ms(50) == 5.0
     assert stats.summary() == "ui 2.0 ms/tick · 5.0 ms/frame · 10 fps"
+
+
+def test_the_live_ttft_parts_never_show_a_part_below_zero() -> None:
+    """Over the live window the client's TTFT and the server's count different requests: a part read below 0
+    shows `~0`, never a negative number (seen: net -206 against vLLM at 24 users)."""
+    from tui.app.widgets.server_pane import parts_line
+
+    parts = {"server_ttft_ms": 2023.0, "queue_ms": 1305.0, "prefill_ms": 298.0, "server_other_ms": -12.0}
+    line = parts_line(parts, 1817.0, wide=True)
+    assert line is not None and "network/client ~0" in line and "server other ~0" in line
+    assert "-" not in line.split("=", 1)[1]
+    fine = parts_line({**parts, "server_other_ms": 420.0}, 2025.0, wide=True)
+    assert fine is not None and "network/client 2" in fine and "server other 420" in fine

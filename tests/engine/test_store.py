@@ -339,3 +339,26 @@ def test_chunks_that_came_in_one_read_are_counted_per_level() -> None:
     assert view.steady and view.window_completed > 0
     assert view.itl_chunk.n == 19 * view.window_completed
     assert view.coalesced_gaps == 2 * view.window_completed and view.itl_chunk.p50 > 0
+
+
+def test_the_client_limit_notices_are_the_levels_flags_at_the_time() -> None:
+    """A level judged the client's early on (CPU-bound windows as it began) and not once its windows were
+    quiet: the notices follow the flag (one source), no stale "client is the limit" line is left."""
+    meta = dict(
+        base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None
+    )
+    st = Store(0, workers=1, heavy_interval_s=0.0)
+    st.begin_level(1, LoadTarget(concurrency=4), 0)
+    busy, quiet = Health(1.0, 0.9), Health(0.5, 0.05)
+    for t_s in (1, 2):
+        st.ingest(_health_batch(0, t_s * S, busy))
+    st.refresh_views(2 * S)
+    early = st.snapshot(2 * S, **meta)
+    assert early.levels[0].client_limited and early.levels[0].client_limit_cause == "cpu"
+    assert [n for n in st.notices_with(early.levels) if n.startswith("client is the limit at 4 users")]
+    for t_s in range(3, 11):
+        st.ingest(_health_batch(0, t_s * S, quiet))
+    st.refresh_views(10 * S)
+    late = st.snapshot(10 * S, **meta)
+    assert not late.levels[0].client_limited and late.levels[0].client_lag_ms == 0.5
+    assert not [n for n in (*st.notices, *st.notices_with(late.levels)) if "client is the limit" in n]

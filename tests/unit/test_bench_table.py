@@ -52,3 +52,23 @@ def test_the_fail_column_and_the_errors_line_say_which_requests_they_count() -> 
     assert "(over each level's steady window: done and fail count the requests sent in it;" in text
     line = "errors over the whole run, warm-up and wind-down included (16 failed): disconnect 10, http_429 6"
     assert line in text.splitlines()
+
+
+def test_each_level_shows_its_timing_bound_and_marks_the_figures_it_is_material_to() -> None:
+    """``± lag`` per level (``-`` until a health window covers it); ``*`` on a figure 20x it or under."""
+    plain = [
+        replace(lv, cache_hit_rate=None, reasoning_tokens=float("nan")) for lv in frozen.snapshot().levels
+    ]
+    first, second, *rest = plain
+    levels = (
+        replace(first, client_lag_ms=3.25, timing_uncertain=("itl_chunk_p50", "itl_chunk_p99")),
+        replace(second, client_lag_ms=None, timing_uncertain=()),
+        *rest,
+    )
+    text = format_table(levels)
+    header, rows = _header_and_rows(text)
+    assert header.split()[-4:] == ["±", "lag", "tok/chunk", "steady"]
+    cells = rows[0].split()  # ..., ITL p50, ITL p99, E2E p50, ± lag, tok/chunk, steady
+    assert cells[-3] == "3.2" and rows[1].split()[-3] == "-"
+    assert cells[-6].endswith("*") and cells[-5].endswith("*") and not cells[-4].endswith("*")
+    assert "*" not in rows[1] and "± lag: the client's timing bound" in text

@@ -4,6 +4,7 @@ wider than the window's mean a range, and each is saved with its edges; TTFT in 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -78,6 +79,30 @@ def test_the_live_view_and_a_level_summary_are_honest_and_give_ttft_in_parts() -
     assert "decode_ms" in parts["missing"]
     joined = with_client(parts, 230.0)
     assert joined is not None and joined["network_client_ms"] == pytest.approx(29.0)
+
+
+def test_no_part_is_below_zero_and_an_unmatched_one_says_why() -> None:
+    """The network part over one population (the client's 10 first tokens between the scrapes the server's
+    10 were counted between) is a measurement; over another, or read below 0, it is a bound with a reason
+    (seen against vLLM at 24 users: -206 ms, the level's window against the scrapes')."""
+    parts: dict[str, Any] = {"server_ttft_ms": 2023.0, "queue_ms": 1305.0, "prefill_ms": 298.0}
+    parts |= {"server_other_ms": 420.0, "count": 10.0, "between_ns": (0, S)}
+    matched = with_client(parts, 2025.0, 10)
+    assert matched is not None and matched["network_client_ms"] == pytest.approx(2.0)
+    assert matched["bounds"] == {} and "between_ns" not in matched
+    window = with_client(parts, 1817.0)  # the level's window: another population
+    assert window is not None and window["network_client_ms"] == 0.0
+    assert "different requests" in window["bounds"]["network_client_ms"]
+    other = with_client(parts, 2100.0, 14)  # 4 more first tokens than the server counted: other traffic
+    assert other is not None and "other traffic" in other["bounds"]["network_client_ms"]
+    below = with_client(parts, 2022.0, 10)
+    assert (
+        below is not None
+        and below["network_client_ms"] == 0.0
+        and "-1.0 ms" in below["bounds"]["network_client_ms"]
+    )
+    late = with_client({**parts, "server_other_ms": -30.0}, 2025.0, 10)
+    assert late is not None and late["server_other_ms"] == 0.0 and "server_other_ms" in late["bounds"]
 
 
 def test_a_server_without_parts_has_none() -> None:

@@ -15,8 +15,8 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
     reasoning = any(math.isfinite(lv.reasoning_tokens) for lv in levels)
     cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
-                             "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "tok/chunk",
-                             "steady")  # fmt: skip
+                             "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "± lag",
+                             "tok/chunk", "steady")  # fmt: skip
     # A server that reports cached prompt tokens gets the prefix-cache hit rate (cached / prompt tokens).
     cached = any(lv.cache_hit_rate is not None for lv in levels)
     if reasoning:
@@ -26,6 +26,12 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
         name = table_name(lv)
+
+        def fig(metric: str, q: str, lv: LevelView = lv) -> str:
+            stats = getattr(lv, metric)  # `~`: too few samples to bound it; `*`: the timing bound is material
+            mark = "*" if f"{metric}_{q}" in lv.timing_uncertain else ""
+            return ("~" if stats.unbounded(q) else "") + ms_figure(getattr(stats, q)) + mark
+
         lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
         row: tuple[str, ...] = (
             name,
@@ -34,12 +40,13 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
             *lengths,
             f"{lv.request_per_s:.2f}" if math.isfinite(lv.request_per_s) else "-",
             f"{lv.output_tps:,.0f}" if math.isfinite(lv.output_tps) else "-",
-            ms_figure(lv.ttft.p50),
-            ms_figure(lv.ttft.p99),
-            ms_figure(lv.tpot.p50),
-            ms_figure(lv.itl_chunk.p50),
-            ms_figure(lv.itl_chunk.p99),
-            ms_figure(lv.e2el.p50),
+            fig("ttft", "p50"),
+            fig("ttft", "p99"),
+            fig("tpot", "p50"),
+            fig("itl_chunk", "p50"),
+            fig("itl_chunk", "p99"),
+            fig("e2el", "p50"),
+            "-" if lv.client_lag_ms is None else f"{lv.client_lag_ms:.1f}",
             f"{lv.tokens_per_chunk:.2f}" if math.isfinite(lv.tokens_per_chunk) else "-",
             "yes" if lv.steady else "no",
         )
@@ -60,7 +67,8 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     lines.append(
         "(over each level's steady window: done and fail count the requests sent in it; latencies in ms,"
-        " ISL/OSL mean tokens by the server's count)"
+        " ISL/OSL mean tokens by the server's count; ~ too few samples to bound a percentile; ± lag: the"
+        " client's timing bound, its loop lag p99; * a figure it is 5 % or more of)"
     )
     return "\n".join(lines)
 

@@ -248,8 +248,9 @@ class EngineOptions:
     """... and one change of concurrency starts all its new users within this long (the step shrinks)."""
     batch_interval_s: float = 0.1
     """How often each worker sends what it measured."""
-    lag_threshold_ms: float = 2.0
-    """`ClientHealth.saturated` when a worker's event-loop lag p99 exceeds this ..."""
+    lag_threshold_ms: float | None = None
+    """`ClientHealth.saturated` when a worker's event-loop lag p99 exceeds this (None: from this machine, a
+    multiple of the lag each worker measures with no load at start) ..."""
     cpu_threshold: float = 0.6
     """... or its CPU share exceeds this fraction of one core, sustained: in two consecutive health windows
     (`tui.engine.aggregate.saturation.Sustain`)."""

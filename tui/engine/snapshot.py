@@ -44,6 +44,19 @@ class Stats:
     p90: float = float("nan")
     p95: float = float("nan")
     p99: float = float("nan")
+    intervals: tuple[tuple[float, float] | None, ...] = ()
+    """95 % interval of p50, p90, p95, p99 in that order, None where it cannot be bounded yet (too few
+    samples: `tui.engine.aggregate.intervals`); empty without samples."""
+
+    def interval(self, q: str) -> tuple[float, float] | None:
+        """Percentile ``q``'s ("p99") interval, None without one."""
+        i = ("p50", "p90", "p95", "p99").index(q)
+        return self.intervals[i] if i < len(self.intervals) else None
+
+    def unbounded(self, q: str) -> bool:
+        """Percentile ``q`` was judged and has too few samples for an interval: shown with ``~``. (Stats
+        made without intervals, a hand-made one, are not judged.)"""
+        return bool(self.intervals) and self.interval(q) is None
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,9 @@ class LevelView:
     output_tokens: int = 0
     total_tps: float = float("nan")
     """Output tokens/s plus input tokens (of requests sent in the window) per second."""
+    output_tps_ci: tuple[float, float] | None = None
+    """``output_tps``'s 95 % interval, from a bootstrap over the window's seconds
+    (`tui.engine.aggregate.intervals`); None for a window of fewer than 4 whole seconds."""
     goodput_per_s: float | None = None
     """Requests/s meeting every SLO given (None without SLOs): ``slo.goodput_rps``."""
     slo: SloView | None = None
@@ -220,8 +236,14 @@ class LevelView:
     """Chunk gaps of 0 in the window: chunks that came in one read of the socket, stamped alike. They make
     ITL p50 0.00 ms when many chunks share reads: a fact about the client's reads, not the server."""
     client_limited: bool = False
-    """The load generator was flagged saturated during this level's window (`ClientHealth.saturated`): its
-    figures show the client's limit, not the server's, so it is never the knee nor the plateau proving one."""
+    """The client limited the load over this level's window (a worker CPU-bound, or its loop lag a material
+    share of the median E2E: `tui.engine.aggregate.saturation`): its figures show the client's limit, not the
+    server's, so it is never the knee nor the plateau proving one."""
+    client_lag_ms: float | None = None
+    """The client's timing bound over the window: its loop lag p99 (every stamp up to this late; ``±``)."""
+    timing_uncertain: tuple[str, ...] = ()
+    """``name_pNN`` of the latency figures the bound is a material share of
+    (`tui.engine.aggregate.saturation.uncertain_figures`)."""
     client_limit_cause: Literal["cpu", "machine", "unclear"] | None = None
     """Why, when ``client_limited``: the workers' own CPU (more workers help), a machine busy with other work
     (the loop lagged at a low CPU share: more workers would not help), or unclear

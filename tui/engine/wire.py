@@ -115,6 +115,11 @@ class Health(NamedTuple):
     tasks: int = 0
     """Asyncio tasks alive in the worker (filled in the window readings only: counting walks every task), so
     a long run can show that none leak (`tests/perf/soak.py`)."""
+    idle_lag_p99_ms: float | None = None
+    """The loop lag p99 measured with no load at the worker's start (in its first window reading only): this
+    machine's own noise, which the face's lag threshold is set from (`tui.engine.aggregate.saturation`)."""
+    loop_lag_mean_ms: float | None = None
+    """The window's mean loop lag (window readings only): how long an answer that ended waited to be read."""
 
 
 class LaneDelta(NamedTuple):

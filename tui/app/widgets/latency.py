@@ -62,9 +62,16 @@ class LatencyHistogram(PlotPane):
         if stats is None or stats.n == 0:
             return Text(f"n 0{whole}", style="dim")
         line = Text(no_wrap=True, overflow="ellipsis")
-        for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99)):
+        for name in ("p50", "p90", "p99"):  # each with its 95 % interval, `~` and dim when it has none yet
             line.append(f"{name} ", style="dim")
-            line.append(f"{units.ms_label(value)}  ", style="bold")
+            value, ci = units.ms_label(getattr(stats, name)), stats.interval(name)
+            if stats.unbounded(name):
+                line.append(f"~{value}  ", style="dim")
+            elif ci is None:  # not judged (hand-made stats)
+                line.append(f"{value}  ", style="bold")
+            else:
+                line.append(value, style="bold")
+                line.append(f" ({units.ms_short(ci[0])}-{units.ms_short(ci[1])})  ", style="dim")
         line.append(f"mean {units.ms_label(stats.mean)}  n {stats.n:,}{whole}", style="dim")
         return line
 

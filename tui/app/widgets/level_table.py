@@ -69,10 +69,21 @@ def fitting(
     return tuple(column for column in columns if column[0] in kept)
 
 
-def triple(stats: Stats) -> str:
+def triple(stats: Stats, name: str = "", uncertain: tuple[str, ...] = ()) -> str:
+    """p50/p90/p99: `~` before one too few samples bound yet (`tui.engine.aggregate.intervals`), `*` after
+    one the client's timing bound is 5 % or more of (``uncertain``: `LevelView.timing_uncertain`)."""
     if stats.n == 0:
         return "-"
-    return "/".join(units.ms_short(v) for v in (stats.p50, stats.p90, stats.p99))
+    return "/".join(
+        ("~" if stats.unbounded(q) else "")
+        + units.ms_short(getattr(stats, q))
+        + ("*" if f"{name}_{q}" in uncertain else "")
+        for q in ("p50", "p90", "p99")
+    )
+
+
+ITL_JUDGED = {"chunk": "itl_chunk", "tpot": "tpot", "e2e": "itl_e2e"}
+"""Each ITL convention's name among the figures a timing bound is judged against."""
 
 
 def itl_stats(level: LevelView, convention: ItlConvention) -> Stats:
@@ -158,10 +169,10 @@ def level_cells(
         "level": marks,
         "state": state,
         "n": str(level.completed),
-        "ttft": triple(level.ttft),
-        "tpot": triple(level.tpot),
-        "itl": triple(itl_stats(level, convention)),
-        "e2e": triple(level.e2el),
+        "ttft": triple(level.ttft, "ttft", level.timing_uncertain),
+        "tpot": triple(level.tpot, "tpot", level.timing_uncertain),
+        "itl": triple(itl_stats(level, convention), ITL_JUDGED[convention], level.timing_uncertain),
+        "e2e": triple(level.e2el, "e2el", level.timing_uncertain),
         "tps": units.rate(level.output_tps),
         "rps": units.rate(level.request_per_s, 2),
         "ureq": units.rate(level.per_request_tps),

@@ -79,12 +79,14 @@ def parts_line(parts: Mapping[str, Any] | None, client_ms: float | None, wide: b
         value = parts.get(key)
         return "?" if key in missing else "-" if value is None else f"{value:,.0f}"
 
+    # no part below 0 (`~0`): over this live window the parts' populations differ (`parts.with_client`)
     terms = [f"queue {ms('queue_ms')}", f"prefill {ms('prefill_ms')}"]
     other = parts.get("server_other_ms")
     if other is not None and abs(other) >= 1:
-        terms.append(f"{'server other' if wide else 'srv'} {other:,.0f}")
+        terms.append(f"{'server other' if wide else 'srv'} {f'{other:,.0f}' if other > 0 else '~0'}")
     if client_ms is not None and whole is not None:
-        terms.append(f"{'network/client' if wide else 'net'} {client_ms - whole:,.0f}")
+        net = client_ms - whole
+        terms.append(f"{'network/client' if wide else 'net'} {f'{net:,.0f}' if net > -0.5 else '~0'}")
     head = f"TTFT {'-' if total is None else f'{total:,.0f}'}ms ="
     return f"{head} {' + '.join(terms)}" if wide else f"{head}\n  {' + '.join(terms)}"
 

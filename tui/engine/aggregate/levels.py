@@ -14,6 +14,7 @@ import numpy.typing as npt
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.attainment import slo_view
 from tui.engine.aggregate.binned_log import BinnedLog
+from tui.engine.aggregate.intervals import rate_ci
 from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
@@ -403,6 +404,7 @@ def level_view(
         completed=lv.completed,
         failed=lv.failed,
         output_tps=per_s(tokens),
+        output_tps_ci=rate_ci(tl.b[Timeline.TOK_OK, b0:b1], tl.res_ns, per_s(tokens)),
         request_per_s=per_s(ended_ok),
         per_request_tps=float(np.median(decode)) if decode.size else float("nan"),
         ttft=m.stats(pick["ttft_ms"]),

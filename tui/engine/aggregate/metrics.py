@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tui.engine.aggregate.intervals import order_ranks, quantile_interval
 from tui.engine.bins import FINE_CENTERS_MS as FINE_CENTERS_MS
 from tui.engine.bins import FINE_EDGES_MS as FINE_EDGES_MS
 from tui.engine.bins import FINE_PER_DECADE as FINE_PER_DECADE
@@ -53,6 +54,7 @@ def stats(values: npt.ArrayLike) -> Stats:
     if v.size == 0:
         return Stats()
     p50, p90, p95, p99 = np.percentile(v, PERCENTILES)
+    ordered = np.sort(v)
     return Stats(
         n=int(v.size),
         mean=float(v.mean()),
@@ -63,6 +65,7 @@ def stats(values: npt.ArrayLike) -> Stats:
         p90=float(p90),
         p95=float(p95),
         p99=float(p99),
+        intervals=tuple(quantile_interval(ordered, q / 100) for q in PERCENTILES),
     )
 
 
@@ -149,7 +152,18 @@ def stats_from_fine(fine: IntArray, moments: Moments) -> Stats:
         p90=p90,
         p95=p95,
         p99=p99,
+        intervals=tuple(_binned_interval(fine, moments, q / 100) for q in PERCENTILES),
     )
+
+
+def _binned_interval(fine: IntArray, moments: Moments, q: float) -> tuple[float, float] | None:
+    """`quantile_interval` for binned samples: the order statistics of its ranks, read from the histogram."""
+    ranks = order_ranks(moments.n, q)
+    if ranks is None:
+        return None
+    at = [100.0 * r / max(1, moments.n - 1) for r in ranks]
+    lo, hi = hist_percentiles(fine, at, moments.lo, moments.hi)
+    return lo, hi
 
 
 def moments_from_fine(fine: IntArray) -> Moments:
@@ -284,20 +298,24 @@ def steady_from_ns(
 
 KNEE_TOLERANCE = 0.05
 KNEE_RULE = (
-    "the lowest load whose steady output throughput is within {tol:.0%} of the best measured, "
-    "provided a higher load was also measured (the plateau is seen, not just the end of the sweep); "
-    "levels where the client was saturated take no part"
+    "the lowest load whose steady output throughput is within noise of the best measured (within {tol:.0%} "
+    "of it, or its 95 % interval reaching the best's), provided a higher load was also measured and the "
+    "plateau is seen beyond noise (that level's own interval within {tol:.0%} of its figure); "
+    "levels where the client limited the load take no part"
 )
 
 
 def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) -> Knee | None:
     """Where more load stops buying throughput.
 
-    Rule: among steady levels of the mode of the last level (for a value measured more than once, its
-    latest steady level), the knee is the lowest load whose steady output tokens/s is within ``tolerance``
-    (5%) of the highest measured, provided some higher load was measured too; if the best is only reached
-    at the highest load measured, the curve is still climbing and there is no knee (None). A level where the
-    client was saturated (`LevelView.client_limited`) measured the client: it takes no part.
+    Rule (`KNEE_RULE`): among steady levels of the mode of the last level (for a value measured more than
+    once, its latest steady level), the knee is the lowest load on the plateau: within ``tolerance`` (5 %)
+    of the best output tokens/s, or not distinguishable from it (its interval, `LevelView.output_tps_ci`,
+    reaches the best's), provided some higher load was measured too (if the best is only reached at the
+    highest load, the curve is still climbing) and the knee's own figure is known to within ``tolerance``
+    (else "within noise" would only say the level is too noisy to tell: no knee yet). A level without an
+    interval (a window under 4 s) is taken at its figure. A level where the client limited the load
+    (`LevelView.client_limited`) measured the client: it takes no part.
     """
     if not levels:
         return None
@@ -309,12 +327,15 @@ def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) ->
     points = sorted(by_value.values(), key=lambda lv: lv.value)
     if len(points) < 2:
         return None
-    peak = max(p.output_tps for p in points)
+    best = max(points, key=lambda p: p.output_tps)
+    peak = best.output_tps
     if peak <= 0:
         return None
     for i, p in enumerate(points):
-        if p.output_tps >= (1.0 - tolerance) * peak:
-            if i == len(points) - 1:
+        ci, best_ci = p.output_tps_ci, best.output_tps_ci
+        within_noise = ci is not None and best_ci is not None and ci[1] >= best_ci[0]
+        if p.output_tps >= (1.0 - tolerance) * peak or within_noise:
+            if i == len(points) - 1 or not _known_within(p, tolerance):
                 return None
             return Knee(
                 level_id=p.level_id,
@@ -324,3 +345,9 @@ def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) ->
                 rule=KNEE_RULE.format(tol=tolerance),
             )
     return None
+
+
+def _known_within(lv: LevelView, tolerance: float) -> bool:
+    """The level's throughput interval is within ``tolerance`` of its figure (or it has none)."""
+    ci = lv.output_tps_ci
+    return ci is None or (ci[1] - ci[0]) / 2 <= tolerance * lv.output_tps

@@ -2,25 +2,69 @@
 
 Each worker measures itself (`tui.engine.load.health`: event-loop lag, CPU share) and sends two kinds of
 reading: rolling ones in every batch (for display and the run's maxima) and one per disjoint health window,
-which `Sustain` turns into the saturated flag. This module keeps those per worker, the run's maxima and the
-spans of run time when some worker was saturated, and turns them into `ClientHealth` (the advice wording is
+which `Sustain` turns into the live flag. This module keeps those per worker, the run's maxima and the spans
+of run time when some worker was flagged, and turns them into `ClientHealth` (the advice wording is
 `tui.engine.aggregate.advice`'s).
+
+Two different things come out of the same readings, per level (`Saturation.level_client`):
+- *the client limits the load* (a verdict: the level's throughput is the client's, no knee from it): a
+  worker was CPU-bound (its CPU share over the CPU threshold), or its mean loop lag was a material share
+  (`MATERIAL_SHARE`) of the level's median E2E: each answer that ended waited that long to be read, so the
+  server held that much less than the target load;
+- *the client's timestamps are uncertain* (an error bar, not a verdict): the loop lag p99 over the level is
+  a bound on how late any stamp was (``± lag``); a latency figure is flagged only where that bound is a
+  material share of it (`uncertain_figures`).
+The lag threshold of the live flag comes from this machine: each worker measures its loop with no load at
+start (`tui.engine.load.health.IDLE_PROBE_S`), and the threshold is `LAG_OVER_IDLE` times that, within
+`LAG_MIN_MS` .. `LAG_MAX_MS` (a fixed ``lag_threshold_ms`` overrides it).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
+from collections import deque
+from collections.abc import Iterable
+from typing import NamedTuple
 
-from tui.engine.aggregate.advice import Cause, cause_of, saturation_advice
-from tui.engine.snapshot import ClientHealth
+from tui.engine.aggregate.advice import Cause, cause_of, client_limit, load_at, saturation_advice
+from tui.engine.snapshot import ClientHealth, LevelView, Stats
 from tui.engine.wire import Health
 
 SUSTAIN_WINDOWS = 2
 """Consecutive over-threshold health windows that make a worker saturated."""
-LIMITED_SHARE = 0.5
-"""A level is the client's (`Saturation.during`) when the client was flagged for this share of its window."""
 SATURATED_SPANS = 100
 """Saturated spans kept (the latest)."""
+MATERIAL_SHARE = 0.05
+"""A lag bound (p99) this share of a latency figure or more makes it uncertain, and a mean lag this share of
+a level's median E2E makes the level the client's: 5 %, the knee's own tolerance (a load or a figure off by
+less cannot move a knee). GuideLLM warns at 1 % of TTFT; here a machine's ordinary 0.5 ms lag would then
+flag every 20 ms ITL."""
+LAG_OVER_IDLE = 4.0
+"""The live flag's lag threshold is this many times the lag p99 the worker measured with no load ..."""
+LAG_MIN_MS = 1.0
+"""... never under this (a quiet machine's idle p99 is a few tenths of a ms) ..."""
+LAG_MAX_MS = 10.0
+"""... nor over this (20 idle probes on a very busy machine can catch one long stall)."""
+WINDOWS_KEPT = 4096
+"""Health windows kept for the per-level judgement (a worker's every 2 s: over 2 h for one worker)."""
+DEFAULT_LAG_MS = 2.0
+"""The lag threshold before a worker's idle measurement has arrived."""
+
+
+class LevelClient(NamedTuple):
+    """The client's health over one level's window, judged (`Saturation.level_client`)."""
+
+    lag_ms: float
+    """The timing bound: per worker the median of its health windows' lag p99 over the span, the worst
+    worker's (how late a stamp could be for half the window or more)."""
+    cpu: float
+    """Likewise the CPU share (0..1 of a core)."""
+    mean_lag_ms: float
+    """Likewise the mean lag: the time an ended answer waited to be read (the load the server missed)."""
+    cause: Cause | None
+    """Why the client limits the load there (None: it does not)."""
 
 
 class Sustain:
@@ -42,7 +86,7 @@ class Sustain:
         """The latest window's (lag p99 ms, CPU share)."""
 
     def update(self, lag_ms: float, cpu: float) -> bool:
-        """Fold in one window's reading; return whether the worker is now saturated."""
+        """Fold in one window's reading; return whether the worker is now flagged."""
         self.last = (lag_ms, cpu)
         over = lag_ms > self.lag_threshold_ms or cpu > self.cpu_threshold
         self.streak = self.streak + 1 if over else 0
@@ -55,29 +99,46 @@ class Sustain:
 
 
 class Saturation:
-    """Every worker's health readings over the run, and whether the load generator is (or was) saturated."""
+    """Every worker's health readings over the run, whether the load generator is (or was) flagged, and the
+    per-level judgement (`level_client`)."""
 
-    def __init__(self, t0_ns: int, workers: int, lag_threshold_ms: float, cpu_threshold: float) -> None:
+    def __init__(
+        self,
+        t0_ns: int,
+        workers: int,
+        lag_threshold_ms: float | None,
+        cpu_threshold: float,
+    ) -> None:
+        """``lag_threshold_ms`` None: each worker's from its idle lag (`LAG_OVER_IDLE`)."""
         self.t0_ns = t0_ns
         self.workers = workers
-        self.lag_threshold_ms = lag_threshold_ms
+        self.fixed_lag_ms = lag_threshold_ms
         self.cpu_threshold = cpu_threshold
         self.worker_health: list[tuple[float, float]] = [(0.0, 0.0)] * workers
         """Each worker's latest rolling (lag p99 ms, CPU share)."""
         self.worker_tasks = [0] * workers
         """Each worker's asyncio task count at its latest health window."""
+        self.idle_lag_ms: list[float | None] = [None] * workers
+        """Each worker's loop lag p99 with no load, measured at its start (None until it arrives)."""
         self.max_lag_ms = 0.0
         self.max_cpu = 0.0
         """Raw maxima of the rolling readings over the run (a momentary stall counts: for transparency)."""
-        self.sustain = [Sustain(lag_threshold_ms, cpu_threshold) for _ in range(workers)]
+        start = DEFAULT_LAG_MS if lag_threshold_ms is None else lag_threshold_ms
+        self.sustain = [Sustain(start, cpu_threshold) for _ in range(workers)]
+        self.windows: deque[tuple[float, float, int, float, float, float]] = deque(maxlen=WINDOWS_KEPT)
+        """The latest health windows: (from, to run s, worker, lag p99 ms, CPU share, mean lag ms)."""
+        self.window_end_s: list[float | None] = [None] * workers
+        """Each worker's latest window's end (the next one starts there)."""
         self.saturated_ever = False
-        """Some worker was saturated (sustained, see `Sustain`) at some point of the run."""
+        """Some worker was flagged (sustained, see `Sustain`) at some point of the run."""
         self.saturated_spans: list[list[float | None]] = []
-        """When some worker was flagged saturated: [from_s, to_s] of run time (to_s None while it lasts; at
-        most `SATURATED_SPANS` kept, the latest). The condition began one health window before from_s."""
-        self.span_cpu: list[float] = []
-        """Beside each saturated span: the highest CPU share of a saturated worker's window in it, which says
-        whether the worker's own CPU or a busy machine was the cause (`advice.cause_of`)."""
+        """When some worker was flagged: [from_s, to_s] of run time (to_s None while it lasts; at most
+        `SATURATED_SPANS` kept, the latest). The condition began one health window before from_s."""
+
+    @property
+    def lag_threshold_ms(self) -> float:
+        """The live flag's lag threshold: the fixed one, else the highest of the workers' own."""
+        return max((s.lag_threshold_ms for s in self.sustain), default=DEFAULT_LAG_MS)
 
     def reading(self, worker: int, health: Health) -> None:
         """A worker's rolling reading (every batch)."""
@@ -88,49 +149,53 @@ class Saturation:
 
     def window(self, worker: int, health: Health, t_ns: int) -> None:
         """A worker's closed health window (once every ``health_window_s``), reported at ``t_ns``."""
+        if health.idle_lag_p99_ms is not None:
+            self.idle_lag_ms[worker] = health.idle_lag_p99_ms
+            if self.fixed_lag_ms is None:
+                own = LAG_OVER_IDLE * health.idle_lag_p99_ms
+                self.sustain[worker].lag_threshold_ms = min(LAG_MAX_MS, max(LAG_MIN_MS, own))
         was = self.saturated
         self.worker_tasks[worker] = health.tasks
         if self.sustain[worker].update(health.loop_lag_p99_ms, health.cpu_share):
             self.saturated_ever = True
         now = self.saturated
         t_s = round((t_ns - self.t0_ns) / 1e9, 3)
+        start_s = self.window_end_s[worker] or 0.0  # the first one began at the worker's start
+        self.window_end_s[worker] = t_s
+        mean = health.loop_lag_mean_ms
+        mean_ms = health.loop_lag_p99_ms if mean is None else mean  # an older session: the bound
+        self.windows.append((start_s, t_s, worker, health.loop_lag_p99_ms, health.cpu_share, mean_ms))
         if now and not was:
             self.saturated_spans.append([t_s, None])
-            self.span_cpu.append(0.0)
             del self.saturated_spans[:-SATURATED_SPANS]
-            del self.span_cpu[:-SATURATED_SPANS]
         elif was and not now and self.saturated_spans:
             self.saturated_spans[-1][1] = t_s
-        if now:
-            hot = max(s.last[1] for s in self.sustain if s.saturated)
-            self.span_cpu[-1] = max(self.span_cpu[-1], hot)
 
-    def during(self, span_s: tuple[float, float] | None) -> bool:
-        """Whether some worker was flagged saturated for at least `LIMITED_SHARE` of ``span_s`` (run
-        seconds): a level measured then shows the client's limit. A moment of it (a neighbour's burst on a
-        shared machine) late timings may show, but not the level's throughput."""
-        return self.limit_during(span_s) is not None
-
-    def limit_during(self, span_s: tuple[float, float] | None) -> Cause | None:
-        """Why the client was the limit over ``span_s`` (see `during`), or None when it was not: ``cpu``
-        when a saturated worker's window in it crossed the CPU threshold, else the lag alone tripped and
-        the saturated workers' CPU share says whether the machine was busy with other work."""
+    def level_client(self, span_s: tuple[float, float] | None, e2e_p50_ms: float) -> LevelClient | None:
+        """The client over ``span_s`` (run seconds): its timing bound, CPU share and whether it limits the
+        load there (module docstring), from the health windows that end inside the span (or, for a span
+        shorter than a window, the ones that overlap it); None when no window covers it yet."""
         if span_s is None or span_s[1] <= span_s[0]:
             return None
         lo, hi = span_s
-        covered, cpu = 0.0, 0.0
-        for (a, b), span_cpu in zip(self.saturated_spans, self.span_cpu, strict=True):
-            overlap = 0.0 if a is None else min(hi, hi if b is None else b) - max(lo, a)
-            if overlap > 0:
-                covered += overlap
-                cpu = max(cpu, span_cpu)
-        if covered < LIMITED_SHARE * (hi - lo):
+        inside = [w for w in self.windows if lo <= (w[0] + w[1]) / 2 <= hi]
+        if not inside:  # a span shorter than a window
+            inside = [w for w in self.windows if w[1] > lo and w[0] < hi]
+        if not inside:
             return None
-        return cause_of(cpu, cpu_bound=cpu > self.cpu_threshold)
+        lag = _worst_median((w[2], w[3]) for w in inside)
+        cpu = _worst_median((w[2], w[4]) for w in inside)
+        mean = _worst_median((w[2], w[5]) for w in inside)
+        cause: Cause | None = None
+        if cpu > self.cpu_threshold:
+            cause = "cpu"
+        elif math.isfinite(e2e_p50_ms) and e2e_p50_ms > 0 and mean >= MATERIAL_SHARE * e2e_p50_ms:
+            cause = cause_of(cpu, cpu_bound=False)
+        return LevelClient(lag, cpu, mean, cause)
 
     @property
     def saturated(self) -> bool:
-        """Some worker is saturated now."""
+        """Some worker is flagged now."""
         return any(s.saturated for s in self.sustain)
 
     def health(self) -> ClientHealth:
@@ -140,7 +205,8 @@ class Saturation:
         window and says which threshold it crossed."""
         raw_lag = lag = max((h[0] for h in self.worker_health), default=0.0)
         raw_cpu = cpu = max((h[1] for h in self.worker_health), default=0.0)
-        hot = [s.last for s in self.sustain if s.saturated]  # each one's latest window is over a threshold
+        flagged = [s for s in self.sustain if s.saturated]
+        hot = [s.last for s in flagged]  # each one's latest window is over a threshold
         if hot:  # the figures in the message: the saturated workers' latest windows, not a rolling moment
             lag = max(h[0] for h in hot)
             cpu = max(h[1] for h in hot)
@@ -150,7 +216,7 @@ class Saturation:
             lag_p99_ms=lag,
             cpu_share=cpu,
             busy=bool(hot) and cpu > self.cpu_threshold,
-            lagging=bool(hot) and lag > self.lag_threshold_ms,
+            lagging=any(s.last[0] > s.lag_threshold_ms for s in flagged),
         )
         return ClientHealth(
             workers=self.workers,
@@ -160,3 +226,38 @@ class Saturation:
             reason=reason,
             worker_tasks=sum(self.worker_tasks),
         )
+
+
+def _worst_median(pairs: Iterable[tuple[int, float]]) -> float:
+    """The highest, over workers, of each worker's median reading."""
+    by: dict[int, list[float]] = {}
+    for worker, value in pairs:
+        by.setdefault(worker, []).append(value)
+    return max(statistics.median(v) for v in by.values())
+
+
+FIGURES_JUDGED = ("ttft", "tpot", "itl_chunk", "e2el")
+"""The latency figures a timing bound is set against (every stamp of them may be up to the bound late)."""
+
+
+def uncertain_figures(lag_ms: float, figures: dict[str, Stats]) -> tuple[str, ...]:
+    """``name_pNN`` of each percentile (p50, p90, p95, p99) whose value the timing bound ``lag_ms`` is
+    `MATERIAL_SHARE` or more of: the figures to flag beside (a 3 ms bound on a 5 ms ITL p99, not on a
+    650 ms TTFT)."""
+    out = []
+    for name, stats in figures.items():
+        for q in ("p50", "p90", "p95", "p99"):
+            value = getattr(stats, q)
+            if math.isfinite(value) and value > 0 and lag_ms >= MATERIAL_SHARE * value:
+                out.append(f"{name}_{q}")
+    return tuple(out)
+
+
+def limit_notices(levels: Iterable[LevelView], workers: int) -> list[str]:
+    """One line per level the client limited, from the levels' own flags (so the notices and the flags
+    cannot disagree: both are this judgement of the latest views)."""
+    return [
+        client_limit(load_at(lv.mode, lv.value), workers, lv.client_limit_cause or "cpu")
+        for lv in levels
+        if lv.client_limited
+    ]

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tui.engine.aggregate.advice import client_limit, load_at
 from tui.engine.aggregate.arrivals import fold_arrivals
 from tui.engine.aggregate.lanes import Lane, Lanes
 from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
@@ -34,7 +33,7 @@ from tui.engine.aggregate.live import LiveRates
 from tui.engine.aggregate.lost import lost_records
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.aggregate.outages import Outages
-from tui.engine.aggregate.saturation import Saturation
+from tui.engine.aggregate.saturation import FIGURES_JUDGED, Saturation, limit_notices, uncertain_figures
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.aggregate.views import LevelEntry, ViewInputs, ViewMaker, Views
 from tui.engine.config import LoadTarget
@@ -66,7 +65,7 @@ class Store:
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
         slo_e2e_ms: float | None = None,
-        lag_threshold_ms: float = 2.0,
+        lag_threshold_ms: float | None = None,
         cpu_threshold: float = 0.6,
         max_lanes: int = 64,
         heavy_interval_s: float = 0.5,
@@ -355,20 +354,35 @@ class Store:
     def _client_limited(
         self, levels: tuple[LevelView, ...], knee: Knee | None, now_ns: int
     ) -> tuple[tuple[LevelView, ...], Knee | None]:
-        """The levels with those measured while the client was saturated marked, and the knee without them
-        (`find_knee`); each marked level gets one notice saying the client is the limit, and the fix."""
-        if not self.saturation.saturated_spans:
-            return levels, knee
+        """The levels with the client's judgement over each one's window (`Saturation.level_client`): the
+        timing bound and the figures it is material to on every level, the client-limited ones marked; and
+        the knee without those (`find_knee`)."""
         now_s = (now_ns - self.t0_ns) / 1e9
-        causes = [self.saturation.limit_during(lv.span_s(now_s)) for lv in levels]
-        marked = tuple(
-            lv if cause is None else replace(lv, client_limited=True, client_limit_cause=cause)
-            for lv, cause in zip(levels, causes, strict=True)
-        )
-        for lv, cause in zip(marked, causes, strict=True):
-            if cause is not None:
-                self.add_notice(client_limit(load_at(lv.mode, lv.value), self.saturation.workers, cause))
-        return marked, find_knee(marked)
+        marked = []
+        for lv in levels:
+            judged = self.saturation.level_client(lv.span_s(now_s), lv.e2el.p50)
+            if judged is None:
+                marked.append(lv)
+                continue
+            figures = {name: getattr(lv, name) for name in FIGURES_JUDGED}
+            marked.append(
+                replace(
+                    lv,
+                    client_lag_ms=judged.lag_ms,
+                    timing_uncertain=uncertain_figures(judged.lag_ms, figures),
+                    client_limited=judged.cause is not None,
+                    client_limit_cause=judged.cause,
+                )
+            )
+        marked_levels = tuple(marked)
+        if not any(lv.client_limited for lv in marked_levels):
+            return marked_levels, knee
+        return marked_levels, find_knee(marked_levels)
+
+    def notices_with(self, levels: Sequence[LevelView]) -> tuple[str, ...]:
+        """The run's notices and one line per level the client limited, from those levels' own flags (the
+        one source: a level judged the client's early and not at the end leaves no stale line)."""
+        return (*self.notices, *limit_notices(levels, self.saturation.workers))
 
     def snapshot(self, now_ns: int, **meta: Any) -> Snapshot:
         """The state now, with the level views and histograms of the latest published `Views` (cheap:

@@ -95,7 +95,9 @@ class RunCore:
         if workload is not None:
             self.flag_levels(snap.levels, workload, cache=cache)
         self.scrape.keep_level_summaries(snap.levels, self.store.t0_ns, now_ns)
-        return replace(snap, notices=tuple(self.store.notices), recent_errors=tuple(self.store.recent_errors))
+        return replace(
+            snap, notices=self.store.notices_with(snap.levels), recent_errors=tuple(self.store.recent_errors)
+        )
 
     def flag_levels(
         self, levels: Sequence[LevelView], workload: WorkloadConfig, *, cache: bool = True

@@ -20,6 +20,10 @@ import time
 from collections import deque
 from collections.abc import Iterable
 
+IDLE_PROBE_S = 0.2
+"""How long a worker measures its loop lag with no load at start (20 probes): this machine's noise floor,
+which the face's lag threshold is taken from (`tui.engine.aggregate.saturation.LAG_OVER_IDLE`)."""
+
 
 class LoopLagMonitor:
     """Every ``interval_s`` a small thread posts a callback to the loop and measures how long the loop takes
@@ -71,8 +75,14 @@ class LoopLagMonitor:
 
     def take_window_p99_ms(self) -> float:
         """The 99th percentile of the lags served since the last call, in ms; starts the next window."""
+        return self.take_window_ms()[0]
+
+    def take_window_ms(self) -> tuple[float, float]:
+        """The (99th percentile, mean) of the lags served since the last call, in ms; starts the next
+        window. The p99 bounds how late a stamp was; the mean is how long, on average, an answer that
+        ended waited to be read (the time a closed loop's slot stands idle for the client)."""
         lags, self.window_lags_s = self.window_lags_s, []
-        return _p99_ms(lags)
+        return _p99_ms(lags), (sum(lags) / len(lags) * 1e3 if lags else 0.0)
 
 
 def _p99_ms(lags_s: Iterable[float]) -> float:

@@ -28,7 +28,7 @@ from typing import Any
 from tui.cpu_slice import request_short_slice
 from tui.engine.load.arrival_counts import ArrivalCollector, LevelArrivals
 from tui.engine.load.backoff import Outcome
-from tui.engine.load.health import CpuMeter, LoopLagMonitor
+from tui.engine.load.health import IDLE_PROBE_S, CpuMeter, LoopLagMonitor
 from tui.engine.load.lane_budget import in_budget, lane_budget
 from tui.engine.load.runner import LoadRunner
 from tui.engine.records import RequestRecord
@@ -102,6 +102,8 @@ class Worker:
         self.lag = LoopLagMonitor()
         self.cpu = CpuMeter()
         self.health_window_at = time.perf_counter()
+        self.idle_lag_ms: float | None = None
+        """The idle lag p99 measured at start, until the first window reading carries it."""
         self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.session: RequestSession | None = None
 
@@ -212,9 +214,11 @@ class Worker:
         now = time.perf_counter()
         if now - self.health_window_at >= self.options.health_window_s:
             self.health_window_at = now
+            lag_p99, lag_mean = self.lag.take_window_ms()
             window = Health(
-                self.lag.take_window_p99_ms(), self.cpu.take_window_share(), len(asyncio.all_tasks())
+                lag_p99, self.cpu.take_window_share(), len(asyncio.all_tasks()), self.idle_lag_ms, lag_mean
             )
+            self.idle_lag_ms = None  # sent once
         return Batch(
             worker=self.index,
             t_ns=t_ns,
@@ -304,8 +308,6 @@ class Worker:
             client, spec.target, spec.workload, spec.model, worker=self.index, workers=self.workers,
             notice=self.notices.append, transport=self.options.transport,
         )  # fmt: skip
-        self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
-        self.health_window_at = time.perf_counter()
         # Everything alive now (modules, the client) lives for the whole run: move it out of the collector's
         # sight, so the cyclic GC's pauses (each one stamps the chunks arriving meanwhile late) stay short.
         gc.collect()
@@ -317,6 +319,10 @@ class Worker:
         # p99 0.4-1.4 ms. Rare cycles (an error's traceback) are still collected, a little later.
         gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 50)
         lag_task = asyncio.ensure_future(self.lag.run())
+        await asyncio.sleep(IDLE_PROBE_S)  # no load yet: the machine's own lag, the threshold's base
+        self.idle_lag_ms = self.lag.take_window_p99_ms()
+        self.health_window_at = time.perf_counter()
+        self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
         batch_task = asyncio.ensure_future(self._batches())
         loop.add_reader(self.cmd.fileno(), self._on_command)
         self._on_command()

@@ -81,6 +81,8 @@ class ClientSummary:
     saturated_spans_s: tuple[tuple[float | None, float | None], ...] = ()
     """[from, to] run seconds while flagged (to None: until the end)."""
     notices: tuple[str, ...] = ()
+    lag_threshold_ms: float | None = None
+    """The live flag's lag threshold in effect (from this machine unless fixed)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,9 @@ class LevelExtras:
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: int | None = None
     histograms: rm.Histograms | None = None
+    between_scrapes_ttft: tuple[float, int] | None = None
+    """The client's mean TTFT (ms) and count over the requests whose first token landed between the two
+    scrapes the level's server TTFT parts are taken between: the same population as the server's."""
 
 
 def _num(x: float | None) -> float | None:
@@ -169,7 +174,10 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         errors=dict(lv.errors),
         exact_stats=lv.exact,
         client=rm.LevelClient(
-            max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms, max_cpu_share=extra.max_cpu_share
+            max_loop_lag_p99_ms=extra.max_loop_lag_p99_ms,
+            max_cpu_share=extra.max_cpu_share,
+            timing_bound_ms=_num(lv.client_lag_ms),
+            timing_uncertain=lv.timing_uncertain,
         ),
         sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,
@@ -186,7 +194,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         max_concurrent_requests=extra.max_concurrent_requests,
         server=None
         if server is None
-        else level_server(_with_client_ttft(server.levels.get(lv.level_id), lv.ttft.mean)),
+        else level_server(_with_client_ttft(server.levels.get(lv.level_id), lv, extra)),
         scraped=server is not None,
         histograms=extra.histograms,
         measured_over=lv.measured_over,
@@ -217,17 +225,22 @@ def _plain(figures: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if figures is None else dict(figures)
 
 
-def _with_client_ttft(figures: Mapping[str, Any] | None, client_ttft_ms: float) -> dict[str, Any] | None:
-    """A level's server figures with its TTFT parts completed by the client's mean TTFT over the same
-    window (the network and client part is the client's whole minus the server's)."""
+def _with_client_ttft(
+    figures: Mapping[str, Any] | None, lv: LevelView, extra: LevelExtras
+) -> dict[str, Any] | None:
+    """A level's server figures with its TTFT parts completed by the client's mean TTFT (the network and
+    client part is the client's whole minus the server's): over the requests whose first token landed
+    between the parts' scrapes when known, else over the level's window (then a bound: `with_client`)."""
     out = _plain(figures)
     if out is None or out.get("ttft_parts") is None:
         return out
     from tui.engine.server_metrics.parts import with_client
 
-    out["ttft_parts"] = with_client(
-        out["ttft_parts"], client_ttft_ms if math.isfinite(client_ttft_ms) else None
-    )
+    if extra.between_scrapes_ttft is not None:
+        mean, count = extra.between_scrapes_ttft
+        out["ttft_parts"] = with_client(out["ttft_parts"], mean, count)
+    else:
+        out["ttft_parts"] = with_client(out["ttft_parts"], _num(lv.ttft.mean))
     return out
 
 
@@ -327,7 +340,7 @@ def build_results(
             redirects=REDIRECTS,
             max_loop_lag_p99_ms=client.max_loop_lag_p99_ms,
             max_cpu_share=client.max_cpu_share,
-            lag_threshold_ms=options.lag_threshold_ms,
+            lag_threshold_ms=client.lag_threshold_ms or options.lag_threshold_ms,
             cpu_threshold=options.cpu_threshold,
             health_window_s=options.health_window_s,
             saturated=client.saturated,

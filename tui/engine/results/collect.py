@@ -88,8 +88,25 @@ def max_concurrent_requests(agg: LevelAgg, span: tuple[int, int]) -> int | None:
     return int(np.cumsum(marks).max())
 
 
-def level_extras(store: Store, view: LevelView, extra: dict[str, Any]) -> LevelExtras:
-    """A level's counts, peaks and histograms beside its view (under the engine's lock)."""
+def between_scrapes_ttft(agg: LevelAgg, between_ns: Sequence[int] | None) -> tuple[float, int] | None:
+    """The level's mean TTFT (ms) and count over its requests whose first token landed in ``between_ns``
+    (after the first scrape, up to the last: the span the server's histogram deltas cover). None without
+    the span, or when the level's rows are a sample (the counts could not be compared)."""
+    if between_ns is None or not agg.req.exact:
+        return None
+    rows = agg.req.view()
+    ttft = rows["ttft_ms"]
+    first = rows["sent_ns"] + np.nan_to_num(ttft, nan=-1e18) * 1e6
+    sel = (first > between_ns[0]) & (first <= between_ns[1]) & np.isfinite(ttft)
+    n = int(sel.sum())
+    return (float(ttft[sel].mean()), n) if n else None
+
+
+def level_extras(
+    store: Store, view: LevelView, extra: dict[str, Any], between_ns: Sequence[int] | None = None
+) -> LevelExtras:
+    """A level's counts, peaks and histograms beside its view (under the engine's lock); ``between_ns``:
+    the scrapes its server TTFT parts lie between."""
     agg = store.levels[view.level_id]
     span = window_ns(view, store.t0_ns)
     return LevelExtras(
@@ -99,6 +116,7 @@ def level_extras(store: Store, view: LevelView, extra: dict[str, Any]) -> LevelE
         max_output_tokens_per_s=None if span is None else max_output_tokens_per_s(agg.timeline, span),
         max_concurrent_requests=None if span is None else max_concurrent_requests(agg, span),
         histograms=histograms_of(level_histograms(agg, view, store.t0_ns)),
+        between_scrapes_ttft=between_scrapes_ttft(agg, between_ns),
     )
 
 
@@ -126,14 +144,19 @@ def collect_results(
         max_cpu_share=store.max_cpu,
         saturated=store.saturated_ever,
         saturated_spans_s=tuple((span[0], span[1]) for span in store.saturated_spans),
-        notices=tuple(store.notices),
+        notices=store.notices_with(snap.levels),
+        lag_threshold_ms=store.saturation.lag_threshold_ms,
     )
     view = scrape.latest()
     server = None
     if view is not None:
         spans = level_spans_ns([lv for lv, _ in views], store.t0_ns, now)
         server = server_summary(view, scrape.level_summaries(view, spans))
-    levels = [(lv, level_extras(store, lv, dict(extra))) for lv, extra in views]
+    parts = {i: (f or {}).get("ttft_parts") or {} for i, f in (server.levels if server else {}).items()}
+    levels = [
+        (lv, level_extras(store, lv, dict(extra), parts.get(lv.level_id, {}).get("between_ns")))
+        for lv, extra in views
+    ]
     clock = Clock(perf_t0_ns=store.t0_ns, unix_t0_ns=time.time_ns() - (time.perf_counter_ns() - store.t0_ns))
     return build_results(
         info, snap, levels, client, interrupted=interrupted, server=server, clock=clock, ramp=ramp

@@ -74,7 +74,9 @@ DEFINITIONS: dict[str, str] = {
     "highest load whose attainment lower bound met slo_target (capacity_level_id, capacity_output_goodput)",
     "stats": "mean, std (population), median, and linear-interpolated percentiles, as numpy/vLLM",
     "server.ttft_parts": "per level, the mean TTFT in parts: queue, prefill and the rest of the server's "
-    "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT minus the server's",
+    "(its histograms' _sum/_count deltas), and network/client = the client's mean TTFT over its requests "
+    "whose first token landed between the same two scrapes (client_count) minus the server's; no part is "
+    "below 0: one that cannot be matched is a bound, named with its reason in bounds",
     "server.gpu": "per level, the GPU beside the server (DCGM fields, time-averaged; per GPU and for all)",
     "server.canary": "per level, the canary user's one-token requests sent in the window (never counted in "
     "the level): n, mean_ms and p99_ms of their TTFT, errors",
@@ -88,8 +90,12 @@ DEFINITIONS: dict[str, str] = {
     "second",
     "max_concurrent_requests": "as vLLM: the most requests sent in the window that were in flight during one "
     "second of it (a request counts in every second it touches)",
-    "client_saturated": "a worker's event-loop lag p99 over lag_threshold_ms or CPU share over cpu_threshold "
-    "in two consecutive disjoint health windows (health_window_s each), at any time in the run; "
+    "client_saturated": "per level: the client limited the load over its window (a worker's CPU share over "
+    "cpu_threshold, or its mean loop lag 5 % or more of the median E2E), so no knee is taken from it; "
+    "client.timing_bound_ms: every latency of the level is +- this (the loop lag p99 over its window), "
+    "client.timing_uncertain: the figures it is 5 % or more of. client.saturated (run): a worker's "
+    "event-loop lag p99 over lag_threshold_ms (4x its lag with no load at start, 1-10 ms) or CPU share over "
+    "cpu_threshold in two consecutive disjoint health windows (health_window_s each), at any time; "
     "max_loop_lag_p99_ms and max_cpu_share are the raw rolling maxima, a momentary stall included; "
     "saturated_spans_s: [from, to] seconds of run time while flagged (to null: until the end), the condition "
     "having begun one health window before from",

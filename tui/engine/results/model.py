@@ -71,10 +71,14 @@ class Histograms:
 
 @dataclass(frozen=True, kw_only=True)
 class LevelClient:
-    """The load generator's health during one level (raw rolling maxima)."""
+    """The load generator's health during one level (raw rolling maxima), and its timing bound."""
 
     max_loop_lag_p99_ms: float = 0.0
     max_cpu_share: float = 0.0
+    timing_bound_ms: float | None = field(default=None, metadata=key(omit_none=True))
+    """Every latency of the level is ``± timing_bound_ms`` (the loop lag p99 over its window)."""
+    timing_uncertain: tuple[str, ...] = ()
+    """The figures (``ttft_p99``, ...) the bound is 5 % or more of: distrust those."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,15 +107,32 @@ def _is_open(level: Level) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PercentileTrust:
+    """How far to trust one percentile: its distribution-free 95 % interval
+    (`tui.engine.aggregate.intervals`)."""
+
+    ci95_ms: list[float] | None = None
+    bounded: bool = False
+    """False: too few samples for an interval (a p99 of 40 requests is their largest, not a p99)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class MetricPopulation:
     """What one of a level's figures covers (`tui.engine.results.population`)."""
 
     n: int | None = field(default=None, metadata=key(omit_none=True))
     """Its samples; absent for the output throughput, which counts tokens."""
     unfinished_included: bool = False
+    ci95: list[float] | None = field(default=None, metadata=key(when=lambda p: p.has_ci95))
+    """The output throughput's only: a bootstrap 95 % interval over the window's seconds, null under 4 s."""
+    has_ci95: bool = field(default=False, metadata=key(presence="ci95"))
     since_s: float | None = field(default=None, metadata=key(when=lambda p: p.has_since))
     """TTFT's only: from when its samples count (seconds into the run), null when unknown."""
     has_since: bool = field(default=False, metadata=key(presence="since_s"))
+    p50: PercentileTrust | None = field(default=None, metadata=key(omit_none=True))
+    p90: PercentileTrust | None = field(default=None, metadata=key(omit_none=True))
+    p95: PercentileTrust | None = field(default=None, metadata=key(omit_none=True))
+    p99: PercentileTrust | None = field(default=None, metadata=key(omit_none=True))
     null_because: str | None = field(default=None, metadata=key(omit_none=True))
     """Why the figure is null: it has no sample."""
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))

@@ -8,6 +8,12 @@ TTFT in parts: the server's own whole (`ttft_s`) is split into the time a reques
 (`queue_s`), its prefill (`prefill_s`) and what is left of the server's whole (tokenising, scheduling, the
 first step); the client's TTFT minus the server's whole is the network, HTTP, proxies and the client
 (`with_client`). Parts are means: means of parts add up to the mean of the whole, quantiles do not.
+
+But only over one population. The server's deltas count the requests it observed between two scrapes; the
+client's mean is taken over the requests whose first token reached it between the same two scrapes
+(``between_ns``), and the two counts must agree (`MATCH_SLACK`). Where they cannot be matched (other traffic
+on the server, a reservoir sample, a server that observes queue and prefill at a request's end, not at its
+first token) a part is a bound: never below 0, and ``bounds`` says which part and why.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from tui.engine.server_metrics.parse import Buckets
 from tui.engine.server_metrics.window import EXACT, Estimate, quantile_estimate
 
 QUANTILES = (0.5, 0.9, 0.99)
+MATCH_SLACK = 0.05
+"""Two populations are the same when their counts differ by at most this share (and 2 requests): a request
+whose first token lands within a network's delay of a scrape can fall on either side of it."""
 SOURCE = "estimate from buckets"
 """What a quantile from a server histogram is, said beside every one saved."""
 PART_SIGNALS = (("queue_ms", "queue_s"), ("prefill_ms", "prefill_s"))
@@ -88,17 +97,50 @@ def ttft_parts(hists: Mapping[str, Buckets | None]) -> dict[str, Any] | None:
     return out
 
 
-def with_client(parts: Mapping[str, Any] | None, client_ttft_ms: float | None) -> dict[str, Any] | None:
-    """``parts`` with the client's mean TTFT over the same window and the rest of it: `network_client_ms`,
-    the client's TTFT minus the server's whole (or minus queue + prefill when the server has no whole)."""
+def with_client(
+    parts: Mapping[str, Any] | None, client_ttft_ms: float | None, client_count: int | None = None
+) -> dict[str, Any] | None:
+    """``parts`` with the client's mean TTFT and the rest of it: `network_client_ms`, the client's TTFT minus
+    the server's whole (or minus queue + prefill when the server has no whole). ``client_count``: how many
+    requests the client's mean is over when it is over those whose first token landed between the parts'
+    scrapes (``between_ns``); None when it is over another population (the level's window). Every part is
+    0 or more; one that is no measurement of its own (populations not matched, or read below 0) is listed
+    in ``bounds`` with the reason (module docstring)."""
     if parts is None:
         return None
     out = dict(parts)
+    out.pop("between_ns", None)
+    bounds: dict[str, str] = {}
+    count = parts.get("count")
+    other = parts.get("server_other_ms")
+    if other is not None and other < 0:
+        bounds["server_other_ms"] = (
+            f"read {other:,.1f} ms: queue and prefill were observed for other requests than TTFT between "
+            "these scrapes (a server that observes them at a request's end): 0 or more, not measured"
+        )
+        out["server_other_ms"] = 0.0
     out["client_ttft_ms"] = client_ttft_ms
     server = parts.get("server_ttft_ms")
     if server is None and parts.get("queue_ms") is not None and parts.get("prefill_ms") is not None:
         server = parts["queue_ms"] + parts["prefill_ms"]
-    out["network_client_ms"] = (
-        client_ttft_ms - server if client_ttft_ms is not None and server is not None else None
-    )
+    network = client_ttft_ms - server if client_ttft_ms is not None and server is not None else None
+    if network is not None:
+        if client_count is None:
+            bounds["network_client_ms"] = (
+                "the client's TTFT is over the level's window, the server's between two scrapes: "
+                "different requests"
+            )
+        elif count is not None and abs(client_count - count) > max(2.0, MATCH_SLACK * count):
+            bounds["network_client_ms"] = (
+                f"the server counted {count:,.0f} first tokens between the scrapes, the client "
+                f"{client_count:,}: other traffic on the server, so not one population"
+            )
+        if network < 0:
+            bounds.setdefault(
+                "network_client_ms", f"read {network:,.1f} ms: under what matching the requests resolves"
+            )
+            network = 0.0
+    out["network_client_ms"] = network
+    out["client_count"] = client_count
+    out["bounds"] = bounds
     return out

@@ -365,9 +365,11 @@ class ServerView:
         for signal in HISTOGRAMS:
             summary[signal.removesuffix("_s") + "_ms"] = histogram_record(hists.get(signal))
         summary["ttft_parts"] = ttft_parts(hists)
+        inside = [r for r in readings if t_from_ns <= r.t_ns <= t_to_ns]
+        if summary["ttft_parts"] is not None and len(inside) >= 2:  # the scrapes its deltas lie between
+            summary["ttft_parts"]["between_ns"] = (inside[0].t_ns, inside[-1].t_ns)
         last_gauges = self.readings[-1].gauges if self.readings else {}
         summary["gpu"] = gpu_record(lambda s: gauge_mean(self.readings, s, t_from_ns, t_to_ns), last_gauges)
-        inside = [r for r in readings if t_from_ns <= r.t_ns <= t_to_ns]
         summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
         return summary
 
