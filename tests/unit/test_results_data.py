@@ -365,3 +365,24 @@ def test_a_levels_server_figures_read_typed_and_write_the_summarys_keys_in_its_o
     assert server is not None and (server.kind, server.running_mean, server.restarts) == ("vllm", 6.5, 0)
     assert server.extra == {"future_gauge": 2.0} and not server.has_canary
     assert orjson.loads(dump_results(res))["levels"][0]["server"] == doc["levels"][0]["server"]
+
+
+def test_a_percentiles_interval_and_the_throughputs_read_back_as_lists(tmp_path: Path) -> None:
+    """``ci95_ms`` / ``ci95`` are ``list[float]`` in the model: the reader takes a list of numbers (it had no
+    rule for lists, so any results file with an interval failed to read) and names a wrong item's key."""
+    doc = to_json(frozen_results())
+    population = {
+        "output_throughput": {"unfinished_included": False, "ci95": [10, 12.5]},
+        "ttft": {"n": 40, "unfinished_included": False, "p99": {"ci95_ms": [50.0, 80.0], "bounded": True}},
+    }
+    doc["levels"][0]["population"] = population
+    path = tmp_path / "intervals.json"
+    path.write_bytes(orjson.dumps(doc))
+    read = read_results(path).levels[0].population
+    assert read is not None and read["output_throughput"].ci95 == [10.0, 12.5]
+    p99 = read["ttft"].p99
+    assert p99 is not None and p99.ci95_ms == [50.0, 80.0] and p99.bounded
+    population["ttft"]["p99"]["ci95_ms"] = [50.0, "wide"]  # type: ignore[index]
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(ResultsFileError, match=r"population\.ttft\.p99\.ci95_ms\[1\]"):
+        read_results(path)
