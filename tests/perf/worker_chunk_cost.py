@@ -43,7 +43,7 @@ def main() -> None:
         handle.start()
         try:
             time.sleep(ns.warm)
-            pid = handle._pool._procs[0].pid  # type: ignore[attr-defined]  # the one local worker's process
+            pid = handle._workers.pool._procs[0].pid  # type: ignore[attr-defined]  # the one local worker's process
             c0, k0 = _cpu_s(pid), _received(handle)
             time.sleep(ns.seconds)
             c1, k1 = _cpu_s(pid), _received(handle)

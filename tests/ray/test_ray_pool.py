@@ -167,8 +167,8 @@ def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], t
                        options=options) as handle,
     ):  # fmt: skip
         wait_for(handle, lambda s: s.completed >= 8, 30, "8 requests")
-        assert handle._ray is not None
-        agent = handle._ray.agent_of(1)
+        assert handle._workers.ray is not None
+        agent = handle._workers.ray.agent_of(1)
         agent_pid = ray.get(agent.pid.remote())
         (child,) = ray.get(agent.pids.remote()).values()
         os.kill(agent_pid, signal.SIGSTOP)

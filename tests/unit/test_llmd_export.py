@@ -18,7 +18,9 @@ import orjson
 import pytest
 
 from tests.unit.results_data import frozen_results
+from tui.engine.results.codec import encode
 from tui.engine.results.files import write_results
+from tui.engine.results.level_server import level_server
 from tui.engine.results.llmd import llmd_report, llmd_reports, write_llmd_reports
 from tui.engine.results.model import Results
 
@@ -34,7 +36,7 @@ def _schema() -> dict[str, Any]:
 def _with_server(results: Results) -> Results:
     figures = {"kind": "vllm", "running_mean": 6.5, "waiting_mean": 0.5, "kv_usage_mean": 0.31,
                "prefix_cache_hit_rate": 0.12, "ttft_ms": {"p50": 40.0, "count": 12.0}}  # fmt: skip
-    levels = tuple(replace(lv, server=figures, scraped=True) for lv in results.levels)
+    levels = tuple(replace(lv, server=level_server(figures), scraped=True) for lv in results.levels)
     return replace(results, levels=levels, server={"kind": "vllm", "status": "ok"})
 
 
@@ -74,7 +76,8 @@ def test_client_figures_under_request_performance_and_the_server_under_observabi
     assert component["component_label"] == "vllm"
     assert component["aggregate"]["kv_cache_usage"] == {"units": "fraction", "mean": 0.31}
     assert component["aggregate"]["running_requests"]["mean"] == 6.5
-    assert observed["tokentop_server"] == level.server  # every scraped figure, as tokentop saved it
+    assert level.server is not None
+    assert observed["tokentop_server"] == encode(level.server)  # every scraped figure, as tokentop saved it
     load = report["scenario"]["load"]["standardized"]
     assert load["concurrency"] == level.concurrency and load["tool"] == "tokentop"
 

@@ -306,3 +306,83 @@ def test_a_rate_level_carries_its_arrival_and_load() -> None:
     assert "concurrency" not in level and "p99_sched_lag_ms" in level
     assert res.levels[0].name == "r=2/s" and res.modes == ("rate",)
     assert LoadTarget(mode="rate", rate=2.0).arrival == "poisson"
+
+
+def test_the_workload_reads_typed_and_writes_back_what_the_plain_record_wrote(tmp_path: Path) -> None:
+    """``config.workload`` is the model's `Workload`: its JSON is the plain `asdict` record it replaced (every
+    nested part set), an unknown key is kept in ``extra``, and a wrong shape is one line naming the key."""
+    from tui.engine.config import DatasetConfig, LengthDist, Scenario, TraceConfig, WorkloadConfig
+    from tui.engine.host.config_record import workload_record
+    from tui.engine.results.codec import encode
+
+    config = WorkloadConfig(
+        isl=40, osl=7, fixed_osl=False, seed=3, prompt_salt="s41t",
+        isl_dist=LengthDist("normal", 1, 61, 40.0, 5.0), osl_dist=LengthDist("uniform", 2, 6),
+        scenarios=(Scenario(10, 5, 2.0), Scenario(20, 3)), dataset=DatasetConfig("d.jsonl", entries=4),
+        shared_prefix=16, turns=2, trace=TraceConfig("t.jsonl", duration_s=9.0), isl_observations=((10, 19),),
+        tokenizer="tok", shared_prefix_sized=(16, 17),
+    )  # fmt: skip
+    plain = dataclasses.asdict(config)
+    del plain["isl_observations"]
+    record = workload_record(config)
+    assert orjson.dumps(encode(record)) == orjson.dumps(plain)
+    doc = to_json(frozen_results())
+    doc["config"]["workload"] = {**orjson.loads(orjson.dumps(plain)), "future_knob": 1}
+    path = tmp_path / "workload.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = read_results(path)
+    assert res.config.workload is not None
+    assert (res.config.workload.shared_prefix, res.config.workload.scenarios[1]["isl"]) == (16, 20)
+    assert res.config.workload.shared_prefix_sized == (16, 17) and res.config.workload.extra == {
+        "future_knob": 1
+    }
+    assert orjson.loads(dump_results(res))["config"]["workload"] == doc["config"]["workload"]
+    doc["config"]["workload"]["turns"] = "two"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(ResultsFileError, match=r"config\.workload\.turns"):
+        read_results(path)
+
+
+def test_a_levels_server_figures_read_typed_and_write_the_summarys_keys_in_its_order(tmp_path: Path) -> None:
+    """``Level.server`` is the model's `LevelServer`: built from `ServerView.level_summary`, it writes that
+    dict's keys in its order (the canary's only when one ran); read back typed, an unknown key kept."""
+    from tui.engine.results.codec import encode
+    from tui.engine.results.level_server import level_server
+    from tui.engine.server_metrics.view import ServerView
+
+    summary = {**ServerView(kind="vllm", model="m").level_summary(0, 10**9), "running_mean": 6.5}
+    typed = level_server(summary)
+    assert typed is not None and typed.running_mean == 6.5 and typed.ttft_ms is not None
+    assert orjson.dumps(encode(typed)) == orjson.dumps(summary)
+    with_canary = level_server({**summary, "canary": None})
+    assert with_canary is not None and list(encode(with_canary)) == [*summary, "canary"]
+    doc = to_json(frozen_results())
+    doc["levels"][0]["server"] = {**summary, "future_gauge": 2.0}
+    path = tmp_path / "server.json"
+    path.write_bytes(orjson.dumps(doc))
+    res = read_results(path)
+    server = res.levels[0].server
+    assert server is not None and (server.kind, server.running_mean, server.restarts) == ("vllm", 6.5, 0)
+    assert server.extra == {"future_gauge": 2.0} and not server.has_canary
+    assert orjson.loads(dump_results(res))["levels"][0]["server"] == doc["levels"][0]["server"]
+
+
+def test_a_percentiles_interval_and_the_throughputs_read_back_as_lists(tmp_path: Path) -> None:
+    """``ci95_ms`` / ``ci95`` are ``list[float]`` in the model: the reader takes a list of numbers (it had no
+    rule for lists, so any results file with an interval failed to read) and names a wrong item's key."""
+    doc = to_json(frozen_results())
+    population = {
+        "output_throughput": {"unfinished_included": False, "ci95": [10, 12.5]},
+        "ttft": {"n": 40, "unfinished_included": False, "p99": {"ci95_ms": [50.0, 80.0], "bounded": True}},
+    }
+    doc["levels"][0]["population"] = population
+    path = tmp_path / "intervals.json"
+    path.write_bytes(orjson.dumps(doc))
+    read = read_results(path).levels[0].population
+    assert read is not None and read["output_throughput"].ci95 == [10.0, 12.5]
+    p99 = read["ttft"].p99
+    assert p99 is not None and p99.ci95_ms == [50.0, 80.0] and p99.bounded
+    population["ttft"]["p99"]["ci95_ms"] = [50.0, "wide"]  # type: ignore[index]
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(ResultsFileError, match=r"population\.ttft\.p99\.ci95_ms\[1\]"):
+        read_results(path)

@@ -16,7 +16,8 @@ per request, in the simulator's format (`client_request_id` from the ``x-tokento
 
 prints ``tokentop sim: serving profile paced on http://127.0.0.1:PORT/v1`` when listening (the line
 `tui.sim.launch.SimServer` waits for; `paced_server` builds such a launcher). Chat and completions, streamed
-only; stdlib and orjson only.
+only; stdlib and orjson only. It is a `RequestHandler` on the simulator's HTTP/1.1 (`tui.sim.http`), so both
+parse, keep alive and frame alike.
 """
 
 from __future__ import annotations
@@ -33,26 +34,18 @@ from typing import IO, Any
 
 import orjson
 
+from tui.sim.http import HttpProtocol, response
 from tui.sim.launch import SimServer
 
 MODEL = "sim-paced"
 FIRST_TOKEN_S = 0.02
 """Time from a request's arrival to its first token (plus the stream's random phase, up to one interval)."""
-_MAX_REQUEST_BYTES = 1 << 20
 _DONE = b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
 
 
 def _frame(obj: dict[str, Any]) -> bytes:
     payload = b"data: " + orjson.dumps(obj) + b"\n\n"
     return b"%x\r\n%b\r\n" % (len(payload), payload)
-
-
-def _plain(status: int, body: bytes) -> bytes:
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
-    )
-    return head.encode("latin-1") + body
 
 
 class PacedConfig:
@@ -84,16 +77,28 @@ class _Stream:
         "client_request_id",
         "conn",
         "handle",
+        "keep_alive",
         "max_tokens",
         "next_at",
         "prefix",
         "sent",
+        "server",
         "suffix",
         "tail",
     )
 
-    def __init__(self, conn: _Conn, body: dict[str, Any], chat: bool, client_request_id: str | None) -> None:
+    def __init__(
+        self,
+        server: _Server,
+        conn: HttpProtocol,
+        body: dict[str, Any],
+        chat: bool,
+        keep_alive: bool,
+        client_request_id: str | None,
+    ) -> None:
+        self.server = server
         self.conn = conn
+        self.keep_alive = keep_alive
         self.client_request_id = client_request_id
         self.arrival_ns = conn.request_ns
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 16
@@ -102,7 +107,7 @@ class _Stream:
         self.chunk_ns: list[int] = []
         self.handle: asyncio.TimerHandle | None = None
         created = int(time.time())
-        rid = f"cmpl-paced-{conn.server.next_id()}"
+        rid = f"cmpl-paced-{server.next_id()}"
         kind = "chat.completion.chunk" if chat else "text_completion"
         head = {"id": rid, "object": kind, "created": created, "model": MODEL}
         delta: dict[str, Any] = {"delta": {"content": "@@"}} if chat else {"text": "@@"}
@@ -121,7 +126,7 @@ class _Stream:
             }
             tail += _frame({**head, "choices": [], "usage": usage})
         self.tail = tail + _DONE
-        cfg = conn.server.config
+        cfg = server.config
         loop = asyncio.get_running_loop()
         first = loop.time() + cfg.first_token_s
         if cfg.lockstep:
@@ -136,7 +141,7 @@ class _Stream:
         conn = self.conn
         if conn.closed:
             return
-        cfg = conn.server.config
+        cfg = self.server.config
         self.sent += 1
         payload = self.prefix + (b'" tok"' if self.sent > 1 else b'"tok"') + self.suffix
         data = b"%x\r\n%b\r\n" % (len(payload), payload)
@@ -148,17 +153,20 @@ class _Stream:
         self.chunk_ns.append(stamp)
         if last:
             self.finish("ok")
-            conn.stream_done()
+            conn.response_done(self.keep_alive)
             return
         # An absolute timeline: a late wake-up does not push the following tokens later.
         self.next_at += cfg.interval_s
         self.handle = asyncio.get_running_loop().call_at(self.next_at, self._tick)
 
+    def client_gone(self) -> None:
+        self.finish("disconnected")
+
     def finish(self, status: str) -> None:
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None
-        log = self.conn.server.config.truth_log
+        log = self.server.config.truth_log
         if log is None:
             return
         record = {
@@ -183,103 +191,58 @@ class _Stream:
 
 
 class _Server:
+    """The paced server's `tui.sim.http.RequestHandler`: each connection's requests, one at a time."""
+
     def __init__(self, config: PacedConfig) -> None:
         self.config = config
+        self.connections: set[HttpProtocol] = set()
         self._ids = 0
 
     def next_id(self) -> int:
         self._ids += 1
         return self._ids
 
+    def error_body(self, status: int, message: str) -> bytes:
+        return orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
 
-class _Conn(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection; requests served one after another."""
-
-    def __init__(self, server: _Server) -> None:
-        self.server = server
-        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set in connection_made
-        self.buffer = bytearray()
-        self.stream: _Stream | None = None
-        self.closed = False
-        self.request_ns = 0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        stream, self.stream = self.stream, None
-        if stream is not None:
-            stream.finish("disconnected")
-
-    def data_received(self, data: bytes) -> None:
-        if not self.buffer:
-            self.request_ns = time.perf_counter_ns()
-        self.buffer += data
-        if len(self.buffer) > _MAX_REQUEST_BYTES:
-            self.transport.abort()
-            return
-        if self.stream is None:
-            self._process()
-
-    def stream_done(self) -> None:
-        self.stream = None
-        if self.buffer:
-            asyncio.get_running_loop().call_soon(self._process)
-
-    def _process(self) -> None:
-        buf = self.buffer
-        if self.stream is not None or self.closed:
-            return
-        head_end = buf.find(b"\r\n\r\n")
-        if head_end < 0:
-            return
-        lines = bytes(buf[:head_end]).decode("latin-1").split("\r\n")
-        method, _, rest = lines[0].partition(" ")
-        path = rest.partition(" ")[0].partition("?")[0]
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        try:
-            length = int(headers.get("content-length", "0"))
-        except ValueError:
-            length = 0
-        end = head_end + 4 + length
-        if len(buf) < end:
-            return
-        raw = bytes(buf[head_end + 4 : end])
-        del buf[:end]
+    def handle(
+        self,
+        proto: HttpProtocol,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        raw: bytes,
+        keep_alive: bool,
+    ) -> None:
+        path = target.partition("?")[0]
         if method == "GET" and path == "/v1/models":
             models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "tokentop"}]}
-            self.transport.write(_plain(200, orjson.dumps(models)))
+            proto.send(response(200, orjson.dumps(models), keep_alive=keep_alive), keep_alive)
         elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             try:
                 body = orjson.loads(raw)
                 if not isinstance(body, dict) or not body.get("stream"):
                     raise ValueError("the paced server only streams")
             except ValueError as exc:
-                error = {"error": {"message": str(exc), "type": "invalid_request_error"}}
-                self.transport.write(_plain(400, orjson.dumps(error)))
-            else:
-                self.transport.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-                    b"transfer-encoding: chunked\r\n\r\n"
-                )
-                chat = path == "/v1/chat/completions"
-                self.stream = _Stream(self, body, chat, headers.get("x-tokentop-request-id"))
+                proto.send(response(400, self.error_body(400, str(exc)), keep_alive=keep_alive), keep_alive)
                 return
+            proto.transport.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+                b"transfer-encoding: chunked\r\n\r\n"
+            )
+            chat = path == "/v1/chat/completions"
+            request_id = headers.get("x-tokentop-request-id")
+            proto.current = _Stream(self, proto, body, chat, keep_alive, request_id)
         else:
-            self.transport.write(_plain(404, b'{"error": {"message": "not found", "type": "not_found"}}'))
-        if buf:
-            asyncio.get_running_loop().call_soon(self._process)
+            error = b'{"error": {"message": "not found", "type": "not_found"}}'
+            proto.send(response(404, error, keep_alive=keep_alive), keep_alive)
 
 
 async def serve(config: PacedConfig, host: str, port: int, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set; prints the ready line with the URL once listening."""
     loop = asyncio.get_running_loop()
     server = _Server(config)
-    listener = await loop.create_server(lambda: _Conn(server), host, port, backlog=4096)
+    listener = await loop.create_server(lambda: HttpProtocol(server), host, port, backlog=4096)
     bound = listener.sockets[0].getsockname()[1]
     print(f"tokentop sim: serving profile paced on http://{host}:{bound}/v1", flush=True)
     try:

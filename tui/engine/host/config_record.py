@@ -5,24 +5,26 @@ says what was asked without the command line beside it; whether the ISL probe ra
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, fields
 from urllib.parse import parse_qsl, urlencode
 
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.isl_probe import skip_reason
 from tui.engine.redact import HIDDEN, display_url, mask_secret
 from tui.engine.results.build import RunInfo
-from tui.engine.results.model import IslProbe
+from tui.engine.results.model import IslProbe, Workload
 
 
-def workload_record(workload: WorkloadConfig) -> dict[str, Any]:
-    """Every field of ``workload`` as plain JSON data (a dataclass added to it later is recorded too), but
-    the probe's measurements, which `isl_probe_record` reports. The tokenizer and dataset appear by path
-    only; the dataset with the format, order, entry count and size it was checked with."""
+def workload_record(workload: WorkloadConfig) -> Workload:
+    """Every field of ``workload`` as the results model's `Workload` (a field added to it later is recorded
+    too, in ``extra``), but the probe's measurements, which `isl_probe_record` reports. The tokenizer and
+    dataset appear by path only; the dataset with the format, order, entry count and size it was checked
+    with."""
     record = asdict(workload)
     record.pop("isl_observations", None)
-    return record
+    known = {f.name for f in fields(Workload)} - {"extra"}
+    return Workload(**{k: v for k, v in record.items() if k in known},
+                    extra={k: v for k, v in record.items() if k not in known})  # fmt: skip
 
 
 def endpoint_path_record(path: str | None, api_key: str | None) -> str | None:

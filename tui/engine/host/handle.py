@@ -6,8 +6,9 @@ context: the app has threads, so no fork), sends each its share of the load, and
 into a bounded `Store` and the requests log. What crosses the pipes is typed in `tui.engine.wire` (a
 `WorkerSpec` to start, `ApplyShare`/`Stop` in, `Batch`/`WorkerFailed`/`Goodbye` out). `snapshot()` summarises
 the store with numpy on demand. Its parts, one module each beside it: `reader` (the receive loop and the
-requests log), `worker_pool` (local processes) or `ray_pool` behind `pool`, `server_scrape`, and
-`config_record` (the configs as the results record them); its decisions are `tui.engine.control`.
+requests log) and `worker_pool` (local processes) or `ray_pool` behind `pool`, all held by `workers`;
+`server_scrape`, and `config_record` (the configs as the results record them); its decisions are
+`tui.engine.control`.
 
 Workers are started with multiprocessing's ``spawn``, which re-imports the face's main module in each
 worker: a script that creates an `EngineHandle` must keep its top level behind
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,19 +27,16 @@ from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import ConfigGuard
 from tui.engine.host.isl_probe import probe_isl, skip_reason
-from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placement_line
+from tui.engine.host.pool import PoolError
 from tui.engine.host.probe import Probed, ProbeError, probe_models
-from tui.engine.host.reader import Reader, RequestsLogFile
+from tui.engine.host.reader import RequestsLogFile
 from tui.engine.host.run_core import RUN_READS, RunCore, new_store, write_results
-from tui.engine.host.trace_clock import TraceClock
-from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
-from tui.engine.load.runner import split_load
+from tui.engine.host.workers import Workers
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 from tui.engine.traces.sharing import named_block_share
-from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
+from tui.engine.wire import Batch, WorkerLost
 
 if TYPE_CHECKING:
-    from tui.engine.host.ray_pool import RayWorkerPool
     from tui.engine.recording.file import Lost
     from tui.engine.recording.recorder import SessionRecorder
     from tui.engine.results.build import RunInfo
@@ -74,40 +71,20 @@ class EngineHandle:
         self.target = target
         self._probe = probe
         self.workload = workload
-        self.workers = max(1, workers)
         self.requests_log_path = requests_log
         self.options = options or EngineOptions()
         self._lock = threading.RLock()
         self._guard = ConfigGuard(has_key=bool(target.api_key))
-        self._halted = False
-        """Set when the guard tripped: every worker is paused and stays so whatever `set_load` says."""
-        self._ray: RayWorkerPool | None = None
-        self._pool: Pool = WorkerPool()
-        if self.options.placement is not None:
-            try:
-                from tui.engine.host.ray_pool import RayWorkerPool
-            except ImportError as exc:
-                raise PoolError(f"--ray needs Ray: pip install 'tokentop[ray]' ({exc})") from exc
-
-            self._ray = RayWorkerPool(self.options.placement, self.workers, on_notice=self._server_notice)
-            self._pool = self._ray
-            self.workers = self._ray.workers
+        self._workers = Workers(
+            self.options, workers, self._lock, seed=workload.seed,
+            on_notice=self._server_notice, begin_level=self._begin_level, end_level=self._end_level,
+            on_batch=self._take, on_lost=self._lost, on_worker_lost=self._worker_lost,
+            on_ready=self._workers_up,
+        )  # fmt: skip
+        self.workers = self._workers.count
         # Until `start` makes the run's store, snapshots and results read an empty one.
         store = new_store(self.options, time.perf_counter_ns(), self.workers, series_cap=IDLE_SERIES_CAP)
         self.core = RunCore(target, self.options, store, load, workers=self.workers)
-        self._lost_nodes = LostNodes()
-        self._interrupted_by: str | None = None
-        self._reader = Reader(
-            self._lock,
-            on_batch=self._take,
-            on_lost=self._lost,
-            exitcode=self._pool.exitcode,
-            on_worker_lost=self._worker_lost,
-            on_ready=self._workers_up,
-        )
-        self._trace = TraceClock()
-        """The trace replay's timeline (used in the ``trace`` mode only)."""
-        self._thread: threading.Thread | None = None
         self._log: RequestsLogFile | None = None
         self._started = False
         self._stopping = False
@@ -140,8 +117,8 @@ class EngineHandle:
             self._begin_level(1, self.core.load, t0)
             if self.core.load.paused:
                 self._end_level(t0)
-            if self._ray is not None:
-                self._note(placement_line(self._ray.nodes(t0)))
+            if (placement := self._workers.placement(t0)) is not None:
+                self._note(placement)
             if self.requests_log_path is not None:
                 self._log = RequestsLogFile(self.requests_log_path)
         if self.options.server_metrics:
@@ -154,10 +131,7 @@ class EngineHandle:
                 canary_words=self.workload.isl,
                 on_scrape=session.scrape if session is not None else None,
             )
-        ensure_resource_tracker()
-        self._reader.open_wake()
-        self._thread = threading.Thread(target=self._run, name="tokentop-engine-reader", daemon=True)
-        self._thread.start()
+        self._workers.begin(self._run)
 
     def set_load(self, target: LoadTarget) -> None:
         """Set the target; a change of mode/value/arrival/cap, or a resume from pause, starts a new level."""
@@ -177,9 +151,9 @@ class EngineHandle:
                 self.core.level_id += 1
                 self._begin_level(self.core.level_id, target, now)
                 new_level = True
-            self._trace.retarget(target, now, new_level=new_level)
-            self._send_shares()
-            self._reader.await_views(self.core.store)
+            self._workers.trace.retarget(target, now, new_level=new_level)
+            self._workers.send_shares(self.core)
+            self._workers.reader.await_views(self.core.store)
 
     def record_ramp(self, verdict: RampVerdict) -> None:
         """What the auto ramp said when it stopped: kept for results (the latest ramp's), and a notice."""
@@ -248,7 +222,7 @@ class EngineHandle:
         with self._lock:
             now = time.perf_counter_ns()
             self._see_session_lost()
-            if not self._reader.owns_views:
+            if not self._workers.reader.owns_views:
                 self.core.store.refresh_views(now)
             return self.core.snapshot(now, self.workload)
 
@@ -262,9 +236,10 @@ class EngineHandle:
         why the run was cut short ("quit", "SIGINT", ...), None when it finished."""
         with self._lock:
             info = self.run_info()
-            interrupted = interrupted or self._interrupted_by
+            interrupted = interrupted or self._workers.interrupted_by
             results = self.core.results(self.snapshot, info, interrupted=interrupted, ramp=self.ramp)
-            return results if self._ray is None else self._ray.in_results(results, self.core.store.t0_ns)
+            ray = self._workers.ray
+            return results if ray is None else ray.in_results(results, self.core.store.t0_ns)
 
     def run_info(self) -> RunInfo:
         """The run described as plain data for results (no secrets: see `config_record.run_info`)."""
@@ -293,14 +268,10 @@ class EngineHandle:
             self._stopping = True
             if first:
                 self._end_level(time.perf_counter_ns())
-            self._pool.send_all(Stop(finish_in_flight, timeout_s))
-        if self._thread is not None:
-            self._thread.join(timeout_s + 5.0)
-        self._pool.join()
+            self._workers.send_stop(finish_in_flight, timeout_s)
+        self._workers.join(timeout_s)
         with self._lock:
-            self._pool.close()
-            if self._thread is None or not self._thread.is_alive():
-                self._reader.close_wake()
+            self._workers.close()
             if self._log is not None:
                 error = self._log.close()
                 self.core.fatal = self.core.fatal or error
@@ -322,7 +293,7 @@ class EngineHandle:
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """Block until the workers are started (or the start failed: see `fatal`)."""
-        return self._reader.ready.wait(timeout_s)
+        return self._workers.reader.ready.wait(timeout_s)
 
     # --- background thread ------------------------------------------------------------------------
 
@@ -350,11 +321,8 @@ class EngineHandle:
             with self._lock:
                 if self._stopping:
                     return
-                w = self.workers
-                self._pool.spawn(
-                    WorkerSpec(i, w, self.target, self.workload, model, self.options) for i in range(w)
-                )
-                self._send_shares()
+                self._workers.spawn(self.target, self.workload, model, self.options)
+                self._workers.send_shares(self.core)
                 spawned = True
         except PoolError as exc:  # a Ray node cannot reach the target: its one line
             self.core.fatal = str(exc)
@@ -364,8 +332,8 @@ class EngineHandle:
             return
         finally:
             if not spawned:  # a failed start is ready too (see `fatal`); a good one once workers report
-                self._reader.ready.set()
-        self._reader.run(self._pool.data, self.core.store)
+                self._workers.reader.ready.set()
+        self._workers.read(self.core.store)
 
     def _probe_isl(self, model: str) -> None:
         """Learn what a prompt costs on this server before the workers start (`tui.engine.host.isl_probe`)."""
@@ -385,63 +353,25 @@ class EngineHandle:
         with self._lock:
             if self._stopping or self.workload.trace is None:
                 return
-            self._trace.start(time.perf_counter_ns(), self.core.load)
-            self._send_shares()
+            self._workers.trace.start(time.perf_counter_ns(), self.core.load)
+            self._workers.send_shares(self.core)
 
     def trace_position_s(self) -> float:
         """Seconds into the trace the replay is now (0 outside a replay)."""
         with self._lock:
-            return self._trace.position_ns(time.perf_counter_ns()) / 1e9
-
-    def _send_shares(self) -> None:
-        """The load split over the workers still running (all of them unless a node was lost)."""
-        load = replace(self.core.load, paused=True) if self._halted else self.core.load
-        alive = [i for i in range(self.workers) if i not in self.core.store.lost_workers]
-        shares = split_load(
-            load, max(1, len(alive)), self.core.level_id, seed=self.workload.seed, trace=self._trace.place()
-        )
-        if len(alive) == self.workers:
-            self._pool.send_each(ApplyShare(share) for share in shares)
-            return
-        idle = ApplyShare(replace(shares[0], paused=True))
-        commands = [idle] * self.workers
-        for share, i in zip(shares, alive, strict=False):
-            commands[i] = ApplyShare(share)
-        self._pool.send_each(commands)
+            return self._workers.trace.position_ns(time.perf_counter_ns()) / 1e9
 
     def _worker_lost(self, worker: int, lost: WorkerLost) -> None:
         """Worker ``worker``'s node went away (after all its batches that arrived): the store stops waiting
-        for it; once every worker of that node is in, one line, and the policy: stop the run, or split the
-        load over the survivors as a new level."""
+        for it, and `Workers.lose` applies the policy once the whole node is in."""
         with self._lock:
             if self._session is not None:
                 self._session.lose_workers(time.perf_counter_ns(), [worker], lost.at_ns)
             in_flight, records = self.core.store.lose_workers([worker], lost.at_ns)
             log = self._log
-            node_in_flight = self._lost_nodes.add(worker, lost, in_flight)
-            if node_in_flight is not None:
-                self._node_lost(lost, node_in_flight)
+            self._workers.lose(worker, lost, in_flight, self.core, stopping=self._stopping)
         if log is not None and records:
             log.write(records)
-
-    def _node_lost(self, lost: WorkerLost, in_flight: int) -> None:
-        """Under the lock: every worker of ``lost.node`` is accounted for."""
-        line = lost_line(lost, in_flight, self.workers, self.core.level_id, self.core.store.t0_ns)
-        self._note(line)
-        if self._stopping:
-            return
-        survivors = self.workers - len(self.core.store.lost_workers)
-        policy = self.options.placement.on_node_loss if self.options.placement is not None else "stop"
-        if policy == "stop" or survivors == 0:
-            self._interrupted_by = "node_lost"
-            self.core.fatal = self.core.fatal or line
-            self._end_level(lost.at_ns)
-            return
-        if not self.core.load.paused:
-            self.core.level_id += 1
-            self._begin_level(self.core.level_id, self.core.load, time.perf_counter_ns())
-            self._note(f"load re-split over {survivors} workers as level {self.core.level_id}")
-        self._send_shares()
 
     def _lost(self, message: str) -> None:
         """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
@@ -469,22 +399,11 @@ class EngineHandle:
             reason = self._guard.see(records) or (
                 self.core.store.fatal if self.core.store.fatal_halts else None
             )
-            if reason is not None:
-                self._halt(reason)
+            if reason is not None and not self._stopping:
+                self._workers.halt(self.core, reason)
         error = log.write(records) if log is not None else None
         if error is not None and not self._stopping:
             self.core.fatal = error
-
-    def _halt(self, reason: str) -> None:
-        """Under the lock: stop issuing in every worker at once (paused shares through the wire; in-flight
-        requests end on their own) and report ``reason`` as the engine's fatal condition, for every face."""
-        if self._halted or self._stopping:
-            return
-        self._halted = True
-        self.core.fatal = self.core.fatal or reason
-        if not self.core.load.paused:
-            self._end_level(time.perf_counter_ns())
-        self._send_shares()
 
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tui import __version__
@@ -19,6 +19,7 @@ from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.redact import display_url
 from tui.engine.results import model as rm
 from tui.engine.results.definitions import DEFINITIONS
+from tui.engine.results.level_server import level_server
 from tui.engine.results.population import population
 from tui.engine.snapshot import Knee, LevelView, RampVerdict, SloView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
@@ -55,7 +56,7 @@ class RunInfo:
     demo: bool = False
     endpoint_path: str | None = None
     """``--endpoint /PATH`` without query values or key; None: the flavour's own path."""
-    workload_record: Mapping[str, Any] = field(default_factory=dict)
+    workload_record: rm.Workload | None = None
     """Every workload setting as plain data (`config_record.workload_record`)."""
     isl_probe: rm.IslProbe | None = None
     """Whether the ISL probe ran, or why not (`config_record.isl_probe_record`)."""
@@ -191,7 +192,9 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
-        server=None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv, extra),
+        server=None
+        if server is None
+        else level_server(_with_client_ttft(server.levels.get(lv.level_id), lv, extra)),
         scraped=server is not None,
         histograms=extra.histograms,
         measured_over=lv.measured_over,
@@ -318,7 +321,7 @@ def build_results(
             slo_target=options.slo_target if _any_slo(options) else None,
             min_window_s=MIN_WINDOW_S,
             min_steady_requests=MIN_STEADY_REQUESTS,
-            workload=dict(info.workload_record),
+            workload=info.workload_record,
             isl_probe=info.isl_probe,
         ),
         definitions=DEFINITIONS,

@@ -213,6 +213,11 @@ def _convert(tp: Any, value: Any, where: Where) -> Any:
             choices = " or ".join(str(a) for a in typing.get_args(tp))
             raise where.error(f"expected {choices}{where.suffix()}, got {value!r}")
         return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise where.error(f"expected a list{where.suffix()}, got {value!r}")
+        (arg,) = typing.get_args(tp)
+        return [_convert(arg, v, where.item(i)) for i, v in enumerate(value)]
     if origin is tuple:
         if not isinstance(value, list):
             raise where.error(f"expected a list{where.suffix()}, got {value!r}")

@@ -18,8 +18,9 @@ from typing import Any
 
 import orjson
 
+from tui.engine.results.codec import encode
 from tui.engine.results.files import to_json, write_atomic
-from tui.engine.results.model import Level, Results, Stats
+from tui.engine.results.model import Level, Results, Stats, Workload
 
 REPORT_VERSION = "0.2"
 """The Benchmark Report revision written (llm-d reads the whole 0.2 line)."""
@@ -70,10 +71,10 @@ def _times(results: Results, level: Level) -> dict[str, str] | None:
 def _load(results: Results, level: Level) -> dict[str, Any]:
     """``scenario.load``: what tokentop sent (its own settings verbatim under ``native``)."""
     config = results.config
-    workload = config.workload or {}
-    source = "sampled" if workload.get("dataset") else "random"
-    fixed_isl = not workload.get("isl_dist") and not workload.get("scenarios")
-    fixed_osl = config.fixed_osl and not workload.get("osl_dist") and not workload.get("scenarios")
+    workload = config.workload or Workload()
+    source = "sampled" if workload.dataset else "random"
+    fixed_isl = not workload.isl_dist and not workload.scenarios
+    fixed_osl = config.fixed_osl and not workload.osl_dist and not workload.scenarios
     standardized: dict[str, Any] = {
         "tool": "tokentop",
         "tool_version": results.version,
@@ -103,17 +104,17 @@ def _observability(results: Results, level: Level) -> dict[str, Any] | None:
         return None
     aggregate = _drop_none(
         {
-            "kv_cache_usage": _value("fraction", server.get("kv_usage_mean")),
-            "cache_hit_rate": _value("fraction", server.get("prefix_cache_hit_rate")),
-            "running_requests": _value("count", server.get("running_mean")),
-            "waiting_requests": _value("count", server.get("waiting_mean")),
+            "kv_cache_usage": _value("fraction", server.kv_usage_mean),
+            "cache_hit_rate": _value("fraction", server.prefix_cache_hit_rate),
+            "running_requests": _value("count", server.running_mean),
+            "waiting_requests": _value("count", server.waiting_mean),
         }
     )
-    label = str((results.server or {}).get("kind") or server.get("kind") or "server")
+    label = str((results.server or {}).get("kind") or server.kind or "server")
     component: dict[str, Any] = {"component_label": label}
     if aggregate:
         component["aggregate"] = aggregate
-    return {"components": [component], "tokentop_server": server}
+    return {"components": [component], "tokentop_server": encode(server)}
 
 
 def llmd_report(results: Results, level: Level) -> dict[str, Any]:

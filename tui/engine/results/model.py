@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from tui.engine.results.codec import key
+from tui.engine.results.level_server import LevelServer
 
 Mode = Literal["concurrency", "rate", "trace"]
 
@@ -201,7 +202,7 @@ class Level:
     """vLLM's peak: the most output tokens arriving in one second of the window."""
     max_concurrent_requests: int | None = field(default=None, metadata=key(omit_none=True))
     """vLLM's peak: the most requests in flight during one second of the window."""
-    server: dict[str, Any] | None = field(default=None, metadata=key(when=lambda lv: lv.scraped))
+    server: LevelServer | None = field(default=None, metadata=key(when=lambda lv: lv.scraped))
     """The server's /metrics over the window (`tui.engine.server_metrics`); written while ``scraped``."""
     scraped: bool = field(default=False, metadata=key(presence="server"))
     """The run's server was scraped: the level writes ``server`` (null when it has no figures)."""
@@ -264,6 +265,28 @@ class IslProbe:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Workload:
+    """The workload as configured (`tui.engine.config.WorkloadConfig`'s fields but the probe's measurements);
+    its nested parts (length distributions, scenarios, dataset, trace) as their JSON objects."""
+
+    isl: int = 128
+    osl: int = 128
+    fixed_osl: bool = True
+    seed: int = 0
+    prompt_salt: str = ""
+    isl_dist: dict[str, Any] | None = None
+    osl_dist: dict[str, Any] | None = None
+    scenarios: tuple[dict[str, Any], ...] = ()
+    dataset: dict[str, Any] | None = None
+    shared_prefix: int = 0
+    turns: int = 1
+    trace: dict[str, Any] | None = None
+    tokenizer: str | None = None
+    shared_prefix_sized: tuple[int, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """What the run was asked for (no secret: header names only)."""
 
@@ -286,7 +309,7 @@ class Config:
     """With an SLO: the attainment the auto ramp's capacity needs."""
     min_window_s: float | None = None
     min_steady_requests: int | None = None
-    workload: dict[str, Any] | None = None
+    workload: Workload | None = None
     isl_probe: IslProbe | None = None
     placement: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
     """With ``--ray``: the cluster's address, workers per node and what a lost node does."""
