@@ -367,9 +367,9 @@ def test_a_levels_server_figures_read_typed_and_write_the_summarys_keys_in_its_o
     assert orjson.loads(dump_results(res))["levels"][0]["server"] == doc["levels"][0]["server"]
 
 
-def test_a_percentiles_interval_and_the_throughputs_read_back_as_lists(tmp_path: Path) -> None:
-    """``ci95_ms`` / ``ci95`` are ``list[float]`` in the model: the reader takes a list of numbers (it had no
-    rule for lists, so any results file with an interval failed to read) and names a wrong item's key."""
+def test_a_percentiles_interval_and_the_throughputs_read_back(tmp_path: Path) -> None:
+    """``ci95_ms`` / ``ci95`` are pairs in the model, lists in the file: a results file with an interval
+    reads back (it once failed to), and a wrong item is named by its key."""
     doc = to_json(frozen_results())
     population = {
         "output_throughput": {"unfinished_included": False, "ci95": [10, 12.5]},
@@ -379,9 +379,9 @@ def test_a_percentiles_interval_and_the_throughputs_read_back_as_lists(tmp_path:
     path = tmp_path / "intervals.json"
     path.write_bytes(orjson.dumps(doc))
     read = read_results(path).levels[0].population
-    assert read is not None and read["output_throughput"].ci95 == [10.0, 12.5]
+    assert read is not None and read["output_throughput"].ci95 == (10.0, 12.5)
     p99 = read["ttft"].p99
-    assert p99 is not None and p99.ci95_ms == [50.0, 80.0] and p99.bounded
+    assert p99 is not None and p99.ci95_ms == (50.0, 80.0) and p99.bounded
     population["ttft"]["p99"]["ci95_ms"] = [50.0, "wide"]  # type: ignore[index]
     path.write_bytes(orjson.dumps(doc))
     with pytest.raises(ResultsFileError, match=r"population\.ttft\.p99\.ci95_ms\[1\]"):
