@@ -34,8 +34,10 @@ def test_no_knee_from_the_clients_levels_says_the_client_was_the_limit() -> None
     levels = frozen.LEVELS
     limited = (*levels[:-1], replace(levels[-1], client_limited=True))
     text = summary(frozen.snapshot(levels=limited, knee=None))
-    assert "knee: not found among the server's levels (the client was the limit at 8 users)" in text
-    assert "still rising" not in text
+    assert (
+        "knee: not found among the server's levels (the client was the limit at 8 users; output throughput "
+        "still rising at 4 users, the highest steady level)" in text
+    )  # rising among the server's levels, not "at the highest level measured"
 
 
 def test_the_fail_column_and_the_errors_line_say_which_requests_they_count() -> None:
@@ -72,3 +74,24 @@ def test_each_level_shows_its_timing_bound_and_marks_the_figures_it_is_material_
     assert cells[-3] == "3.2" and rows[1].split()[-3] == "-"
     assert cells[-6].endswith("*") and cells[-5].endswith("*") and not cells[-4].endswith("*")
     assert "*" not in rows[1] and "± lag: the client's timing bound" in text
+
+
+def test_no_knee_names_the_levels_without_a_steady_window_instead_of_still_rising() -> None:
+    """Against a slow real server the top levels may finish no request in their window: the curve is not
+    "still rising" there (found against vLLM on 2 cores: 6, 6, -, 1 tok/s read "still rising")."""
+    from tui.bench.table import summary
+
+    one, two, *rest = (replace(lv, output_tps_ci=None) for lv in frozen.LEVELS)
+    flat = replace(two, output_tps=one.output_tps)  # 1 and 2 users alike: the plateau, from 1 user
+    top = [replace(lv, steady=False, output_tps=float("nan")) for lv in rest]
+    text = summary(frozen.snapshot(levels=(one, flat, *top), knee=None))
+    assert "still rising" not in text
+    assert "knee: not found (no steady window at 4 users, 8 users: a longer --duration)" in text
+
+
+def test_no_knee_while_the_best_is_the_highest_steady_level_says_still_rising() -> None:
+    from tui.bench.table import summary
+
+    levels = tuple(replace(lv, output_tps_ci=None) for lv in frozen.LEVELS[:2])  # 48 then 93 tok/s
+    text = summary(frozen.snapshot(levels=levels, knee=None))
+    assert "knee: not found (output throughput still rising at 2 users, the highest steady level)" in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from tui.bench.progress import load_label
+from tui.engine.aggregate.metrics import why_no_knee
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.units import ms_figure
 
@@ -89,11 +90,8 @@ def summary(snap: Snapshot) -> str:
         lines.append(
             f"knee: {at} ({snap.knee.output_tps:,.0f} output tok/s of a {snap.knee.peak_tps:,.0f} peak)"
         )
-    elif limited := [lv for lv in snap.levels if lv.client_limited]:
-        at = ", ".join(load_label(lv.mode, lv.value) for lv in limited)
-        lines.append(f"knee: not found among the server's levels (the client was the limit at {at})")
     elif len(snap.levels) > 1:
-        lines.append("knee: not found (output throughput still rising at the highest level measured)")
+        lines.append(f"knee: not found {no_knee_reason(snap.levels)}")
     lags = [
         f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}"
         for lv in snap.levels
@@ -123,3 +121,25 @@ def summary(snap: Snapshot) -> str:
         lines.append("warning: " + snap.health.reason)
     lines.extend("warning: " + notice for notice in snap.notices)
     return "\n".join(lines)
+
+
+def no_knee_reason(levels: tuple[LevelView, ...]) -> str:
+    """What follows "knee: not found", in the words of what the levels show (`why_no_knee`): never "still
+    rising" where the top levels had no steady window or the client was the limit."""
+    why = why_no_knee(levels)
+    mode = levels[-1].mode
+
+    def at(values: tuple[float, ...]) -> str:
+        return ", ".join(load_label(mode, v) for v in values)
+
+    parts = []
+    if why.rising_at is not None:
+        parts.append(f"output throughput still rising at {at((why.rising_at,))}, the highest steady level")
+    if why.noisy_at is not None:
+        parts.append(f"the plateau's first level, {at((why.noisy_at,))}, is known only to wider than ±5 %")
+    if why.unsteady:
+        parts.append(f"no steady window at {at(why.unsteady)}: a longer --duration")
+    if why.client_limited:
+        said = f"the client was the limit at {at(why.client_limited)}"
+        return f"among the server's levels ({'; '.join([said, *parts])})"
+    return f"({'; '.join(parts or ['fewer than two steady levels to compare'])})"

@@ -347,6 +347,49 @@ def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) ->
     return None
 
 
+@dataclass(frozen=True)
+class NoKnee:
+    """Why `find_knee` found none, each part true of the levels it names (their load values)."""
+
+    client_limited: tuple[float, ...] = ()
+    """Levels where the client limited the load: they measured the client, not the server."""
+    unsteady: tuple[float, ...] = ()
+    """Levels with no steady window (no throughput figure to compare)."""
+    rising_at: float | None = None
+    """The highest steady level is the best: the curve is still climbing there."""
+    noisy_at: float | None = None
+    """The plateau's first level, known only to wider than the tolerance."""
+
+
+def why_no_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) -> NoKnee:
+    """The reasons `find_knee` returns None for ``levels``, by the same rule (an empty `NoKnee`: too few
+    levels to tell)."""
+    if not levels:
+        return NoKnee()
+    mode = levels[-1].mode
+    same = [lv for lv in levels if lv.mode == mode]
+    limited = tuple(lv.value for lv in same if lv.client_limited)
+    unsteady = tuple(
+        lv.value for lv in same if not lv.client_limited and not (lv.steady and np.isfinite(lv.output_tps))
+    )
+    by_value = {lv.value: lv for lv in same if lv.value not in limited and lv.value not in unsteady}
+    points = sorted(by_value.values(), key=lambda lv: lv.value)
+    rising_at = noisy_at = None
+    if len(points) >= 2:
+        best = max(points, key=lambda p: p.output_tps)
+        for p in points:
+            ci, best_ci = p.output_tps_ci, best.output_tps_ci
+            if p.output_tps >= (1.0 - tolerance) * best.output_tps or (
+                ci is not None and best_ci is not None and ci[1] >= best_ci[0]
+            ):
+                if p is points[-1]:
+                    rising_at = p.value
+                elif not _known_within(p, tolerance):
+                    noisy_at = p.value
+                break
+    return NoKnee(limited, unsteady, rising_at, noisy_at)
+
+
 def _known_within(lv: LevelView, tolerance: float) -> bool:
     """The level's throughput interval is within ``tolerance`` of its figure (or it has none)."""
     ci = lv.output_tps_ci
