@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from textual.pilot import Pilot
 
-from tests.app.fake_engine import FakeEngine
+from tests.support.fake_engine import FakeEngine
 from tui.app.app import TokentopApp
 from tui.app.settings import AppSettings
 from tui.app.themes import load_themes

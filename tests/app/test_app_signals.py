@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.engine.engine_helpers import logged_lines
 from tests.pty_app import PtyApp
+from tests.support.engine_helpers import logged_lines
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
+from tests.support import frozen
 from tests.unit.results_data import frozen_results
 from tui.app.widgets.level_table import BASE_COLUMN
 from tui.engine.recording.file import SessionError

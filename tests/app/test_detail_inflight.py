@@ -12,7 +12,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.app.conftest import MakeApp, settle
-from tests.app.fake_engine import FakeEngine
+from tests.support.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
 from tui.engine.aggregate.store import Store
 from tui.engine.config import LoadTarget

@@ -5,7 +5,7 @@ Each row asserts what the screen says (the banner, the error class and its count
 status line), that it said it within a bound, and that the load went on (a fault in some streams: the other
 requests complete; failing requests: they back off) or stopped (a configuration error: nothing more
 reaches the server, whatever key is pressed). The app's timer never fires (`make_app`): each wait polls
-the app itself, a tick at a time, under a deadline. The bench side of the matrix is in tests/engine."""
+the app itself, a tick at a time, under a deadline. The bench side of the matrix is in tests/integration."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ import orjson
 import pytest
 from textual.pilot import Pilot
 
-from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
-from tests.engine.conftest import no_dns  # noqa: F401 - the DNS row asks for it by name
-from tests.engine.fault_server import FaultServer
-from tests.engine.scripted_server import (
+from tests.integration.conftest import no_dns  # noqa: F401 - the DNS row asks for it by name
+from tests.support import frozen
+from tests.support.fault_server import FaultServer
+from tests.support.scripted_server import (
     Request,
     Responder,
     ScriptedServer,
@@ -34,7 +34,7 @@ from tests.engine.scripted_server import (
     normal_stream,
     sse,
 )
-from tests.engine.tls_server import HAVE_OPENSSL, SelfSigned, make_self_signed, serve, tls_server
+from tests.support.tls_server import HAVE_OPENSSL, SelfSigned, make_self_signed, serve, tls_server
 from tui.app.app import TokentopApp
 from tui.app.widgets.errors import errors_content
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
-from tests.app.fake_engine import FakeEngine
+from tests.support import frozen
+from tests.support.fake_engine import FakeEngine
 from tui.app.widgets.detail import RequestDetailScreen
 from tui.app.widgets.help import HelpBody, HelpScreen
 from tui.app.widgets.latency import LatencyHistogram

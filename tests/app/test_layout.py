@@ -6,8 +6,8 @@ import pytest
 from textual.binding import Binding
 
 from tests.app.conftest import MakeApp, screen_text, settle
-from tests.app.fake_engine import FakeEngine
 from tests.app.test_server_pane import _view as server_view
+from tests.support.fake_engine import FakeEngine
 from tui.app.app import TokentopApp
 from tui.app.widgets.footer import FooterEntry, KeyFooter, fit_entries
 from tui.app.widgets.level_table import COLUMNS, level_cells

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.app.conftest import MakeApp, settle
-from tests.app.fake_engine import FakeEngine
+from tests.support.fake_engine import FakeEngine
 
 
 class MarkingEngine(FakeEngine):

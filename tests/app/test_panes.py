@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from rich.style import Style
 
-from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
-from tests.app.fake_engine import FakeEngine
+from tests.support import frozen
+from tests.support.fake_engine import FakeEngine
 from tui.app.plotting import PlotLines
 from tui.app.widgets.curve import ThroughputCurve
 from tui.app.widgets.help import HelpScreen, MarkdownText

@@ -13,7 +13,7 @@ import pytest
 from textual.notifications import Notification
 
 from tests.app.conftest import settle
-from tests.engine.engine_helpers import running_handle, wait_for
+from tests.support.engine_helpers import running_handle, wait_for
 from tui.app.app import TokentopApp
 from tui.app.saving import saved_list
 from tui.app.settings import AppSettings

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.app.conftest import MakeApp, settle
-from tests.app.fake_engine import FakeEngine
+from tests.support.fake_engine import FakeEngine
 from tui.engine.config import LoadTarget
 
 

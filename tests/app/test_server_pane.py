@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app import frozen
 from tests.app.conftest import MakeApp, screen_text, settle
-from tests.app.fake_engine import FakeEngine
+from tests.support import frozen
+from tests.support.fake_engine import FakeEngine
 from tui.app.widgets.server_pane import server_content, sparkline
 from tui.engine.server_metrics.kinds import VLLM
 from tui.engine.server_metrics.parse import parse_text

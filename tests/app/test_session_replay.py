@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.app.conftest import settle
-from tests.engine.engine_helpers import wait_for
+from tests.support.engine_helpers import wait_for
 from tui.app.app import TokentopApp
 from tui.app.playback import make_replay_app
 from tui.app.settings import AppSettings

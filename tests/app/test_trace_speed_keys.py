@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.app.conftest import screen_text, settle
-from tests.engine.engine_helpers import read_jsonl, running_handle
+from tests.support.engine_helpers import read_jsonl, running_handle
 from tui.app.app import TokentopApp
 from tui.app.settings import AppSettings
 from tui.app.themes import load_themes

@@ -3,7 +3,7 @@ run does, and the pane shows the run's (saying so) rather than `n 0`."""
 
 from __future__ import annotations
 
-from tests.app.frozen import snapshot
+from tests.support.frozen import snapshot
 from tui.app.widgets.latency import ttft_view
 from tui.engine.snapshot import Histogram
 

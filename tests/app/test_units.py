@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from rich.style import Style
 
-from tests.app import frozen
+from tests.support import frozen
 from tui.app import control
 from tui.app.frames import FrameStats
 from tui.app.plotting import CurveColours, HistColours, Plot, _position, nice_ticks

@@ -19,8 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.app.fake_engine import FakeEngine  # noqa: E402
 from tests.perf.paint_clock import PaintClock  # noqa: E402
+from tests.support.fake_engine import FakeEngine  # noqa: E402
 from tui.app.app import TokentopApp  # noqa: E402
 from tui.app.settings import AppSettings  # noqa: E402
 from tui.app.themes import load_themes  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.app import frozen  # noqa: E402
+from tests.support import frozen  # noqa: E402
 from tui.app.widgets.level_table import ServerMeans, server_means  # noqa: E402
 from tui.engine.server_metrics.kinds import VLLM  # noqa: E402
 from tui.engine.server_metrics.parse import parse_text  # noqa: E402

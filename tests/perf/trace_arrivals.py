@@ -1,10 +1,10 @@
 """Arrival vs schedule by the simulator's truth log, for the replay test's scenario run many times.
 
-The scenario of tests/engine/test_trace_replay.py (48 requests 15-60 ms apart, two workers, the simulator's
-small-gpu profile at time scale 20, the ISL probe on), played at x1 then at x2 from the start, ``--runs``
-times. Per run: the p99 of each pass, arrival (the simulator's truth log) minus schedule. Over all runs:
-p50/p99/max of every request's arrival, and of the client's part of it (the send, stamped just before the
-socket write, minus schedule). ``--busy`` keeps one core busy with another process
+The scenario of tests/integration/test_trace_replay.py (48 requests 15-60 ms apart, two workers, the
+simulator's small-gpu profile at time scale 20, the ISL probe on), played at x1 then at x2 from the start,
+``--runs`` times. Per run: the p99 of each pass, arrival (the simulator's truth log) minus schedule.
+Over all runs: p50/p99/max of every request's arrival, and of the client's part of it (the send, stamped
+just before the socket write, minus schedule). ``--busy`` keeps one core busy with another process
 (``python3 -c "while 1: pass"``) throughout.
 
     PYTHONPATH=. python tests/perf/trace_arrivals.py [--runs 20] [--busy]
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.engine.engine_helpers import joined, running_handle, wait_for
-from tests.engine.test_trace_replay import BLOCK, N, write_trace
+from tests.integration.test_trace_replay import BLOCK, N, write_trace
+from tests.support.engine_helpers import joined, running_handle, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, TraceConfig, WorkloadConfig
 from tui.engine.traces import check_trace
 from tui.sim.launch import SimServer

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from tests.engine.engine_helpers import joined
 from tests.perf.trace_arrivals import busy_core
+from tests.support.engine_helpers import joined
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, TraceConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.engine.load.trace_pacing import TracePacer

@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import tui  # noqa: E402
-from tests.engine.engine_helpers import joined, read_jsonl, running_handle, wait_for  # noqa: E402
+from tests.support.engine_helpers import joined, read_jsonl, running_handle, wait_for  # noqa: E402
 from tui.engine.config import EngineOptions, LoadTarget, RayPlacement, WorkloadConfig  # noqa: E402
 from tui.engine.host.handle import EngineHandle  # noqa: E402
 from tui.engine.host.ray_pool import connect, ray_check, version_mismatch  # noqa: E402

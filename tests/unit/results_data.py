@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.app import frozen
+from tests.support import frozen
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.config_record import run_info
 from tui.engine.results.build import ClientSummary, LevelExtras, RunInfo, build_results

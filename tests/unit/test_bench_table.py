@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.app import frozen
+from tests.support import frozen
 from tui.bench.table import format_table
 
 

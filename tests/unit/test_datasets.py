@@ -1,6 +1,6 @@
 """Datasets: every format loads (the samples in tests/data), the workload walks them reproducibly, and every
 broken file is one `DatasetError` line naming the file and the line. The subprocess half (exit status 2,
-one line on stderr) is in tests/engine/test_workload_bench.py."""
+one line on stderr) is in tests/integration/test_workload_bench.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.app import frozen
+from tests.support import frozen
 from tests.unit.results_data import frozen_results
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.config_record import run_info

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.app import frozen
+from tests.support import frozen
 from tui.bench.table import format_table
 from tui.engine.aggregate.intervals import order_ranks, quantile_interval, rate_interval
 from tui.engine.aggregate.metrics import find_knee, stats

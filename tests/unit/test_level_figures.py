@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 import tui.engine.server_metrics.view as view_module
-from tests.app import frozen
+from tests.support import frozen
 from tui.engine.server_metrics.kinds import VLLM
 from tui.engine.server_metrics.level_figures import LevelFigures, LevelSpan, level_spans_ns
 from tui.engine.server_metrics.parse import Buckets

@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.app import frozen
+from tests.support import frozen
 from tests.unit.results_data import frozen_results
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.level_histograms import compact_histogram, window_ns

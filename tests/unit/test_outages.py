@@ -96,7 +96,7 @@ def test_a_level_that_held_an_outage_is_not_steady_and_its_rates_are_over_the_ti
 def test_the_results_outages_read_back_and_an_older_file_without_them_reads_as_none() -> None:
     from dataclasses import replace
 
-    from tests.app import frozen
+    from tests.support import frozen
     from tests.unit.results_data import frozen_results
 
     snap = frozen.snapshot()

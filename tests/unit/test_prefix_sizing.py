@@ -1,5 +1,5 @@
 """`size_prefix`: the shared prefix's word count found from what the server counts, without a server (the
-engine test `tests/engine/test_exact_isl.py` does it against the simulator)."""
+engine test `tests/integration/test_exact_isl.py` does it against the simulator)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.app import frozen
+from tests.support import frozen
 from tests.unit.results_data import frozen_info, frozen_results
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig
 from tui.engine.results import model as rm

@@ -1,0 +1,1 @@
+"""Integration tests of the headless face, `tokentop bench`, against the simulator."""
