@@ -6,6 +6,7 @@ page's module map too) that points to nothing since a move."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -90,6 +91,12 @@ def _defined(body: list[ast.stmt]) -> set[str]:
     return names
 
 
+@functools.cache
+def _module_body(source: Path) -> list[ast.stmt]:
+    """A module's statements, parsed once for all the names quoted from it."""
+    return ast.parse(source.read_text(encoding="utf-8")).body
+
+
 def name_exists(root: Path, dotted: str) -> bool:
     """A module or package under ``root``, then names its module (and a class in it) defines."""
     parts = dotted.split(".")
@@ -100,7 +107,7 @@ def name_exists(root: Path, dotted: str) -> bool:
             break
     else:
         return False
-    body = ast.parse(source.read_text(encoding="utf-8")).body
+    body = _module_body(source)
     for name in parts[i:]:
         if name.startswith("__") and name.endswith("__"):
             return True  # a module's own attribute (__file__, __version__)
