@@ -173,13 +173,14 @@ class Saturation:
 
     def level_client(self, span_s: tuple[float, float] | None, e2e_p50_ms: float) -> LevelClient | None:
         """The client over ``span_s`` (run seconds): its timing bound, CPU share and whether it limits the
-        load there (module docstring), from the health windows mostly inside the span (their midpoint in
-        it) that ended by its end; None when none has yet. A window reported after an ended level's end
-        never changes what was saved for it."""
+        load there (module docstring), from the health windows that end inside the span (or, for a span
+        shorter than a window, the ones that overlap it); None when no window covers it yet."""
         if span_s is None or span_s[1] <= span_s[0]:
             return None
         lo, hi = span_s
-        inside = [w for w in self.windows if lo <= (w[0] + w[1]) / 2 and w[1] <= hi]
+        inside = [w for w in self.windows if lo <= (w[0] + w[1]) / 2 <= hi]
+        if not inside:  # a span shorter than a window
+            inside = [w for w in self.windows if w[1] > lo and w[0] < hi]
         if not inside:
             return None
         lag = _worst_median((w[2], w[3]) for w in inside)

@@ -33,7 +33,13 @@ from tui.engine.aggregate.live import LiveRates
 from tui.engine.aggregate.lost import lost_records
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.aggregate.outages import Outages
-from tui.engine.aggregate.saturation import FIGURES_JUDGED, Saturation, limit_notices, uncertain_figures
+from tui.engine.aggregate.saturation import (
+    FIGURES_JUDGED,
+    LevelClient,
+    Saturation,
+    limit_notices,
+    uncertain_figures,
+)
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.aggregate.views import LevelEntry, ViewInputs, ViewMaker, Views
 from tui.engine.config import LoadTarget
@@ -85,6 +91,9 @@ class Store:
         self.levels: dict[int, LevelAgg] = {}
         self.lanes = Lanes(max_lanes)
         self.saturation = Saturation(t0_ns, workers, lag_threshold_ms, cpu_threshold)
+        self._ended_client: dict[int, LevelClient | None] = {}
+        """An ended level's client judgement, fixed when first taken after its end (a later window
+        that straddled the end never changes what was saved for it)."""
         self.live = LiveRates(t0_ns)
         self.completed = 0
         self.failed = 0
@@ -360,7 +369,12 @@ class Store:
         now_s = (now_ns - self.t0_ns) / 1e9
         marked = []
         for lv in levels:
-            judged = self.saturation.level_client(lv.span_s(now_s), lv.e2el.p50)
+            if lv.ended_s is not None and lv.level_id in self._ended_client:
+                judged = self._ended_client[lv.level_id]
+            else:
+                judged = self.saturation.level_client(lv.span_s(now_s), lv.e2el.p50)
+                if lv.ended_s is not None:
+                    self._ended_client[lv.level_id] = judged
             if judged is None:
                 marked.append(lv)
                 continue
