@@ -317,33 +317,46 @@ def find_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) ->
     interval (a window under 4 s) is taken at its figure. A level where the client limited the load
     (`LevelView.client_limited`) measured the client: it takes no part.
     """
-    if not levels:
+    points = _knee_points(levels)
+    at = _plateau_start(points, tolerance)
+    if at is None or at == len(points) - 1 or not _known_within(points[at], tolerance):
         return None
+    p = points[at]
+    return Knee(
+        level_id=p.level_id,
+        value=p.value,
+        output_tps=p.output_tps,
+        peak_tps=max(q.output_tps for q in points),
+        rule=KNEE_RULE.format(tol=tolerance),
+    )
+
+
+def _knee_points(levels: Sequence[LevelView]) -> list[LevelView]:
+    """The levels the knee is taken from, by load: steady, of the last level's mode, not the client's, and
+    for a value measured more than once its latest such level."""
+    if not levels:
+        return []
     mode = levels[-1].mode
     by_value: dict[float, LevelView] = {}
     for lv in levels:
         if lv.mode == mode and lv.steady and np.isfinite(lv.output_tps) and not lv.client_limited:
             by_value[lv.value] = lv  # later levels win
-    points = sorted(by_value.values(), key=lambda lv: lv.value)
+    return sorted(by_value.values(), key=lambda lv: lv.value)
+
+
+def _plateau_start(points: Sequence[LevelView], tolerance: float) -> int | None:
+    """The index of the lowest load on the plateau: within ``tolerance`` of the best output tokens/s, or
+    whose interval reaches the best's; None with fewer than two points or no throughput."""
     if len(points) < 2:
         return None
     best = max(points, key=lambda p: p.output_tps)
-    peak = best.output_tps
-    if peak <= 0:
+    if best.output_tps <= 0:
         return None
     for i, p in enumerate(points):
         ci, best_ci = p.output_tps_ci, best.output_tps_ci
         within_noise = ci is not None and best_ci is not None and ci[1] >= best_ci[0]
-        if p.output_tps >= (1.0 - tolerance) * peak or within_noise:
-            if i == len(points) - 1 or not _known_within(p, tolerance):
-                return None
-            return Knee(
-                level_id=p.level_id,
-                value=p.value,
-                output_tps=p.output_tps,
-                peak_tps=peak,
-                rule=KNEE_RULE.format(tol=tolerance),
-            )
+        if p.output_tps >= (1.0 - tolerance) * best.output_tps or within_noise:
+            return i
     return None
 
 
@@ -368,25 +381,23 @@ def why_no_knee(levels: Sequence[LevelView], tolerance: float = KNEE_TOLERANCE) 
         return NoKnee()
     mode = levels[-1].mode
     same = [lv for lv in levels if lv.mode == mode]
-    limited = tuple(lv.value for lv in same if lv.client_limited)
+    points = _knee_points(levels)
+    measured = {p.value for p in points}  # a value measured again, steady, is not named as a failure
+    limited = tuple(lv.value for lv in same if lv.client_limited and lv.value not in measured)
     unsteady = tuple(
-        lv.value for lv in same if not lv.client_limited and not (lv.steady and np.isfinite(lv.output_tps))
+        lv.value
+        for lv in same
+        if not lv.client_limited
+        and not (lv.steady and np.isfinite(lv.output_tps))
+        and lv.value not in measured
     )
-    by_value = {lv.value: lv for lv in same if lv.value not in limited and lv.value not in unsteady}
-    points = sorted(by_value.values(), key=lambda lv: lv.value)
-    rising_at = noisy_at = None
-    if len(points) >= 2:
-        best = max(points, key=lambda p: p.output_tps)
-        for p in points:
-            ci, best_ci = p.output_tps_ci, best.output_tps_ci
-            if p.output_tps >= (1.0 - tolerance) * best.output_tps or (
-                ci is not None and best_ci is not None and ci[1] >= best_ci[0]
-            ):
-                if p is points[-1]:
-                    rising_at = p.value
-                elif not _known_within(p, tolerance):
-                    noisy_at = p.value
-                break
+    at = _plateau_start(points, tolerance)
+    rising_at = points[at].value if at is not None and at == len(points) - 1 else None
+    noisy_at = (
+        points[at].value
+        if at is not None and at < len(points) - 1 and not _known_within(points[at], tolerance)
+        else None
+    )
     return NoKnee(limited, unsteady, rising_at, noisy_at)
 
 
