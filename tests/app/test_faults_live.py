@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,7 @@ from tests.app.conftest import MakeApp, screen_text, settle
 from tests.integration.conftest import no_dns  # noqa: F401 - the DNS row asks for it by name
 from tests.support import frozen
 from tests.support.fault_server import FaultServer
+from tests.support.ports import free_port
 from tests.support.scripted_server import (
     Request,
     Responder,
@@ -76,13 +76,6 @@ class Served:
 
 
 # --- the servers ------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    """A port nothing listens on: bound, read and closed again (refused from then on)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _answer(req: Request, resp: Responder) -> None:
@@ -209,7 +202,7 @@ def served(request: pytest.FixtureRequest) -> Iterator[Served]:
     request. Each runs in a thread, off the loop the app runs on."""
     row: str = request.param
     if row == "refused":
-        yield Served(f"http://127.0.0.1:{_free_port()}/v1")
+        yield Served(f"http://127.0.0.1:{free_port()}/v1")
         return
     if row == "dns":
         request.getfixturevalue("no_dns")

@@ -4,13 +4,13 @@ a proxy. The real `TokentopApp` under Pilot, the real `EngineHandle` (its worker
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 
 from tests.app.conftest import MakeApp
 from tests.app.test_faults_live import flat, pane, until
+from tests.support.ports import free_port, sim_on_port
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
 from tui.sim.launch import SimServer
@@ -18,21 +18,10 @@ from tui.sim.launch import SimServer
 pytestmark = pytest.mark.timeout(120)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _sim(port: int) -> SimServer:
-    return SimServer("small-gpu", time_scale=4, extra_args=["--port", str(port)])
-
-
 @pytest.fixture
 def sim() -> Iterator[list[SimServer]]:
     """The simulator on a fixed port (a list: the test replaces it with its restart)."""
-    servers = [_sim(_free_port()).start()]
+    servers = [sim_on_port(free_port()).start()]
     try:
         yield servers
     finally:
@@ -69,7 +58,7 @@ async def test_the_app_says_the_server_stopped_answering_and_when_it_was_back(
             15.0,
         )
         port = sim[0].port
-        sim.append(_sim(port).start())
+        sim.append(sim_on_port(port).start())
         back, _ = await until(app, pilot, "the server back", lambda t: "back at" in t, 20.0)
         shown = flat(back)
         snap = engine.snapshot()

@@ -6,7 +6,6 @@ and in `tokentop bench`, which exits 0 with the failures counted."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -15,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.engine_helpers import read_jsonl, running_handle, wait_for
+from tests.support.ports import free_port, sim_on_port
 from tui import units
 from tui.engine.config import LoadTarget, WorkloadConfig
 from tui.engine.load.backoff import CONNECT_CAP_S
-from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(120)
 USERS = 4
@@ -31,18 +30,6 @@ BACK_WITHIN_S = CONNECT_CAP_S + 1.0
 GONE = {"connect", "disconnect"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _sim(port: int) -> SimServer:
-    """Half-second requests (32 tokens at time scale 4) on a fixed port, so a second one takes its place."""
-    return SimServer("small-gpu", time_scale=4, extra_args=["--port", str(port)])
-
-
 def _max_attempts(users: int, seconds: float) -> float:
     """What the back-off allows ``users`` in ``seconds`` of refusals: the short first steps (25 ms ... 0.5 s,
     5 of them), then at most one per half cap; without it a refused port is retried thousands of times."""
@@ -50,8 +37,8 @@ def _max_attempts(users: int, seconds: float) -> float:
 
 
 def test_the_live_engine_backs_off_while_the_server_is_gone_and_resumes_at_once(tmp_path: Path) -> None:
-    port = _free_port()
-    sim = _sim(port).start()
+    port = free_port()
+    sim = sim_on_port(port).start()
     try:
         with running_handle(
             sim.url, LoadTarget(concurrency=USERS), tmp_path, workload=WorkloadConfig(isl=32, osl=32)
@@ -67,7 +54,7 @@ def test_the_live_engine_backs_off_while_the_server_is_gone_and_resumes_at_once(
             assert set(dict(down.errors)) <= GONE and dict(down.errors).get("connect", 0) > 0, down.errors
             completed_at = down.completed
 
-            sim = _sim(port).start()  # the same port: the same URL the engine was given
+            sim = sim_on_port(port).start()  # the same port: the same URL the engine was given
             _, back, waited_s = wait_for(
                 handle,
                 lambda s: s.in_flight == USERS and s.completed > completed_at,
@@ -85,8 +72,8 @@ def test_the_live_engine_backs_off_while_the_server_is_gone_and_resumes_at_once(
 
 def test_the_open_loop_holds_while_the_server_is_gone_and_keeps_its_schedule_after(tmp_path: Path) -> None:
     rate = 8.0
-    port = _free_port()
-    sim = _sim(port).start()
+    port = free_port()
+    sim = sim_on_port(port).start()
     load = LoadTarget(mode="rate", rate=rate, arrival="constant")
     try:
         with running_handle(sim.url, load, tmp_path, workload=WorkloadConfig(isl=32, osl=32)) as handle:
@@ -100,7 +87,7 @@ def test_the_open_loop_holds_while_the_server_is_gone_and_keeps_its_schedule_aft
             assert 0 < down.failed - failed_at <= _max_attempts(1, DOWN_S), down.failed - failed_at
             assert set(dict(down.errors)) <= GONE
             completed_at = down.completed
-            sim = _sim(port).start()
+            sim = sim_on_port(port).start()
             _, _, waited_s = wait_for(handle, lambda s: s.completed > completed_at, 10.0, "a completion")
             assert waited_s <= BACK_WITHIN_S, waited_s
             t0, done0 = time.monotonic(), handle.snapshot().completed
@@ -116,9 +103,9 @@ def test_bench_rides_out_a_restart_says_the_outage_and_keeps_it_out_of_the_level
     """Exit 0 with the failures counted; and the outage said when it begins and ends (progress and table),
     saved as a span, the level's rates over the time the server was up and the level not steady, the
     restart seen by the server view, no proxy blamed for the metrics that went away."""
-    port = _free_port()
+    port = free_port()
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
-    sim = _sim(port).start()
+    sim = sim_on_port(port).start()
     bench: subprocess.Popen[str] | None = None
     try:
         cmd = [sys.executable, "-m", "tui", "bench", "--url", sim.url, "--concurrency", str(USERS),
@@ -135,7 +122,7 @@ def test_bench_rides_out_a_restart_says_the_outage_and_keeps_it_out_of_the_level
         sim.stop()
         time.sleep(DOWN_S)
         up_ns = time.perf_counter_ns()
-        sim = _sim(port).start()
+        sim = sim_on_port(port).start()
         stdout, stderr = bench.communicate(timeout=60)
     finally:
         if bench is not None and bench.poll() is None:
