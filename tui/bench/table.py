@@ -11,7 +11,7 @@ from tui.engine.aggregate.cost import usd_per_mtok
 from tui.engine.aggregate.metrics import why_no_knee
 from tui.engine.config import EngineOptions
 from tui.engine.snapshot import LevelView, Snapshot
-from tui.units import ms_figure
+from tui.units import dollars, ms_figure
 
 
 def format_table(levels: tuple[LevelView, ...], cost_per_hour: float | None = None) -> str:
@@ -79,11 +79,6 @@ def format_table(levels: tuple[LevelView, ...], cost_per_hour: float | None = No
         " client's timing bound, its loop lag p99; * a figure it is 5 % or more of)"
     )
     return "\n".join(lines)
-
-
-def dollars(usd: float | None) -> str:
-    """ "$0.53", or "-" where there is no price."""
-    return "-" if usd is None else f"${usd:,.2f}" if usd >= 0.1 else f"${usd:.4f}"
 
 
 def table_name(lv: LevelView) -> str:
