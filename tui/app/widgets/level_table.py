@@ -237,9 +237,9 @@ class LevelTable(DataTable[Text]):
         self._shown: dict[tuple[str, str], str] = {}
         self._followed = -1
         self.baseline: Callable[[LevelView], Mapping[str, Any] | None] | None = None
+        """Set before mounting (``--baseline``): the baseline's level for a level, and its column shows."""
         self.cost_per_hour: float | None = None
         """Set before mounting (``--cost-per-hour``): the $/Mtok column shows."""
-        """Set before mounting (``--baseline``): the baseline's level for a level, and its column shows."""
         self._columns = COLUMNS
         """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate); in the
         wide layout only those that fit whole (`fitting`), the small one scrolls sideways instead."""
