@@ -127,3 +127,11 @@ def test_the_price_at_slo_is_the_capacity_levels_and_says_when_no_level_met_it()
         in "\n".join(line)
     )
     assert "$/Mtok at SLO" not in summary(snap, EngineOptions(cost_per_hour=3.5))  # no SLO: no such line
+
+
+def test_joules_per_token_is_a_column_once_some_level_has_one() -> None:
+    levels = frozen.snapshot().levels
+    header, rows = _header_and_rows(format_table(levels, 3.5, joules={levels[0].level_id: 2.1049}))
+    assert "out tok/s  $/Mtok out  J/tok  TTFT p50" in header
+    assert [row.split()[8] for row in rows] == ["2.1"] + ["-"] * (len(rows) - 1)
+    assert "J/tok" not in format_table(levels, joules={})

@@ -283,17 +283,20 @@ def _run(
             handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
             final = snap
+            results: Results | None = None
+            if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
+                interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
+                doc = handle.results(interrupted=interrupted)
+                assert isinstance(doc, Results)  # a load engine's, never a watch's
+                results = doc
             if status != 1 and snap.levels:
-                table = summary(snap, config.options)
+                table = summary(snap, config.options, joules_per_token(results))
                 if feed is not None and feed.to_stdout:
                     say(table)  # stdout is the feed's: nothing else goes there
                 else:
                     print_or_drop(table)
-            if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
+            if results is not None:
                 # the results, then the exports made from that same document (tui.engine.results)
-                interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
-                results = handle.results(interrupted=interrupted)
-                assert isinstance(results, Results)  # a load engine's, never a watch's
                 if feed is not None:
                     feed.results(results)  # the same document as --output, so its last line is the file
                 if config.output is not None:
@@ -440,6 +443,16 @@ def _run_level(
     if ended_early is not None:
         say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
+
+
+def joules_per_token(results: Results | None) -> dict[int, float]:
+    """Each level's J per output token where the GPUs' energy counter gave one (the table's column)."""
+    out = {}
+    for lv in results.levels if results is not None else ():
+        j = (lv.server.gpu or {}).get("joules_per_output_token") if lv.server is not None else None
+        if j is not None:
+            out[lv.level_id] = float(j)
+    return out
 
 
 def _feed_level(feed: LiveFeed, handle: Engine) -> None:

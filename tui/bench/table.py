@@ -4,6 +4,7 @@ A pure function of the final snapshot, so a test reads the text without running 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from tui.bench.progress import load_label
 from tui.engine.aggregate.attainment import any_slo, capacity_level
@@ -14,8 +15,13 @@ from tui.engine.snapshot import LevelView, Snapshot
 from tui.units import dollars, ms_figure
 
 
-def format_table(levels: tuple[LevelView, ...], cost_per_hour: float | None = None) -> str:
-    """The end-of-run table (stdout); ``cost_per_hour``: a $/Mtok column after out tok/s."""
+def format_table(
+    levels: tuple[LevelView, ...],
+    cost_per_hour: float | None = None,
+    joules: Mapping[int, float] | None = None,
+) -> str:
+    """The end-of-run table (stdout); ``cost_per_hour``: a $/Mtok column after out tok/s; ``joules``: J per
+    output token by level id (the results' ``server.gpu``), a column after it where any level has one."""
     # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
     reasoning = any(math.isfinite(lv.reasoning_tokens) for lv in levels)
     cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
@@ -27,6 +33,8 @@ def format_table(levels: tuple[LevelView, ...], cost_per_hour: float | None = No
         cols = (*cols[:9], "TTFA p50", *cols[9:])
     if cached:
         cols = (*cols[:-1], "prefix cache", cols[-1])
+    if joules:  # beside the throughput it is per
+        cols = (*cols[:7], "J/tok", *cols[7:])
     if cost_per_hour is not None:  # beside the throughput it prices
         cols = (*cols[:7], "$/Mtok out", *cols[7:])
     rows: list[tuple[str, ...]] = [cols]
@@ -62,6 +70,9 @@ def format_table(levels: tuple[LevelView, ...], cost_per_hour: float | None = No
             rate = lv.cache_hit_rate
             hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column
             row = (*row[:-1], hit, row[-1])
+        if joules:
+            j = joules.get(lv.level_id)
+            row = (*row[:7], "-" if j is None else f"{j:.3g}", *row[7:])
         if cost_per_hour is not None:
             row = (*row[:7], dollars(usd_per_mtok(cost_per_hour, lv.output_tps)), *row[7:])
         rows.append(row)
@@ -88,11 +99,13 @@ def table_name(lv: LevelView) -> str:
     return f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
 
 
-def summary(snap: Snapshot, options: EngineOptions | None = None) -> str:
+def summary(
+    snap: Snapshot, options: EngineOptions | None = None, joules: Mapping[int, float] | None = None
+) -> str:
     """The table and, under it, the knee, the price at SLO, the errors and every warning the run had: what
-    bench prints. ``options``: the run's price and SLO."""
+    bench prints. ``options``: the run's price and SLO; ``joules``: `format_table`'s."""
     cost = None if options is None else options.cost_per_hour
-    lines = [format_table(snap.levels, cost)]
+    lines = [format_table(snap.levels, cost, joules)]
     if snap.knee is not None:
         mode, v = snap.load.mode, snap.knee.value
         at = f"speed x{v:g}" if mode == "trace" else f"{v:g} {'users' if mode == 'concurrency' else 'req/s'}"

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import tui.bench.run as bench_run
+from tests.conftest import made_once
 from tests.support.engine_helpers import bench
 from tests.support.scripted_engine import ScriptedEngine
 from tui.bench.feed import LiveFeed
@@ -30,19 +31,25 @@ ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two 3 s levels on the simulated H100 (time scale 10), priced, with an SLO, the feed on stdout, the
-    session recorded (its scrapes are the simulator's served text)."""
-    tmp = tmp_path_factory.mktemp("feed")
-    out, session = tmp / "results.json", tmp / "run.tokentop-session.gz"
+    session recorded (its scrapes are the simulator's served text); once per test run (`made_once`)."""
+    folder = made_once(tmp_path_factory, "bench-feed", _bench)
+    lines = [json.loads(line) for line in (folder / "stdout").read_text().splitlines()]  # the feed alone
+    with gzip.open(folder / "run.tokentop-session.gz", "rt") as f:
+        scrapes = [e for e in map(json.loads, f) if e.get("k") == "scrape"]
+    results = json.loads((folder / "results.json").read_text())
+    return {"stderr": (folder / "stderr").read_text(), "lines": lines, "results": results, "scrapes": scrapes}
+
+
+def _bench(folder: Path) -> None:
     r = bench(
         "--sim-profile", "small-gpu", "--sim-time-scale", "10", "--concurrency", "1,2", "--duration", "3",
         "--isl", "32", "--osl", "32", "--no-isl-probe", "--cost-per-hour", str(COST), "--slo-e2e-ms", "5000",
-        "--live-jsonl", "-", "--output", str(out), "--record", str(session), timeout_s=90.0,
+        "--live-jsonl", "-", "--output", str(folder / "results.json"),
+        "--record", str(folder / "run.tokentop-session.gz"), timeout_s=90.0,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    lines = [json.loads(line) for line in r.stdout.splitlines()]  # stdout holds the feed's lines alone
-    with gzip.open(session, "rt") as f:
-        scrapes = [e for e in map(json.loads, f) if e.get("k") == "scrape"]
-    return {"stderr": r.stderr, "lines": lines, "results": json.loads(out.read_text()), "scrapes": scrapes}
+    (folder / "stdout").write_text(r.stdout)
+    (folder / "stderr").write_text(r.stderr)
 
 
 def test_the_feeds_last_line_is_the_saved_results_after_a_tick_a_second_and_a_line_per_level(
@@ -110,6 +117,7 @@ def test_joules_per_token_is_the_simulators_energy_delta_over_the_levels_tokens(
         # the simulated H100 draws between idle and board power, per simulated second (time scale 10)
         assert 70.0 <= gpu["energy_j"] / gpu["energy_s"] / 10 <= 700.0
     assert measured >= 1
+    assert "J/tok" in run["stderr"]  # the end table's column (stderr: stdout is the feed's)
 
 
 class _Factory:
