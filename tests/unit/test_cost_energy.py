@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,32 @@ def test_a_levels_energy_per_token_is_its_gpus_energy_over_their_seconds_over_it
         assert figures["joules_per_output_token"] == 2100.0 / 3.0 / lv.output_throughput
         assert figures["output_tokens_per_joule"] == lv.output_throughput / (2100.0 / 3.0)
         assert figures["power_w_mean"] == 690.0  # the rest as the server's summary had it
+
+
+def test_nvmls_total_energy_is_the_same_counter_and_absent_where_the_gpu_has_none() -> None:
+    """A stand-in with NVML's shapes (energy in mJ since the driver loaded); a GPU before Volta raises."""
+    from types import SimpleNamespace
+
+    import httpx
+
+    from tui.engine.server_metrics.gpu_source import NvmlSource
+
+    def nvml(energy: Any) -> SimpleNamespace:
+        return SimpleNamespace(
+            nvmlInit=lambda: None,
+            nvmlDeviceGetCount=lambda: 2,
+            nvmlDeviceGetHandleByIndex=lambda i: i,
+            nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=50, memory=50),
+            nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=2**30, free=2**30),
+            nvmlDeviceGetPowerUsage=lambda h: 300_000,
+            nvmlDeviceGetTotalEnergyConsumption=energy,
+        )
+
+    def not_supported(handle: int) -> int:
+        raise RuntimeError("NVMLError_NotSupported")
+
+    with httpx.Client() as client:
+        gauges = NvmlSource(nvml(lambda h: 1_000_000 * (h + 1))).read(client)
+        old = NvmlSource(nvml(not_supported)).read(client)
+    assert (gauges["energy_j@0"], gauges["energy_j@1"], gauges["energy_j"]) == (1000.0, 2000.0, 3000.0)
+    assert not any(key.startswith("energy_j") for key in old) and old["power_w"] == 600.0
