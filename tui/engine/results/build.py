@@ -258,13 +258,15 @@ def _with_client_ttft(
 def _with_energy(figures: dict[str, Any] | None, lv: LevelView) -> dict[str, Any] | None:
     """A level's server figures with its GPU energy per output token (`tui.engine.aggregate.cost`): the
     energy counter's increase over the seconds between its readings, over the level's output tokens/s."""
-    gpu = None if figures is None else figures.get("gpu")
-    if not gpu or gpu.get("energy_j") is None:
+    gpu = (figures or {}).get("gpu") or {}
+    if figures is None or gpu.get("energy_j") is None:
         return figures
     energy, span, tps = gpu["energy_j"], gpu.get("energy_s"), _num(lv.output_tps)
-    gpu = {**gpu, "joules_per_output_token": joules_per_token(energy, span, tps)}
-    gpu["output_tokens_per_joule"] = tokens_per_joule(energy, span, tps)
-    return {**figures, "gpu": gpu}  # type: ignore[dict-item]
+    per_token = {
+        "joules_per_output_token": joules_per_token(energy, span, tps),
+        "output_tokens_per_joule": tokens_per_joule(energy, span, tps),
+    }
+    return {**figures, "gpu": {**gpu, **per_token}}
 
 
 def cost_at_slo(
