@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from tui import units
+from tui.bench.feed import LiveFeed
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
 from tui.configs import BenchConfig
@@ -177,6 +178,7 @@ def run(
         vllm_results=config.vllm_results,
         plot=config.plot,
     )
+    feed = LiveFeed(config.live_jsonl) if config.live_jsonl is not None else None
     demo = config.server.demo
     try:
         with signals_as_interrupt():
@@ -184,9 +186,14 @@ def run(
                 if demo is not None:
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
-                    status = _run(config, demo_url, progress, engine_factory, probe)
+                    status = _run(config, demo_url, progress, engine_factory, probe, feed)
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
+            finally:
+                if feed is not None:
+                    feed.close()
+        if feed is not None and feed.error is not None:
+            status = status or 1  # said when it happened: an output asked for is incomplete
     except DemoError as exc:
         progress.done()
         say(f"tokentop: error: {exc}")
@@ -212,8 +219,10 @@ def _run(
     progress: Progress,
     engine_factory: EngineFactory,
     probe: Callable[[TargetConfig], Probed],
+    feed: LiveFeed | None = None,
 ) -> int:
-    """Probe, run every level, print the table and write the results; the exit status."""
+    """Probe, run every level, print the table and write the results (and the feed's lines, with one); the
+    exit status."""
     err = sys.stderr
     handle: Engine | None = None
     final: Snapshot | None = None
@@ -249,7 +258,7 @@ def _run(
                 handle.set_load(load)
             duration_s = config.level_duration_s(i - 1)
             fatal = _run_level(
-                handle, config, i, len(targets), load, progress, clock, duration_s, trace_requests
+                handle, config, i, len(targets), load, progress, clock, duration_s, trace_requests, feed
             )
             if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
@@ -259,6 +268,8 @@ def _run(
                 wind_down_from = time.monotonic()
                 fatal = _wind_down(handle, load, target.timeout_s + 5.0)
                 clock.wind_down_s.append(time.monotonic() - wind_down_from)
+                if feed is not None and fatal is None and i < len(targets):  # the last: from the results
+                    _feed_level(feed, handle)
             if fatal is not None:
                 progress.done()
                 print(f"tokentop: error: {fatal}", file=err)
@@ -272,13 +283,22 @@ def _run(
             handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
             final = snap
-            if status != 1 and snap.levels:
-                print_or_drop(summary(snap))
+            results: Results | None = None
             if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
-                # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
-                results = handle.results(interrupted=interrupted)
-                assert isinstance(results, Results)  # a load engine's, never a watch's
+                doc = handle.results(interrupted=interrupted)
+                assert isinstance(doc, Results)  # a load engine's, never a watch's
+                results = doc
+            if status != 1 and snap.levels:
+                table = summary(snap, config.options, joules_per_token(results))
+                if feed is not None and feed.to_stdout:
+                    say(table)  # stdout is the feed's: nothing else goes there
+                else:
+                    print_or_drop(table)
+            if results is not None:
+                # the results, then the exports made from that same document (tui.engine.results)
+                if feed is not None:
+                    feed.results(results)  # the same document as --output, so its last line is the file
                 if config.output is not None:
                     write_results(results, config.output)
                     if not config.quiet:
@@ -364,6 +384,7 @@ def _run_level(
     clock: _RunClock,
     duration_s: float | None,
     trace_requests: int | None = None,
+    feed: LiveFeed | None = None,
 ) -> str | None:
     """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
     or None. ``trace_requests``: a trace replayed once holds this many requests, and its level ends when
@@ -388,6 +409,8 @@ def _run_level(
         _say_as_it_happens(snap, progress, clock, handle)
         progress.level(_level_progress(i, n, load, lv, snap, goal, elapsed_s, clock), force=first)
         first = False
+        if feed is not None:
+            feed.tick(snap, lv, load, config.options.cost_per_hour)
         if lv is None:
             continue
         ended_early = persistent_failure(lv, elapsed_s)
@@ -420,6 +443,23 @@ def _run_level(
     if ended_early is not None:
         say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
+
+
+def joules_per_token(results: Results | None) -> dict[int, float]:
+    """Each level's J per output token where the GPUs' energy counter gave one (the table's column)."""
+    out = {}
+    for lv in results.levels if results is not None else ():
+        j = (lv.server.gpu or {}).get("joules_per_output_token") if lv.server is not None else None
+        if j is not None:
+            out[lv.level_id] = float(j)
+    return out
+
+
+def _feed_level(feed: LiveFeed, handle: Engine) -> None:
+    """The level just wound down, as the results have it now (all its requests are in)."""
+    results = handle.results()
+    if isinstance(results, Results):
+        feed.level(results, handle.level_id)
 
 
 def _trace_requests(workload: WorkloadConfig) -> int | None:

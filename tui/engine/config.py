@@ -262,6 +262,8 @@ class EngineOptions:
     slo_e2e_ms: float | None = None
     slo_target: float = 0.95
     """The auto ramp's capacity at SLO: the highest load whose attainment's lower bound reaches this."""
+    cost_per_hour: float | None = None
+    """What the server costs per hour (USD: GPUs, instance): each level's $ per million tokens; None: none."""
     max_lanes: int = 64
     """Most lanes a snapshot carries (the rest are counted in `Snapshot.lanes_hidden`)."""
     server_metrics: bool = True

@@ -52,6 +52,14 @@ DEFINITIONS: dict[str, str] = {
     "attainment_high its Wilson 95 % interval; cut: the level's cancelled requests, in no share; "
     "request_goodput and output_goodput: requests/s and output tokens/s of the met ones over the window",
     "slo_target": "the attainment the auto ramp's capacity at SLO needs from its 95 % lower bound",
+    "usd_per_mtok_output": "with --cost-per-hour: cost_per_hour / 3600 / output_throughput * 1e6, dollars "
+    "per million output tokens; usd_per_mtok_input the same over total_input_tokens / duration (the "
+    "whole price on each kind: they do not add); slo.usd_per_mtok_goodput over output_goodput",
+    "cost_at_slo": "with --cost-per-hour and an SLO: the capacity at SLO (the highest load whose "
+    "attainment's 95 % lower bound met slo_target) and its slo.usd_per_mtok_goodput",
+    "joules_per_output_token": "server.gpu: the GPUs' energy counter's increase between the first and last "
+    "scrape inside the window (energy_j) over the seconds between them (energy_s), over output_throughput; "
+    "output_tokens_per_joule is its inverse",
     "interrupted": "the run was cut short (interrupted_by: quit, SIGINT, SIGTERM, ...); its last level ends "
     "where the run stopped, under the window rule above",
     "tokens_per_chunk": "output tokens / content chunks, mean over requests (>1 with speculative decoding)",

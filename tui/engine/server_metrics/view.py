@@ -16,7 +16,7 @@ from itertools import pairwise
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from tui.engine.server_metrics.gpu import gpu_gauges, gpu_record
+from tui.engine.server_metrics.gpu import ENERGY, energy_record, gpu_gauges, gpu_record
 from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, MAPS, RATES, UNKNOWN, ServerMap
 from tui.engine.server_metrics.parse import Buckets, Family, histogram, label_values, total
 from tui.engine.server_metrics.parts import estimates, histogram_record, ttft_parts
@@ -370,6 +370,8 @@ class ServerView:
             summary["ttft_parts"]["between_ns"] = (inside[0].t_ns, inside[-1].t_ns)
         last_gauges = self.readings[-1].gauges if self.readings else {}
         summary["gpu"] = gpu_record(lambda s: gauge_mean(self.readings, s, t_from_ns, t_to_ns), last_gauges)
+        if summary["gpu"] is not None and ENERGY in last_gauges:
+            summary["gpu"].update(energy_record(_gauge_points(tuple(inside), ENERGY)))
         summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
         return summary
 
