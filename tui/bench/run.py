@@ -33,7 +33,7 @@ from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.control.guard import persistent_failure
+from tui.engine.control.guard import open_outage, outage_outlasted, persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import longest_probe_s, skip_reason
 from tui.engine.host.probe import Probed, ProbeError, probe_models
@@ -390,7 +390,11 @@ def _run_level(
         first = False
         if lv is None:
             continue
-        ended_early = persistent_failure(lv, elapsed_s)
+        if (gone_for_good := outage_outlasted(snap.outages, snap.elapsed_s)) is not None:
+            return gone_for_good  # the results keep what was measured; exit 1
+        # inside an outage the failures say the server is away, not that this level is broken: wait it out
+        down = open_outage(snap.outages) is not None
+        ended_early = persistent_failure(lv, elapsed_s, snap.outages)
         if ended_early is not None:
             if snap.completed == 0:
                 return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
@@ -405,11 +409,15 @@ def _run_level(
                 and lv.measured_over == "requests"
                 and lv.window_completed + lv.window_failed >= goal_requests
             )
-            or (lv.completed == 0 and lv.failed >= goal_requests)
+            or (lv.completed == 0 and lv.failed >= goal_requests and not down)
             # the trace is over: nothing more will be sent at this speed
             or (trace_requests is not None and lv.completed + lv.failed >= trace_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
-            or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)
+            or (
+                lv.completed + lv.failed >= 4 * goal_requests + 20
+                and elapsed_s >= UNSETTLED_AFTER_S
+                and not down
+            )
         ):
             break
     snap = handle.snapshot()

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tui.engine.records import RequestRecord
-from tui.engine.snapshot import LevelView
+from tui.engine.snapshot import LevelView, Outage
+from tui.units import clock, elapsed
 
 AUTH_FATAL_AFTER = 3
 """Rejections (HTTP 401/403) in a row, with no success among them, that stop the load."""
@@ -78,11 +79,38 @@ PERSISTENT_FAILURES = 8
 has failed 8 times in about 5 s)."""
 
 
-def persistent_failure(level: LevelView, elapsed_s: float) -> str | None:
+OUTAGE_WAIT_S = 300.0
+"""How long bench waits out an outage before it stops the run (a real vLLM server took 2 minutes to come
+back from a restart)."""
+
+
+def open_outage(outages: tuple[Outage, ...]) -> Outage | None:
+    """The outage going on now, if any (`tui.engine.aggregate.outages`)."""
+    return outages[-1] if outages and outages[-1].end_s is None else None
+
+
+def outage_outlasted(outages: tuple[Outage, ...], now_s: float, wait_s: float | None = None) -> str | None:
+    """Why the run should stop: the server has not answered for longer than ``wait_s`` (default
+    `OUTAGE_WAIT_S`); else None (no outage, or one still worth waiting out)."""
+    span = open_outage(outages)
+    limit_s = OUTAGE_WAIT_S if wait_s is None else wait_s
+    if span is None or now_s - span.start_s < limit_s:
+        return None
+    return (
+        f"the server stopped answering at {elapsed(span.start_s)} ({span.cause}) and has not answered "
+        f"for {clock(now_s - span.start_s)}: run stopped"
+    )
+
+
+def persistent_failure(level: LevelView, elapsed_s: float, outages: tuple[Outage, ...] = ()) -> str | None:
     """Why ``level`` should end now (one line: how long, how many, of which classes), or None.
 
     Peers end a run whose every request fails; tokentop's users back off (`tui.engine.load.backoff`), so
-    waiting for ``--requests`` failures against an always-failing server took minutes."""
+    waiting for ``--requests`` failures against an always-failing server took minutes. A server in an
+    outage (it answered before, then stopped: ``outages``' last span is open) is not a broken level but a
+    span to wait out (`outage_outlasted` bounds it): a level started inside one is not ended here."""
+    if open_outage(outages) is not None:
+        return None
     if level.completed or level.failed < PERSISTENT_FAILURES or elapsed_s < PERSISTENT_S:
         return None
     classes = ", ".join(f"{k} {v}" for k, v in sorted(level.errors, key=lambda kv: -kv[1]))
