@@ -1,7 +1,8 @@
 """When to stop issuing on purpose: a configuration error that every further request would repeat.
 
-Two such errors: the server keeps rejecting our credentials (HTTP 401/403), or the TLS handshake keeps failing
-(a certificate that does not verify, a protocol the server does not speak: class ``tls``). Going on only
+Three such errors: the server keeps rejecting our credentials (HTTP 401/403), the TLS handshake keeps failing
+(a certificate that does not verify, a protocol the server does not speak: class ``tls``), or the server
+stopped serving the model (HTTP 404 naming it: unloaded, swapped, renamed mid-run). Going on only
 hammers the server (without this, the live app would send a rejected key at hundreds of requests per second
 under its "every request fails" banner) and measures nothing. The handle feeds every finished record here,
 across all workers in the order they reached it; a few of the same error in a row with no success in between
@@ -22,17 +23,36 @@ AUTH_FATAL_AFTER = 3
 TLS_FATAL_AFTER = 3
 """TLS failures in a row, with no success among them, that stop the load (a certificate does not fix
 itself; a few, not one, so a single broken handshake on a healthy server passes)."""
+MODEL_GONE_AFTER = 3
+"""HTTP 404s naming the model in a row, with no success among them, that stop the load (a model that
+went away mid-run is not an outage: the server answers, and every further request would get the same)."""
 AUTH_STATUSES = (401, 403)
 
 
+def names_model(rec: RequestRecord, model: str) -> bool:
+    """The failure is the server saying it does not serve ``model``: a 404 whose message names it (vLLM,
+    OpenAI: "The model `X` does not exist"; Ollama: 'model "X" not found')."""
+    return rec.status == "error" and rec.http_status == 404 and bool(model) and model in (rec.error or "")
+
+
 class ConfigGuard:
-    """Counts credential rejections and TLS failures in a row; a success resets both, other failures leave
-    them."""
+    """Counts credential rejections, TLS failures and 404s naming the model, each in a row; a success resets
+    them, other failures leave them."""
 
     def __init__(
-        self, *, has_key: bool, after: int = AUTH_FATAL_AFTER, tls_after: int = TLS_FATAL_AFTER
+        self,
+        *,
+        has_key: bool,
+        model: str = "",
+        after: int = AUTH_FATAL_AFTER,
+        tls_after: int = TLS_FATAL_AFTER,
+        model_after: int = MODEL_GONE_AFTER,
     ) -> None:
         self.has_key = has_key
+        self.model = model
+        self.model_after = model_after
+        self.model_in_a_row = 0
+        """404s naming the model in a row."""
         self.after = after
         self.tls_after = tls_after
         self.in_a_row = 0
@@ -48,7 +68,9 @@ class ConfigGuard:
         tls_error = ""
         for rec in records:
             if rec.status == "ok":
-                self.in_a_row = self.tls_in_a_row = 0
+                self.in_a_row = self.tls_in_a_row = self.model_in_a_row = 0
+            elif names_model(rec, self.model):
+                self.model_in_a_row += 1
             elif rec.status == "error" and rec.http_status in AUTH_STATUSES:
                 self.in_a_row += 1
                 status = rec.http_status
@@ -65,6 +87,12 @@ class ConfigGuard:
             return (
                 f"{what} (HTTP {status}, {self.in_a_row} requests in a row): load stopped; "
                 "check --api-key or $OPENAI_API_KEY"
+            )
+        if self.model_in_a_row >= self.model_after:
+            self.tripped = True
+            return (
+                f"the server no longer serves model {self.model} (HTTP 404 on {self.model_in_a_row} requests "
+                "in a row): load stopped"
             )
         if self.tls_in_a_row >= self.tls_after and tls_error:
             self.tripped = True
