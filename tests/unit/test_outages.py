@@ -89,7 +89,7 @@ def test_a_level_that_held_an_outage_is_not_steady_and_its_rates_are_over_the_ti
     assert view.total_tps == pytest.approx(3000.0)
     # goodput over the same up-time as the throughput, in both places it is kept; the share unchanged
     assert view.goodput_per_s == pytest.approx(4.5) and view.slo is not None
-    assert (view.slo.goodput_rps, view.slo.goodput_tps) == (pytest.approx(4.5), pytest.approx(450.0))
+    assert view.slo.goodput_rps == pytest.approx(4.5) and view.slo.goodput_tps == pytest.approx(450.0)
     assert (view.slo.attainment, view.slo.low, view.slo.requests) == (0.75, 0.67, 120)
     still_down = without_outages(_view(), (Outage(25.0, None, "connect"),), now_s=28.0)
     assert still_down.down_s == pytest.approx(3.0)  # an open outage runs to now
