@@ -197,3 +197,36 @@ def test_a_level_started_inside_an_outage_waits_it_out_and_one_that_outlasts_the
     assert [load.value for load in engine.loads] == [1, 2]  # level 3 never began
     res = read_results(tmp_path / "results.json")
     assert [lv.completed for lv in res.levels] == [5, 0] and res.outages[0].end_s is None
+
+
+class _EngineClock:
+    """bench's `time` on the scripted engine's clock (a quarter second a snapshot), so a timed level and
+    the outages the engine reports are measured on one clock."""
+
+    def __init__(self, factory: Factory) -> None:
+        self.factory = factory
+
+    def monotonic(self) -> float:
+        return self.factory.made[-1]._elapsed_s() if self.factory.made else 0.0
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+
+def test_a_timed_level_started_inside_an_outage_gets_its_duration_of_up_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Level 2 (2 s) begins while the server is away for 5 s: it waits the outage out, then runs its 2 s,
+    rather than ending with nothing measured."""
+    factory = Factory(outage_level=2, outage_snapshots=20)
+    monkeypatch.setattr(bench, "time", _EngineClock(factory))
+    ns = build_parser().parse_args(
+        ["bench", "--url", "http://127.0.0.1:9/v1", "--api-key", "sk-fake-key", "--concurrency", "1,2",
+         "--duration", "2", "--output", str(tmp_path / "results.json"), "--quiet"]
+    )  # fmt: skip
+    assert bench.run(bench_config(ns), engine_factory=factory, probe=_probe) == 0
+    assert capsys.readouterr().err == ""
+    res = read_results(tmp_path / "results.json")
+    assert [lv.completed for lv in res.levels] == [5, 5]  # level 2 measured once the server was back
+    (engine,) = factory.made
+    assert engine._levels[1].steps * 0.25 >= 5.0 + 2.0  # the level's own snapshots: 5 s down, 2 s up

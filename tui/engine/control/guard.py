@@ -130,6 +130,14 @@ def outage_outlasted(outages: tuple[Outage, ...], now_s: float, wait_s: float | 
     )
 
 
+def down_s_since(outages: tuple[Outage, ...], from_s: float, now_s: float) -> float:
+    """Seconds of [from_s, now_s] inside an outage (an open one runs to ``now_s``): what a timed level
+    adds to its time, so it measures its duration with the server up."""
+    return sum(
+        max(0.0, min(now_s if o.end_s is None else o.end_s, now_s) - max(o.start_s, from_s)) for o in outages
+    )
+
+
 def persistent_failure(level: LevelView, elapsed_s: float, outages: tuple[Outage, ...] = ()) -> str | None:
     """Why ``level`` should end now (one line: how long, how many, of which classes), or None.
 
