@@ -133,8 +133,8 @@ def _level_progress(
     # window is provisional (it starts at the load change and moves once a steady start is known), and
     # counting it read "12/8 requests, warming up" with the bar full while the level went on.
     done = float(lv.window_completed + lv.window_failed) if lv is not None and _counted(lv) else 0.0
-    if goal.unit == "s":
-        done = elapsed_s
+    if goal.unit == "s":  # the time the server was away does not count (`_run_level` adds it)
+        done = elapsed_s - (down_s_since(snap.outages, lv.started_s, snap.elapsed_s) if lv else 0.0)
     phase = "starting" if lv is None else "steady" if lv.steady else "warming up"
     if snap.outages and snap.outages[-1].end_s is None:
         phase = "server down"
