@@ -60,7 +60,8 @@ from tui.engine.server_metrics.view import (
 )
 
 MAX_TIMEOUT_S = 8.0
-"""The longest a scrape's timeout grows to after timeouts (stopping the poller waits for one scrape)."""
+"""The longest a scrape's timeout grows to after timeouts (`stop` waits up to 5 s for a scrape in flight,
+then leaves the daemon thread to end on its own)."""
 LATE = "late"
 """The notice key of a slow /metrics."""
 
