@@ -255,6 +255,7 @@ def test_a_slow_metrics_is_late_not_gone_its_timeout_grows_and_its_figures_are_m
     late, not "the server stopped answering"; the next one waits twice as long and is read, marked stale;
     one notice; fresh again once it is fast."""
     from tui.app.widgets.server_pane import server_content
+    from tui.engine.results.collect import server_summary
 
     body = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
     notices = _Notices()
@@ -274,6 +275,7 @@ def test_a_slow_metrics_is_late_not_gone_its_timeout_grows_and_its_figures_are_m
             )  # the timeout, the late one
             assert view.stale_s >= 0.35  # type: ignore[operator]
             assert "late: /metrics slow, figures up to 0." in server_content(view, None).plain
+            assert server_summary(view, {}).run["late_scrapes"] == view.late  # the results say it too
             srv.delay_s = 0.0
             _until(lambda: poller.latest().stale_s is None)
     assert len(notices.lines) == 1, notices.lines  # said once, not per scrape

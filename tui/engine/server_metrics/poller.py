@@ -119,6 +119,8 @@ class ServerMetricsPoller:
         self.scrape_timeout_s = timeout_s
         """The next scrape's timeout: `timeout_s`, doubled after each timeout up to `MAX_TIMEOUT_S`."""
         self.late_s = late_s
+        self._timed_out_late = False
+        """The last scrape timed out after the server had answered (late, not gone)."""
         self.max_backoff_s = max(max_backoff_s, interval_s)
         self._headers = dict(headers or {})
         self._on_notice = on_notice
@@ -183,10 +185,11 @@ class ServerMetricsPoller:
                     # The next tick of the grid after now: a slow scrape skips ticks instead of bunching.
                     ticks = int((now - grid_t0) / self.interval_s) + 1
                     delay_s = grid_t0 + ticks * self.interval_s - now
-                elif self._gone():
+                elif self._gone() or self._timed_out_late:
                     # a server that answered before and now refuses is most likely restarting: the first
                     # scrape after it must come before its counters climb back past the old ones, or the
-                    # restart goes unseen (and a refused connection costs the server nothing)
+                    # restart goes unseen (and a refused connection costs the server nothing); a late one
+                    # is asked again at the usual pace (its own timeout spaces the attempts)
                     backoff_s = delay_s = self.interval_s
                 else:
                     backoff_s = min(backoff_s * 2, self.max_backoff_s)
@@ -196,6 +199,7 @@ class ServerMetricsPoller:
     def scrape_once(self, client: httpx.Client) -> bool:
         """One scrape: request, parse, publish. True when it produced a reading. Never raises."""
         sent_ns = time.perf_counter_ns()
+        self._timed_out_late = False
         try:
             response = client.get(self.url, timeout=self.scrape_timeout_s)
             got_ns = time.perf_counter_ns()
@@ -249,6 +253,7 @@ class ServerMetricsPoller:
             what, hint = unreachable(exc)
             self._fail(client, UNREACHABLE, f"GET {self.url} failed ({what})", hint=hint)
             return
+        self._timed_out_late = True
         self._write_log_failure(LATE, f"GET {self.url}: no answer in {waited_s:.1f} s")
         old = self._view
         age_s = (time.perf_counter_ns() - old.readings[-1].t_ns) / 1e9 if old.readings else None
