@@ -34,7 +34,7 @@ from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.control.guard import persistent_failure
+from tui.engine.control.guard import down_s_since, open_outage, outage_outlasted, persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import longest_probe_s, skip_reason
 from tui.engine.host.probe import Probed, ProbeError, probe_models
@@ -134,8 +134,8 @@ def _level_progress(
     # window is provisional (it starts at the load change and moves once a steady start is known), and
     # counting it read "12/8 requests, warming up" with the bar full while the level went on.
     done = float(lv.window_completed + lv.window_failed) if lv is not None and _counted(lv) else 0.0
-    if goal.unit == "s":
-        done = elapsed_s
+    if goal.unit == "s":  # the time the server was away does not count (`_run_level` adds it)
+        done = elapsed_s - (down_s_since(snap.outages, lv.started_s, snap.elapsed_s) if lv else 0.0)
     phase = "starting" if lv is None else "steady" if lv.steady else "warming up"
     if snap.outages and snap.outages[-1].end_s is None:
         phase = "server down"
@@ -397,9 +397,11 @@ def _run_level(
     goal = _Goal(duration_s, "s") if duration_s else _Goal(goal_requests, "requests")
     first = True
     ended_early: str | None = None
+    waited_s = 0.0
+    """Seconds of the level the server was away: a timed level runs that much longer."""
     while True:
         # the face's tick (bench is a poller, like the app); a timed level ends on its time, not a tick later
-        left_s = duration_s - (time.monotonic() - started) if duration_s else POLL_S
+        left_s = duration_s + waited_s - (time.monotonic() - started) if duration_s else POLL_S
         time.sleep(min(POLL_S, max(0.01, left_s)))
         snap = handle.snapshot()
         if snap.fatal:
@@ -413,13 +415,19 @@ def _run_level(
             feed.tick(snap, lv, load, config.options.cost_per_hour)
         if lv is None:
             continue
-        ended_early = persistent_failure(lv, elapsed_s)
+        if (gone_for_good := outage_outlasted(snap.outages, snap.elapsed_s)) is not None:
+            return gone_for_good  # the results keep what was measured; exit 1
+        # inside an outage the failures say the server is away, not that this level is broken: wait it out
+        down = open_outage(snap.outages) is not None
+        waited_s = down_s_since(snap.outages, lv.started_s, snap.elapsed_s)
+        ended_early = persistent_failure(lv, elapsed_s, snap.outages)
         if ended_early is not None:
             if snap.completed == 0:
                 return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
             break
         if duration_s:
-            if elapsed_s >= duration_s:
+            # the time the server was away is waited out, not counted: the level gets its duration of up-time
+            if not down and elapsed_s - waited_s >= duration_s:
                 break
         elif (
             # over whole requests: an arrivals window counts the requests that ended in it, not those sent
@@ -428,11 +436,15 @@ def _run_level(
                 and lv.measured_over == "requests"
                 and lv.window_completed + lv.window_failed >= goal_requests
             )
-            or (lv.completed == 0 and lv.failed >= goal_requests)
+            or (lv.completed == 0 and lv.failed >= goal_requests and not down)
             # the trace is over: nothing more will be sent at this speed
             or (trace_requests is not None and lv.completed + lv.failed >= trace_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
-            or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)
+            or (
+                lv.completed + lv.failed >= 4 * goal_requests + 20
+                and elapsed_s >= UNSETTLED_AFTER_S
+                and not down
+            )
         ):
             break
     snap = handle.snapshot()

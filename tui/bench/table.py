@@ -144,6 +144,7 @@ def summary(
             lines.append(
                 f"{table_name(lv)}: not steady: the server was down {lv.down_s:.1f} s of its window;"
                 f" its rates are over the time it was up ({up})"
+                + ("; goodput too, and the SLO attainment counts its failed requests" if lv.slo else "")
             )
     if snap.health.saturated:
         lines.append("warning: " + snap.health.reason)

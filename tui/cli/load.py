@@ -63,6 +63,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         user_stagger_s=ns.user_stagger_ms / 1e3,
         isl_probe=ns.isl_probe,
         placement=placement_from_args(ns),
+        on_worker_loss=ns.on_node_loss,
         **metrics,
     )
     return replace(options, **record_from_args(ns))

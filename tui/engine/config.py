@@ -290,6 +290,9 @@ class EngineOptions:
     CPU (how a worker sees a machine whose cores other processes hold)."""
     placement: RayPlacement | None = None
     """Where the workers run: None, local processes; else on a Ray cluster."""
+    on_worker_loss: NodeLossPolicy = "stop"
+    """Local workers (no ``placement``): what one killed by a signal (the kernel's OOM killer, ``kill -9``)
+    does to the run, as ``RayPlacement.on_node_loss`` for a lost node (``--on-node-loss``)."""
     record: str | None = None
     """Where the handle records the run's session (`tui.engine.sessions`); None: not recorded."""
     record_text: bool = False

@@ -304,6 +304,11 @@ class ServerView:
     """When the last restart was seen (the first scrape after it)."""
     canary: CanaryFigures | None = None
     """The canary user's figures, set by the engine that runs one (None: no canary)."""
+    late: int = 0
+    """Scrapes that took longer than the poller's ``late_s`` (or timed out after the server had answered)."""
+    stale_s: float | None = None
+    """When the last scrape was late, how old its figures may be (how long it took; after a timeout, the
+    age of the last reading); None when fresh."""
 
     @property
     def found(self) -> tuple[str, ...]:
@@ -410,4 +415,5 @@ def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: 
         parts=ttft_parts(hists) if server_map is not None else None,
         resets=base.resets,
         reset_t_ns=base.reset_t_ns,
+        late=base.late,
     )
