@@ -42,8 +42,10 @@ from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
 from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
+from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.engine.traces import TraceFeed
 from tui.outputs import check_outputs
+from tui.own_metrics import serving_metrics
 from tui.signals import SIGNAL_STATUSES, exit_status, signals_as_interrupt
 from tui.terminal import print_or_drop, say
 
@@ -179,12 +181,14 @@ def run(
     )
     demo = config.server.demo
     try:
-        with signals_as_interrupt():
+        with signals_as_interrupt(), serving_metrics(config.own_metrics) as metrics:
+            if metrics is not None:
+                progress.note(f"serving tokentop's metrics at http://{metrics.host}:{metrics.port}/metrics")
             try:
                 if demo is not None:
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
-                    status = _run(config, demo_url, progress, engine_factory, probe)
+                    status = _run(config, demo_url, progress, engine_factory, probe, metrics)
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
     except DemoError as exc:
@@ -212,8 +216,10 @@ def _run(
     progress: Progress,
     engine_factory: EngineFactory,
     probe: Callable[[TargetConfig], Probed],
+    metrics: MetricsEndpoint | None = None,
 ) -> int:
-    """Probe, run every level, print the table and write the results; the exit status."""
+    """Probe, run every level, print the table and write the results; the exit status. ``metrics``: tokentop's
+    own endpoint, fed this run's snapshots."""
     err = sys.stderr
     handle: Engine | None = None
     final: Snapshot | None = None
@@ -238,6 +244,8 @@ def _run(
         handle = engine_factory(target, config.workload, targets[0], workers=config.workers,
                                 requests_log=config.requests_log, options=config.options,
                                 probe=False)  # fmt: skip
+        if metrics is not None:
+            metrics.serve(handle.snapshot)
         handle.start()
         if config.options.isl_probe and skip_reason(config.workload) is None:
             _wait_for_the_probe(handle, progress, target)

@@ -1,0 +1,53 @@
+"""tokentop's own telemetry group: its ``/metrics`` for Prometheus (``--serve-metrics-port``,
+``--serve-metrics-host``) and, where there is load, a span per request to an OTLP collector
+(``--otlp-endpoint``).
+
+Not ``--metrics-port``: the server-metrics group's ``--metrics-url`` already names the server's own
+``/metrics``, and a ``--metrics-port`` beside it would read as that scrape's port. ``serve`` says which way
+the metrics go."""
+
+from __future__ import annotations
+
+import argparse
+
+from tui.configs import OwnMetrics, UsageError
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1..65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port in 1..65535: {text!r}")
+    return value
+
+
+def add_telemetry_args(p: argparse.ArgumentParser, *, otlp: bool = True) -> None:
+    """``--serve-metrics-port``, ``--serve-metrics-host`` and, with ``otlp`` (a command that sends load),
+    ``--otlp-endpoint``."""
+    g = p.add_argument_group(
+        "tokentop's own telemetry (for Prometheus and OpenTelemetry; `tokentop help monitoring`)"
+    )
+    g.add_argument(
+        "--serve-metrics-port",
+        type=port_number,
+        metavar="N",
+        help="serve tokentop's own Prometheus /metrics on this port (the client's view, tokentop_*)",
+    )
+    g.add_argument(
+        "--serve-metrics-host",
+        default=OwnMetrics.host,
+        metavar="HOST",
+        help=f"the address it listens on (default {OwnMetrics.host}; 0.0.0.0 for every interface)",
+    )
+
+
+def own_metrics_from_args(ns: argparse.Namespace) -> OwnMetrics:
+    """``--serve-metrics-*``; a host without a port is refused (it would serve nothing)."""
+    port: int | None = ns.serve_metrics_port
+    host: str = ns.serve_metrics_host
+    if port is None and host != OwnMetrics.host:
+        raise UsageError("--serve-metrics-host needs --serve-metrics-port")
+    return OwnMetrics(port=port, host=host)
