@@ -1,15 +1,23 @@
 """tokentop's own telemetry, from one short bench against the simulator: its ``/metrics`` scraped while the
-bench runs, and its final figures checked against the level the results saved."""
+bench runs, its final figures checked against the level the results saved, and its spans, received by a
+small OTLP/HTTP receiver, checked against the ``traceparent`` each request carried to the simulator."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -54,7 +62,10 @@ class Run:
     final: Samples
     """The collector's families over the engine's last snapshot (after the run)."""
     handle: EngineHandle
-    extra: dict[str, Any] = field(default_factory=dict)
+    spans: list[Span] = field(default_factory=list)
+    """What the OTLP receiver was sent."""
+    seen: dict[str, str] = field(default_factory=dict)
+    """The simulator's truth log: each client request id and the ``traceparent`` it came with."""
 
 
 class Scraper(threading.Thread):
@@ -75,9 +86,44 @@ class Scraper(threading.Thread):
                     continue  # not yet bound, or closed at the end
 
 
+class Receiver(ThreadingHTTPServer):
+    """A collector's OTLP/HTTP traces endpoint on 127.0.0.1: decodes each export and keeps its spans."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+        self.paths: list[str] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                request = ExportTraceServiceRequest.FromString(body)
+                receiver.paths.append(self.path)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        receiver.spans.extend(scope.spans)
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    """One bench: 2 users, a TTFT SLO, tokentop's metrics on a free port, scraped throughout."""
+    """One bench: 2 users, a TTFT SLO, tokentop's metrics on a free port, scraped throughout, and its spans
+    sent to a receiver."""
     tmp = tmp_path_factory.mktemp("telemetry")
     made: list[EngineHandle] = []
 
@@ -87,11 +133,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 
     port = free_port()
     scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
-    with SimServer("small-gpu", time_scale=4.0) as sim:
+    receiver = Receiver()
+    receiver.thread.start()
+    truth = tmp / "truth.jsonl"
+    with SimServer("small-gpu", time_scale=4.0, truth_log=truth) as sim:
         ns = build_parser().parse_args(
             ["bench", "--url", sim.url, "--concurrency", "2", "--requests", str(REQUESTS), "--osl", str(OSL),
              "--isl", "16", "--no-isl-probe", "--no-record", "--no-server-metrics", "--quiet",
-             "--slo-ttft-ms", "1000", "--serve-metrics-port", str(port), "-o", str(tmp / "results.json")]
+             "--slo-ttft-ms", "1000", "--serve-metrics-port", str(port), "--otlp-endpoint", receiver.url,
+             "-o", str(tmp / "results.json")]
         )  # fmt: skip
         scraper.start()
         try:
@@ -99,6 +149,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         finally:
             scraper.stop.set()
             scraper.join(5)
+            receiver.shutdown()
+            receiver.server_close()
     (handle,) = made
     results = read_results(tmp / "results.json")
     assert isinstance(results, Results)
@@ -107,7 +159,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     final = parse(generate_latest(registry).decode())
-    yield Run(status, results, scraper.scrapes, final, handle)
+    lines = [json.loads(line) for line in truth.read_text().splitlines()]
+    seen = {t["client_request_id"]: t["traceparent"] for t in lines}
+    assert set(receiver.paths) == {"/v1/traces"}
+    yield Run(status, results, scraper.scrapes, final, handle, receiver.spans, seen)
 
 
 def test_the_endpoint_serves_the_client_view_while_the_bench_runs(run: Run) -> None:
@@ -155,3 +210,49 @@ def test_the_histograms_count_every_request_in_seconds(run: Run) -> None:
     assert sum(b < 0.010 for b in bounds) >= 8, "too coarse below 10 ms"
     counts = [value(f, "tokentop_ttft_seconds_bucket", le=repr(b)) for b in bounds[:-1]]
     assert counts == sorted(counts)
+
+
+def _attrs(span: Span) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in span.attributes:
+        v = kv.value
+        kind = v.WhichOneof("value")
+        out[kv.key] = (
+            [x.string_value for x in v.array_value.values] if kind == "array_value" else getattr(v, kind)
+        )
+    return out
+
+
+def test_one_span_per_request_named_by_the_traceparent_the_server_saw(run: Run) -> None:
+    totals = run.results.totals
+    sent = totals.completed + totals.failed + totals.cancelled
+    by_request = {_attrs(span)["tokentop.request.id"]: span for span in run.spans}
+    assert len(run.spans) == len(by_request) == sent
+    assert set(by_request) <= set(run.seen)
+    for request_id, span in by_request.items():
+        version, trace_id, parent_id, flags = run.seen[request_id].split("-")
+        assert (version, flags) == ("00", "01")
+        assert span.trace_id.hex() == trace_id
+        assert span.span_id.hex() == parent_id
+        assert not span.parent_span_id
+        assert span.kind == Span.SPAN_KIND_CLIENT
+        assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
+    assert len({s.trace_id for s in run.spans}) == sent, "each request is a trace of its own"
+
+
+def test_the_spans_carry_the_genai_attributes(run: Run) -> None:
+    (level,) = run.results.levels
+    model = run.results.target.model
+    ok = [a for a in map(_attrs, run.spans) if "error.type" not in a]
+    assert len(ok) == run.results.totals.completed
+    for attrs in ok:
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert attrs["gen_ai.request.model"] == model
+        assert attrs["gen_ai.usage.output_tokens"] == OSL
+        assert attrs["gen_ai.usage.input_tokens"] > 0
+        assert attrs["server.address"] == "127.0.0.1"
+        assert attrs["tokentop.level.id"] == level.level_id
+        assert 0 < attrs["gen_ai.response.time_to_first_chunk"] < 60
+    ttfts = sorted(a["gen_ai.response.time_to_first_chunk"] * 1e3 for a in ok)
+    assert level.ttft.min is not None and level.ttft.max is not None
+    assert ttfts[0] <= level.ttft.max and ttfts[-1] >= level.ttft.min

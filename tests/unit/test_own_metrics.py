@@ -109,3 +109,18 @@ def test_the_flags_fill_the_config() -> None:
         bench_config(ns)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["watch", "--serve-metrics-port", "70000"])
+
+
+def test_otlp_endpoint_draws_a_fresh_trace_key_per_run() -> None:
+    def options(*flags: str) -> tuple[str | None, str]:
+        o = bench_config(build_parser().parse_args(["bench", *flags])).options
+        return o.otlp_endpoint, o.trace_key
+
+    assert options() == (None, "")
+    endpoint, key = options("--otlp-endpoint", "http://127.0.0.1:4318/")
+    assert endpoint == "http://127.0.0.1:4318" and re.fullmatch(r"[0-9a-f]{16}", key)
+    assert options("--otlp-endpoint", "http://127.0.0.1:4318")[1] != key
+    with pytest.raises(UsageError, match="must start with http"):
+        options("--otlp-endpoint", "127.0.0.1:4318")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["watch", "--otlp-endpoint", "http://x"])  # watch sends no load to trace
