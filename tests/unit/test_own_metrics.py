@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tui import manual
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
 from tui.configs import OwnMetrics, UsageError
@@ -124,3 +125,12 @@ def test_otlp_endpoint_draws_a_fresh_trace_key_per_run() -> None:
         options("--otlp-endpoint", "127.0.0.1:4318")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["watch", "--otlp-endpoint", "http://x"])  # watch sends no load to trace
+
+
+def test_the_monitoring_page_names_every_metric_served_and_no_other() -> None:
+    page = manual.page("monitoring")
+    assert page is not None
+    named = set(re.findall(r"`(tokentop_[a-z0-9_]+)", page.text))
+    served = {f.name for f in text_string_to_metric_families(_exposition(_snapshot()))}
+    served = {f"{name}_total" if f"{name}_total" in named else name for name in served}
+    assert named == served

@@ -82,7 +82,9 @@ def families(snap: Snapshot) -> Iterator[Metric]:
         failed.add_metric([klass], count)
     yield failed
     yield CounterMetricFamily(
-        PREFIX + "requests_cancelled", "Requests cut off by a stop or a load change.", value=snap.cancelled
+        PREFIX + "requests_cancelled",
+        "Requests cut off by a stop (neither completed nor failed).",
+        value=snap.cancelled,
     )
     yield GaugeMetricFamily(PREFIX + "requests_in_flight", "Requests sent and not finished.", snap.in_flight)
     yield CounterMetricFamily(
