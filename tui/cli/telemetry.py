@@ -13,18 +13,8 @@ import importlib.util
 import secrets
 from typing import Any
 
+from tui.argtypes import port_number
 from tui.configs import OwnMetrics, UsageError
-
-
-def port_number(text: str) -> int:
-    """A TCP port, 1..65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port in 1..65535: {text!r}")
-    return value
 
 
 def add_telemetry_args(p: argparse.ArgumentParser, *, otlp: bool = True) -> None:
