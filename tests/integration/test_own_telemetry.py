@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,8 +27,10 @@ from tests.support.ports import free_port
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
 from tui.engine.host.handle import EngineHandle
+from tui.engine.records import RequestRecord
 from tui.engine.results.files import read_results
 from tui.engine.results.model import Results
+from tui.engine.telemetry import otlp
 from tui.engine.telemetry.prometheus import SnapshotCollector
 from tui.sim.launch import SimServer
 
@@ -256,3 +259,22 @@ def test_the_spans_carry_the_genai_attributes(run: Run) -> None:
     ttfts = sorted(a["gen_ai.response.time_to_first_chunk"] * 1e3 for a in ok)
     assert level.ttft.min is not None and level.ttft.max is not None
     assert ttfts[0] <= level.ttft.max and ttfts[-1] >= level.ttft.min
+
+
+def test_a_collector_that_is_away_is_one_notice_and_holds_the_end_briefly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(otlp, "FLUSH_AT_END_S", 0.2)
+    notices: list[str] = []
+    spans = otlp.Spans(
+        f"http://127.0.0.1:{free_port()}", "k", base_url="http://127.0.0.1:8000/v1", endpoint_kind="chat",
+        on_notice=notices.append,
+    )  # fmt: skip
+    spans.add(
+        [RequestRecord(request_id=i, worker=0, seq=i, level_id=1, sent_ns=1, end_ns=2) for i in range(5)]
+    )
+    started = time.monotonic()
+    spans.close()
+    # retrying the refused collector alone would take otlp.EXPORT_TIMEOUT_S (5 s)
+    assert time.monotonic() - started < 3.0
+    assert len(notices) == 1 and notices[0].startswith("cannot send spans to http://127.0.0.1:")

@@ -9,6 +9,7 @@ names are OpenTelemetry's GenAI semantic conventions where one exists, ``tokento
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,8 +30,9 @@ TRACES_PATH = "/v1/traces"
 OPERATIONS = {"chat": "chat", "completions": "text_completion"}
 """tokentop's endpoint -> ``gen_ai.operation.name``."""
 EXPORT_TIMEOUT_S = 5.0
-"""How long one export, and the last flush at the end, may take: a collector gone away delays the exit by
-at most about this much."""
+"""How long one export may retry a collector that does not answer."""
+FLUSH_AT_END_S = 2.0
+"""How long the end waits for the last spans to be taken."""
 
 
 def span_attributes(
@@ -73,6 +75,9 @@ class _Reporting(SpanExporter):
         self._where = where
         self._on_notice = on_notice
         self._said = False
+        self._shut = False
+        self._lock = threading.Lock()
+        """`shutdown` comes from the end's timer and from the processor: the exporter is shut once."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         result = self._inner.export(spans)
@@ -82,6 +87,10 @@ class _Reporting(SpanExporter):
         return result
 
     def shutdown(self) -> None:
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
         self._inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -114,8 +123,9 @@ class Spans:
         url = endpoint.rstrip("/") + TRACES_PATH
         exporter = OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S)
         where = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2]).geturl()
+        self._exporter = _Reporting(exporter, where, on_notice)
         self._processor = BatchSpanProcessor(
-            _Reporting(exporter, where, on_notice),
+            self._exporter,
             schedule_delay_millis=1000,
             export_timeout_millis=EXPORT_TIMEOUT_S * 1e3,
         )
@@ -153,5 +163,13 @@ class Spans:
         )
 
     def close(self) -> None:
-        """Send what is queued (within `EXPORT_TIMEOUT_S`) and stop the processor's thread."""
-        self._processor.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
+        """Send what is queued, waiting at most `FLUSH_AT_END_S`, and stop the processor's thread: a collector
+        that is away would otherwise hold the exit for its retries' whole timeout."""
+        # the processor's own flush timeout does not bound an export that is retrying; shutting the exporter
+        # down does: its retries stop and any later export fails at once
+        give_up = threading.Timer(FLUSH_AT_END_S, self._exporter.shutdown)
+        give_up.start()
+        try:
+            self._processor.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
+        finally:
+            give_up.cancel()
