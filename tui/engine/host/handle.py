@@ -290,7 +290,7 @@ class EngineHandle:
             spans, self._spans = self._spans, None
             self.stopped = True
         if spans is not None:
-            spans.close()  # outside the lock: the last export takes up to its timeout
+            spans.close()  # outside the lock: the last spans are given up to otlp.FLUSH_AT_END_S
         self._close_session()
 
     def _close_session(self) -> None:
