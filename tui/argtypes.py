@@ -29,6 +29,17 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 1..65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port in 1..65535: {text!r}")
+    return value
+
+
 def _number(text: str) -> float:
     try:
         return float(text)

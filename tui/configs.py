@@ -43,6 +43,16 @@ class RunTarget:
 
 
 @dataclass(frozen=True)
+class OwnMetrics:
+    """tokentop's own Prometheus ``/metrics``, served by the face (``--serve-metrics-port``)."""
+
+    port: int | None = None
+    """None: not served."""
+    host: str = "127.0.0.1"
+    """The address to listen on: this machine only unless asked (``0.0.0.0`` for a Prometheus elsewhere)."""
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     """`tokentop bench`: a sweep of load levels, each ended by a request count or a duration."""
 
@@ -66,6 +76,7 @@ class BenchConfig:
     quiet: bool = False
     live_jsonl: str | None = None
     """``--live-jsonl``: a path, or ``-`` for stdout, that follows the run line by line (`tui.bench.feed`)."""
+    own_metrics: OwnMetrics = field(default_factory=OwnMetrics)
 
     def level_duration_s(self, index: int) -> float | None:
         """How long level ``index`` (from 0) is held, or None when a request count ends it."""
@@ -91,6 +102,7 @@ class LiveConfig:
     """(run seconds, target) to set after ``load`` in turn (``--schedule``); a load key ends it."""
     baseline: Baseline | None = None
     """Another run drawn beside this one (``--baseline``)."""
+    own_metrics: OwnMetrics = field(default_factory=OwnMetrics)
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,7 @@ class WatchConfig:
     """One line saying the target came from ``$OPENAI_BASE_URL``, or None."""
     theme: str | None = None
     output: Path | None = None
+    own_metrics: OwnMetrics = field(default_factory=OwnMetrics)
 
 
 @dataclass(frozen=True)

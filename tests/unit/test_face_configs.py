@@ -41,6 +41,7 @@ FLAG_READERS = {
     "tui/cli/sessions.py",
     "tui/cli/sim.py",
     "tui/cli/target.py",
+    "tui/cli/telemetry.py",
     "tui/cli/watch.py",
     "tui/cli/workload.py",
     # the simulator is a program of its own (it imports no tokentop code) with its own flags

@@ -10,7 +10,14 @@ import pytest
 
 from tui.cli import build_parser
 from tui.cli.ray_check import RayCheckConfig
-from tui.configs import BenchConfig, CalibrateConfig, CompareConfig, LiveConfig, ReplayConfig
+from tui.configs import (
+    BenchConfig,
+    CalibrateConfig,
+    CompareConfig,
+    LiveConfig,
+    OwnMetrics,
+    ReplayConfig,
+)
 from tui.demo import DemoConfig
 from tui.engine.config import (
     EngineOptions,
@@ -49,6 +56,7 @@ FIELDS: dict[tuple[str, str], Any] = {
     ("calibrate", "step_duration"): CalibrateConfig.step_duration_s,
     ("calibrate", "workers"): CalibrateConfig.workers,
     ("watch", "interval"): EngineOptions.metrics_interval_s,
+    **{(c, "serve_metrics_host"): OwnMetrics.host for c in ("live", "bench", "watch")},
     ("replay", "speed"): ReplayConfig.speed,
     ("compare", "threshold"): CompareConfig.threshold_pct,
     ("ray-check", "ray"): RayCheckConfig.address,

@@ -16,7 +16,9 @@ from textual.theme import Theme
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.configs import LiveConfig, UsageError
 from tui.demo import DemoError, running_demo
+from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.outputs import check_outputs
+from tui.own_metrics import serving_metrics
 from tui.signals import Terminated, exit_status, signals_as_interrupt
 from tui.terminal import say
 
@@ -39,8 +41,8 @@ def run(config: LiveConfig) -> int:
         server_metrics_log=Path(metrics_log) if metrics_log else None,
     )
     try:
-        with running_demo(config.server.demo) as demo_url:
-            return _run_app(config, demo_url, themes, theme.name)
+        with serving_metrics(config.own_metrics) as metrics, running_demo(config.server.demo) as demo_url:
+            return _run_app(config, demo_url, themes, theme.name, metrics)
     except KeyboardInterrupt as exc:  # a signal before or after the app ran: the engine is stopped
         return exit_status(exc)
     except DemoError as exc:
@@ -48,8 +50,15 @@ def run(config: LiveConfig) -> int:
         return 1
 
 
-def _run_app(config: LiveConfig, demo_url: str | None, themes: dict[str, Theme], theme: str) -> int:
-    """The engine and the app, against ``demo_url`` or ``--url``; the engine is stopped however it ends."""
+def _run_app(
+    config: LiveConfig,
+    demo_url: str | None,
+    themes: dict[str, Theme],
+    theme: str,
+    metrics: MetricsEndpoint | None = None,
+) -> int:
+    """The engine and the app, against ``demo_url`` or ``--url``; the engine is stopped however it ends.
+    ``metrics``: tokentop's own endpoint, fed the engine's snapshots."""
     target = config.server.at(demo_url)
     if config.server.note is not None:  # left above the app's screen (its header shows the URL)
         print(f"tokentop: {config.server.note}", file=sys.stderr)
@@ -60,6 +69,8 @@ def _run_app(config: LiveConfig, demo_url: str | None, themes: dict[str, Theme],
 
     engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
                           requests_log=config.requests_log, options=config.options)  # fmt: skip
+    if metrics is not None:
+        metrics.serve(engine.snapshot)
     try:
         engine.start()
         settings = AppSettings(

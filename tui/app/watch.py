@@ -8,6 +8,7 @@ from pathlib import Path
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.configs import UsageError, WatchConfig
 from tui.outputs import check_outputs
+from tui.own_metrics import serving_metrics
 from tui.terminal import say
 
 
@@ -31,14 +32,17 @@ def run(config: WatchConfig) -> int:
     from tui.engine.host.watch_engine import WatchEngine
 
     engine = WatchEngine(config.target, config.options)
-    engine.start()
-    try:
-        settings = AppSettings(themes=themes, theme=theme.name, output=config.output, freeze_gc=True,
-                               watch_only=True)  # fmt: skip
-        app = TokentopApp(engine, settings)
-        result = app.run()
-        for note in app.quit_notes:
-            say(f"tokentop: {note}")
-        return result if isinstance(result, int) else (app.return_code or 0)
-    finally:
-        engine.stop()
+    with serving_metrics(config.own_metrics) as metrics:
+        if metrics is not None:
+            metrics.serve(engine.snapshot)
+        engine.start()
+        try:
+            settings = AppSettings(themes=themes, theme=theme.name, output=config.output, freeze_gc=True,
+                                   watch_only=True)  # fmt: skip
+            app = TokentopApp(engine, settings)
+            result = app.run()
+            for note in app.quit_notes:
+                say(f"tokentop: {note}")
+            return result if isinstance(result, int) else (app.return_code or 0)
+        finally:
+            engine.stop()

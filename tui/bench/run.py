@@ -43,8 +43,10 @@ from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
 from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
+from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.engine.traces import TraceFeed
 from tui.outputs import check_outputs
+from tui.own_metrics import serving_metrics
 from tui.signals import SIGNAL_STATUSES, exit_status, signals_as_interrupt
 from tui.terminal import print_or_drop, say
 
@@ -181,12 +183,14 @@ def run(
     feed = LiveFeed(config.live_jsonl) if config.live_jsonl is not None else None
     demo = config.server.demo
     try:
-        with signals_as_interrupt():
+        with signals_as_interrupt(), serving_metrics(config.own_metrics) as metrics:
+            if metrics is not None:
+                progress.note(f"serving tokentop's metrics at http://{metrics.host}:{metrics.port}/metrics")
             try:
                 if demo is not None:
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
-                    status = _run(config, demo_url, progress, engine_factory, probe, feed)
+                    status = _run(config, demo_url, progress, engine_factory, probe, feed, metrics)
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
             finally:
@@ -220,9 +224,10 @@ def _run(
     engine_factory: EngineFactory,
     probe: Callable[[TargetConfig], Probed],
     feed: LiveFeed | None = None,
+    metrics: MetricsEndpoint | None = None,
 ) -> int:
     """Probe, run every level, print the table and write the results (and the feed's lines, with one); the
-    exit status."""
+    exit status. ``metrics``: tokentop's own endpoint, fed this run's snapshots."""
     err = sys.stderr
     handle: Engine | None = None
     final: Snapshot | None = None
@@ -247,6 +252,8 @@ def _run(
         handle = engine_factory(target, config.workload, targets[0], workers=config.workers,
                                 requests_log=config.requests_log, options=config.options,
                                 probe=False)  # fmt: skip
+        if metrics is not None:
+            metrics.serve(handle.snapshot)
         handle.start()
         if config.options.isl_probe and skip_reason(config.workload) is None:
             _wait_for_the_probe(handle, progress, target)

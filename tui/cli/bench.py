@@ -12,6 +12,7 @@ from tui.cli.load import add_engine_args, engine_options_from_args
 from tui.cli.metrics import add_metrics_args
 from tui.cli.record import add_record_args, add_schedule_arg, schedule_from_args
 from tui.cli.target import add_target_args, run_target_from_args
+from tui.cli.telemetry import add_telemetry_args, own_metrics_from_args
 from tui.cli.workload import add_workload_args, workload_from_args
 from tui.configs import BenchConfig, UsageError
 from tui.demo import DemoConfig
@@ -76,6 +77,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
         help="with no --url: run the simulator X times faster (tests, quick demos)",
     )
     add_record_args(p)
+    add_telemetry_args(p)
     add_schedule_arg(p)
     add_ray_args(p, on_node_loss="stop")
 
@@ -105,6 +107,7 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
         plot=_path(ns.plot),
         quiet=ns.quiet,
         live_jsonl=ns.live_jsonl,
+        own_metrics=own_metrics_from_args(ns),
     )
 
 

@@ -17,6 +17,7 @@ from tui.cli.record import (
     schedule_from_args,
 )
 from tui.cli.target import add_target_args, run_target_from_args
+from tui.cli.telemetry import add_telemetry_args, own_metrics_from_args
 from tui.cli.workload import add_workload_args, workload_from_args
 from tui.configs import LiveConfig, UsageError
 from tui.engine.config import LoadTarget
@@ -57,6 +58,7 @@ def add_live_args(p: argparse.ArgumentParser) -> None:
         "--requests-log", metavar="requests.jsonl", help="append one JSON line per finished request"
     )
     add_record_args(p)
+    add_telemetry_args(p)
     add_schedule_arg(p)
     add_baseline_arg(p)
     add_ray_args(p, on_node_loss="continue")
@@ -82,6 +84,7 @@ def live_config(ns: argparse.Namespace) -> LiveConfig:
         requests_log=Path(ns.requests_log) if ns.requests_log else None,
         schedule=changes,
         baseline=baseline_from_args(ns),
+        own_metrics=own_metrics_from_args(ns),
     )
 
 

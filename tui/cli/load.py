@@ -11,6 +11,7 @@ from tui.argtypes import non_negative_float, positive_float, positive_int, share
 from tui.cli.cluster import placement_from_args
 from tui.cli.metrics import metrics_from_args
 from tui.cli.record import record_from_args
+from tui.cli.telemetry import otlp_from_args
 from tui.configs import LiveConfig
 from tui.engine.config import EngineOptions
 
@@ -52,7 +53,7 @@ def add_engine_args(p: argparse.ArgumentParser, *, slo: str) -> None:
 
 def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
     """The engine tunables the flags set: the SLOs, the user stagger, the ISL probe, server metrics, the
-    Ray placement and the recording, each group checked by its own reader."""
+    Ray placement, the recording and the OTLP spans, each group checked by its own reader."""
     metrics = metrics_from_args(ns)
     options = EngineOptions(
         slo_ttft_ms=ns.slo_ttft_ms,
@@ -66,4 +67,4 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         on_worker_loss=ns.on_node_loss,
         **metrics,
     )
-    return replace(options, **record_from_args(ns))
+    return replace(options, **record_from_args(ns), **otlp_from_args(ns))

@@ -10,6 +10,7 @@ from pathlib import Path
 from tui.argtypes import positive_float
 from tui.cli.metrics import add_metrics_args, metrics_from_args
 from tui.cli.target import add_api_key_args, api_key_from_args, base_url_from_args, url_note
+from tui.cli.telemetry import add_telemetry_args, own_metrics_from_args
 from tui.configs import WatchConfig
 from tui.engine.config import EngineOptions, TargetConfig
 
@@ -28,6 +29,7 @@ def add_watch_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--output", "-o", metavar="results.json", help="write what the server reported on quit")
     p.add_argument("--theme", default=None, metavar="NAME|PATH", help="theme name or theme file")
+    add_telemetry_args(p, otlp=False)
 
 
 def watch_config(ns: argparse.Namespace) -> WatchConfig:
@@ -38,7 +40,10 @@ def watch_config(ns: argparse.Namespace) -> WatchConfig:
     options = replace(EngineOptions(metrics_interval_s=ns.interval), **metrics_from_args(ns))
     target = TargetConfig(base_url=base_url, api_key=api_key)
     output = Path(ns.output) if ns.output else None
-    return WatchConfig(target=target, options=options, note=url_note(ns), theme=ns.theme, output=output)
+    return WatchConfig(
+        target=target, options=options, note=url_note(ns), theme=ns.theme, output=output,
+        own_metrics=own_metrics_from_args(ns),
+    )  # fmt: skip
 
 
 def run(config: WatchConfig) -> int:

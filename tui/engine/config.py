@@ -299,6 +299,13 @@ class EngineOptions:
     """The session keeps the streamed text too (a replay then draws the lanes' text)."""
     record_label: str = ""
     """The session's label (``--label``), shown by ``tokentop sessions`` and in its file name."""
+    otlp_endpoint: str | None = None
+    """An OTLP/HTTP collector's base URL (``--otlp-endpoint``): a span per finished request goes to its
+    ``/v1/traces`` (`tui.engine.telemetry.otlp`); None: none."""
+    trace_key: str = ""
+    """Drawn afresh per run with ``otlp_endpoint``: each request's W3C ``traceparent`` ids derive from it,
+    its worker and its sequence number (`tui.engine.trace_context`), so the face names the same span from the
+    record alone. "": no ``traceparent`` is sent."""
 
 
 def normalise_base_url(url: str, *, add_v1: bool = True) -> str:

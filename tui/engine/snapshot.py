@@ -382,3 +382,8 @@ class Snapshot:
     notices: tuple[str, ...] = ()
     """One-line warnings of the run, each once (a server that rejected the fixed-OSL fields, a level whose
     achieved ISL/OSL is off what was asked): a face shows them beside the errors."""
+    e2e_hist: Histogram = field(default_factory=Histogram)
+    """E2E of the successful requests over the whole run (tokentop's own ``/metrics``)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """Tokens of the successful requests so far, as their levels count them (usage, else the estimate)."""

@@ -25,6 +25,7 @@ READING_ORDER: tuple[str, ...] = (
     "network",
     "reliability",
     "watch",
+    "monitoring",
     "simulator",
     "ray",
     "performance",

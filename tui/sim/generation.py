@@ -74,6 +74,7 @@ class GenRequest(Seq):
         "sent",
         "sim",
         "text_start",
+        "traceparent",
         "transport",
     )
 
@@ -93,8 +94,11 @@ class GenRequest(Seq):
         arrival_ns: int,
         keep_alive: bool,
         cached_tokens: int | None = None,
+        traceparent: str | None = None,
     ) -> None:
         super().__init__(seq_id, params.prompt_tokens, target_tokens)
+        self.traceparent = traceparent
+        """The W3C trace context the client sent, kept for the truth log (a traced server would join it)."""
         self.sim = sim
         self.proto = proto
         self.transport = proto.transport
@@ -316,4 +320,5 @@ class GenRequest(Seq):
             "status": status,
             "http_status": http_status,
             "fault": self.fault,
+            "traceparent": self.traceparent,
         }

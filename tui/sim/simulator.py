@@ -265,6 +265,7 @@ class Simulator:
             arrival_ns=arrival_ns,
             keep_alive=keep_alive,
             cached_tokens=cached,
+            traceparent=headers.get("traceparent"),
         )
         self.counters["prompt_tokens"] += params.prompt_tokens
         proto.current = req

@@ -100,6 +100,9 @@ class Store:
         self.cancelled = 0
         self.skipped_lines = 0
         """Malformed stream lines skipped over the run (their streams went on; not failures)."""
+        self.input_tokens = 0
+        self.output_tokens = 0
+        """Tokens of the successful requests, as the levels count them (tokentop's own ``/metrics``)."""
         self.errors: Counter[str] = Counter()
         self.recent_errors: deque[str] = deque(maxlen=RECENT_ERRORS)
         self.notices: list[str] = []
@@ -229,6 +232,8 @@ class Store:
                 lv.count(rec)
             if rec.status == "ok":
                 self.completed += 1
+                self.input_tokens += rec.input_tokens or 0
+                self.output_tokens += rec.output_tokens or 0
                 self._any_ok = True
                 ok_recs.append(rec)
                 self.live.add_end(rec.end_ns)
@@ -419,6 +424,9 @@ class Store:
             lanes_hidden=hidden,
             ttft_hist=views.ttft_hist,
             itl_hist=views.itl_hist,
+            e2e_hist=views.e2e_hist,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
             levels=levels,
             knee=knee,
             errors=tuple(sorted(self.errors.items())),

@@ -41,6 +41,8 @@ class Views:
     knee: Knee | None = None
     ttft_hist: TtftHistograms = field(default_factory=dict)
     itl_hist: ItlHistograms = field(default_factory=dict)
+    e2e_hist: Histogram = field(default_factory=Histogram)
+    """E2E over the whole run."""
     levels_ns: float = -math.inf
     """When the level views (and knee) were computed."""
     histograms_ns: float = -math.inf
@@ -117,12 +119,20 @@ class ViewMaker:
             level_views = self._level_views(now_ns, levels, inputs)
             knee = m.find_knee(tuple(v for v, _ in level_views))
             levels_ns = now_ns
-        ttft, itl, hist_ns = old.ttft_hist, old.itl_hist, old.histograms_ns
+        ttft, itl, e2e, hist_ns = old.ttft_hist, old.itl_hist, old.e2e_hist, old.histograms_ns
         if due_hist:
             ttft, itl = histograms(series, now_ns)
+            e2e = series["e2e"].histogram(now_ns, None)
             hist_ns = now_ns
         self.views = Views(
-            level_views, knee, ttft, itl, levels_ns, hist_ns, generation if due_levels else old.generation
+            level_views,
+            knee,
+            ttft,
+            itl,
+            e2e,
+            levels_ns,
+            hist_ns,
+            generation if due_levels else old.generation,
         )
         return self.views
 

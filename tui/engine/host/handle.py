@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from tui.engine.recording.recorder import SessionRecorder
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
+    from tui.engine.telemetry.otlp import Spans
 
 
 def _level_key(t: LoadTarget) -> tuple[Any, ...]:
@@ -86,6 +87,8 @@ class EngineHandle:
         store = new_store(self.options, time.perf_counter_ns(), self.workers, series_cap=IDLE_SERIES_CAP)
         self.core = RunCore(target, self.options, store, load, workers=self.workers)
         self._log: RequestsLogFile | None = None
+        self._spans: Spans | None = None
+        """A span per finished request to an OTLP collector (``options.otlp_endpoint``), or None."""
         self._started = False
         self._stopping = False
         self.stopped = False
@@ -121,6 +124,14 @@ class EngineHandle:
                 self._note(placement)
             if self.requests_log_path is not None:
                 self._log = RequestsLogFile(self.requests_log_path)
+            if self.options.otlp_endpoint is not None and self.options.trace_key:
+                from tui.engine.telemetry.otlp import Spans
+
+                self._spans = Spans(
+                    self.options.otlp_endpoint, self.options.trace_key, base_url=self.target.base_url,
+                    endpoint_kind=self.target.endpoint, on_notice=self._server_notice,
+                )  # fmt: skip
+                self._spans.model = self.core.model
         if self.options.server_metrics:
             session = self._session
             self.core.scrape.start(
@@ -276,7 +287,10 @@ class EngineHandle:
                 error = self._log.close()
                 self.core.fatal = self.core.fatal or error
                 self._log = None
+            spans, self._spans = self._spans, None
             self.stopped = True
+        if spans is not None:
+            spans.close()  # outside the lock: the last spans are given up to otlp.FLUSH_AT_END_S
         self._close_session()
 
     def _close_session(self) -> None:
@@ -308,6 +322,8 @@ class EngineHandle:
             model = probed.model
             self.core.model = model
             self._guard.model = model  # resolved: a 404 naming it says the server dropped it
+            if self._spans is not None:
+                self._spans.model = model
             if picked := probed.note(self.target.model):  # several served, none asked for: say which
                 with self._lock:
                     self._note(f"model {model}: {picked}")
@@ -369,10 +385,12 @@ class EngineHandle:
             if self._session is not None:
                 self._session.lose_workers(time.perf_counter_ns(), [worker], lost.at_ns)
             in_flight, records = self.core.store.lose_workers([worker], lost.at_ns)
-            log = self._log
+            log, spans = self._log, self._spans
             self._workers.lose(worker, lost, in_flight, self.core, stopping=self._stopping)
         if log is not None and records:
             log.write(records)
+        if spans is not None and records:
+            spans.add(records)
 
     def _lost(self, message: str) -> None:
         """A worker failed or its pipe closed: the engine's fatal line, unless it is stopping anyway."""
@@ -394,7 +412,7 @@ class EngineHandle:
             if self._session is not None:
                 self._session.batch(batch)
             records = self.core.store.ingest(batch)
-            log = self._log
+            log, spans = self._log, self._spans
             # the guard's rejected key or certificate, or the store's "every request fails" with a non-429
             # 4xx (a wrong URL, path or model): every further request repeats it
             reason = self._guard.see(records) or (
@@ -405,6 +423,8 @@ class EngineHandle:
         error = log.write(records) if log is not None else None
         if error is not None and not self._stopping:
             self.core.fatal = error
+        if spans is not None and records:
+            spans.add(records)
 
 
 if TYPE_CHECKING:

@@ -8,6 +8,7 @@ hold what the server reported over the whole watch. Load keys set a target that 
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ class WatchEngine:
         store = self._new_store()
         self.core = RunCore(target, self.options, store, LoadTarget(concurrency=0, paused=True), workers=0)
         self.stopped = False
+        self._snapshot_lock = threading.Lock()
+        """Snapshots are taken by the app and by tokentop's own ``/metrics`` thread."""
 
     def _new_store(self) -> Store:
         return new_store(self.options, time.perf_counter_ns(), 0, series_cap=IDLE_SERIES_CAP)
@@ -83,8 +86,9 @@ class WatchEngine:
 
     def snapshot(self) -> Snapshot:
         """No requests, no levels: the header fields and the poller's notices."""
-        self.core.model = self.model
-        return self.core.snapshot(time.perf_counter_ns(), None)
+        with self._snapshot_lock:
+            self.core.model = self.model
+            return self.core.snapshot(time.perf_counter_ns(), None)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         return None

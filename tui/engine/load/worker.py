@@ -306,7 +306,7 @@ class Worker:
         client = make_client(spec.target, self.options.transport) if carrier.name != "protocol" else None
         self.session = RequestSession(
             client, spec.target, spec.workload, spec.model, worker=self.index, workers=self.workers,
-            notice=self.notices.append, transport=self.options.transport,
+            notice=self.notices.append, transport=self.options.transport, trace_key=self.options.trace_key,
         )  # fmt: skip
         # Everything alive now (modules, the client) lives for the whole run: move it out of the collector's
         # sight, so the cyclic GC's pauses (each one stamps the chunks arriving meanwhile late) stay short.

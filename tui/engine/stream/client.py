@@ -39,6 +39,7 @@ from tui.engine.stream.hold import wait_until_ns
 from tui.engine.stream.openai import StreamAccumulator, build_body, endpoint_url, one_line
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 from tui.engine.stream.transport import SENDING, protocol_streams, stream_transport
+from tui.engine.trace_context import traceparent
 from tui.engine.workload import RequestKey, RequestSpec, Workload, build_workload
 
 if TYPE_CHECKING:
@@ -67,8 +68,11 @@ class RequestSession:
         workers: int = 1,
         notice: Callable[[str], None] | None = None,
         transport: str | None = None,
+        trace_key: str = "",
     ) -> None:
+        """``trace_key``: the run's (`EngineOptions.trace_key`): each request carries a ``traceparent``."""
         self.client = client
+        self.trace_key = trace_key
         self.target = target
         self.workload: Workload = (
             build_workload(workload, workers=workers) if isinstance(workload, WorkloadConfig) else workload
@@ -275,17 +279,21 @@ async def _attempt(
     session: RequestSession, spec: RequestSpec, record: RequestRecord, acc: StreamAccumulator
 ) -> None:
     request_id = f"{record.worker}-{record.seq}"
+    parent = traceparent(session.trace_key, record.worker, record.seq) if session.trace_key else None
     sent_fixed_osl = session.fixed_osl_fields
     body = session.body(spec)
     if session.streams is not None:
         # built ahead of its time (a trace replay): the connection is made ready first, then only the write
         # is held to the moment
         await session.streams.attempt(
-            session, request_id, body, record, acc, sent_fixed_osl, due_ns=record.scheduled_ns
-        )
+            session, request_id, body, record, acc, sent_fixed_osl, due_ns=record.scheduled_ns,
+            traceparent=parent,
+        )  # fmt: skip
         return
     headers = dict(session.headers)
     headers[REQUEST_ID_HEADER] = request_id
+    if parent is not None:
+        headers["traceparent"] = parent
     client = session.client
     assert client is not None  # checked when the session was made: httpx carries this stream
     request = client.build_request("POST", session.url, content=body, headers=headers)

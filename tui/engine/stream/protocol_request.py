@@ -280,8 +280,10 @@ class ProtocolStreams:
         sent_fixed_osl: bool,
         *,
         due_ns: int | None = None,
+        traceparent: str | None = None,
     ) -> None:
         """Send one request and wait for its outcome (raises what `tui.engine.stream.failures` names).
+        ``traceparent``: the request's W3C trace context, sent as that header.
 
         ``due_ns``: a moment to send it at (a trace replay's request, built ahead of its time). Its bytes
         and its connection (an idle one, or a connect) are made ready first and only the write is held to
@@ -291,6 +293,7 @@ class ProtocolStreams:
                 self.head,
                 b"x-tokentop-request-id: ",
                 request_id.encode("ascii"),
+                b"" if traceparent is None else b"\r\ntraceparent: " + traceparent.encode("ascii"),
                 b"\r\ncontent-length: ",
                 str(len(body)).encode("ascii"),
                 b"\r\n\r\n",

@@ -1,0 +1,280 @@
+"""tokentop's own telemetry, from one short bench against the simulator: its ``/metrics`` scraped while the
+bench runs, its final figures checked against the level the results saved, and its spans, received by a
+small OTLP/HTTP receiver, checked against the ``traceparent`` each request carried to the simulator."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+import tui.bench.run as bench
+from tests.support.ports import free_port
+from tui.cli import build_parser
+from tui.cli.bench import bench_config
+from tui.engine.host.handle import EngineHandle
+from tui.engine.records import RequestRecord
+from tui.engine.results.files import read_results
+from tui.engine.results.model import Results
+from tui.engine.telemetry import otlp
+from tui.engine.telemetry.prometheus import SnapshotCollector
+from tui.sim.launch import SimServer
+
+pytestmark = pytest.mark.timeout(90)
+
+OSL = 8
+REQUESTS = 12
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def parse(text: str) -> Samples:
+    """Every sample of an exposition, keyed by name and sorted labels."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+@dataclass
+class Run:
+    status: int
+    results: Results
+    scrapes: list[Samples]
+    """What the endpoint served while the bench ran, in order."""
+    final: Samples
+    """The collector's families over the engine's last snapshot (after the run)."""
+    handle: EngineHandle
+    spans: list[Span] = field(default_factory=list)
+    """What the OTLP receiver was sent."""
+    seen: dict[str, str] = field(default_factory=dict)
+    """The simulator's truth log: each client request id and the ``traceparent`` it came with."""
+
+
+class Scraper(threading.Thread):
+    """Scrapes ``url`` every 50 ms until stopped; keeps each answer."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.stop = threading.Event()
+        self.scrapes: list[Samples] = []
+
+    def run(self) -> None:
+        with httpx.Client(timeout=2.0) as client:
+            while not self.stop.wait(0.05):
+                try:
+                    self.scrapes.append(parse(client.get(self.url).text))
+                except httpx.HTTPError:
+                    continue  # not yet bound, or closed at the end
+
+
+class Receiver(ThreadingHTTPServer):
+    """A collector's OTLP/HTTP traces endpoint on 127.0.0.1: decodes each export and keeps its spans."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+        self.paths: list[str] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                request = ExportTraceServiceRequest.FromString(body)
+                receiver.paths.append(self.path)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        receiver.spans.extend(scope.spans)
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """One bench: 2 users, a TTFT SLO, tokentop's metrics on a free port, scraped throughout, and its spans
+    sent to a receiver."""
+    tmp = tmp_path_factory.mktemp("telemetry")
+    made: list[EngineHandle] = []
+
+    def factory(*args: Any, **kwargs: Any) -> EngineHandle:
+        made.append(EngineHandle(*args, **kwargs))
+        return made[-1]
+
+    port = free_port()
+    scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
+    receiver = Receiver()
+    receiver.thread.start()
+    truth = tmp / "truth.jsonl"
+    with SimServer("small-gpu", time_scale=4.0, truth_log=truth) as sim:
+        ns = build_parser().parse_args(
+            ["bench", "--url", sim.url, "--concurrency", "2", "--requests", str(REQUESTS), "--osl", str(OSL),
+             "--isl", "16", "--no-isl-probe", "--no-record", "--no-server-metrics", "--quiet",
+             "--slo-ttft-ms", "1000", "--serve-metrics-port", str(port), "--otlp-endpoint", receiver.url,
+             "-o", str(tmp / "results.json")]
+        )  # fmt: skip
+        scraper.start()
+        try:
+            status = bench.run(bench_config(ns), engine_factory=factory)
+        finally:
+            scraper.stop.set()
+            scraper.join(5)
+            receiver.shutdown()
+            receiver.server_close()
+    (handle,) = made
+    results = read_results(tmp / "results.json")
+    assert isinstance(results, Results)
+    collector = SnapshotCollector()
+    collector.source = handle.snapshot
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    final = parse(generate_latest(registry).decode())
+    lines = [json.loads(line) for line in truth.read_text().splitlines()]
+    seen = {t["client_request_id"]: t["traceparent"] for t in lines}
+    assert set(receiver.paths) == {"/v1/traces"}
+    yield Run(status, results, scraper.scrapes, final, handle, receiver.spans, seen)
+
+
+def test_the_endpoint_serves_the_client_view_while_the_bench_runs(run: Run) -> None:
+    assert run.status == 0
+    busy = [s for s in run.scrapes if value(s, "tokentop_requests_sent_total") > 0]
+    assert busy, f"no scrape saw a request in {len(run.scrapes)} scrapes"
+    assert any(value(s, "tokentop_target_users") == 2 for s in busy)
+    completed = [value(s, "tokentop_requests_completed_total") for s in busy]
+    assert completed == sorted(completed), "a counter went down"
+    assert completed[-1] <= value(run.final, "tokentop_requests_completed_total")
+    (info,) = [k for k in run.final if k[0] == "tokentop_info"]
+    assert dict(info[1])["server"].startswith("http://127.0.0.1:")
+
+
+def test_the_final_figures_are_the_saved_levels(run: Run) -> None:
+    (level,) = run.results.levels
+    totals = run.results.totals
+    f = run.final
+    assert value(f, "tokentop_requests_completed_total") == totals.completed == level.level_completed
+    assert value(f, "tokentop_requests_sent_total") == totals.completed + totals.failed + totals.cancelled
+    assert level.mean_output_tokens == OSL
+    assert value(f, "tokentop_output_tokens_total") == OSL * totals.completed
+    assert value(f, "tokentop_level_id") == level.level_id
+    assert value(f, "tokentop_level_requests_completed") == level.completed
+    assert level.slo is not None
+    assert value(f, "tokentop_level_slo_attainment_ratio", bound="estimate") == level.slo.attainment
+    assert value(f, "tokentop_level_slo_attainment_ratio", bound="low") == level.slo.attainment_low
+    assert 0 <= value(f, "tokentop_client_cpu_ratio") <= 1.5
+    assert value(f, "tokentop_client_loop_lag_p99_seconds") >= 0
+
+
+def test_the_histograms_count_every_request_in_seconds(run: Run) -> None:
+    (level,) = run.results.levels
+    f = run.final
+    completed = value(f, "tokentop_requests_completed_total")
+    assert value(f, "tokentop_e2e_seconds_count") == completed
+    assert value(f, "tokentop_e2e_seconds_bucket", le="+Inf") == completed
+    assert value(f, "tokentop_tpot_seconds_count") == completed
+    # every chunk after the first of each request is one gap (one token a chunk here)
+    assert value(f, "tokentop_itl_chunk_seconds_count") == completed * (OSL - 1)
+    mean_e2e_s = value(f, "tokentop_e2e_seconds_sum") / completed
+    assert level.e2el.min is not None and level.e2el.max is not None
+    assert level.e2el.min / 1e3 * 0.99 <= mean_e2e_s <= level.e2el.max / 1e3 * 1.01
+    bounds = sorted(float(dict(k[1])["le"]) for k in f if k[0] == "tokentop_ttft_seconds_bucket")
+    assert sum(b < 0.010 for b in bounds) >= 8, "too coarse below 10 ms"
+    counts = [value(f, "tokentop_ttft_seconds_bucket", le=repr(b)) for b in bounds[:-1]]
+    assert counts == sorted(counts)
+
+
+def _attrs(span: Span) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in span.attributes:
+        v = kv.value
+        kind = v.WhichOneof("value")
+        out[kv.key] = (
+            [x.string_value for x in v.array_value.values] if kind == "array_value" else getattr(v, kind)
+        )
+    return out
+
+
+def test_one_span_per_request_named_by_the_traceparent_the_server_saw(run: Run) -> None:
+    totals = run.results.totals
+    sent = totals.completed + totals.failed + totals.cancelled
+    by_request = {_attrs(span)["tokentop.request.id"]: span for span in run.spans}
+    assert len(run.spans) == len(by_request) == sent
+    assert set(by_request) <= set(run.seen)
+    for request_id, span in by_request.items():
+        version, trace_id, parent_id, flags = run.seen[request_id].split("-")
+        assert (version, flags) == ("00", "01")
+        assert span.trace_id.hex() == trace_id
+        assert span.span_id.hex() == parent_id
+        assert not span.parent_span_id
+        assert span.kind == Span.SPAN_KIND_CLIENT
+        assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
+    assert len({s.trace_id for s in run.spans}) == sent, "each request is a trace of its own"
+
+
+def test_the_spans_carry_the_genai_attributes(run: Run) -> None:
+    (level,) = run.results.levels
+    model = run.results.target.model
+    ok = [a for a in map(_attrs, run.spans) if "error.type" not in a]
+    assert len(ok) == run.results.totals.completed
+    for attrs in ok:
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert attrs["gen_ai.request.model"] == model
+        assert attrs["gen_ai.usage.output_tokens"] == OSL
+        assert attrs["gen_ai.usage.input_tokens"] > 0
+        assert attrs["server.address"] == "127.0.0.1"
+        assert attrs["tokentop.level.id"] == level.level_id
+        assert 0 < attrs["gen_ai.response.time_to_first_chunk"] < 60
+    ttfts = sorted(a["gen_ai.response.time_to_first_chunk"] * 1e3 for a in ok)
+    assert level.ttft.min is not None and level.ttft.max is not None
+    assert ttfts[0] <= level.ttft.max and ttfts[-1] >= level.ttft.min
+
+
+def test_a_collector_that_is_away_is_one_notice_and_holds_the_end_briefly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(otlp, "FLUSH_AT_END_S", 0.2)
+    notices: list[str] = []
+    spans = otlp.Spans(
+        f"http://127.0.0.1:{free_port()}", "k", base_url="http://127.0.0.1:8000/v1", endpoint_kind="chat",
+        on_notice=notices.append,
+    )  # fmt: skip
+    spans.add(
+        [RequestRecord(request_id=i, worker=0, seq=i, level_id=1, sent_ns=1, end_ns=2) for i in range(5)]
+    )
+    started = time.monotonic()
+    spans.close()
+    # retrying the refused collector alone would take otlp.EXPORT_TIMEOUT_S (5 s)
+    assert time.monotonic() - started < 3.0
+    assert len(notices) == 1 and notices[0].startswith("cannot send spans to http://127.0.0.1:")

@@ -1,0 +1,27 @@
+"""tokentop's own ``/metrics`` around a face's run, for the live app, bench and watch alike: bound first (a
+busy port is one line, before any load), fed the engine's snapshots once it exists, closed however the
+run ends."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from tui.configs import OwnMetrics, UsageError
+from tui.engine.telemetry.endpoint import MetricsEndpoint, MetricsEndpointError
+
+
+@contextlib.contextmanager
+def serving_metrics(config: OwnMetrics) -> Iterator[MetricsEndpoint | None]:
+    """The endpoint ``config`` asks for (None when it asks for none); `UsageError` when it cannot be bound."""
+    if config.port is None:
+        yield None
+        return
+    try:
+        endpoint = MetricsEndpoint(config.host, config.port)
+    except MetricsEndpointError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        yield endpoint
+    finally:
+        endpoint.close()
