@@ -42,6 +42,21 @@ class RunTarget:
         return replace(self.target, base_url=normalise_base_url(demo_url))
 
 
+AbMode = Literal["parallel"]
+"""How the load meets both endpoints: ``parallel`` runs each level against both at once."""
+
+
+@dataclass(frozen=True)
+class AbConfig:
+    """``--ab``: a second endpoint (B) run beside the first (A) under the same load, judged level by level."""
+
+    target: TargetConfig
+    """B's server: its URL, model, key and headers; A's API, timeout, body and trust."""
+    mode: AbMode = "parallel"
+    threshold_pct: float = 10.0
+    """The smallest change that is a verdict (`tui.engine.sessions.compare.THRESHOLD_PCT`)."""
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     """`tokentop bench`: a sweep of load levels, each ended by a request count or a duration."""
@@ -64,6 +79,8 @@ class BenchConfig:
     csv: Path | None = None
     plot: Path | None = None
     quiet: bool = False
+    ab: AbConfig | None = None
+    """A second endpoint under the same levels (``--ab``), or None."""
 
     def level_duration_s(self, index: int) -> float | None:
         """How long level ``index`` (from 0) is held, or None when a request count ends it."""

@@ -10,7 +10,7 @@ import pytest
 
 from tui.cli import build_parser
 from tui.cli.ray_check import RayCheckConfig
-from tui.configs import BenchConfig, CalibrateConfig, CompareConfig, LiveConfig, ReplayConfig
+from tui.configs import AbConfig, BenchConfig, CalibrateConfig, CompareConfig, LiveConfig, ReplayConfig
 from tui.demo import DemoConfig
 from tui.engine.config import (
     EngineOptions,
@@ -42,6 +42,8 @@ FIELDS: dict[tuple[str, str], Any] = {
     **{(c, "slo_target"): EngineOptions.slo_target for c in ("live", "bench")},
     ("bench", "on_node_loss"): RayPlacement.on_node_loss,
     ("bench", "arrival"): LoadTarget.arrival,
+    ("bench", "ab_mode"): AbConfig.mode,
+    ("bench", "ab_threshold"): AbConfig.threshold_pct,
     ("bench", "sim_time_scale"): DemoConfig.time_scale,
     ("calibrate", "token_rate"): CalibrateConfig.token_rate,
     ("calibrate", "max_streams"): CalibrateConfig.max_streams,

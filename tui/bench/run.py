@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from tui import units
+from tui.bench.ab import Sessions, b_side, probe_b, sessions_for, with_b
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
 from tui.configs import BenchConfig
@@ -216,6 +217,9 @@ def _run(
     """Probe, run every level, print the table and write the results; the exit status."""
     err = sys.stderr
     handle: Engine | None = None
+    others: list[Engine] = []
+    """B's engine with --ab: steered as A's is."""
+    sessions: Sessions | None = None
     final: Snapshot | None = None
     status = 0
     try:
@@ -234,22 +238,37 @@ def _run(
         picked = probed.note(target.model)
         progress.note(f"model {probed.model} at {target.base_url}" + (f" ({picked})" if picked else ""))
         target = replace(target, model=probed.model)
-        # probed above (so an unusable target fails before any file is created): not again
-        handle = engine_factory(target, config.workload, targets[0], workers=config.workers,
-                                requests_log=config.requests_log, options=config.options,
-                                probe=False)  # fmt: skip
-        handle.start()
-        if config.options.isl_probe and skip_reason(config.workload) is None:
-            _wait_for_the_probe(handle, progress, target)
-        handle.wait_ready(START_S)
+        sides = [(target, config.options)]
+        if config.ab is not None:
+            b_target = probe_b(config.ab.target, progress, probe)
+            if b_target is None:
+                return 1
+            sessions = sessions_for(config.options)
+            sides = [(target, sessions.a), (b_target, sessions.b)]
+        for side_target, options in sides:
+            log = b_side(config.requests_log) if handle else config.requests_log  # B's beside A's
+            # probed above (so an unusable target fails before any file is created): not again
+            engine = engine_factory(side_target, config.workload, targets[0], workers=config.workers,
+                                    requests_log=log, options=options, probe=False)  # fmt: skip
+            if handle is None:
+                handle = engine
+            else:
+                others.append(engine)
+            engine.start()
+        assert handle is not None
+        for engine, (side_target, _) in zip([handle, *others], sides, strict=True):
+            if config.options.isl_probe and skip_reason(config.workload) is None:
+                _wait_for_the_probe(engine, progress, side_target)
+            engine.wait_ready(START_S)
         clock = _RunClock()
         trace_requests = _trace_requests(config.workload)
         for i, load in enumerate(targets, 1):
             if i > 1:
-                handle.set_load(load)
+                for engine in [handle, *others]:
+                    engine.set_load(load)
             duration_s = config.level_duration_s(i - 1)
             fatal = _run_level(
-                handle, config, i, len(targets), load, progress, clock, duration_s, trace_requests
+                [handle, *others], config, i, len(targets), load, progress, clock, duration_s, trace_requests
             )
             if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
@@ -257,7 +276,7 @@ def _run(
                 clock.wind_down_s.append(0.0)
             elif fatal is None:
                 wind_down_from = time.monotonic()
-                fatal = _wind_down(handle, load, target.timeout_s + 5.0)
+                fatal = _wind_down([handle, *others], load, target.timeout_s + 5.0)
                 clock.wind_down_s.append(time.monotonic() - wind_down_from)
             if fatal is not None:
                 progress.done()
@@ -268,17 +287,21 @@ def _run(
         status = exit_status(exc)
     finally:
         progress.done()
+        for engine in others:
+            engine.stop(finish_in_flight=False, timeout_s=2.0)
         if handle is not None:
             handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
             final = snap
             if status != 1 and snap.levels:
-                print_or_drop(summary(snap))
+                print_or_drop(summary(snap) if not others else f"A: {snap.base_url}\n{summary(snap)}")
             if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
                 # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
                 results = handle.results(interrupted=interrupted)
                 assert isinstance(results, Results)  # a load engine's, never a watch's
+                if others and config.ab is not None:
+                    results = with_b(results, config.ab, handle, others[0], interrupted, status)
                 if config.output is not None:
                     write_results(results, config.output)
                     if not config.quiet:
@@ -290,8 +313,13 @@ def _run(
             if lost is not None:
                 say(lost.exit_line())  # even with --quiet: an output asked for is incomplete
                 status = status or 1
-            elif recorded is not None and not config.quiet:
-                say(f"session recorded to {recorded}")
+            elif (
+                recorded is not None and not config.quiet and (sessions is None or sessions.temporary is None)
+            ):
+                b_paths = [getattr(e, "session_path", None) for e in others]
+                say(f"session recorded to {recorded}" + "".join(f" (B: {p})" for p in b_paths if p))
+        if sessions is not None:
+            sessions.cleanup()
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
@@ -355,7 +383,7 @@ def nothing_completed(snap: Snapshot) -> str:
 
 
 def _run_level(
-    handle: Engine,
+    handles: list[Engine],
     config: BenchConfig,
     i: int,
     n: int,
@@ -367,7 +395,9 @@ def _run_level(
 ) -> str | None:
     """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
     or None. ``trace_requests``: a trace replayed once holds this many requests, and its level ends when
-    they have, whatever the goal."""
+    they have, whatever the goal. With two ``handles`` (A, B) the progress line is A's and the level ends
+    when both sides' would."""
+    handle, others = handles[0], handles[1:]
     level_id = handle.level_id
     started = time.monotonic()
     goal_requests = config.requests or default_requests(load.mode, load.value)
@@ -388,29 +418,22 @@ def _run_level(
         _say_as_it_happens(snap, progress, clock, handle)
         progress.level(_level_progress(i, n, load, lv, snap, goal, elapsed_s, clock), force=first)
         first = False
-        if lv is None:
-            continue
-        ended_early = persistent_failure(lv, elapsed_s)
-        if ended_early is not None:
-            if snap.completed == 0:
-                return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
-            break
-        if duration_s:
-            if elapsed_s >= duration_s:
+        done = True
+        for side, engine in zip("AB", handles, strict=False):
+            side_snap = snap if engine is handle else engine.snapshot()
+            if engine is not handle and side_snap.fatal:
+                return f"{side}: {side_snap.fatal}"
+            side_lv = _level(side_snap, level_id if engine is handle else engine.level_id)
+            if side_lv is None:
+                done = False
+                continue
+            if (early := persistent_failure(side_lv, elapsed_s)) is not None:
+                ended_early = f"{side}: {early}" if others else early
+                if side_snap.completed == 0:
+                    return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
                 break
-        elif (
-            # over whole requests: an arrivals window counts the requests that ended in it, not those sent
-            (
-                _counted(lv)
-                and lv.measured_over == "requests"
-                and lv.window_completed + lv.window_failed >= goal_requests
-            )
-            or (lv.completed == 0 and lv.failed >= goal_requests)
-            # the trace is over: nothing more will be sent at this speed
-            or (trace_requests is not None and lv.completed + lv.failed >= trace_requests)
-            # a level that cannot settle (e.g. the server started failing midway) still ends
-            or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)
-        ):
+            done = done and _level_done(side_lv, elapsed_s, duration_s, goal_requests, trace_requests)
+        if ended_early is not None or done:
             break
     snap = handle.snapshot()
     elapsed_s = time.monotonic() - started
@@ -422,6 +445,27 @@ def _run_level(
     return None
 
 
+def _level_done(
+    lv: LevelView, elapsed_s: float, duration_s: float | None, goal_requests: int, trace_requests: int | None
+) -> bool:
+    """The level has what it needs: its time, or its requests in the steady window."""
+    if duration_s:
+        return elapsed_s >= duration_s
+    return (
+        # over whole requests: an arrivals window counts the requests that ended in it, not those sent
+        (
+            _counted(lv)
+            and lv.measured_over == "requests"
+            and lv.window_completed + lv.window_failed >= goal_requests
+        )
+        or (lv.completed == 0 and lv.failed >= goal_requests)
+        # the trace is over: nothing more will be sent at this speed
+        or (trace_requests is not None and lv.completed + lv.failed >= trace_requests)
+        # a level that cannot settle (e.g. the server started failing midway) still ends
+        or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)
+    )
+
+
 def _trace_requests(workload: WorkloadConfig) -> int | None:
     """How many requests one pass of the workload's trace sends (the file streamed once, line by line);
     None without a trace, or for a looped one, which never runs out."""
@@ -430,15 +474,17 @@ def _trace_requests(workload: WorkloadConfig) -> int | None:
     return sum(1 for _ in TraceFeed(workload.trace))
 
 
-def _wind_down(handle: Engine, load: LoadTarget, timeout_s: float) -> str | None:
-    """Pause and wait (bounded) until nothing is in flight."""
-    handle.set_load(replace(load, paused=True))
+def _wind_down(handles: list[Engine], load: LoadTarget, timeout_s: float) -> str | None:
+    """Pause every side, then wait (bounded) until nothing is in flight on any."""
+    for handle in handles:
+        handle.set_load(replace(load, paused=True))
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        snap = handle.snapshot()
-        if snap.fatal:
-            return snap.fatal
-        if snap.in_flight == 0:
-            return None
-        time.sleep(0.05)
+    for side, handle in zip("AB", handles, strict=False):
+        while time.monotonic() < deadline:
+            snap = handle.snapshot()
+            if snap.fatal:
+                return f"{side}: {snap.fatal}" if len(handles) > 1 else snap.fatal
+            if snap.in_flight == 0:
+                break
+            time.sleep(0.05)
     return None

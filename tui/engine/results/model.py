@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
+from tui.engine.results.ab import AbLevel
 from tui.engine.results.codec import key
 from tui.engine.results.level_server import LevelServer
 
@@ -451,6 +452,7 @@ class Results:
     """The run's scrape: url, kind, model, status, message, scrapes, failures, found; None: not scraped."""
     clock: Clock | None = field(default=None, metadata=key(omit_none=True))
     """None in files written before it was saved (and by engines that have no clock)."""
+    ab: Ab | None = field(default=None, metadata=key(omit_none=True))
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
     def check(self) -> str | None:
@@ -460,6 +462,16 @@ class Results:
     def modes(self) -> tuple[Mode, ...]:
         """The load modes of the levels, in order of first appearance (two after `m` in the app)."""
         return tuple(dict.fromkeys(lv.mode for lv in self.levels))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ab:
+    """``--ab``: B's own run under A's levels, and each level judged B against A (`tui.engine.results.ab`)."""
+
+    mode: str
+    threshold_pct: float
+    b: Results
+    levels: tuple[AbLevel, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,119 @@
+"""`tokentop bench --ab`: two simulators under one steered load, judged level by level. One run against two
+simulators of different speed serves most assertions; one against the same simulator twice, the rest."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tui.engine.results.files import read_results
+from tui.sim.launch import SimServer
+
+pytestmark = pytest.mark.timeout(120)
+SECRET = "sk-ab-secret-b0b5ec12e7"
+JUDGED = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms")
+"""What a single run judges (a p99 needs repeats)."""
+A_SCALE, B_SCALE = 4.0, 2.0
+"""The flat profile's token gap is 20 ms / time scale: A 5 ms, B 10 ms (B twice as slow)."""
+
+
+def ab_bench(tmp: Path, a_url: str, b_url: str, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`tokentop bench --url A --ab B`, short levels, B's key in the environment: the run, its results."""
+    out = tmp / "results.json"
+    env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL="", TOKENTOP_AB_API_KEY=SECRET)
+    r = subprocess.run(
+        [sys.executable, "-m", "tui", "bench", "--url", a_url, "--ab", b_url, "--duration", "2.5",
+         "--isl", "16", "--osl", "24", "--no-isl-probe", "--quiet", "-o", str(out), *args],
+        capture_output=True, text=True, timeout=100, env=env, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return r, out
+
+
+@pytest.fixture(scope="module")
+def slower_b(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    tmp = tmp_path_factory.mktemp("ab")
+    with SimServer("flat", time_scale=A_SCALE) as a, SimServer("flat", time_scale=B_SCALE) as b:
+        r, out = ab_bench(
+            tmp, a.url, b.url, "--concurrency", "2,4", "--record", str(tmp / "run.tokentop-session.gz"),
+            "--requests-log", str(tmp / "requests.jsonl"),
+        )  # fmt: skip
+    return r, out, tmp
+
+
+def _levels(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(doc["ab"]["levels"])
+
+
+def test_a_slower_b_is_worse_beyond_noise_at_every_level(slower_b: Any) -> None:
+    r, out, _ = slower_b
+    doc = json.loads(out.read_text())
+    assert doc["ab"]["mode"] == "parallel" and doc["ab"]["threshold_pct"] == 10.0
+    levels = _levels(doc)
+    assert [(lv["mode"], lv["value"]) for lv in levels] == [("concurrency", 2.0), ("concurrency", 4.0)]
+    for lv in levels:
+        verdicts = {d["metric"]: d["verdict"] for d in lv["differences"]}
+        # the token rate and gaps, from every token, always; TTFT, one per request (~30 a side here), is
+        # `within noise` now and then at load 17: its block intervals are wide, and that is the honest verdict
+        assert [verdicts[m] for m in ("output tok/s", "TPOT p50 ms", "ITL p50 ms")] == ["worse"] * 3, lv
+        assert "better" not in verdicts.values() and verdicts["TTFT p50 ms"] in ("worse", "within noise")
+        assert lv["errors"] == [0, 0]
+    # bench's end table says it too: both sides' tables, then the comparison
+    assert r.stdout.count("out tok/s") == 2 and "B vs A (parallel)" in r.stdout
+    assert r.stdout.count("worse") >= 2 * 3
+
+
+def test_each_side_reports_what_its_server_does_alone(slower_b: Any) -> None:
+    """Each side's figures are its own run's: the simulator's token gap (20 ms / time scale) on each."""
+    _, out, _ = slower_b
+    results = read_results(out)  # B's document is a whole one, read by the same reader
+    assert results.ab is not None
+    b = results.ab.b
+    assert b.target.url.startswith("http://127.0.0.1:") and b.target.url != results.target.url
+    for side, scale in ((results, A_SCALE), (b, B_SCALE)):
+        assert [lv.concurrency for lv in side.levels] == [2, 4]
+        for lv in side.levels:
+            # B's gap is twice A's: each side its own server's. Loose: at load 16-17 TPOT p50 read 4.98-6.3 ms
+            # for 5, 9.96-10.8 for 10 (a stall moves a request's tokens late, or bunches them: min 8.7)
+            assert lv.tpot is not None and lv.tpot.p50 is not None, side.target
+            assert 0.8 * 20 / scale < lv.tpot.p50 < 1.4 * 20 / scale, side.target
+            # a stream's 50 tok/s x time scale, per user; less by the client's turnaround between requests,
+            # which on this machine at load 16 cost A a quarter (296 of 400 tok/s at 2 users)
+            most = (lv.concurrency or 0) * 50 * scale
+            assert 0.5 * most < (lv.output_throughput or 0) < 1.1 * most, side.target
+    by_metric = {d.metric: d for d in results.ab.levels[1].differences}
+    tok = by_metric["output tok/s"]
+    assert tok.a == results.levels[1].output_throughput and tok.b == b.levels[1].output_throughput
+    assert tok.ci95_pct is not None and tok.ci95_pct[1] < -10
+
+
+def test_bs_key_is_never_printed_or_saved_and_each_side_records_a_session(slower_b: Any) -> None:
+    r, out, tmp = slower_b
+    sessions = sorted(tmp.glob("*.tokentop-session.gz"))
+    assert [p.name for p in sessions] == ["run-b.tokentop-session.gz", "run.tokentop-session.gz"]
+    logs = [(tmp / name).read_text() for name in ("requests.jsonl", "requests-b.jsonl")]  # B's beside A's
+    assert all(log.count("\n") >= 20 for log in logs)
+    for text in (
+        *logs,
+        r.stdout,
+        r.stderr,
+        out.read_text(),
+        *(gzip.decompress(p.read_bytes()).decode() for p in sessions),
+    ):
+        assert SECRET not in text
+
+
+def test_the_same_server_twice_is_within_noise(tmp_path: Path) -> None:
+    with SimServer("flat", time_scale=A_SCALE) as sim:
+        r, out = ab_bench(tmp_path, sim.url, sim.url, "--concurrency", "3", "--no-record")
+    (level,) = _levels(json.loads(out.read_text()))
+    verdicts = {d["metric"]: d["verdict"] for d in level["differences"]}
+    assert {m: verdicts[m] for m in JUDGED} == dict.fromkeys(JUDGED, "within noise"), level
+    assert "session recorded" not in r.stderr and not list(tmp_path.glob("*.tokentop-session.gz"))

@@ -1,0 +1,108 @@
+"""`--ab`'s pure parts: its flags read into an `AbConfig`, where each side's session goes, the results'
+``ab`` section written and read back, and bench's comparison table."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.unit.results_data import frozen_results
+from tui.bench.ab import ab_table, sessions_for
+from tui.cli import build_parser
+from tui.cli.bench import bench_config
+from tui.configs import UsageError
+from tui.engine.config import EngineOptions
+from tui.engine.results.ab import AbDifference, AbLevel
+from tui.engine.results.files import dump_results, parse_document, to_json
+from tui.engine.results.model import Ab, Results
+
+
+def _config(*args: str, env: dict[str, str] | None = None, monkeypatch: pytest.MonkeyPatch) -> object:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOKENTOP_AB_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in (env or {}).items():
+        monkeypatch.setenv(name, value)
+    ns = build_parser().parse_args(["bench", *args])
+    return bench_config(ns)
+
+
+def test_b_takes_as_api_but_never_as_key_or_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config(
+        "--url", "http://a:8000", "--header", "X-A:1", "--timeout", "7", "--ab", "b:9000",
+        "--ab-model", "m-b", "--ab-header", "X-B: 2",
+        env={"OPENAI_API_KEY": "sk-a", "TOKENTOP_AB_API_KEY": "sk-b"}, monkeypatch=monkeypatch,
+    )  # fmt: skip
+    ab = config.ab  # type: ignore[attr-defined]
+    assert ab is not None and ab.mode == "parallel" and ab.threshold_pct == 10.0
+    b = ab.target
+    assert (b.base_url, b.model, b.api_key, b.headers) == ("http://b:9000/v1", "m-b", "sk-b", (("X-B", "2"),))
+    assert b.timeout_s == 7.0 and b.endpoint == "chat" and not b.demo
+    a = config.server.target  # type: ignore[attr-defined]
+    assert a.api_key == "sk-a" and a.headers == (("X-A", "1"),)
+
+
+def test_without_its_variable_b_has_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config("--url", "http://a:8000", "--ab", "http://b:9000", env={"OPENAI_API_KEY": "sk-a"},
+                     monkeypatch=monkeypatch)  # fmt: skip
+    assert config.ab.target.api_key is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ab-model", "x"], "--ab-model needs --ab URL"),
+        (["--ab-header", "X:1"], "--ab-header needs --ab URL"),
+        (["--ab", "http://u:pw@b:9000"], "--ab must not carry credentials"),
+        (["--ab", "ftp://b"], "--ab: "),
+        (["--ab", "http://b", "--ab-header", "nocolon"], "--ab-header wants NAME:VALUE"),
+    ],
+)
+def test_unusable_ab_flags_are_one_line(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(UsageError) as info:
+        _config("--url", "http://a:8000", *args, monkeypatch=monkeypatch)
+    assert message in str(info.value) and "pw" not in str(info.value)
+
+
+def test_each_side_records_a_session_beside_the_users_or_in_a_temporary_folder(tmp_path: Path) -> None:
+    asked = sessions_for(EngineOptions(record=str(tmp_path / "run.tokentop-session.gz")))
+    assert asked.temporary is None and asked.a.record == str(tmp_path / "run.tokentop-session.gz")
+    assert asked.b.record == str(tmp_path / "run-b.tokentop-session.gz")
+    none = sessions_for(EngineOptions(record=None))
+    assert none.temporary is not None and none.temporary.is_dir()
+    assert Path(none.b.record or "").parent == none.temporary
+    none.cleanup()
+    assert not none.temporary.exists()
+
+
+def _section(a: Results) -> Ab:
+    worse = AbDifference(metric="output tok/s", a=330.0, b=193.8, change_pct=-41.3, verdict="worse",
+                         ci95_pct=(-45.0, -38.0))  # fmt: skip
+    tail = AbDifference(metric="TTFT p99 ms", a=60.0, b=20.0, change_pct=-66.7, verdict="unjudged",
+                        reason="a p99 moves between identical runs")  # fmt: skip
+    level = AbLevel(mode="concurrency", value=2.0, a_level_id=1, b_level_id=1, differences=(worse, tail))
+    b = replace(a, levels=a.levels[:1])
+    return Ab(mode="parallel", threshold_pct=10.0, b=b, levels=(level,))
+
+
+def test_the_ab_section_is_written_and_read_back_whole() -> None:
+    a = frozen_results()
+    doc = replace(a, ab=_section(a))
+    back = parse_document(to_json(doc))
+    assert back == doc
+    assert to_json(a).keys() == to_json(parse_document(to_json(a))).keys() and "ab" not in to_json(a)
+    written = to_json(doc)["ab"]["levels"][0]["differences"]
+    assert "reason" not in written[0] and "ci95_pct" not in written[1]  # each only where it says something
+    assert b"sk-never-written" not in dump_results(doc)
+
+
+def test_bench_table_shows_the_judged_figures_and_why_others_are_not() -> None:
+    text = ab_table(_section(frozen_results()))
+    lines = text.splitlines()
+    assert lines[0].startswith("B vs A (parallel)") and "±10 %" in lines[0]
+    assert lines[2].split() == ["2", "users", "output", "tok/s", "330", "193.8", "-41.3", "%", "worse"]
+    assert "TTFT p99" not in text  # the table shows the p50s and throughput; the results hold the rest
+    assert all(line == line.rstrip() for line in lines)
