@@ -12,10 +12,11 @@ from tests.unit.results_data import frozen_results
 from tui.bench.ab import ab_table, sessions_for
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
-from tui.configs import UsageError
+from tui.cli.sessions import run_compare
+from tui.configs import CompareConfig, UsageError
 from tui.engine.config import EngineOptions
 from tui.engine.results.ab import AbDifference, AbLevel
-from tui.engine.results.files import dump_results, parse_document, to_json
+from tui.engine.results.files import dump_results, parse_document, to_json, write_results
 from tui.engine.results.model import Ab, Results
 
 
@@ -106,3 +107,19 @@ def test_bench_table_shows_the_judged_figures_and_why_others_are_not() -> None:
     assert lines[2].split() == ["2", "users", "output", "tok/s", "330", "193.8", "-41.3", "%", "worse"]
     assert "TTFT p99" not in text  # the table shows the p50s and throughput; the results hold the rest
     assert all(line == line.rstrip() for line in lines)
+
+
+def test_compare_reads_an_ab_file_alone_and_refuses_one_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = frozen_results()
+    write_results(replace(a, ab=_section(a)), tmp_path / "ab.json")
+    write_results(a, tmp_path / "plain.json")
+    assert run_compare(CompareConfig(runs=((tmp_path / "ab.json",),))) == 0
+    out = capsys.readouterr().out
+    assert f"B: {a.target.url} vs A: {a.target.url}" in out and "2 users: errors 0 -> 0" in out
+    assert "output tok/s" in out and "-41.3 %  worse" in out
+    assert run_compare(CompareConfig(runs=((tmp_path / "plain.json",),))) == 1
+    assert (
+        "plain.json: no A/B section (bench --ab): compare needs at least two runs" in capsys.readouterr().err
+    )

@@ -154,7 +154,8 @@ def test_the_session_commands_take_their_configs(tmp_path: Path, monkeypatch: py
     assert (markdown.form, markdown.plot, len(markdown.runs)) == ("markdown", Path("p.svg"), 3)
     assert compare_config(_parse("compare", "a", "b", "--json")).form == "json"
     with pytest.raises(UsageError, match="compare needs at least two runs"):
-        compare_config(_parse("compare", "a"))
+        compare_config(_parse("compare", "a,b"))
+    assert compare_config(_parse("compare", "a")).runs == ((Path("a"),),)  # a `bench --ab` file holds two
 
 
 def test_plot_and_export_take_their_configs() -> None:
