@@ -42,8 +42,9 @@ class RunTarget:
         return replace(self.target, base_url=normalise_base_url(demo_url))
 
 
-AbMode = Literal["parallel"]
-"""How the load meets both endpoints: ``parallel`` runs each level against both at once."""
+AbMode = Literal["parallel", "alternate"]
+"""How the load meets both endpoints: ``parallel`` runs each level against both at once, ``alternate``
+against one at a time, in blocks that take turns."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class AbConfig:
     mode: AbMode = "parallel"
     threshold_pct: float = 10.0
     """The smallest change that is a verdict (`tui.engine.sessions.compare.THRESHOLD_PCT`)."""
+    block_s: float = 10.0
+    """``alternate``: the longest block a side holds the load before the other's turn."""
 
 
 @dataclass(frozen=True)

@@ -3,21 +3,27 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from tests.unit.results_data import frozen_results
-from tui.bench.ab import ab_table, sessions_for
+from tui.bench.ab import ab_table, run_turns, sessions_for
+from tui.bench.progress import Progress
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
 from tui.cli.sessions import run_compare
 from tui.configs import CompareConfig, UsageError
-from tui.engine.config import EngineOptions
+from tui.engine.config import EngineOptions, LoadTarget
 from tui.engine.results.ab import AbDifference, AbLevel
 from tui.engine.results.files import dump_results, parse_document, to_json, write_results
 from tui.engine.results.model import Ab, Results
+from tui.engine.sessions.ab import turns
+from tui.engine.sessions.compare import Run
 
 
 def _config(*args: str, env: dict[str, str] | None = None, monkeypatch: pytest.MonkeyPatch) -> object:
@@ -123,3 +129,57 @@ def test_compare_reads_an_ab_file_alone_and_refuses_one_without(
     assert (
         "plain.json: no A/B section (bench --ab): compare needs at least two runs" in capsys.readouterr().err
     )
+
+
+def test_alternate_needs_level_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UsageError, match="alternate holds each side for --duration"):
+        _config(
+            "--url", "http://a:8000", "--ab", "http://b", "--ab-mode", "alternate", monkeypatch=monkeypatch
+        )
+    config = _config("--url", "http://a:8000", "--ab", "http://b", "--ab-mode", "alternate",
+                     "--duration", "30", "--ab-block", "5", monkeypatch=monkeypatch)  # fmt: skip
+    assert (config.ab.mode, config.ab.block_s) == ("alternate", 5.0)  # type: ignore[attr-defined]
+
+
+class _Side:
+    """An engine as `run_turns` sees it: its load changes, in one shared order."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    def set_load(self, load: LoadTarget) -> None:
+        self.log.append(f"{self.name} {'paused' if load.paused else 'on'}")
+
+    def snapshot(self) -> SimpleNamespace:
+        return SimpleNamespace(fatal=None)
+
+
+def test_turns_alternate_a_then_b_each_after_the_other_rests() -> None:
+    log: list[str] = []
+    a, b = _Side("A", log), _Side("B", log)
+    sides: list[Any] = [a, b]
+    load = LoadTarget(concurrency=2)
+
+    def rest(engine: Any) -> str | None:
+        engine.set_load(replace(load, paused=True))
+        return None
+
+    # 0.05 s a side in turns of at most 0.02 s: three turns each, A first
+    progress = Progress(io.StringIO(), quiet=True)
+    assert run_turns(sides, load, (0.05, 0.02), progress, "", rest) is None
+    assert log == ["B paused", "A on", "A paused", "B on"] * 3
+
+    def failing(engine: Any) -> str | None:
+        return "stuck" if engine is a else None
+
+    assert run_turns(sides, load, (0.05, 0.02), progress, "", failing) == "A: stuck"  # A would not rest
+
+
+def test_a_sides_turns_at_each_load_are_its_repeats() -> None:
+    def level(level_id: int, users: int, done: int) -> dict[str, Any]:
+        return {"level_id": level_id, "mode": "concurrency", "concurrency": users, "level_completed": done}
+
+    levels = [level(1, 2, 0), level(2, 2, 5), level(3, 2, 6), level(4, 4, 7), level(5, 4, 8)]
+    run = Run(Path("b.tokentop-session.gz"), {"levels": levels})
+    got = [[lv["level_id"] for lv in r.levels()] for r in turns(run)]
+    assert got == [[2, 4], [3, 5]]  # the paused start (level 1, nothing sent) is no turn

@@ -44,6 +44,7 @@ FIELDS: dict[tuple[str, str], Any] = {
     ("bench", "arrival"): LoadTarget.arrival,
     ("bench", "ab_mode"): AbConfig.mode,
     ("bench", "ab_threshold"): AbConfig.threshold_pct,
+    ("bench", "ab_block"): AbConfig.block_s,
     ("bench", "sim_time_scale"): DemoConfig.time_scale,
     ("calibrate", "token_rate"): CalibrateConfig.token_rate,
     ("calibrate", "max_streams"): CalibrateConfig.max_streams,

@@ -9,8 +9,10 @@ own, taken from the two sessions: the same statistics, the same rules.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,14 +20,16 @@ from pathlib import Path
 from tui import units
 from tui.bench.progress import Progress, load_label
 from tui.bench.table import summary
-from tui.configs import AbConfig
+from tui.configs import AbConfig, BenchConfig
 from tui.engine.api import Engine
-from tui.engine.config import EngineOptions, TargetConfig
+from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.probe import Probed, ProbeError
 from tui.engine.recording.file import SUFFIX
 from tui.engine.results.model import Ab, Results
 from tui.terminal import print_or_drop, say
 
+POLL_S = 0.25
+"""How often a turn looks for a fatal error."""
 SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms")
 """The figures bench's end table compares; the results hold every one compare judges."""
 
@@ -57,6 +61,30 @@ def sessions_for(options: EngineOptions) -> Sessions:
     return Sessions(replace(options, record=str(a)), replace(options, record=str(b_path)), temporary)
 
 
+@dataclass(frozen=True)
+class Side:
+    """What one side's engine is made with."""
+
+    target: TargetConfig
+    options: EngineOptions
+    workload: WorkloadConfig
+    load: LoadTarget
+    """The load it starts under."""
+    requests_log: Path | None
+
+
+def both_sides(config: BenchConfig, a: TargetConfig, b: TargetConfig, sessions: Sessions) -> list[Side]:
+    """A's and B's engines' makings. ``alternate``: B starts paused (A's turn comes first) and sends prompts
+    of its own salt, for at one pool B would find A's prompts in the prefix cache; ``parallel``: the same
+    prompts in the same order, to servers that share nothing."""
+    first = config.levels[0]
+    sides = [Side(a, sessions.a, config.workload, first, config.requests_log)]
+    w = config.workload
+    if config.ab is not None and config.ab.mode == "alternate":
+        w, first = replace(w, prompt_salt=f"{w.prompt_salt}b"), replace(first, paused=True)
+    return [*sides, Side(b, sessions.b, w, first, b_side(config.requests_log))]
+
+
 def b_side(path: Path | None) -> Path | None:
     """B's file beside A's: ``requests.jsonl`` -> ``requests-b.jsonl``."""
     return None if path is None else path.with_name(f"{path.stem}-b{path.suffix}")
@@ -64,9 +92,10 @@ def b_side(path: Path | None) -> Path | None:
 
 def judged(ab: AbConfig, a_session: Path, b_session: Path, b_results: Results) -> Ab:
     """The results' ``ab`` section: B's run and each level's verdicts, by `tokentop compare`'s rules."""
-    from tui.engine.sessions.ab import judge_levels
+    from tui.engine.sessions.ab import judge_levels, judge_turns
 
-    levels = judge_levels(a_session, b_session, ab.threshold_pct)
+    judge = judge_turns if ab.mode == "alternate" else judge_levels
+    levels = judge(a_session, b_session, ab.threshold_pct)
     return Ab(mode=ab.mode, threshold_pct=ab.threshold_pct, b=b_results, levels=levels)
 
 
@@ -119,8 +148,12 @@ def with_b(
     """A's results with the ``ab`` section: B's own document and each level judged from both sessions."""
     from tui.engine.recording.file import SessionError
 
-    b_results = b.results(interrupted=interrupted)
+    b_results, snap = b.results(interrupted=interrupted), b.snapshot()
     assert isinstance(b_results, Results)
+    if ab.mode == "alternate":  # B's paused start, before its first turn, is no level
+        kept = tuple(lv for lv in b_results.levels if (lv.level_completed or 0) + (lv.level_failed or 0))
+        b_results = replace(b_results, levels=kept)
+        snap = replace(snap, levels=tuple(lv for lv in snap.levels if lv.completed + lv.failed))
     a_session, b_session = getattr(a, "session_path", None), getattr(b, "session_path", None)
     if a_session is None or b_session is None:
         return replace(results, notices=(*results.notices, "A/B: a side recorded no session: not judged"))
@@ -129,8 +162,36 @@ def with_b(
     except SessionError as exc:
         return replace(results, notices=(*results.notices, f"A/B: not judged: {exc}"))
     if status != 1 and section.levels:
-        print_or_drop(f"\n{b_line(section)}\n{summary(b.snapshot())}\n\n{ab_table(section)}")
+        print_or_drop(f"\n{b_line(section)}\n{summary(snap)}\n\n{ab_table(section)}")
     return replace(results, ab=section)
+
+
+def run_turns(
+    sides: list[Engine],
+    load: LoadTarget,
+    times: tuple[float, float],
+    progress: Progress,
+    label: str,
+    rest: Callable[[Engine], str | None],
+) -> str | None:
+    """``alternate``: hold ``load`` on one side at a time, A then B, in equal turns; ``times`` is each
+    side's time in all and the longest turn (two turns a side at least). ``rest`` pauses the side whose turn
+    ends and waits until it is idle, so neither ever sees the other's load. A fatal reason, or None."""
+    duration_s, block_s = times
+    count = max(2, math.ceil(duration_s / block_s))
+    turn_s = duration_s / count
+    for k in range(1, count + 1):
+        for name, on, off in (("A", sides[0], sides[1]), ("B", sides[1], sides[0])):
+            if (reason := rest(off)) is not None:
+                return f"{'B' if name == 'A' else 'A'}: {reason}"
+            on.set_load(load)
+            progress.show(f"{label}turn {k}/{count} of {turn_s:.1f} s on {name}", force=True)
+            deadline = time.monotonic() + turn_s
+            while (left := deadline - time.monotonic()) > 0:
+                time.sleep(min(POLL_S, left))
+                if (fatal := on.snapshot().fatal) is not None:
+                    return f"{name}: {fatal}"
+    return None
 
 
 def b_line(section: Ab) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from tui import units
-from tui.bench.ab import Sessions, b_side, probe_b, sessions_for, with_b
+from tui.bench.ab import Sessions, Side, both_sides, probe_b, run_turns, sessions_for, with_b
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
 from tui.configs import BenchConfig
@@ -217,8 +217,7 @@ def _run(
     """Probe, run every level, print the table and write the results; the exit status."""
     err = sys.stderr
     handle: Engine | None = None
-    others: list[Engine] = []
-    """B's engine with --ab: steered as A's is."""
+    others: list[Engine] = []  # B's engine with --ab: steered as A's is
     sessions: Sessions | None = None
     final: Snapshot | None = None
     status = 0
@@ -238,38 +237,48 @@ def _run(
         picked = probed.note(target.model)
         progress.note(f"model {probed.model} at {target.base_url}" + (f" ({picked})" if picked else ""))
         target = replace(target, model=probed.model)
-        sides = [(target, config.options)]
+        sides = [Side(target, config.options, config.workload, targets[0], config.requests_log)]
         if config.ab is not None:
             b_target = probe_b(config.ab.target, progress, probe)
             if b_target is None:
                 return 1
             sessions = sessions_for(config.options)
-            sides = [(target, sessions.a), (b_target, sessions.b)]
-        for side_target, options in sides:
-            log = b_side(config.requests_log) if handle else config.requests_log  # B's beside A's
+            sides = both_sides(config, target, b_target, sessions)
+        alternate = config.ab is not None and config.ab.mode == "alternate"
+        for side in sides:
             # probed above (so an unusable target fails before any file is created): not again
-            engine = engine_factory(side_target, config.workload, targets[0], workers=config.workers,
-                                    requests_log=log, options=options, probe=False)  # fmt: skip
+            engine = engine_factory(side.target, side.workload, side.load, workers=config.workers,
+                                    requests_log=side.requests_log, options=side.options,
+                                    probe=False)  # fmt: skip
             if handle is None:
                 handle = engine
             else:
                 others.append(engine)
             engine.start()
         assert handle is not None
-        for engine, (side_target, _) in zip([handle, *others], sides, strict=True):
+        for engine, side in zip([handle, *others], sides, strict=True):
             if config.options.isl_probe and skip_reason(config.workload) is None:
-                _wait_for_the_probe(engine, progress, side_target)
+                _wait_for_the_probe(engine, progress, side.target)
             engine.wait_ready(START_S)
         clock = _RunClock()
         trace_requests = _trace_requests(config.workload)
         for i, load in enumerate(targets, 1):
-            if i > 1:
+            if i > 1 and not alternate:
                 for engine in [handle, *others]:
                     engine.set_load(load)
             duration_s = config.level_duration_s(i - 1)
-            fatal = _run_level(
-                [handle, *others], config, i, len(targets), load, progress, clock, duration_s, trace_requests
-            )
+            if alternate and config.ab is not None and duration_s:  # alternate has level times (tui.cli.ab)
+
+                def rest(e: Engine, at: LoadTarget = load) -> str | None:
+                    return _wind_down([e], at, target.timeout_s + 5.0)
+
+                said = f"[{i}/{len(targets)}] {load_label(load.mode, load.value)} · "
+                fatal = run_turns(
+                    [handle, *others], load, (duration_s, config.ab.block_s), progress, said, rest
+                )
+            else:
+                fatal = _run_level([handle, *others], config, i, len(targets), load, progress, clock,
+                                   duration_s, trace_requests)  # fmt: skip
             if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
                 # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)

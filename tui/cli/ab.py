@@ -19,7 +19,7 @@ AB_KEY_ENV = "TOKENTOP_AB_API_KEY"
 
 
 def add_ab_args(p: argparse.ArgumentParser) -> None:
-    """--ab, --ab-model, --ab-header, --ab-mode, --ab-threshold."""
+    """--ab, --ab-model, --ab-header, --ab-mode, --ab-block, --ab-threshold."""
     g = p.add_argument_group("A/B (tokentop help ab)")
     g.add_argument(
         "--ab",
@@ -35,7 +35,15 @@ def add_ab_args(p: argparse.ArgumentParser) -> None:
         "--ab-mode",
         choices=get_args(AbMode),
         default=AbConfig.mode,
-        help="parallel: each level's load against both at once, the same prompts in the same order",
+        help="parallel: each level's load against both at once, the same prompts in the same order; "
+        "alternate: against one at a time, in turns of --ab-block seconds (two doors to one pool)",
+    )
+    g.add_argument(
+        "--ab-block",
+        type=positive_float,
+        default=AbConfig.block_s,
+        metavar="S",
+        help="alternate: the longest turn of a side; a level of --duration D is split into equal turns",
     )
     g.add_argument(
         "--ab-threshold",
@@ -67,4 +75,6 @@ def ab_from_args(ns: argparse.Namespace, a: TargetConfig) -> AbConfig | None:
         demo=False,
         trust_env=ns.trust_env,  # A's is off for the demo simulator; B is never it
     )
-    return AbConfig(target=target, mode=ns.ab_mode, threshold_pct=ns.ab_threshold)
+    if ns.ab_mode == "alternate" and ns.duration is None and ns.schedule is None:
+        raise UsageError("--ab-mode alternate holds each side for --duration S a level, in turns: give it")
+    return AbConfig(target=target, mode=ns.ab_mode, threshold_pct=ns.ab_threshold, block_s=ns.ab_block)

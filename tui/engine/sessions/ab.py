@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tui.engine.recording.file import SessionError
 from tui.engine.results.ab import AbDifference, AbLevel
-from tui.engine.sessions.compare import Difference, Group, compare_levels, load_run
+from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, load_key, load_run
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Level
@@ -17,7 +17,32 @@ if TYPE_CHECKING:
 
 def judge_levels(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
     """Per load both sessions ran: each figure on A and on B, the change and its verdict."""
-    a, b = Group([load_run(a_session)]), Group([load_run(b_session)])
+    return _ab_levels(Group([load_run(a_session)]), Group([load_run(b_session)]), threshold_pct)
+
+
+def judge_turns(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
+    """As `judge_levels`, for sides that held each load in turns (``alternate``): a side's turns at a load
+    are its repeats, so the noise is over its turns and their time blocks, and drift shared by both
+    sides' turns cancels."""
+    return _ab_levels(Group(turns(load_run(a_session))), Group(turns(load_run(b_session))), threshold_pct)
+
+
+def turns(run: Run) -> list[Run]:
+    """A run that held each load in several turns (each a level) as one run per turn: the k-th turn of
+    every load; a level with no request (a side's paused start) is no turn."""
+    by_load: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for lv in run.levels():
+        if int(lv.get("level_completed", 0)) + int(lv.get("level_failed", 0)) > 0:
+            by_load.setdefault(load_key(lv), []).append(lv)
+    n = min((len(lvs) for lvs in by_load.values()), default=0)
+    return [
+        Run(run.path, {**run.doc, "levels": [lvs[k] for lvs in by_load.values()]}, run.samples, run.cut)
+        for k in range(n)
+    ]
+
+
+def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
+    """compare's rows of B against A as the results' ``ab`` levels."""
     return tuple(
         AbLevel(
             mode=row["load"][0],
