@@ -73,6 +73,20 @@ class Side:
     requests_log: Path | None
 
 
+def plan_sides(
+    config: BenchConfig, a: TargetConfig, progress: Progress, probe: Callable[[TargetConfig], Probed]
+) -> tuple[list[Side], Sessions | None]:
+    """A's side alone, or with ``--ab`` A's and B's and their sessions; B is probed first, and no side at
+    all means B cannot be used (the error is said)."""
+    if config.ab is None:
+        return [Side(a, config.options, config.workload, config.levels[0], config.requests_log)], None
+    b = probe_b(config.ab.target, progress, probe)
+    if b is None:
+        return [], None
+    sessions = sessions_for(config.options)
+    return both_sides(config, a, b, sessions), sessions
+
+
 def both_sides(config: BenchConfig, a: TargetConfig, b: TargetConfig, sessions: Sessions) -> list[Side]:
     """A's and B's engines' makings. ``alternate``: B starts paused (A's turn comes first) and sends prompts
     of its own salt, for at one pool B would find A's prompts in the prefix cache; ``parallel``: the same

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from tui import units
-from tui.bench.ab import Sessions, Side, both_sides, probe_b, run_turns, sessions_for, with_b
+from tui.bench.ab import Sessions, b_side, plan_sides, run_turns, with_b
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
 from tui.configs import BenchConfig
@@ -237,13 +237,9 @@ def _run(
         picked = probed.note(target.model)
         progress.note(f"model {probed.model} at {target.base_url}" + (f" ({picked})" if picked else ""))
         target = replace(target, model=probed.model)
-        sides = [Side(target, config.options, config.workload, targets[0], config.requests_log)]
-        if config.ab is not None:
-            b_target = probe_b(config.ab.target, progress, probe)
-            if b_target is None:
-                return 1
-            sessions = sessions_for(config.options)
-            sides = both_sides(config, target, b_target, sessions)
+        sides, sessions = plan_sides(config, target, progress, probe)
+        if not sides:
+            return 1  # B cannot be used (the error said why)
         alternate = config.ab is not None and config.ab.mode == "alternate"
         for side in sides:
             # probed above (so an unusable target fails before any file is created): not again
@@ -268,14 +264,9 @@ def _run(
                     engine.set_load(load)
             duration_s = config.level_duration_s(i - 1)
             if alternate and config.ab is not None and duration_s:  # alternate has level times (tui.cli.ab)
-
-                def rest(e: Engine, at: LoadTarget = load) -> str | None:
-                    return _wind_down([e], at, target.timeout_s + 5.0)
-
                 said = f"[{i}/{len(targets)}] {load_label(load.mode, load.value)} · "
-                fatal = run_turns(
-                    [handle, *others], load, (duration_s, config.ab.block_s), progress, said, rest
-                )
+                fatal = run_turns([handle, *others], load, (duration_s, config.ab.block_s), progress, said,
+                                  lambda e: _wind_down([e], e.load, target.timeout_s + 5.0))  # fmt: skip
             else:
                 fatal = _run_level([handle, *others], config, i, len(targets), load, progress, clock,
                                    duration_s, trace_requests)  # fmt: skip
@@ -353,6 +344,10 @@ def _write_exports(results: Results, config: BenchConfig, status: int) -> int:
     """--vllm-results and --csv from the results just written; the exit status (1 if one failed)."""
     try:
         written = write_exports(results, vllm_dir=config.vllm_results, csv_path=config.csv)
+        if results.ab is not None:  # B's beside A's
+            written += write_exports(
+                results.ab.b, vllm_dir=b_side(config.vllm_results), csv_path=b_side(config.csv)
+            )
     except OSError as exc:
         say(f"tokentop: error: cannot write the exports: {exc}")
         return status or 1
@@ -369,6 +364,8 @@ def _write_plot(results: Results, config: BenchConfig, status: int) -> int:
         return status
     try:
         write_plot(results, path)
+        if results.ab is not None:
+            write_plot(results.ab.b, b_side(path) or path)  # B's beside A's
     except OSError as exc:
         say(f"tokentop: error: cannot write the plot {path}: {exc.strerror or exc}")
         return status or 1

@@ -43,7 +43,8 @@ def slower_b(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
     with SimServer("flat", time_scale=A_SCALE) as a, SimServer("flat", time_scale=B_SCALE) as b:
         r, out = ab_bench(
             tmp, a.url, b.url, "--concurrency", "2,4", "--record", str(tmp / "run.tokentop-session.gz"),
-            "--requests-log", str(tmp / "requests.jsonl"),
+            "--requests-log", str(tmp / "requests.jsonl"), "--csv", str(tmp / "levels.csv"),
+            "--plot", str(tmp / "run.svg"),
         )  # fmt: skip
     return r, out, tmp
 
@@ -90,6 +91,11 @@ def test_each_side_reports_what_its_server_does_alone(slower_b: Any) -> None:
             # which on this machine at load 16 cost A a quarter (296 of 400 tok/s at 2 users)
             most = (lv.concurrency or 0) * 50 * scale
             assert 0.5 * most < (lv.output_throughput or 0) < 1.1 * most, side.target
+    # the exports and the plot write each side, B's beside A's, each from its own document
+    _, tmp = slower_b[1:]
+    csv_b = (tmp / "levels-b.csv").read_text().splitlines()
+    assert len(csv_b) == 3 and (tmp / "levels.csv").read_text() != "\n".join(csv_b) + "\n"
+    assert (tmp / "run-b.svg").read_text().startswith("<svg") and (tmp / "run.svg").is_file()
     by_metric = {d.metric: d for d in results.ab.levels[1].differences}
     tok = by_metric["output tok/s"]
     assert tok.a == results.levels[1].output_throughput and tok.b == b.levels[1].output_throughput
