@@ -22,7 +22,7 @@ from tui.engine.config import EngineOptions, LoadTarget
 from tui.engine.results.ab import AbDifference, AbLevel
 from tui.engine.results.files import dump_results, parse_document, to_json, write_results
 from tui.engine.results.model import Ab, Results
-from tui.engine.sessions.ab import turns
+from tui.engine.sessions.ab import slo_difference, turns
 from tui.engine.sessions.compare import Run
 
 
@@ -113,6 +113,12 @@ def test_bench_table_shows_the_judged_figures_and_why_others_are_not() -> None:
     assert lines[2].split() == ["2", "users", "output", "tok/s", "330", "193.8", "-41.3", "%", "worse"]
     assert "TTFT p99" not in text  # the table shows the p50s and throughput; the results hold the rest
     assert all(line == line.rstrip() for line in lines)
+    a = frozen_results()  # its run had a TTFT objective: the line says what each side serves at it
+    assert (
+        ab_table(_section(a), a)
+        .splitlines()[-1]
+        .startswith("at SLO (95 % of requests by the lower bound): A")
+    )
 
 
 def test_compare_reads_an_ab_file_alone_and_refuses_one_without(
@@ -154,7 +160,7 @@ class _Side:
         return SimpleNamespace(fatal=None)
 
 
-def test_turns_alternate_a_then_b_each_after_the_other_rests() -> None:
+def test_turns_go_a_b_b_a_each_after_the_last_side_rests() -> None:
     log: list[str] = []
     a, b = _Side("A", log), _Side("B", log)
     sides: list[Any] = [a, b]
@@ -167,12 +173,14 @@ def test_turns_alternate_a_then_b_each_after_the_other_rests() -> None:
     # 0.05 s a side in turns of at most 0.02 s: three turns each, A first
     progress = Progress(io.StringIO(), quiet=True)
     assert run_turns(sides, load, (0.05, 0.02), progress, "", rest) is None
-    assert log == ["B paused", "A on", "A paused", "B on"] * 3
+    # A B, B A, A B: each side rests (paused and idle) before the next turn, its own included
+    assert log == ["A on", "A paused", "B on", "B paused", "B on", "B paused", "A on", "A paused", "A on",
+                   "A paused", "B on"]  # fmt: skip
 
     def failing(engine: Any) -> str | None:
-        return "stuck" if engine is a else None
+        return "stuck" if engine is b else None
 
-    assert run_turns(sides, load, (0.05, 0.02), progress, "", failing) == "A: stuck"  # A would not rest
+    assert run_turns(sides, load, (0.05, 0.02), progress, "", failing) == "B: stuck"  # B would not rest
 
 
 def test_a_sides_turns_at_each_load_are_its_repeats() -> None:
@@ -183,3 +191,17 @@ def test_a_sides_turns_at_each_load_are_its_repeats() -> None:
     run = Run(Path("b.tokentop-session.gz"), {"levels": levels})
     got = [[lv["level_id"] for lv in r.levels()] for r in turns(run)]
     assert got == [[2, 4], [3, 5]]  # the paused start (level 1, nothing sent) is no turn
+
+
+def test_slo_attainment_is_judged_by_whether_the_wilson_intervals_overlap() -> None:
+    def turns_of(*met: int) -> list[dict[str, Any]]:
+        return [{"slo": {"met": m, "requests": 100}} for m in met]
+
+    worse = slo_difference(turns_of(95, 97), turns_of(60, 70))
+    assert worse is not None and (worse.verdict, worse.a, worse.b) == ("worse", 0.96, 0.65)
+    assert worse.change_pct == pytest.approx((0.65 - 0.96) / 0.96 * 100)
+    close = slo_difference(turns_of(95), turns_of(92))  # 3 points apart in 100 requests: intervals overlap
+    assert close is not None and close.verdict == "within noise"
+    better = slo_difference(turns_of(50), turns_of(90))
+    assert better is not None and better.verdict == "better"
+    assert slo_difference([{"slo": None}], turns_of(90)) is None  # no objective: no row

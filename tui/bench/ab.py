@@ -26,11 +26,12 @@ from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadC
 from tui.engine.host.probe import Probed, ProbeError
 from tui.engine.recording.file import SUFFIX
 from tui.engine.results.model import Ab, Results
+from tui.engine.sessions.ab import SLO_METRIC, judge_levels, judge_turns, load_value
 from tui.terminal import print_or_drop, say
 
 POLL_S = 0.25
 """How often a turn looks for a fatal error."""
-SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms")
+SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms", SLO_METRIC)
 """The figures bench's end table compares; the results hold every one compare judges."""
 
 
@@ -88,15 +89,17 @@ def plan_sides(
 
 
 def both_sides(config: BenchConfig, a: TargetConfig, b: TargetConfig, sessions: Sessions) -> list[Side]:
-    """A's and B's engines' makings. ``alternate``: B starts paused (A's turn comes first) and sends prompts
-    of its own salt, for at one pool B would find A's prompts in the prefix cache; ``parallel``: the same
-    prompts in the same order, to servers that share nothing."""
-    first = config.levels[0]
-    sides = [Side(a, sessions.a, config.workload, first, config.requests_log)]
-    w = config.workload
+    """A's and B's engines' makings. ``alternate``: both start paused (the turns begin once both are up)
+    and B sends prompts of its own salt, for at one pool B would find A's prompts in the prefix cache;
+    ``parallel``: the same prompts in the same order, to servers that share nothing."""
+    first, w = config.levels[0], config.workload
     if config.ab is not None and config.ab.mode == "alternate":
-        w, first = replace(w, prompt_salt=f"{w.prompt_salt}b"), replace(first, paused=True)
-    return [*sides, Side(b, sessions.b, w, first, b_side(config.requests_log))]
+        first = replace(first, paused=True)
+        return [Side(a, sessions.a, w, first, config.requests_log),
+                Side(b, sessions.b, replace(w, prompt_salt=f"{w.prompt_salt}b"), first,
+                     b_side(config.requests_log))]  # fmt: skip
+    return [Side(a, sessions.a, w, first, config.requests_log),
+            Side(b, sessions.b, w, first, b_side(config.requests_log))]  # fmt: skip
 
 
 def b_side(path: Path | None) -> Path | None:
@@ -106,15 +109,14 @@ def b_side(path: Path | None) -> Path | None:
 
 def judged(ab: AbConfig, a_session: Path, b_session: Path, b_results: Results) -> Ab:
     """The results' ``ab`` section: B's run and each level's verdicts, by `tokentop compare`'s rules."""
-    from tui.engine.sessions.ab import judge_levels, judge_turns
-
     judge = judge_turns if ab.mode == "alternate" else judge_levels
     levels = judge(a_session, b_session, ab.threshold_pct)
     return Ab(mode=ab.mode, threshold_pct=ab.threshold_pct, b=b_results, levels=levels)
 
 
-def ab_table(section: Ab) -> str:
-    """bench's end table of the comparison: per level, A, B, the change and its verdict."""
+def ab_table(section: Ab, a: Results | None = None) -> str:
+    """bench's end table of the comparison: per level, A, B, the change and its verdict; with an SLO, the
+    attainment's, and the highest load each side serves at it (from A's document ``a``)."""
     rows = [("level", "metric", "A", "B", "B vs A", "verdict")]
     reasons: dict[str, None] = {}
     for lv in section.levels:
@@ -123,7 +125,8 @@ def ab_table(section: Ab) -> str:
             if d.metric not in SHOWN:
                 continue
             pct = "-" if d.change_pct is None else f"{d.change_pct:+.1f} %"
-            rows.append((name, d.metric, units.figure(d.a), units.figure(d.b), pct, d.verdict))
+            show = _share if d.metric == SLO_METRIC else units.figure
+            rows.append((name, d.metric, show(d.a), show(d.b), pct, d.verdict))
             name = ""
             if d.verdict == "unjudged":
                 reasons[d.reason] = None
@@ -137,7 +140,23 @@ def ab_table(section: Ab) -> str:
     ]
     clears = f"±{section.threshold_pct:g} %"
     head = f"B vs A ({section.mode}): a verdict only where the change's 95 % interval clears {clears}"
+    if a is not None and (target := a.config.slo_target) is not None:
+        served = [_capacity(doc, target) for doc in (a, section.b)]
+        lines.append(
+            f"at SLO ({target * 100:g} % of requests by the lower bound): A serves {served[0]}, B {served[1]}"
+        )
     return "\n".join([head, *lines, *(f"unjudged: {r}" for r in reasons)])
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _capacity(doc: Results, target: float) -> str:
+    """The highest load whose SLO attainment's 95 % lower bound meets ``target``, as a label, or "none"."""
+    met = [lv for lv in doc.levels if lv.slo is not None and lv.slo.attainment_low >= target]
+    best = max(met, key=load_value, default=None)
+    return "none" if best is None else load_label(best.mode, load_value(best))
 
 
 def probe_b(
@@ -159,15 +178,16 @@ def probe_b(
 def with_b(
     results: Results, ab: AbConfig, a: Engine, b: Engine, interrupted: str | None, status: int
 ) -> Results:
-    """A's results with the ``ab`` section: B's own document and each level judged from both sessions."""
+    """A's results with the ``ab`` section (B's own document and each level judged from both sessions),
+    and both sides' tables and the comparison printed."""
     from tui.engine.recording.file import SessionError
 
-    b_results, snap = b.results(interrupted=interrupted), b.snapshot()
+    b_results, a_snap, b_snap = b.results(interrupted=interrupted), a.snapshot(), b.snapshot()
     assert isinstance(b_results, Results)
-    if ab.mode == "alternate":  # B's paused start, before its first turn, is no level
-        kept = tuple(lv for lv in b_results.levels if (lv.level_completed or 0) + (lv.level_failed or 0))
-        b_results = replace(b_results, levels=kept)
-        snap = replace(snap, levels=tuple(lv for lv in snap.levels if lv.completed + lv.failed))
+    if ab.mode == "alternate":  # a side's paused start, before its first turn, is no level
+        results, b_results = _sent(results), _sent(b_results)
+        a_snap, b_snap = (replace(s, levels=tuple(lv for lv in s.levels if lv.completed + lv.failed))
+                          for s in (a_snap, b_snap))  # fmt: skip
     a_session, b_session = getattr(a, "session_path", None), getattr(b, "session_path", None)
     if a_session is None or b_session is None:
         return replace(results, notices=(*results.notices, "A/B: a side recorded no session: not judged"))
@@ -176,8 +196,16 @@ def with_b(
     except SessionError as exc:
         return replace(results, notices=(*results.notices, f"A/B: not judged: {exc}"))
     if status != 1 and section.levels:
-        print_or_drop(f"\n{b_line(section)}\n{summary(snap)}\n\n{ab_table(section)}")
+        print_or_drop(f"A: {results.target.url}\n{summary(a_snap)}\n\n{b_line(section)}\n{summary(b_snap)}"
+                      f"\n\n{ab_table(section, results)}")  # fmt: skip
     return replace(results, ab=section)
+
+
+def _sent(doc: Results) -> Results:
+    """``doc`` without the levels that sent nothing."""
+    return replace(
+        doc, levels=tuple(lv for lv in doc.levels if (lv.level_completed or 0) + (lv.level_failed or 0))
+    )
 
 
 def run_turns(
@@ -188,17 +216,22 @@ def run_turns(
     label: str,
     rest: Callable[[Engine], str | None],
 ) -> str | None:
-    """``alternate``: hold ``load`` on one side at a time, A then B, in equal turns; ``times`` is each
-    side's time in all and the longest turn (two turns a side at least). ``rest`` pauses the side whose turn
-    ends and waits until it is idle, so neither ever sees the other's load. A fatal reason, or None."""
+    """``alternate``: hold ``load`` on one side at a time in equal turns, A B B A A B...: the order turns
+    round each pair, so a drift that grows steadily over the level falls on both sides alike. ``times`` is
+    each side's time in all and the longest turn (two turns a side at least). ``rest`` pauses the side whose
+    turn ends and waits until it is idle, so neither ever sees the other's load (a side's two turns in a
+    row are two levels). A fatal reason, or None."""
     duration_s, block_s = times
     count = max(2, math.ceil(duration_s / block_s))
     turn_s = duration_s / count
+    previous: tuple[str, Engine] | None = None
     for k in range(1, count + 1):
-        for name, on, off in (("A", sides[0], sides[1]), ("B", sides[1], sides[0])):
-            if (reason := rest(off)) is not None:
-                return f"{'B' if name == 'A' else 'A'}: {reason}"
+        pair = (("A", sides[0]), ("B", sides[1]))
+        for name, on in pair if k % 2 else pair[::-1]:
+            if previous is not None and (reason := rest(previous[1])) is not None:
+                return f"{previous[0]}: {reason}"
             on.set_load(load)
+            previous = (name, on)
             progress.show(f"{label}turn {k}/{count} of {turn_s:.1f} s on {name}", force=True)
             deadline = time.monotonic() + turn_s
             while (left := deadline - time.monotonic()) > 0:

@@ -293,8 +293,8 @@ def _run(
             handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
             final = snap
-            if status != 1 and snap.levels:
-                print_or_drop(summary(snap) if not others else f"A: {snap.base_url}\n{summary(snap)}")
+            if status != 1 and snap.levels and not others:  # with --ab: both sides' tables (`with_b`)
+                print_or_drop(summary(snap))
             if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
                 # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)

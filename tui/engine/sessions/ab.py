@@ -7,12 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.recording.file import SessionError
 from tui.engine.results.ab import AbDifference, AbLevel
 from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, load_key, load_run
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Level
+
+SLO_METRIC = "SLO attainment"
+"""The share of a level's window's requests that met every objective (`tui.engine.aggregate.attainment`)."""
 
 
 def judge_levels(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
@@ -41,8 +45,26 @@ def turns(run: Run) -> list[Run]:
     ]
 
 
+def slo_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> AbDifference | None:
+    """SLO attainment of B against A at one load (a side's turns pooled), or None without an SLO. A share is
+    judged by Wilson's intervals: ``better``/``worse`` only when the two 95 % intervals do not overlap."""
+    sides: list[tuple[float | None, tuple[float, float]]] = []
+    for levels in (a, b):
+        slos: list[dict[str, Any]] = [lv.get("slo") or {} for lv in levels]
+        if not all(slos):
+            return None
+        met = sum(int(s["met"]) for s in slos)
+        requests = sum(int(s["requests"]) for s in slos)
+        sides.append((met / requests if requests else None, wilson_interval(met, requests)))
+    (x, (a_lo, a_hi)), (y, (b_lo, b_hi)) = sides
+    verdict = "better" if b_lo > a_hi else "worse" if b_hi < a_lo else "within noise"
+    pct = None if x is None or y is None or x == 0 else (y - x) / x * 100
+    return AbDifference(metric=SLO_METRIC, a=x, b=y, change_pct=pct, verdict=verdict)
+
+
 def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
-    """compare's rows of B against A as the results' ``ab`` levels."""
+    """compare's rows of B against A as the results' ``ab`` levels, each with its SLO attainment's."""
+    a_levels, b_levels = a.levels(), b.levels()
     return tuple(
         AbLevel(
             mode=row["load"][0],
@@ -61,7 +83,8 @@ def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
                     reason=d.reason,
                 )
                 for d in row["differences"]
-            ),
+            )
+            + tuple(d for d in [slo_difference(a_levels[row["load"]], b_levels[row["load"]])] if d),
         )
         for row in compare_levels(a, b, threshold_pct)
     )
@@ -112,11 +135,12 @@ def saved_comparison(path: Path) -> dict[str, Any]:
             }
         ],
         "curves": [
-            {"path": name, "points": [(_load(lv), lv.output_throughput) for lv in d.levels]}
+            {"path": name, "points": [(load_value(lv), lv.output_throughput) for lv in d.levels]}
             for name, d in sides
         ],
     }
 
 
-def _load(level: Level) -> float:
+def load_value(level: Level) -> float:
+    """A level's users, or its requests per second."""
     return float((level.request_rate if level.mode == "rate" else level.concurrency) or 0)
