@@ -42,6 +42,24 @@ class RunTarget:
         return replace(self.target, base_url=normalise_base_url(demo_url))
 
 
+AbMode = Literal["parallel", "alternate"]
+"""How the load meets both endpoints: ``parallel`` runs each level against both at once, ``alternate``
+against one at a time, in blocks that take turns."""
+
+
+@dataclass(frozen=True)
+class AbConfig:
+    """``--ab``: a second endpoint (B) run beside the first (A) under the same load, judged level by level."""
+
+    target: TargetConfig
+    """B's server: its URL, model, key and headers; A's API, timeout, body and trust."""
+    mode: AbMode = "parallel"
+    threshold_pct: float = 10.0
+    """The smallest change that is a verdict (`tui.engine.sessions.compare.THRESHOLD_PCT`)."""
+    block_s: float = 10.0
+    """``alternate``: the longest block a side holds the load before the other's turn."""
+
+
 @dataclass(frozen=True)
 class OwnMetrics:
     """tokentop's own Prometheus ``/metrics``, served by the face (``--serve-metrics-port``)."""
@@ -63,7 +81,7 @@ class BenchConfig:
     options: EngineOptions = field(default_factory=EngineOptions)
     workers: int = 1
     requests: int | None = None
-    """Requests per level counted in its steady window (None: `tui.bench.run.default_requests`)."""
+    """Requests per level counted in its steady window (None: `tui.bench.level_end.default_requests`)."""
     duration_s: float | None = None
     """Seconds per level instead of a request count."""
     level_durations_s: tuple[float, ...] | None = None
@@ -77,6 +95,8 @@ class BenchConfig:
     live_jsonl: str | None = None
     """``--live-jsonl``: a path, or ``-`` for stdout, that follows the run line by line (`tui.bench.feed`)."""
     own_metrics: OwnMetrics = field(default_factory=OwnMetrics)
+    ab: AbConfig | None = None
+    """A second endpoint under the same levels (``--ab``), or None."""
 
     def level_duration_s(self, index: int) -> float | None:
         """How long level ``index`` (from 0) is held, or None when a request count ends it."""

@@ -27,6 +27,7 @@ FLAG_READERS = {
     # argparse types
     "tui/argtypes.py",
     # the command layer: the parser, each command's flags and the readers into typed configs
+    "tui/cli/ab.py",
     "tui/cli/bench.py",
     "tui/cli/calibrate.py",
     "tui/cli/cluster.py",
@@ -154,7 +155,8 @@ def test_the_session_commands_take_their_configs(tmp_path: Path, monkeypatch: py
     assert (markdown.form, markdown.plot, len(markdown.runs)) == ("markdown", Path("p.svg"), 3)
     assert compare_config(_parse("compare", "a", "b", "--json")).form == "json"
     with pytest.raises(UsageError, match="compare needs at least two runs"):
-        compare_config(_parse("compare", "a"))
+        compare_config(_parse("compare", "a,b"))
+    assert compare_config(_parse("compare", "a")).runs == ((Path("a"),),)  # a `bench --ab` file holds two
 
 
 def test_plot_and_export_take_their_configs() -> None:

@@ -11,6 +11,7 @@ import pytest
 from tui.cli import build_parser
 from tui.cli.ray_check import RayCheckConfig
 from tui.configs import (
+    AbConfig,
     BenchConfig,
     CalibrateConfig,
     CompareConfig,
@@ -49,6 +50,9 @@ FIELDS: dict[tuple[str, str], Any] = {
     **{(c, "slo_target"): EngineOptions.slo_target for c in ("live", "bench")},
     ("bench", "on_node_loss"): RayPlacement.on_node_loss,
     ("bench", "arrival"): LoadTarget.arrival,
+    ("bench", "ab_mode"): AbConfig.mode,
+    ("bench", "ab_threshold"): AbConfig.threshold_pct,
+    ("bench", "ab_block"): AbConfig.block_s,
     ("bench", "sim_time_scale"): DemoConfig.time_scale,
     ("calibrate", "token_rate"): CalibrateConfig.token_rate,
     ("calibrate", "max_streams"): CalibrateConfig.max_streams,

@@ -19,6 +19,7 @@ from tui.engine.results import model as rm
 from tui.engine.results.build import ClientSummary, LevelExtras, build_results
 from tui.engine.results.definitions import DEFINITIONS
 from tui.engine.results.files import ResultsFileError, dump_results, read_results, to_json, write_results
+from tui.engine.results.watch_model import WatchResults, WatchTarget
 from tui.engine.snapshot import LevelView, Stats
 
 SECRET = "sk-results-secret-0d15ea5e"
@@ -294,7 +295,7 @@ def test_read_results_errors_name_the_file_in_one_line(tmp_path: Path) -> None:
 
 
 def test_a_watch_file_is_not_a_run() -> None:
-    watch = rm.WatchResults(version="1", duration=2.0, target=rm.WatchTarget(url="http://h:1"))
+    watch = WatchResults(version="1", duration=2.0, target=WatchTarget(url="http://h:1"))
     assert to_json(watch)["mode"] == "watch"
     assert dataclasses.replace(watch, stopped_by="quit").stopped_by == "quit"
 

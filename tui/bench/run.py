@@ -27,9 +27,12 @@ from pathlib import Path
 from typing import Literal
 
 from tui import units
+from tui.bench.ab import Sessions, plan_sides, run_turns, with_b
 from tui.bench.feed import LiveFeed
+from tui.bench.level_end import counted, default_requests, level_done
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
+from tui.bench.writing import joules_per_token, write_run_exports, write_run_plot
 from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
@@ -38,10 +41,8 @@ from tui.engine.control.guard import down_s_since, open_outage, outage_outlasted
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import longest_probe_s, skip_reason
 from tui.engine.host.probe import Probed, ProbeError, probe_models
-from tui.engine.results.exports import write_exports
 from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
-from tui.engine.results.plot import write_plot
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.engine.traces import TraceFeed
@@ -54,10 +55,6 @@ POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""
 START_S = 30.0
 """The workers' start, waited for before the first level (after the ISL probe, which has its own bound)."""
-UNSETTLED_AFTER_S = 5.0
-"""A level that is not steady after 4x its request goal (+20) ends, unless it is younger than this: at a
-fast server those requests finish within a second, before any steady window is long enough to measure
-(`tui.engine.aggregate.levels.MIN_WINDOW_S`), and a level that was about to settle ended unsteady."""
 
 
 @dataclass(frozen=True)
@@ -80,26 +77,8 @@ class _RunClock:
     """The outage and session lines already printed (each is said once)."""
 
 
-TRACE_REQUESTS = 100
-"""Requests per trace level by default (each level replays the trace from its start)."""
-
-
-def default_requests(mode: str, value: float) -> int:
-    """Requests per level when neither --requests nor --duration is given."""
-    if mode == "concurrency":
-        return max(20, 4 * int(value))
-    if mode == "trace":
-        return TRACE_REQUESTS  # the trace's rate is its own: --duration or --requests to say otherwise
-    return max(20, math.ceil(5 * value))
-
-
 def _level(snap: Snapshot, level_id: int) -> LevelView | None:
     return next((lv for lv in snap.levels if lv.level_id == level_id), None)
-
-
-def _counted(lv: LevelView | None) -> bool:
-    """The level's window counts toward its goal: steady, or over the server's up-time after an outage."""
-    return lv is not None and (lv.steady or (lv.down_s > 0 and not lv.too_short))
 
 
 def _outage_lines(snap: Snapshot) -> list[str]:
@@ -135,7 +114,7 @@ def _level_progress(
     # The goal counts requests in the steady window, so the count does too: before the level is steady its
     # window is provisional (it starts at the load change and moves once a steady start is known), and
     # counting it read "12/8 requests, warming up" with the bar full while the level went on.
-    done = float(lv.window_completed + lv.window_failed) if lv is not None and _counted(lv) else 0.0
+    done = float(lv.window_completed + lv.window_failed) if lv is not None and counted(lv) else 0.0
     if goal.unit == "s":  # the time the server was away does not count (`_run_level` adds it)
         done = elapsed_s - (down_s_since(snap.outages, lv.started_s, snap.elapsed_s) if lv else 0.0)
     phase = "starting" if lv is None else "steady" if lv.steady else "warming up"
@@ -230,6 +209,8 @@ def _run(
     exit status. ``metrics``: tokentop's own endpoint, fed this run's snapshots."""
     err = sys.stderr
     handle: Engine | None = None
+    others: list[Engine] = []  # B's engine with --ab: steered as A's is
+    sessions: Sessions | None = None
     final: Snapshot | None = None
     status = 0
     try:
@@ -248,32 +229,48 @@ def _run(
         picked = probed.note(target.model)
         progress.note(f"model {probed.model} at {target.base_url}" + (f" ({picked})" if picked else ""))
         target = replace(target, model=probed.model)
-        # probed above (so an unusable target fails before any file is created): not again
-        handle = engine_factory(target, config.workload, targets[0], workers=config.workers,
-                                requests_log=config.requests_log, options=config.options,
-                                probe=False)  # fmt: skip
-        if metrics is not None:
-            metrics.serve(handle.snapshot)
-        handle.start()
-        if config.options.isl_probe and skip_reason(config.workload) is None:
-            _wait_for_the_probe(handle, progress, target)
-        handle.wait_ready(START_S)
+        sides, sessions = plan_sides(config, target, progress, probe)
+        if not sides:
+            return 1  # B cannot be used (the error said why)
+        alternate = config.ab is not None and config.ab.mode == "alternate"
+        for side in sides:
+            # probed above (so an unusable target fails before any file is created): not again
+            engine = engine_factory(side.target, side.workload, side.load, workers=config.workers,
+                                    requests_log=side.requests_log, options=side.options,
+                                    probe=False)  # fmt: skip
+            if handle is None:
+                handle = engine
+                if metrics is not None:
+                    metrics.serve(engine.snapshot)  # A's figures: B's are in the results' ab section
+            else:
+                others.append(engine)
+            engine.start()
+        assert handle is not None
+        for engine, side in zip([handle, *others], sides, strict=True):
+            if config.options.isl_probe and skip_reason(config.workload) is None:
+                _wait_for_the_probe(engine, progress, side.target)
+            engine.wait_ready(START_S)
         clock = _RunClock()
         trace_requests = _trace_requests(config.workload)
         for i, load in enumerate(targets, 1):
-            if i > 1:
-                handle.set_load(load)
+            if i > 1 and not alternate:
+                for engine in [handle, *others]:
+                    engine.set_load(load)
             duration_s = config.level_duration_s(i - 1)
-            fatal = _run_level(
-                handle, config, i, len(targets), load, progress, clock, duration_s, trace_requests, feed
-            )
+            if alternate and config.ab is not None and duration_s:  # alternate has level times (tui.cli.ab)
+                said = f"[{i}/{len(targets)}] {load_label(load.mode, load.value)} · "
+                fatal = run_turns([handle, *others], load, (duration_s, config.ab.block_s), progress, said,
+                                  lambda e: _wind_down([e], e.load, target.timeout_s + 5.0))  # fmt: skip
+            else:
+                fatal = _run_level([handle, *others], config, i, len(targets), load, progress, clock,
+                                   duration_s, trace_requests, feed)  # fmt: skip
             if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
                 # streaming are cancelled (by the stop below) rather than waited for (manual: ``live``)
                 clock.wind_down_s.append(0.0)
             elif fatal is None:
                 wind_down_from = time.monotonic()
-                fatal = _wind_down(handle, load, target.timeout_s + 5.0)
+                fatal = _wind_down([handle, *others], load, target.timeout_s + 5.0)
                 clock.wind_down_s.append(time.monotonic() - wind_down_from)
                 if feed is not None and fatal is None and i < len(targets):  # the last: from the results
                     _feed_level(feed, handle)
@@ -286,6 +283,8 @@ def _run(
         status = exit_status(exc)
     finally:
         progress.done()
+        for engine in others:
+            engine.stop(finish_in_flight=False, timeout_s=2.0)
         if handle is not None:
             handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
@@ -296,7 +295,9 @@ def _run(
                 doc = handle.results(interrupted=interrupted)
                 assert isinstance(doc, Results)  # a load engine's, never a watch's
                 results = doc
-            if status != 1 and snap.levels:
+                if others and config.ab is not None:  # prints both sides' tables and their comparison
+                    results = with_b(results, config.ab, handle, others[0], interrupted, status)
+            if status != 1 and snap.levels and not others:
                 table = summary(snap, config.options, joules_per_token(results))
                 if feed is not None and feed.to_stdout:
                     say(table)  # stdout is the feed's: nothing else goes there
@@ -310,15 +311,20 @@ def _run(
                     write_results(results, config.output)
                     if not config.quiet:
                         say(f"results written to {config.output}")
-                status = _write_exports(results, config, status)
-                status = _write_plot(results, config, status)
+                status = write_run_exports(results, config, status)
+                status = write_run_plot(results, config, status)
             recorded = getattr(handle, "session_path", None)
             lost = getattr(handle, "session_lost", None)
             if lost is not None:
                 say(lost.exit_line())  # even with --quiet: an output asked for is incomplete
                 status = status or 1
-            elif recorded is not None and not config.quiet:
-                say(f"session recorded to {recorded}")
+            elif (
+                recorded is not None and not config.quiet and (sessions is None or sessions.temporary is None)
+            ):
+                b_paths = [getattr(e, "session_path", None) for e in others]
+                say(f"session recorded to {recorded}" + "".join(f" (B: {p})" for p in b_paths if p))
+        if sessions is not None:
+            sessions.cleanup()
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1
@@ -339,34 +345,6 @@ def _wait_for_the_probe(handle: Engine, progress: Progress, target: TargetConfig
             return
 
 
-def _write_exports(results: Results, config: BenchConfig, status: int) -> int:
-    """--vllm-results and --csv from the results just written; the exit status (1 if one failed)."""
-    try:
-        written = write_exports(results, vllm_dir=config.vllm_results, csv_path=config.csv)
-    except OSError as exc:
-        say(f"tokentop: error: cannot write the exports: {exc}")
-        return status or 1
-    if written and not config.quiet:
-        where = ", ".join(sorted({str(p.parent) for p in written}))
-        say(f"exports written: {len(written)} file(s) in {where}")
-    return status
-
-
-def _write_plot(results: Results, config: BenchConfig, status: int) -> int:
-    """--plot from the results just written; the exit status (1 if it could not be written)."""
-    path = config.plot
-    if path is None:
-        return status
-    try:
-        write_plot(results, path)
-    except OSError as exc:
-        say(f"tokentop: error: cannot write the plot {path}: {exc.strerror or exc}")
-        return status or 1
-    if not config.quiet:
-        say(f"plot written to {path}")
-    return status
-
-
 def _measured(snap: Snapshot) -> bool:
     """Some level has a throughput from what arrived, though no request finished (answers longer than the
     run)."""
@@ -382,7 +360,7 @@ def nothing_completed(snap: Snapshot) -> str:
 
 
 def _run_level(
-    handle: Engine,
+    handles: list[Engine],
     config: BenchConfig,
     i: int,
     n: int,
@@ -395,7 +373,9 @@ def _run_level(
 ) -> str | None:
     """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
     or None. ``trace_requests``: a trace replayed once holds this many requests, and its level ends when
-    they have, whatever the goal."""
+    they have, whatever the goal. With two ``handles`` (A, B) the progress line is A's and the level ends
+    when both sides' would."""
+    handle, others = handles[0], handles[1:]
     level_id = handle.level_id
     started = time.monotonic()
     goal_requests = config.requests or default_requests(load.mode, load.value)
@@ -420,39 +400,37 @@ def _run_level(
         first = False
         if feed is not None:
             feed.tick(snap, lv, load, config.options.cost_per_hour)
-        if lv is None:
-            continue
         if (gone_for_good := outage_outlasted(snap.outages, snap.elapsed_s)) is not None:
             return gone_for_good  # the results keep what was measured; exit 1
-        # inside an outage the failures say the server is away, not that this level is broken: wait it out
-        down = open_outage(snap.outages) is not None
-        waited_s = down_s_since(snap.outages, lv.started_s, snap.elapsed_s)
-        ended_early = persistent_failure(lv, elapsed_s, snap.outages)
-        if ended_early is not None:
-            if snap.completed == 0:
-                return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
-            break
-        if duration_s:
-            # the time the server was away is waited out, not counted: the level gets its duration of up-time
-            if not down and elapsed_s - waited_s >= duration_s:
+        done = True
+        for side, engine in zip("AB", handles, strict=False):
+            side_snap = snap if engine is handle else engine.snapshot()
+            if engine is not handle and side_snap.fatal:
+                return f"{side}: {side_snap.fatal}"
+            side_lv = _level(side_snap, level_id if engine is handle else engine.level_id)
+            if side_lv is None:
+                done = False
+                continue
+            # inside an outage the failures say the server is away, not that this level is broken: wait it out
+            down = open_outage(side_snap.outages) is not None
+            side_waited_s = down_s_since(side_snap.outages, side_lv.started_s, side_snap.elapsed_s)
+            if engine is handle:
+                waited_s = side_waited_s
+            if (early := persistent_failure(side_lv, elapsed_s, side_snap.outages)) is not None:
+                ended_early = f"{side}: {early}" if others else early
+                if side_snap.completed == 0:
+                    return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
                 break
-        elif (
-            # over whole requests: an arrivals window counts the requests that ended in it, not those sent
-            (
-                _counted(lv)
-                and lv.measured_over == "requests"
-                and lv.window_completed + lv.window_failed >= goal_requests
+            done = done and level_done(
+                side_lv,
+                elapsed_s,
+                duration_s,
+                goal_requests,
+                trace_requests,
+                down=down,
+                waited_s=side_waited_s,
             )
-            or (lv.completed == 0 and lv.failed >= goal_requests and not down)
-            # the trace is over: nothing more will be sent at this speed
-            or (trace_requests is not None and lv.completed + lv.failed >= trace_requests)
-            # a level that cannot settle (e.g. the server started failing midway) still ends
-            or (
-                lv.completed + lv.failed >= 4 * goal_requests + 20
-                and elapsed_s >= UNSETTLED_AFTER_S
-                and not down
-            )
-        ):
+        if ended_early is not None or done:
             break
     snap = handle.snapshot()
     elapsed_s = time.monotonic() - started
@@ -462,16 +440,6 @@ def _run_level(
     if ended_early is not None:
         say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
-
-
-def joules_per_token(results: Results | None) -> dict[int, float]:
-    """Each level's J per output token where the GPUs' energy counter gave one (the table's column)."""
-    out = {}
-    for lv in results.levels if results is not None else ():
-        j = (lv.server.gpu or {}).get("joules_per_output_token") if lv.server is not None else None
-        if j is not None:
-            out[lv.level_id] = float(j)
-    return out
 
 
 def _feed_level(feed: LiveFeed, handle: Engine) -> None:
@@ -489,15 +457,17 @@ def _trace_requests(workload: WorkloadConfig) -> int | None:
     return sum(1 for _ in TraceFeed(workload.trace))
 
 
-def _wind_down(handle: Engine, load: LoadTarget, timeout_s: float) -> str | None:
-    """Pause and wait (bounded) until nothing is in flight."""
-    handle.set_load(replace(load, paused=True))
+def _wind_down(handles: list[Engine], load: LoadTarget, timeout_s: float) -> str | None:
+    """Pause every side, then wait (bounded) until nothing is in flight on any."""
+    for handle in handles:
+        handle.set_load(replace(load, paused=True))
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        snap = handle.snapshot()
-        if snap.fatal:
-            return snap.fatal
-        if snap.in_flight == 0:
-            return None
-        time.sleep(0.05)
+    for side, handle in zip("AB", handles, strict=False):
+        while time.monotonic() < deadline:
+            snap = handle.snapshot()
+            if snap.fatal:
+                return f"{side}: {snap.fatal}" if len(handles) > 1 else snap.fatal
+            if snap.in_flight == 0:
+                break
+            time.sleep(0.05)
     return None

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from tui.argtypes import level_list, positive_float, positive_int
+from tui.cli.ab import ab_from_args, add_ab_args
 from tui.cli.cluster import add_ray_args
 from tui.cli.load import add_engine_args, engine_options_from_args
 from tui.cli.metrics import add_metrics_args
@@ -80,6 +81,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     add_telemetry_args(p)
     add_schedule_arg(p)
     add_ray_args(p, on_node_loss="stop")
+    add_ab_args(p)
 
 
 def bench_config(ns: argparse.Namespace) -> BenchConfig:
@@ -91,8 +93,12 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
     durations = None if schedule is None else tuple(lv.duration_s for lv in schedule.levels)
     # the dataset (or tokenizer) is checked before the demo simulator starts: a bad file is one line, fast
     workload = workload_from_args(ns)
+    server = run_target_from_args(ns, time_scale=ns.sim_time_scale)
+    ab = ab_from_args(ns, server.target)
+    if ab is not None and ns.ray is not None:
+        raise UsageError("--ab runs its two sides' workers here: drop --ray")
     return BenchConfig(
-        server=run_target_from_args(ns, time_scale=ns.sim_time_scale),
+        server=server,
         workload=workload,
         levels=tuple(levels),
         options=engine_options_from_args(ns),
@@ -108,6 +114,7 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
         quiet=ns.quiet,
         live_jsonl=ns.live_jsonl,
         own_metrics=own_metrics_from_args(ns),
+        ab=ab,
     )
 
 

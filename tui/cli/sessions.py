@@ -49,7 +49,7 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="RUN",
         help="sessions (a path, a file name or label in the sessions folder) or results files; the first is "
-        "the base; A,B,... is one side made of repeated runs",
+        "the base; A,B,... is one side made of repeated runs; one bench --ab results file: its A and B",
     )
     p.add_argument(
         "--threshold",
@@ -65,8 +65,9 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
 
 
 def compare_config(ns: argparse.Namespace) -> CompareConfig:
-    """`tokentop compare RUN RUN...`'s flags; fewer than two runs is a `UsageError`."""
-    if len(ns.runs) < 2:
+    """`tokentop compare RUN RUN...`'s flags; no run, or one made of repeats, is a `UsageError` (one
+    results file of ``bench --ab`` holds both sides)."""
+    if len(ns.runs) < 2 and "," in "".join(ns.runs):
         raise UsageError("compare needs at least two runs")
     form: CompareForm = "json" if ns.json else "markdown" if ns.markdown else "text"
     sides = tuple(tuple(find_run(part) for part in run.split(",") if part) for run in ns.runs)
@@ -217,9 +218,13 @@ def compare_command(config: CompareConfig) -> int:
     """The comparison on stdout in ``config.form``; warnings on stderr unless it is JSON."""
     import json
 
+    from tui.engine.sessions.ab import saved_comparison
     from tui.engine.sessions.compare import comparison
 
-    data = comparison(list(config.runs), config.threshold_pct)
+    if len(config.runs) == 1:  # one `bench --ab` results file: its two sides as they were judged
+        data = saved_comparison(config.runs[0][0])
+    else:
+        data = comparison(list(config.runs), config.threshold_pct)
     if config.plot is not None:
         from tui.engine.sessions.compare_plot import curves_svg
 

@@ -186,7 +186,7 @@ def base_url_from_args(ns: argparse.Namespace, *, demo_url: str | None = None, a
     url = given or demo_url
     if url is None:
         raise UsageError(f"no server: give --url or set ${BASE_URL_ENV}")
-    _refuse_credentials(url, _url_flag(ns))
+    refuse_credentials(url, _url_flag(ns))
     try:
         return normalise_base_url(with_scheme(url), add_v1=add_v1)
     except ValueError as exc:
@@ -200,12 +200,7 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
     given = url_from_args(ns)
     endpoint, path = endpoint_from_args(ns)
     base_url = base_url_from_args(ns, demo_url=demo_url, add_v1=path is None)
-    headers: list[tuple[str, str]] = []
-    for item in ns.header:
-        name, sep, value = item.partition(":")
-        if not sep or not name.strip():
-            raise UsageError(f"--header wants NAME:VALUE, got {item!r}")
-        headers.append((name.strip(), value.strip()))
+    headers = headers_from(ns.header)
     extra: tuple[tuple[str, object], ...] = ()
     if ns.extra_body:
         try:
@@ -221,12 +216,23 @@ def target_from_args(ns: argparse.Namespace, *, demo_url: str | None = None) -> 
         endpoint=endpoint,
         endpoint_path=path,
         api_key=api_key,
-        headers=tuple(headers),
+        headers=headers,
         extra_body=extra,
         timeout_s=ns.timeout,
         demo=given is None,
     )
     return _with_trust(ns, target)
+
+
+def headers_from(items: list[str], flag: str = "--header") -> tuple[tuple[str, str], ...]:
+    """``NAME:VALUE`` items as (name, value) pairs; a malformed one is a `UsageError` naming ``flag``."""
+    headers: list[tuple[str, str]] = []
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"{flag} wants NAME:VALUE, got {item!r}")
+        headers.append((name.strip(), value.strip()))
+    return tuple(headers)
 
 
 def api_key_from_args(ns: argparse.Namespace) -> str | None:
@@ -288,7 +294,7 @@ def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     return target
 
 
-def _refuse_credentials(url: str, flag: str = "--url") -> None:
+def refuse_credentials(url: str, flag: str = "--url") -> None:
     """Refuse ``http://user:PASS@host`` up front, in one line that does not repeat it.
 
     Credentials in the URL would be shown wherever the URL is (the live header, errors, results), and the

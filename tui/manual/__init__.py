@@ -22,6 +22,7 @@ READING_ORDER: tuple[str, ...] = (
     "results",
     "exports",
     "sessions",
+    "ab",
     "network",
     "reliability",
     "watch",

@@ -26,7 +26,7 @@ from tui.engine.host.run_core import (
     write_results,
 )
 from tui.engine.redact import display_url
-from tui.engine.results.model import WatchResults, WatchTarget
+from tui.engine.results.watch_model import WatchResults, WatchTarget
 from tui.engine.server_metrics.parts import with_client
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot

@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 
 from tui.engine.results.codec import ResultsFileError, Where, decode, encode
-from tui.engine.results.model import Document, Results, WatchResults
+from tui.engine.results.model import Document, Results
+from tui.engine.results.watch_model import WatchResults
 
 __all__ = ["ResultsFileError", "dump_results", "read_document", "read_results", "to_json", "write_results"]
 

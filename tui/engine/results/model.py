@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
+from tui.engine.results.ab import AbLevel
 from tui.engine.results.codec import key
 from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.level_server import LevelServer
+from tui.engine.results.watch_model import WatchResults
 
 Mode = Literal["concurrency", "rate", "trace"]
 
@@ -458,6 +460,7 @@ class Results:
     """The run's scrape: url, kind, model, status, message, scrapes, failures, found; None: not scraped."""
     clock: Clock | None = field(default=None, metadata=key(omit_none=True))
     """None in files written before it was saved (and by engines that have no clock)."""
+    ab: Ab | None = field(default=None, metadata=key(omit_none=True))
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
     def check(self) -> str | None:
@@ -470,26 +473,13 @@ class Results:
 
 
 @dataclass(frozen=True, kw_only=True)
-class WatchTarget:
-    url: str
-    model: str | None = None
+class Ab:
+    """``--ab``: B's own run under A's levels, and each level judged B against A (`tui.engine.results.ab`)."""
 
-
-@dataclass(frozen=True, kw_only=True)
-class WatchResults:
-    """A passive watch: what the server reported over the whole watch (no load, no levels)."""
-
-    tool: str = "tokentop"
-    version: str
-    mode: Literal["watch"] = "watch"
-    started_at: float | None = None
-    """Wall-clock start (``time.time()``)."""
-    duration: float
-    target: WatchTarget
-    server: dict[str, Any] | None = None
-    notices: tuple[str, ...] = ()
-    stopped_by: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
+    mode: str
+    threshold_pct: float
+    b: Results
+    levels: tuple[AbLevel, ...] = ()
 
 
 Document = Results | WatchResults

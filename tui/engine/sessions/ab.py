@@ -1,0 +1,146 @@
+"""A/B over two sessions recorded side by side: each level of B judged against the same level of A by
+`tui.engine.sessions.compare`'s rules (the noise between blocks of time, a minimum effect), as the results'
+``ab`` section holds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tui.engine.aggregate.run_noise import wilson_interval
+from tui.engine.recording.file import SessionError
+from tui.engine.results.ab import AbDifference, AbLevel
+from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, load_key, load_run
+
+if TYPE_CHECKING:
+    from tui.engine.results.model import Level
+
+SLO_METRIC = "SLO attainment"
+"""The share of a level's window's requests that met every objective (`tui.engine.aggregate.attainment`)."""
+
+
+def judge_levels(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
+    """Per load both sessions ran: each figure on A and on B, the change and its verdict."""
+    return _ab_levels(Group([load_run(a_session)]), Group([load_run(b_session)]), threshold_pct)
+
+
+def judge_turns(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
+    """As `judge_levels`, for sides that held each load in turns (``alternate``): a side's turns at a load
+    are its repeats, so the noise is over its turns and their time blocks, and drift shared by both
+    sides' turns cancels."""
+    return _ab_levels(Group(turns(load_run(a_session))), Group(turns(load_run(b_session))), threshold_pct)
+
+
+def turns(run: Run) -> list[Run]:
+    """A run that held each load in several turns (each a level) as one run per turn: the k-th turn of
+    every load; a level with no request (a side's paused start) is no turn."""
+    by_load: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for lv in run.levels():
+        if int(lv.get("level_completed", 0)) + int(lv.get("level_failed", 0)) > 0:
+            by_load.setdefault(load_key(lv), []).append(lv)
+    n = min((len(lvs) for lvs in by_load.values()), default=0)
+    return [
+        Run(run.path, {**run.doc, "levels": [lvs[k] for lvs in by_load.values()]}, run.samples, run.cut)
+        for k in range(n)
+    ]
+
+
+def slo_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> AbDifference | None:
+    """SLO attainment of B against A at one load (a side's turns pooled), or None without an SLO. A share is
+    judged by Wilson's intervals: ``better``/``worse`` only when the two 95 % intervals do not overlap."""
+    sides: list[tuple[float | None, tuple[float, float]]] = []
+    for levels in (a, b):
+        slos: list[dict[str, Any]] = [lv.get("slo") or {} for lv in levels]
+        if not all(slos):
+            return None
+        met = sum(int(s["met"]) for s in slos)
+        requests = sum(int(s["requests"]) for s in slos)
+        sides.append((met / requests if requests else None, wilson_interval(met, requests)))
+    (x, (a_lo, a_hi)), (y, (b_lo, b_hi)) = sides
+    verdict = "better" if b_lo > a_hi else "worse" if b_hi < a_lo else "within noise"
+    pct = None if x is None or y is None or x == 0 else (y - x) / x * 100
+    return AbDifference(metric=SLO_METRIC, a=x, b=y, change_pct=pct, verdict=verdict)
+
+
+def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
+    """compare's rows of B against A as the results' ``ab`` levels, each with its SLO attainment's."""
+    a_levels, b_levels = a.levels(), b.levels()
+    return tuple(
+        AbLevel(
+            mode=row["load"][0],
+            value=row["load"][1],
+            a_level_id=int(row["level_ids"][0]),
+            b_level_id=int(row["level_ids"][1]),
+            errors=row["errors"],
+            differences=tuple(
+                AbDifference(
+                    metric=d.metric,
+                    a=d.base,
+                    b=d.other,
+                    change_pct=d.percent,
+                    verdict=d.verdict,
+                    ci95_pct=d.interval,
+                    reason=d.reason,
+                )
+                for d in row["differences"]
+            )
+            + tuple(d for d in [slo_difference(a_levels[row["load"]], b_levels[row["load"]])] if d),
+        )
+        for row in compare_levels(a, b, threshold_pct)
+    )
+
+
+def saved_comparison(path: Path) -> dict[str, Any]:
+    """A ``bench --ab`` results file's comparison as it was judged, in `comparison`'s shape (``tokentop
+    compare FILE``); `SessionError` when the file holds no ``ab`` section."""
+    from tui.engine.results.files import ResultsFileError, read_results
+
+    try:
+        doc = read_results(path)
+    except ResultsFileError as exc:
+        raise SessionError(str(exc)) from None
+    ab = doc.ab
+    if ab is None:
+        raise SessionError(f"{path}: no A/B section (bench --ab): compare needs at least two runs")
+    sides = (("A", doc), ("B", ab.b))
+    return {
+        "runs": [
+            {
+                "path": f"{name}: {d.target.url}",
+                "knee": None if d.saturation.knee is None else d.saturation.knee.value,
+                "cut": d.interrupted,
+                "model": d.target.model,
+            }
+            for name, d in sides
+        ],
+        "warnings": [],
+        "noise": f"as judged by bench --ab ({ab.mode}): a verdict only beyond ±{ab.threshold_pct:g} %",
+        "threshold_pct": ab.threshold_pct,
+        "pairs": [
+            {
+                "base": f"A: {doc.target.url}",
+                "other": f"B: {ab.b.target.url}",
+                "levels": [
+                    {
+                        "load": (lv.mode, lv.value),
+                        "level_ids": (lv.a_level_id, lv.b_level_id),
+                        "errors": lv.errors,
+                        "differences": [
+                            Difference(d.metric, d.a, d.b, d.change_pct, d.verdict, d.ci95_pct, d.reason)
+                            for d in lv.differences
+                        ],
+                    }
+                    for lv in ab.levels
+                ],
+            }
+        ],
+        "curves": [
+            {"path": name, "points": [(load_value(lv), lv.output_throughput) for lv in d.levels]}
+            for name, d in sides
+        ],
+    }
+
+
+def load_value(level: Level) -> float:
+    """A level's users, or its requests per second."""
+    return float((level.request_rate if level.mode == "rate" else level.concurrency) or 0)
