@@ -5,9 +5,10 @@ lane deltas) from streams of ``--osl``-token answers at ``--tok-s`` tokens/s, on
 100 ms, then pickled as a worker sends them. The face's side is then timed part by part in this one thread
 (CPU time, not wall time): unpickling, `Store.ingest` (with the guard's look at the records, as
 `EngineHandle._take` does), the session's `SessionRecorder.batch` (on by default; ``--record-text`` keeps
-the text), the ``--requests-log``, and the views the reader refreshes every 100 ms of the run's time
-(`Store.refresh_views`; the snapshot and drawing are the app's, counted apart). Prints the µs per chunk of
-each part and of the whole, and how many such workers one face core keeps up with.
+the text), the ``--requests-log``, the views the reader refreshes every 100 ms of the run's time
+(`Store.refresh_views`) and, apart, the fold of what ingest gathered for them. The snapshot and drawing
+are the app's, counted apart. Prints the µs per chunk of each part and of the whole, and how many such
+workers one face core keeps up with.
 
     python tests/perf/face_ingest.py --workers 4 --streams-per-worker 200 [--seconds 6] [--requests-log]
 """
@@ -145,7 +146,11 @@ def _face(
             log.write(recs)
             clock.lap("requests log")
         if (i + 1) % workers == 0:  # the reader refreshes the views at least every 100 ms
-            store.refresh_views(T0 + (i + 1) // workers * BATCH_NS)
+            now = T0 + (i + 1) // workers * BATCH_NS
+            if hasattr(store, "fold") and store._views.due(now):  # what ingest gathered, folded apart
+                store.fold()
+                clock.lap("fold")
+            store.refresh_views(now)
             clock.lap("views")
     if session is not None:
         session.finish(None, lambda: {})

@@ -11,6 +11,7 @@ import pytest
 from tui.engine.aggregate import series as series_mod
 from tui.engine.aggregate.series import MetricSeries
 from tui.engine.aggregate.store import Store
+from tui.engine.bins import FINE_CENTERS_MS, N_FINE, fine_bins
 from tui.engine.config import LoadTarget
 from tui.engine.load.arrival_counts import ArrivalCollector
 from tui.engine.records import RequestRecord
@@ -82,3 +83,8 @@ def test_a_ring_given_more_than_it_holds_keeps_the_last_and_counts_them_all() ->
     assert s.count == 9 and int(s.all_hist.sum()) == 9 and s.all_moments.n == 9
     assert sorted(s.v.tolist()) == [6.0, 7.0, 8.0, 9.0] and s.evicted_max_t == 5
     assert s.histogram(9, None).stats.n == 9
+
+
+def test_a_bins_middle_lies_in_its_bin() -> None:
+    # binned arrivals enter the series with their bins as sent, not searched again from their middles
+    assert np.array_equal(fine_bins(FINE_CENTERS_MS), np.arange(N_FINE))

@@ -73,4 +73,5 @@ class _Samples:
         if not self.bins or not sum(self.n):
             return
         t = np.repeat(np.asarray(self.t, dtype=np.int64), self.n)
-        target.add(t, m.FINE_CENTERS_MS[np.concatenate(self.bins)])
+        bins = np.concatenate(self.bins)
+        target.add(t, m.FINE_CENTERS_MS[bins], bins)

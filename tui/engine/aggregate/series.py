@@ -50,16 +50,19 @@ class MetricSeries:
         self.all_moments = m.Moments()
         self.version = 0
 
-    def add(self, t_ns: IntArray, values: FloatArray) -> None:
-        """Add samples stamped ``t_ns`` (NaNs dropped)."""
-        keep = ~np.isnan(values)
-        if not keep.all():
-            t_ns, values = t_ns[keep], values[keep]
+    def add(self, t_ns: IntArray, values: FloatArray, bins: IntArray | None = None) -> None:
+        """Add samples stamped ``t_ns`` (NaNs dropped); ``bins``: their fine bins where known already (binned
+        samples at their bins' middles: none is NaN)."""
+        if bins is None:
+            keep = ~np.isnan(values)
+            if not keep.all():
+                t_ns, values = t_ns[keep], values[keep]
         k = int(values.size)
         if k == 0:
             return
         self.version += 1
-        bins = m.fine_bins(values)
+        if bins is None:
+            bins = m.fine_bins(values)
         # raw ring: the last `cap` samples (more at once, as a fold of many batches may bring, pass through
         # it: the head is evicted at once, though the histograms below count every sample)
         kept = min(k, self.cap)
