@@ -15,6 +15,8 @@ in its own module:
 - `arrivals`: the workers' arrival counts (tokens by time, TTFT and gap bins, in-flight streams included)
   into the levels' timelines and binned logs (`binned_log`) and the rolling TTFT/ITL series; a level whose
   answers outlive its whole-request window is measured from them (`level_arrivals`);
+- `pending`: the arrivals and successful records gathered since the last fold: folded into the series and
+  levels when those are read (views, results), once for many batches;
 - `saturation`: the workers' health readings and the saturated flag; `live`: the live rates;
 - `views`: the costly views (level views, histograms), published as one immutable bundle.
 """
