@@ -43,11 +43,11 @@ def _batch(worker: int, r: int, level: int) -> Batch:
 def _run(fold_each: bool) -> Store:
     st = Store(0, workers=2)
     st.begin_level(1, LoadTarget(concurrency=16), 0)
-    for r in range(40):
-        if r == 20:
+    for r in range(24):
+        if r == 12:
             st.begin_level(2, LoadTarget(concurrency=24), (r + 1) * 100 * MS - 50 * MS)
         for w in (0, 1):
-            st.ingest(_batch(w, r, 1 if r < 21 else 2))
+            st.ingest(_batch(w, r, 1 if r < 13 else 2))
             if fold_each:
                 st.fold()
     return st
@@ -57,13 +57,13 @@ def test_folding_every_batch_at_once_gives_what_folding_each_gave(monkeypatch: p
     monkeypatch.setattr(series_mod, "SERIES_CAP", 512)  # one fold brings more than a ring holds
     each, once = _run(fold_each=True), _run(fold_each=False)
     assert once._pending and not each._pending  # nothing read yet: gathered, not folded
-    now = 41 * 100 * MS
+    now = 25 * 100 * MS
     a, b = each.refresh_views(now, force=True), once.refresh_views(now, force=True)
     assert not once._pending
     assert repr(a.level_views) == repr(b.level_views)  # the levels' figures, to the last bit (NaN too)
     for lv_a, lv_b in zip(each.levels.values(), once.levels.values(), strict=True):
         assert np.array_equal(lv_a.timeline.b, lv_b.timeline.b)
-        assert lv_a.req.seen == lv_b.req.seen == (21 if lv_a.level_id == 1 else 19) * 16
+        assert lv_a.req.seen == lv_b.req.seen == (13 if lv_a.level_id == 1 else 11) * 16
         assert lv_a.first_token_count == lv_b.first_token_count
     for name in ("ttft", "itl_chunk", "e2e"):
         s_a, s_b = each.series[name], once.series[name]
