@@ -25,6 +25,9 @@ RING_SLOTS = 64
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+_DISPLAY_EDGES = tuple(float(e) for e in m.DISPLAY_EDGES_MS)
+"""Every histogram's edges, as the snapshot carries them (made once: the views ask for sixteen a refresh)."""
+
 
 class MetricSeries:
     """One latency metric over time: exact recent samples plus bounded histograms (see module doc)."""
@@ -99,7 +102,7 @@ class MetricSeries:
 
     def histogram(self, now_ns: int, window_s: float | None) -> Histogram:
         """Display histogram and stats of the samples stamped within the last ``window_s`` (None: all)."""
-        edges = tuple(float(e) for e in m.DISPLAY_EDGES_MS)
+        edges = _DISPLAY_EDGES
         if self.count == 0:
             return Histogram(edges, (0,) * m.N_DISPLAY, Stats())
         since = -(1 << 62) if window_s is None else now_ns - int(window_s * 1e9)
