@@ -38,6 +38,16 @@ def test_a_batch_and_the_config_come_back_as_they_went_in() -> None:
     assert got_batch.records[0].chunk_ns == array("q", [150, 250, 400])
 
 
+def test_stamps_are_written_as_the_first_and_then_each_difference_as_a_number() -> None:
+    enc = Encoder()
+    big = 10**18
+    assert enc.encode(array("q", [big, big + 5, big - 3])) == {"~q": [big, 5, -8]}
+    assert enc.encode(array("q", [7])) == {"~q": [7]} and enc.encode(array("q")) == {"~q": []}
+    written = enc.encode(_batch())
+    assert written["v"][7][0]["v"][9] == {"~q": [150, 100, 150]}  # the record's chunk_ns
+    assert all(type(d) is int for d in written["v"][7][0]["v"][9]["~q"])  # numbers orjson writes as such
+
+
 def test_fields_added_or_removed_since_the_recording_are_filled_or_dropped() -> None:
     enc = Encoder()
     written = enc.encode(Health(1.0, 0.2, 3))

@@ -25,6 +25,9 @@ RING_SLOTS = 64
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+_DISPLAY_EDGES = tuple(float(e) for e in m.DISPLAY_EDGES_MS)
+"""Every histogram's edges, as the snapshot carries them (made once: the views ask for sixteen a refresh)."""
+
 
 class MetricSeries:
     """One latency metric over time: exact recent samples plus bounded histograms (see module doc)."""
@@ -50,31 +53,36 @@ class MetricSeries:
         self.all_moments = m.Moments()
         self.version = 0
 
-    def add(self, t_ns: IntArray, values: FloatArray) -> None:
-        """Add samples stamped ``t_ns`` (NaNs dropped)."""
-        keep = ~np.isnan(values)
-        if not keep.all():
-            t_ns, values = t_ns[keep], values[keep]
+    def add(self, t_ns: IntArray, values: FloatArray, bins: IntArray | None = None) -> None:
+        """Add samples stamped ``t_ns`` (NaNs dropped); ``bins``: their fine bins where known already (binned
+        samples at their bins' middles: none is NaN)."""
+        if bins is None:
+            keep = ~np.isnan(values)
+            if not keep.all():
+                t_ns, values = t_ns[keep], values[keep]
         k = int(values.size)
         if k == 0:
             return
         self.version += 1
-        # raw ring
-        if k >= self.cap:
-            t_ns, values = t_ns[-self.cap :], values[-self.cap :]
-            k = self.cap
+        if bins is None:
+            bins = m.fine_bins(values)
+        # raw ring: the last `cap` samples (more at once, as a fold of many batches may bring, pass through
+        # it: the head is evicted at once, though the histograms below count every sample)
+        kept = min(k, self.cap)
+        if kept < k:
+            self.evicted_max_t = max(self.evicted_max_t, int(t_ns[: k - kept].max()))
+            self.count += k - kept
         start = self.count % self.cap
-        idx = (start + np.arange(k)) % self.cap
-        if self.count + k > self.cap:
+        idx = (start + np.arange(kept)) % self.cap
+        if self.count + kept > self.cap:
             n_old = min(self.cap, self.count)
             overwritten = idx[idx < n_old] if self.count < self.cap else idx
             if overwritten.size:
                 self.evicted_max_t = max(self.evicted_max_t, int(self.t[overwritten].max()))
-        bins = m.fine_bins(values)
-        self.t[idx] = t_ns
-        self.v[idx] = values
-        self.bins[idx] = bins
-        self.count += k
+        self.t[idx] = t_ns[k - kept :]
+        self.v[idx] = values[k - kept :]
+        self.bins[idx] = bins[k - kept :]
+        self.count += kept
         # whole run
         self.all_hist += np.bincount(bins, minlength=m.N_FINE)
         self.all_moments.add(values)
@@ -92,18 +100,9 @@ class MetricSeries:
             self.slot_hist[slot] += np.bincount(bins[sel], minlength=m.N_FINE)
             self.slot_moments[slot].add(values[sel])
 
-    def add_counts(self, t_ns: int, bins: IntArray, counts: IntArray) -> None:
-        """Add binned samples (``counts[i]`` in fine bin ``bins[i]``), all stamped ``t_ns``: each stands at
-        its bin's middle, so the stats of these are within one bin."""
-        n = int(counts.sum()) if counts.size else 0
-        if n == 0:
-            return
-        values = m.FINE_CENTERS_MS[np.repeat(bins, counts)]
-        self.add(np.full(n, t_ns, dtype=np.int64), values)
-
     def histogram(self, now_ns: int, window_s: float | None) -> Histogram:
         """Display histogram and stats of the samples stamped within the last ``window_s`` (None: all)."""
-        edges = tuple(float(e) for e in m.DISPLAY_EDGES_MS)
+        edges = _DISPLAY_EDGES
         if self.count == 0:
             return Histogram(edges, (0,) * m.N_DISPLAY, Stats())
         since = -(1 << 62) if window_s is None else now_ns - int(window_s * 1e9)

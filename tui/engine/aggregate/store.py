@@ -15,6 +15,8 @@ in its own module:
 - `arrivals`: the workers' arrival counts (tokens by time, TTFT and gap bins, in-flight streams included)
   into the levels' timelines and binned logs (`binned_log`) and the rolling TTFT/ITL series; a level whose
   answers outlive its whole-request window is measured from them (`level_arrivals`);
+- `pending`: the arrivals and successful records gathered since the last fold: folded into the series and
+  levels when those are read (views, results), once for many batches;
 - `saturation`: the workers' health readings and the saturated flag; `live`: the live rates;
 - `views`: the costly views (level views, histograms), published as one immutable bundle.
 """
@@ -26,13 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tui.engine.aggregate.arrivals import fold_arrivals
 from tui.engine.aggregate.lanes import Lane, Lanes
-from tui.engine.aggregate.levels import LevelAgg, fold_ok, ok_columns
+from tui.engine.aggregate.levels import LevelAgg
 from tui.engine.aggregate.live import LiveRates
 from tui.engine.aggregate.lost import lost_records
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.aggregate.outages import Outages
+from tui.engine.aggregate.pending import Pending
 from tui.engine.aggregate.saturation import (
     FIGURES_JUDGED,
     LevelClient,
@@ -85,10 +87,13 @@ class Store:
         self.slo_tpot_ms = slo_tpot_ms
         self.slo_e2e_ms = slo_e2e_ms
         self.heavy_interval_s = heavy_interval_s
-        self.series: dict[str, MetricSeries] = {
+        self._series: dict[str, MetricSeries] = {
             name: MetricSeries(t0_ns, series_cap) for name in ("ttft", "e2e", "tpot", "itl_e2e", "itl_chunk")
         }
-        self.levels: dict[int, LevelAgg] = {}
+        self._levels: dict[int, LevelAgg] = {}
+        self._pending = Pending()
+        """Arrivals and successful records not yet folded into the levels and series: folded when those are
+        read (`levels`, `series`, due views), so once for every worker's batches (`aggregate.pending`)."""
         self.lanes = Lanes(max_lanes)
         self.saturation = Saturation(t0_ns, workers, lag_threshold_ms, cpu_threshold)
         self._ended_client: dict[int, LevelClient | None] = {}
@@ -127,15 +132,32 @@ class Store:
 
     # --- levels -------------------------------------------------------------------------------
 
+    @property
+    def levels(self) -> dict[int, LevelAgg]:
+        """Every level's aggregate, with everything ingested so far folded in."""
+        self.fold()
+        return self._levels
+
+    @property
+    def series(self) -> dict[str, MetricSeries]:
+        """The rolling series, with everything ingested so far folded in."""
+        self.fold()
+        return self._series
+
+    def fold(self) -> None:
+        """Fold the arrivals and records gathered since the last fold into the levels and series."""
+        if self._pending:
+            self._pending.fold(self._levels, self._series)
+
     def begin_level(self, level_id: int, target: LoadTarget, t_ns: int) -> None:
         """A new load level starts now (and the previous one ends)."""
         self.end_level(t_ns)
-        self.levels[level_id] = LevelAgg(level_id, target, t_ns)
+        self._levels[level_id] = LevelAgg(level_id, target, t_ns)
         self._views.invalidate()
 
     def end_level(self, t_ns: int) -> None:
         """The current level ends at ``t_ns`` (pause, stop or a new level)."""
-        for lv in self.levels.values():
+        for lv in self._levels.values():
             if lv.end_ns is None:
                 lv.end_ns = t_ns
                 lv.version += 1
@@ -144,7 +166,7 @@ class Store:
     @property
     def current_level(self) -> LevelAgg | None:
         """The latest level, or None before the first."""
-        return next(reversed(self.levels.values()), None) if self.levels else None
+        return next(reversed(self._levels.values()), None) if self._levels else None
 
     # --- ingest -------------------------------------------------------------------------------
 
@@ -161,7 +183,7 @@ class Store:
         self.worker_t[w] = max(self.worker_t[w], t_ns)
         if batch.level_id != self.worker_level[w]:
             self.worker_level[w] = batch.level_id
-            acked = self.levels.get(batch.level_id)
+            acked = self._levels.get(batch.level_id)
             if acked is not None:
                 acked.applied_ns[w] = t_ns if batch.level_at_ns is None else batch.level_at_ns
         self.worker_in_flight[w] = batch.in_flight
@@ -176,7 +198,7 @@ class Store:
         for notice in batch.notices:
             self.add_notice(notice)
         if batch.dropped:
-            dropped_in = self.levels.get(batch.level_id)
+            dropped_in = self._levels.get(batch.level_id)
             if dropped_in is not None:
                 dropped_in.dropped += batch.dropped
                 dropped_in.version += 1
@@ -185,9 +207,11 @@ class Store:
         if batch.tokens:
             self.live.add_tokens(t_ns, batch.tokens)
         if batch.arrivals:
-            fold_arrivals(t_ns, batch.arrivals, self.levels, self.series)
+            self._pending.arrivals.append((t_ns, batch.arrivals))
         if batch.records:
             self._finish(batch.records)
+        if self._pending.full:
+            self.fold()
         return batch.records
 
     def lose_workers(self, workers: Sequence[int], at_ns: int) -> tuple[int, list[RequestRecord]]:
@@ -204,7 +228,7 @@ class Store:
             self.worker_in_flight[w] = 0
         records = lost_records(list(self.lanes.live.values()), set(lost), self.workers, at_ns)
         running = [
-            lv for lv in self.levels.values() if lv.start_ns <= at_ns and (lv.end_ns or at_ns) >= at_ns
+            lv for lv in self._levels.values() if lv.start_ns <= at_ns and (lv.end_ns or at_ns) >= at_ns
         ]
         for lv in running:
             lv.workers_lost += len(lost)
@@ -227,7 +251,7 @@ class Store:
                 self.add_notice(said)
                 self._views.invalidate()
             self.skipped_lines += rec.skipped_lines
-            lv = self.levels.get(rec.level_id)
+            lv = self._levels.get(rec.level_id)
             if lv is not None:
                 lv.count(rec)
             if rec.status == "ok":
@@ -252,14 +276,7 @@ class Store:
             if not self._any_ok and rec.status == "error":
                 self._early.append(rec)
                 self._check_fatal()
-        if ok_recs:
-            cols = ok_columns(ok_recs)
-            fig = cols.fig
-            # TTFT and chunk gaps enter the rolling series as they arrive (`fold_arrivals`), not here
-            self.series["e2e"].add(cols.end, fig.e2e_ms)
-            self.series["tpot"].add(cols.end, fig.tpot_ms)
-            self.series["itl_e2e"].add(cols.end, fig.itl_e2e_ms)
-            fold_ok(cols, self.levels)
+        self._pending.ok.extend(ok_recs)
 
     def _check_fatal(self) -> None:
         if self.fatal is not None or len(self._early) < FATAL_AFTER:
@@ -293,7 +310,9 @@ class Store:
             outages_version=self.outages.version,
         )
         before = self._views.views
-        views = self._views.refresh(now_ns, self.levels, self.series, inputs, force=force)
+        if self._views.due(now_ns, force=force):
+            self.fold()
+        views = self._views.refresh(now_ns, self._levels, self._series, inputs, force=force)
         if views is not before and self.on_views is not None:
             self.on_views(now_ns, force)
         return views

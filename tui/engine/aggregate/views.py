@@ -108,10 +108,8 @@ class ViewMaker:
         return the current one."""
         old = self.views
         generation = self.generation
-        due_levels = (
-            force or old.generation != generation or not old.level_views or self._old(old.levels_ns, now_ns)
-        )
-        due_hist = force or not old.ttft_hist or self._old(old.histograms_ns, now_ns)
+        due_levels = self._levels_due(now_ns, force=force)
+        due_hist = self._hist_due(now_ns, force=force)
         if not (due_levels or due_hist):
             return old
         level_views, knee, levels_ns = old.level_views, old.knee, old.levels_ns
@@ -135,6 +133,23 @@ class ViewMaker:
             generation if due_levels else old.generation,
         )
         return self.views
+
+    def due(self, now_ns: int, *, force: bool = False) -> bool:
+        """`refresh` would recompute something now (so it reads the levels and series)."""
+        return self._levels_due(now_ns, force=force) or self._hist_due(now_ns, force=force)
+
+    def _levels_due(self, now_ns: int, *, force: bool) -> bool:
+        old = self.views
+        return (
+            force
+            or old.generation != self.generation
+            or not old.level_views
+            or self._old(old.levels_ns, now_ns)
+        )
+
+    def _hist_due(self, now_ns: int, *, force: bool) -> bool:
+        old = self.views
+        return force or not old.ttft_hist or self._old(old.histograms_ns, now_ns)
 
     def _old(self, computed_ns: float, now_ns: int) -> bool:
         return now_ns - computed_ns >= self.interval_s * 1e9
