@@ -105,7 +105,7 @@ def test_a_path_without_a_url_is_refused_before_the_demo_starts(monkeypatch: pyt
 
 
 def test_contradicting_flavours_are_one_line() -> None:
-    with pytest.raises(UsageError, match="--endpoint chat and --endpoint-type completions contradict"):
+    with pytest.raises(UsageError, match="--endpoint chat and --api completions contradict"):
         target_from_args(_ns("--url", "http://h:1", "--endpoint", "chat", "--endpoint-type", "completions"))
 
 
