@@ -350,7 +350,7 @@ class GenRequest(Seq):
             "end_ns": time.perf_counter_ns(),
             "prompt_tokens": self.params.prompt_tokens,
             "cached_tokens": self.cached_tokens,
-            "completion_tokens": self.sent,
+            "completion_tokens": 0 if self.params.api == "embeddings" else self.sent,
             "status": status,
             "http_status": http_status,
             "fault": self.fault,
