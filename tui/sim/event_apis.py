@@ -63,17 +63,23 @@ class EventStream:
     def templates(self) -> tuple[bytes, bytes, bytes, bytes]:
         """The answer's and the reasoning's delta events split around their text."""
         if self.api == "responses":
-            answer = {"type": "response.output_text.delta", "item_id": f"msg_{self.request_id}"}
+            answer: dict[str, Any] = {
+                "type": "response.output_text.delta",
+                "item_id": f"msg_{self.request_id}",
+            }
             answer.update(output_index=int(self.reasoning), content_index=0, delta=PLACEHOLDER)
-            thought = {"type": "response.reasoning_text.delta", "item_id": f"rs_{self.request_id}"}
+            thought: dict[str, Any] = {
+                "type": "response.reasoning_text.delta",
+                "item_id": f"rs_{self.request_id}",
+            }
             thought.update(output_index=0, content_index=0, delta=PLACEHOLDER)
             return (
                 *split_template(answer, "response.output_text.delta"),
                 *split_template(thought, "response.reasoning_text.delta"),
             )
-        text = {"type": "content_block_delta", "index": int(self.reasoning)}
+        text: dict[str, Any] = {"type": "content_block_delta", "index": int(self.reasoning)}
         text["delta"] = {"type": "text_delta", "text": PLACEHOLDER}
-        thinking = {"type": "content_block_delta", "index": 0}
+        thinking: dict[str, Any] = {"type": "content_block_delta", "index": 0}
         thinking["delta"] = {"type": "thinking_delta", "thinking": PLACEHOLDER}
         return (
             *split_template(text, "content_block_delta"),
