@@ -14,6 +14,8 @@ Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
 """The API a target speaks (``--api``): OpenAI chat and completions, OpenAI Responses, Anthropic Messages,
 and embeddings (answered whole, not streamed)."""
 APIS: tuple[Endpoint, ...] = ("chat", "completions", "responses", "messages", "embeddings")
+MESSAGES_APIS: tuple[Endpoint, ...] = ("chat", "responses", "messages")
+"""The APIs that take chat messages (a conversation, a dataset of them)."""
 LoadMode = Literal["concurrency", "rate", "trace"]
 Arrival = Literal["poisson", "constant"]
 

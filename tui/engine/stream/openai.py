@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from tui.engine.config import TargetConfig
+from tui.engine.config import MESSAGES_APIS, TargetConfig
 from tui.engine.workload.protocol import RequestSpec
 
 FIXED_OSL_FIELDS = ("ignore_eos", "min_tokens")
@@ -46,8 +46,8 @@ def build_body(
     body: dict[str, Any] = {"model": model}
     prompt_key = {"chat": "messages", "messages": "messages", "completions": "prompt"}.get(api, "input")
     if spec.messages is not None:
-        if api in ("completions", "embeddings"):
-            raise ValueError(f"this workload sends chat messages: the {api} API takes none")
+        if api not in MESSAGES_APIS:
+            raise ValueError(f"this workload sends chat messages, which need the chat endpoint (not {api})")
         messages = [{"role": m.role, "content": m.content} for m in spec.messages]
         if api == "messages":  # Anthropic takes the system prompt apart from the turns
             system = [m["content"] for m in messages if m["role"] == "system"]
