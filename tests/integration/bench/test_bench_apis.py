@@ -1,4 +1,5 @@
-"""``--api``: one short bench per API against one simulator, all five at once, read back by several tests.
+"""``--api``: one short bench per new API against one simulator, side by side, read back by several tests
+(chat and completions have their own bench tests; `tests/integration/test_endpoint_path.py` every path).
 
 Each run's results, requests log and table are held to the simulator's truth log (what it was asked and
 what it sent) and its ``/metrics``: the ISL by the server's usage where each API puts it, the OSL asked,
@@ -21,20 +22,20 @@ import pytest
 
 from tests.conftest import made_once
 from tests.support.engine_helpers import read_jsonl
-from tui.engine.config import APIS
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(120)
 OSL, REASONING = 8, 2
-STREAMED = [api for api in APIS if api != "embeddings"]
+RUNS = ("responses", "messages", "embeddings")
+STREAMED = [api for api in RUNS if api != "embeddings"]
 
 
 def _run_all(folder: Path) -> None:
-    """The five benches side by side against one simulator that reasons, then its /metrics."""
+    """The benches side by side against one simulator that reasons, then its /metrics."""
     truth = folder / "truth.jsonl"
-    with SimServer(time_scale=10, reasoning_tokens=REASONING, truth_log=truth) as sim:
+    with SimServer(time_scale=1, reasoning_tokens=REASONING, truth_log=truth) as sim:
         procs = {}
-        for api in APIS:
+        for api in RUNS:
             args = ["--url", sim.url, "--api", api, "--concurrency", "2", "--requests", "6", "--isl", "32"]
             args += ["--osl", str(OSL), "--no-server-metrics", "--no-record"]
             args += ["--output", str(folder / f"{api}.json"), "--requests-log", str(folder / f"{api}.jsonl")]
@@ -48,7 +49,7 @@ def _run_all(folder: Path) -> None:
         for api, proc in procs.items():
             (folder / f"{api}.rc").write_text(str(proc.wait(timeout=90)))
         # every request the benches logged is in the truth log once the simulator has seen it end
-        sent = {(api, r["client_request_id"]) for api in APIS for r in read_jsonl(folder / f"{api}.jsonl")}
+        sent = {(api, r["client_request_id"]) for api in RUNS for r in read_jsonl(folder / f"{api}.jsonl")}
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if sent <= {(r["endpoint"], r["client_request_id"]) for r in read_jsonl(truth)}:
@@ -71,11 +72,11 @@ def _level(runs: Path, api: str) -> dict[str, Any]:
 
 
 def _truth(runs: Path, api: str) -> dict[str, dict[str, Any]]:
-    """The simulator's record of each of ``api``'s requests, by request id (the five runs share ids)."""
+    """The simulator's record of each of ``api``'s requests, by request id (the runs share ids)."""
     return {r["client_request_id"]: r for r in read_jsonl(runs / "truth.jsonl") if r["endpoint"] == api}
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", RUNS)
 def test_each_api_reaches_its_path_and_reads_isl_from_usage(runs: Path, api: str) -> None:
     level = _level(runs, api)
     assert level["completed"] >= 6 and level["failed"] == 0
@@ -94,16 +95,16 @@ def test_streamed_apis_count_the_osl_and_show_reasoning_apart(runs: Path, api: s
     assert level["mean_output_tokens"] == OSL
     assert level["p50_ttft_ms"] > 0 and level["p50_itl_ms"] is not None
     truth = _truth(runs, api)
-    reasons = api != "completions"
     for rec in (r for r in read_jsonl(runs / f"{api}.jsonl") if r["status"] == "ok"):
         assert (rec["output_source"], rec["output_tokens"]) == ("usage", OSL)
         assert len(rec["chunk_ns"]) == truth[rec["client_request_id"]]["completion_tokens"] == OSL
-        assert rec["reasoning_chunks"] == (REASONING if reasons else 0)
-        if reasons:  # the answer starts after the reasoning (a read may hold both: same stamp)
-            assert rec["first_answer_ns"] == rec["chunk_ns"][REASONING] >= rec["first_content_ns"]
-        assert rec["finish_reason"] in {"length", "incomplete", "max_output_tokens", "max_tokens"}
+        assert (
+            rec["reasoning_chunks"] == REASONING
+        )  # the reasoning apart from the answer, which starts after it
+        assert rec["first_answer_ns"] == rec["chunk_ns"][REASONING] >= rec["first_content_ns"]
+        assert rec["finish_reason"] == {"responses": "max_output_tokens", "messages": "max_tokens"}[api]
     # usage carries the reasoning count where the API has a field for it (Messages has none)
-    expected = REASONING if api in ("chat", "responses") else None
+    expected = REASONING if api == "responses" else None
     assert level["mean_reasoning_tokens"] == expected
 
 
@@ -127,7 +128,7 @@ def test_embeddings_are_measured_without_output_figures(runs: Path) -> None:
 
 def test_the_simulators_metrics_count_every_api(runs: Path) -> None:
     truth = [r for r in read_jsonl(runs / "truth.jsonl") if r["status"] != "error"]
-    assert {r["endpoint"] for r in truth} == set(APIS)
+    assert {r["endpoint"] for r in truth} == set(RUNS)
     metrics = (runs / "metrics.txt").read_text()
 
     def value(name: str) -> float:
