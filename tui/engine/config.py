@@ -14,6 +14,14 @@ Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
 """The API a target speaks (``--api``): OpenAI chat and completions, OpenAI Responses, Anthropic Messages,
 and embeddings (answered whole, not streamed)."""
 APIS: tuple[Endpoint, ...] = ("chat", "completions", "responses", "messages", "embeddings")
+API_PATHS: dict[str, str] = {
+    "chat": "/chat/completions",
+    "completions": "/completions",
+    "responses": "/responses",
+    "messages": "/messages",
+    "embeddings": "/embeddings",
+}
+"""Each API's standard path under the base URL (``/v1``)."""
 MESSAGES_APIS: tuple[Endpoint, ...] = ("chat", "responses", "messages")
 """The APIs that take chat messages (a conversation, a dataset of them)."""
 LoadMode = Literal["concurrency", "rate", "trace"]

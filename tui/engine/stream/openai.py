@@ -11,21 +11,13 @@ from typing import Any
 
 import orjson
 
-from tui.engine.config import MESSAGES_APIS, TargetConfig
+from tui.engine.config import API_PATHS, MESSAGES_APIS, TargetConfig
 from tui.engine.workload.protocol import RequestSpec
 
 FIXED_OSL_FIELDS = ("ignore_eos", "min_tokens")
 """Non-standard fields that pin the output length (vLLM, SGLang and the simulator accept them)."""
 
 
-API_PATHS = {
-    "chat": "/chat/completions",
-    "completions": "/completions",
-    "responses": "/responses",
-    "messages": "/messages",
-    "embeddings": "/embeddings",
-}
-"""Each API's standard path under the base URL (``/v1``)."""
 _MAX_TOKENS_FIELD = {"responses": "max_output_tokens"}
 """The field that caps the output, where an API does not call it ``max_tokens``."""
 
