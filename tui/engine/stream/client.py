@@ -28,6 +28,7 @@ from tui.engine.stream.failures import (
     Failure,
     RetryFresh,
     RetryWithoutFixedOsl,
+    ended_early,
     event_applier,
     finish_whole_answer,
     handle_event,
@@ -420,10 +421,7 @@ async def _read_stream(
         raise Failure("oversized", f"oversized stream: {exc}") from None
     if acc.finish_reason is None:
         # the body ended cleanly but the stream did not: say how far it got, as a broken connection does
-        chunks = len(acc.chunk_ns)
-        raise Failure(
-            "disconnect", f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before [DONE]"
-        )
+        raise ended_early(len(acc.chunk_ns), apply)
     record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
 
 

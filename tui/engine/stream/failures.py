@@ -30,6 +30,13 @@ def event_applier(api: str) -> EventApplier:
     return {"responses": apply_responses_event, "messages": apply_messages_event}.get(api, apply_chunk)
 
 
+_STREAM_ENDS: dict[EventApplier, str] = {
+    apply_responses_event: "response.completed",
+    apply_messages_event: "message_stop",
+}
+"""The event that ends each API's stream ([DONE] for chat and completions)."""
+
+
 class Session(Protocol):
     """What naming a failure needs of `tui.engine.stream.client.RequestSession`."""
 
@@ -110,6 +117,14 @@ def handle_event(
     if acc.error is not None:
         raise Failure("stream_error", "stream error: " + acc.error)
     return bool(complete)
+
+
+def ended_early(chunks: int, apply: EventApplier) -> Failure:
+    """The body ended cleanly but the stream did not: how far it got, and the event it ended before."""
+    end = _STREAM_ENDS.get(apply, "[DONE]")
+    return Failure(
+        "disconnect", f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before {end}"
+    )
 
 
 def finish_whole_answer(acc: StreamAccumulator, body: bytes) -> None:

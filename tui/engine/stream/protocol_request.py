@@ -24,6 +24,7 @@ from tui.engine.stream.failures import (
     Failure,
     RetryFresh,
     Session,
+    ended_early,
     finish_whole_answer,
     handle_event,
     http_failure,
@@ -231,13 +232,7 @@ class _Exchange:
             return
         if acc.finish_reason is None:
             # the body ended cleanly but the stream did not: say how far it got, as a broken connection does
-            chunks = len(acc.chunk_ns)
-            self._settle(
-                Failure(
-                    "disconnect",
-                    f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before [DONE]",
-                )
-            )
+            self._settle(ended_early(len(acc.chunk_ns), self.session.apply_event))
             return
         record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
         self._settle(None)
