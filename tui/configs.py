@@ -64,6 +64,8 @@ class BenchConfig:
     csv: Path | None = None
     plot: Path | None = None
     quiet: bool = False
+    live_jsonl: str | None = None
+    """``--live-jsonl``: a path, or ``-`` for stdout, that follows the run line by line (`tui.bench.feed`)."""
 
     def level_duration_s(self, index: int) -> float | None:
         """How long level ``index`` (from 0) is held, or None when a request count ends it."""

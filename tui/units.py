@@ -56,6 +56,13 @@ def rate(value: float, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if math.isfinite(value) else "-"
 
 
+def dollars(usd: float | None) -> str:
+    """ "$1.38", "$0.0042" (two significant digits below a dime); "-" for no price."""
+    if usd is None or not math.isfinite(usd):
+        return "-"
+    return f"${usd:,.2f}" if usd >= 0.1 else f"${usd:.4f}"
+
+
 def elapsed(seconds: float) -> str:
     """Time since a start, as a clock with two-digit minutes: 00:37, 1:02:05."""
     seconds = max(0, int(seconds))

@@ -8,6 +8,7 @@ from textual.binding import Binding
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.test_server_pane import _view as server_view
 from tests.support.fake_engine import FakeEngine
+from tui import units
 from tui.app.app import TokentopApp
 from tui.app.widgets.footer import FooterEntry, KeyFooter, fit_entries
 from tui.app.widgets.level_table import COLUMNS, level_cells
@@ -138,3 +139,19 @@ async def test_the_level_table_shows_whole_values_and_the_server_pane_its_last_r
         if len(shown) < len(COLUMNS):
             assert "not shown:" in str(table.border_subtitle)
         assert app._server.scrollable_content_region.height >= SERVER_ROWS
+
+
+async def test_with_a_price_the_level_table_shows_each_levels_dollars_per_million_tokens_beside_tok_s(
+    engine: FakeEngine, make_app: MakeApp
+) -> None:
+    app = make_app(cost_per_hour=3.5)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        app.poll(force=True)
+        await settle(pilot)
+        shown = [key for key, _ in app._table.columns_shown]
+        assert shown[shown.index("tps") + 1] == "cost"
+        text = screen_text(app)
+        for level in engine.snap.levels:  # the price of each level's rate, as the results write it
+            assert units.dollars(3.5 / 3600 / level.output_tps * 1e6) in text
+    assert level_cells(engine.snap.levels[0], 1, None, "chunk")["cost"] == "-"  # no price, no figure

@@ -243,6 +243,46 @@ def test_scrapes_never_overlap_on_a_slow_server_and_a_timeout_is_unreachable() -
     assert view.status == UNREACHABLE and "ReadTimeout" in notices.lines[0]
 
 
+def _until(pred: object, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
+    assert pred(), "timed out"  # type: ignore[operator]
+
+
+def test_a_slow_metrics_is_late_not_gone_its_timeout_grows_and_its_figures_are_marked_stale() -> None:
+    """A /metrics that starts answering in seconds after answering at once: the scrape that times out is
+    late, not "the server stopped answering"; the next one waits twice as long and is read, marked stale;
+    one notice; fresh again once it is fast."""
+    from tui.app.widgets.server_pane import server_content
+    from tui.engine.results.collect import server_summary
+
+    body = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
+    notices = _Notices()
+    with metrics_server(200, body, want_hits=1) as srv:
+        poller = ServerMetricsPoller(
+            srv.base_url, interval_s=0.05, timeout_s=0.3, late_s=0.2, on_notice=notices
+        )
+        with poller:
+            _until(lambda: poller.latest().scrapes >= 2)
+            assert poller.latest().stale_s is None and poller.latest().late == 0
+            srv.delay_s = 0.35  # past the timeout, well within twice it
+            _until(lambda: poller.latest().stale_s is not None and poller.latest().scrapes >= 3)
+            view = poller.latest()
+            assert view.status == OK and view.current["running"] == 3.0  # read, not given up
+            assert (
+                poller.scrape_timeout_s == pytest.approx(0.6) and view.late >= 2
+            )  # the timeout, the late one
+            assert view.stale_s >= 0.35  # type: ignore[operator]
+            assert "late: /metrics slow, figures up to 0." in server_content(view, None).plain
+            assert server_summary(view, {}).run["late_scrapes"] == view.late  # the results say it too
+            srv.delay_s = 0.0
+            _until(lambda: poller.latest().stale_s is None)
+    assert len(notices.lines) == 1, notices.lines  # said once, not per scrape
+    assert "gave no answer in 0.3 s: /metrics is slow; the next scrapes wait up to 0.6 s" in notices.lines[0]
+    assert not any("stopped answering" in line for line in notices.lines)
+
+
 def test_a_server_that_refuses_connections_gets_advice_about_the_server_not_its_metrics() -> None:
     """Nothing listening: "connection refused" and whether the server is up, not a metrics flag or a proxy;
     the same once a vLLM whose /metrics answered goes away (its kind's hint assumes something answers)."""

@@ -16,7 +16,7 @@ from tui.engine.host.config_record import run_info
 from tui.engine.results.build import ClientSummary, LevelExtras, build_results
 from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
-from tui.engine.snapshot import LevelView, RampVerdict, RequestDetail, Snapshot, Stats
+from tui.engine.snapshot import LevelView, Outage, RampVerdict, RequestDetail, Snapshot, Stats
 
 SCRIPT: tuple[tuple[bool, int], ...] = ((False, 0), (True, 2), (True, 5))
 """(steady, requests done in the steady window) after the level's 1st, 2nd, 3rd... snapshot."""
@@ -38,12 +38,23 @@ class _Level:
     ended_s: float | None = None
     failing: bool = False
     """Every request of this level fails (one per snapshot, HTTP 500)."""
+    down_steps: int = 0
+    """The level starts inside an outage that lasts this many snapshots (a connect failure each); the
+    script then runs as usual."""
+
+    @property
+    def down(self) -> bool:
+        return self.steps <= self.down_steps and self.down_steps > 0
 
     def view(self) -> LevelView:
-        steady, done = SCRIPT[min(self.steps, len(SCRIPT)) - 1] if self.steps else (False, 0)
-        failed = self.steps if self.failing else 0
+        up = max(0, self.steps - self.down_steps)
+        steady, done = SCRIPT[min(up, len(SCRIPT)) - 1] if up else (False, 0)
+        if self.down_steps and up:
+            done = max(done, 1)  # the answer that ended the outage
+        failed = self.steps if self.failing else min(self.steps, self.down_steps)
         if self.failing:
             steady, done = False, 0
+        error = "connect" if self.down_steps else "http_5xx"
         users = self.load.value
         tps = min(50.0 * users, CAPACITY_TPS)
         return LevelView(
@@ -66,7 +77,7 @@ class _Level:
             e2el=_stats(20.0 * users + 150.0),
             tokens_per_chunk=1.0,
             sched_lag=Stats(),
-            errors=(("http_5xx", failed),) if failed else (),
+            errors=((error, failed),) if failed else (),
             window_s=1.0 if steady else 0.0,
             window_completed=done,
             input_tokens=32 * done,
@@ -90,6 +101,10 @@ class ScriptedEngine:
     """Report a fatal error once this level has had a snapshot."""
     failing_level: int | None = None
     """Every request of this level fails."""
+    outage_level: int | None = None
+    """This level starts inside an outage (the server answered before, then stopped)..."""
+    outage_snapshots: int = 1_000_000
+    """...which lasts this many of its snapshots."""
     fatal_on_start: str | None = None
     """The engine cannot start (as when the server check fails): `fatal` from the first moment."""
     loads: list[LoadTarget] = field(default_factory=list)
@@ -123,7 +138,8 @@ class ScriptedEngine:
         elif old.paused or old.value != target.value or old.mode != target.mode:
             level_id = len(self._levels) + 1
             failing = level_id == self.failing_level
-            self._levels.append(_Level(level_id, target, self._elapsed_s(), failing=failing))
+            down = self.outage_snapshots if level_id == self.outage_level else 0
+            self._levels.append(_Level(level_id, target, self._elapsed_s(), failing=failing, down_steps=down))
 
     def record_ramp(self, verdict: RampVerdict) -> None:
         """No face ramps a scripted engine: nothing to record."""
@@ -187,7 +203,16 @@ class ScriptedEngine:
             levels=views,
             knee=find_knee(views),
             fatal=self._fatal,
+            outages=self._outages(),
         )
+
+    def _outages(self) -> tuple[Outage, ...]:
+        """The scripted outage: from a second before its level began to its first snapshot up."""
+        level = next((lv for lv in self._levels if lv.down_steps), None)
+        if level is None:
+            return ()
+        end_s = None if level.down else level.started_s + 0.25 * level.down_steps
+        return (Outage(max(0.0, level.started_s - 1.0), end_s, "connect"),)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         return None

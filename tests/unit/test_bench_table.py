@@ -1,11 +1,15 @@
-"""`tokentop bench`'s printed level table: a prefix-cache column once some level's server reported one."""
+"""`tokentop bench`'s printed level table: a prefix-cache column once some level's server reported one, a
+price column and line with --cost-per-hour."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from tests.support import frozen
-from tui.bench.table import format_table
+from tui import units
+from tui.bench.table import format_table, summary
+from tui.engine.config import EngineOptions
+from tui.engine.snapshot import SloView
 
 
 def _header_and_rows(text: str) -> tuple[str, list[str]]:
@@ -95,6 +99,42 @@ def test_no_knee_while_the_best_is_the_highest_steady_level_says_still_rising() 
     levels = tuple(replace(lv, output_tps_ci=None) for lv in frozen.LEVELS[:2])  # 48 then 93 tok/s
     text = summary(frozen.snapshot(levels=levels, knee=None))
     assert "knee: not found (output throughput still rising at 2 users, the highest steady level)" in text
+
+
+def test_with_a_price_each_level_has_its_dollars_per_million_tokens_after_out_tok_s() -> None:
+    levels = frozen.snapshot().levels
+    header, rows = _header_and_rows(format_table(levels, cost_per_hour=3.5))
+    assert "out tok/s  $/Mtok out  TTFT p50" in header
+    assert "$/Mtok" not in format_table(levels)
+    at = header.split().index("$/Mtok") - 1  # "out tok/s" is two words: the column after tok/s
+    for lv, row in zip(levels, rows, strict=True):
+        assert row.split()[at] == units.dollars(3.5 / 3600 / lv.output_tps * 1e6)
+
+
+def test_the_price_at_slo_is_the_capacity_levels_and_says_when_no_level_met_it() -> None:
+    snap = frozen.snapshot()
+    options = EngineOptions(slo_e2e_ms=1000.0, slo_target=0.9, cost_per_hour=3.5)
+    assert "$/Mtok at SLO: - (no level's attainment had a 95 % lower bound of 90% or more)" in summary(
+        snap, options
+    )
+    met = SloView(
+        met=9, requests=9, cut=0, attainment=1.0, low=0.95, high=1.0, goodput_rps=1.0, goodput_tps=50.0
+    )
+    levels = (replace(snap.levels[0], slo=met), *snap.levels[1:])
+    line = summary(replace(snap, levels=levels), options).splitlines()
+    assert (
+        f"$/Mtok at SLO: {units.dollars(3.5 / 3600 / 50.0 * 1e6)} at 1 user, the capacity at SLO"
+        in "\n".join(line)
+    )
+    assert "$/Mtok at SLO" not in summary(snap, EngineOptions(cost_per_hour=3.5))  # no SLO: no such line
+
+
+def test_joules_per_token_is_a_column_once_some_level_has_one() -> None:
+    levels = frozen.snapshot().levels
+    header, rows = _header_and_rows(format_table(levels, 3.5, joules={levels[0].level_id: 2.1049}))
+    assert "out tok/s  $/Mtok out  J/tok  TTFT p50" in header
+    assert [row.split()[8] for row in rows] == ["2.1"] + ["-"] * (len(rows) - 1)
+    assert "J/tok" not in format_table(levels, joules={})
 
 
 def test_an_embeddings_run_has_its_own_columns_in_bench_and_the_app() -> None:

@@ -13,7 +13,7 @@ from tui.engine.records import RequestRecord
 from tui.engine.results.codec import encode
 from tui.engine.results.files import parse_document
 from tui.engine.results.model import Outage as SavedOutage
-from tui.engine.snapshot import LevelView, Outage, Stats
+from tui.engine.snapshot import LevelView, Outage, SloView, Stats
 
 S = 1_000_000_000
 T0 = 5 * S
@@ -81,10 +81,16 @@ def _view(**kw: object) -> LevelView:
 def test_a_level_that_held_an_outage_is_not_steady_and_its_rates_are_over_the_time_the_server_was_up() -> (
     None
 ):
-    view = without_outages(_view(), (Outage(10.0, 20.0, "connect"),), now_s=40.0)
+    slo = SloView(met=90, requests=120, cut=0, attainment=0.75, low=0.67, high=0.82, goodput_rps=3.0,
+                  goodput_tps=300.0)  # fmt: skip
+    view = without_outages(_view(goodput_per_s=3.0, slo=slo), (Outage(10.0, 20.0, "connect"),), now_s=40.0)
     assert not view.steady and view.down_s == pytest.approx(10.0)
     assert view.output_tps == pytest.approx(1500.0) and view.request_per_s == pytest.approx(15.0)
     assert view.total_tps == pytest.approx(3000.0)
+    # goodput over the same up-time as the throughput, in both places it is kept; the share unchanged
+    assert view.goodput_per_s == pytest.approx(4.5) and view.slo is not None
+    assert view.slo.goodput_rps == pytest.approx(4.5) and view.slo.goodput_tps == pytest.approx(450.0)
+    assert (view.slo.attainment, view.slo.low, view.slo.requests) == (0.75, 0.67, 120)
     still_down = without_outages(_view(), (Outage(25.0, None, "connect"),), now_s=28.0)
     assert still_down.down_s == pytest.approx(3.0)  # an open outage runs to now
     outside = without_outages(_view(), (Outage(31.0, 33.0, "connect"),), now_s=40.0)

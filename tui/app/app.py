@@ -126,6 +126,7 @@ class TokentopApp(App[int]):
         self._table = LevelTable(id="levels")
         self._errors = ErrorsPane(id="errors")
         self._server = ServerPane(id="server")
+        self._table.cost_per_hour = settings.cost_per_hour
         if (baseline := settings.baseline) is not None:
             self._curve.baseline = baseline.points
             self._table.baseline = baseline.level_for

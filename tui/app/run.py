@@ -72,6 +72,7 @@ def _run_app(config: LiveConfig, demo_url: str | None, themes: dict[str, Theme],
             slo_tpot_ms=config.options.slo_tpot_ms,
             slo_e2e_ms=config.options.slo_e2e_ms,
             slo_target=config.options.slo_target,
+            cost_per_hour=config.options.cost_per_hour,
             schedule=config.schedule,
             baseline=config.baseline,
         )

@@ -41,6 +41,8 @@ class AppSettings:
     """The objectives the auto ramp measures its capacity at (None: none)."""
     slo_target: float = 0.95
     """The attainment the capacity at SLO needs (its 95 % lower bound)."""
+    cost_per_hour: float | None = None
+    """What the server costs per hour (USD): the level table's $/Mtok column (None: not shown)."""
     plot_thread: bool = True
     """Build plots on a background thread (tests build them inline, so a poll leaves the screen complete)."""
     watch_only: bool = False

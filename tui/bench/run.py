@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Literal
 
 from tui import units
+from tui.bench.feed import LiveFeed
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.table import summary
 from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.control.guard import persistent_failure
+from tui.engine.control.guard import down_s_since, open_outage, outage_outlasted, persistent_failure
 from tui.engine.host.handle import EngineHandle
 from tui.engine.host.isl_probe import longest_probe_s, skip_reason
 from tui.engine.host.probe import Probed, ProbeError, probe_models
@@ -133,8 +134,8 @@ def _level_progress(
     # window is provisional (it starts at the load change and moves once a steady start is known), and
     # counting it read "12/8 requests, warming up" with the bar full while the level went on.
     done = float(lv.window_completed + lv.window_failed) if lv is not None and _counted(lv) else 0.0
-    if goal.unit == "s":
-        done = elapsed_s
+    if goal.unit == "s":  # the time the server was away does not count (`_run_level` adds it)
+        done = elapsed_s - (down_s_since(snap.outages, lv.started_s, snap.elapsed_s) if lv else 0.0)
     phase = "starting" if lv is None else "steady" if lv.steady else "warming up"
     if snap.outages and snap.outages[-1].end_s is None:
         phase = "server down"
@@ -180,6 +181,7 @@ def run(
         vllm_results=config.vllm_results,
         plot=config.plot,
     )
+    feed = LiveFeed(config.live_jsonl) if config.live_jsonl is not None else None
     demo = config.server.demo
     try:
         with signals_as_interrupt():
@@ -187,9 +189,14 @@ def run(
                 if demo is not None:
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
-                    status = _run(config, demo_url, progress, engine_factory, probe)
+                    status = _run(config, demo_url, progress, engine_factory, probe, feed)
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
+            finally:
+                if feed is not None:
+                    feed.close()
+        if feed is not None and feed.error is not None:
+            status = status or 1  # said when it happened: an output asked for is incomplete
     except DemoError as exc:
         progress.done()
         say(f"tokentop: error: {exc}")
@@ -215,8 +222,10 @@ def _run(
     progress: Progress,
     engine_factory: EngineFactory,
     probe: Callable[[TargetConfig], Probed],
+    feed: LiveFeed | None = None,
 ) -> int:
-    """Probe, run every level, print the table and write the results; the exit status."""
+    """Probe, run every level, print the table and write the results (and the feed's lines, with one); the
+    exit status."""
     err = sys.stderr
     handle: Engine | None = None
     final: Snapshot | None = None
@@ -252,7 +261,7 @@ def _run(
                 handle.set_load(load)
             duration_s = config.level_duration_s(i - 1)
             fatal = _run_level(
-                handle, config, i, len(targets), load, progress, clock, duration_s, trace_requests
+                handle, config, i, len(targets), load, progress, clock, duration_s, trace_requests, feed
             )
             if fatal is None and duration_s and i == len(targets):
                 # the last level's time is up: it is measured from what arrived in it, so the answers still
@@ -262,6 +271,8 @@ def _run(
                 wind_down_from = time.monotonic()
                 fatal = _wind_down(handle, load, target.timeout_s + 5.0)
                 clock.wind_down_s.append(time.monotonic() - wind_down_from)
+                if feed is not None and fatal is None and i < len(targets):  # the last: from the results
+                    _feed_level(feed, handle)
             if fatal is not None:
                 progress.done()
                 print(f"tokentop: error: {fatal}", file=err)
@@ -275,13 +286,22 @@ def _run(
             handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
             final = snap
-            if status != 1 and snap.levels:
-                print_or_drop(summary(snap))
+            results: Results | None = None
             if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
-                # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
-                results = handle.results(interrupted=interrupted)
-                assert isinstance(results, Results)  # a load engine's, never a watch's
+                doc = handle.results(interrupted=interrupted)
+                assert isinstance(doc, Results)  # a load engine's, never a watch's
+                results = doc
+            if status != 1 and snap.levels:
+                table = summary(snap, config.options, joules_per_token(results))
+                if feed is not None and feed.to_stdout:
+                    say(table)  # stdout is the feed's: nothing else goes there
+                else:
+                    print_or_drop(table)
+            if results is not None:
+                # the results, then the exports made from that same document (tui.engine.results)
+                if feed is not None:
+                    feed.results(results)  # the same document as --output, so its last line is the file
                 if config.output is not None:
                     write_results(results, config.output)
                     if not config.quiet:
@@ -367,6 +387,7 @@ def _run_level(
     clock: _RunClock,
     duration_s: float | None,
     trace_requests: int | None = None,
+    feed: LiveFeed | None = None,
 ) -> str | None:
     """Hold ``load`` until the level is done (``duration_s``, else ``--requests``); return a fatal reason
     or None. ``trace_requests``: a trace replayed once holds this many requests, and its level ends when
@@ -379,9 +400,11 @@ def _run_level(
     goal = _Goal(duration_s, "s") if duration_s else _Goal(goal_requests, "requests")
     first = True
     ended_early: str | None = None
+    waited_s = 0.0
+    """Seconds of the level the server was away: a timed level runs that much longer."""
     while True:
         # the face's tick (bench is a poller, like the app); a timed level ends on its time, not a tick later
-        left_s = duration_s - (time.monotonic() - started) if duration_s else POLL_S
+        left_s = duration_s + waited_s - (time.monotonic() - started) if duration_s else POLL_S
         time.sleep(min(POLL_S, max(0.01, left_s)))
         snap = handle.snapshot()
         if snap.fatal:
@@ -391,15 +414,23 @@ def _run_level(
         _say_as_it_happens(snap, progress, clock, handle)
         progress.level(_level_progress(i, n, load, lv, snap, goal, elapsed_s, clock), force=first)
         first = False
+        if feed is not None:
+            feed.tick(snap, lv, load, config.options.cost_per_hour)
         if lv is None:
             continue
-        ended_early = persistent_failure(lv, elapsed_s)
+        if (gone_for_good := outage_outlasted(snap.outages, snap.elapsed_s)) is not None:
+            return gone_for_good  # the results keep what was measured; exit 1
+        # inside an outage the failures say the server is away, not that this level is broken: wait it out
+        down = open_outage(snap.outages) is not None
+        waited_s = down_s_since(snap.outages, lv.started_s, snap.elapsed_s)
+        ended_early = persistent_failure(lv, elapsed_s, snap.outages)
         if ended_early is not None:
             if snap.completed == 0:
                 return f"{ended_early}: run stopped"  # nothing to measure: the run ends, exit 1
             break
         if duration_s:
-            if elapsed_s >= duration_s:
+            # the time the server was away is waited out, not counted: the level gets its duration of up-time
+            if not down and elapsed_s - waited_s >= duration_s:
                 break
         elif (
             # over whole requests: an arrivals window counts the requests that ended in it, not those sent
@@ -408,11 +439,15 @@ def _run_level(
                 and lv.measured_over == "requests"
                 and lv.window_completed + lv.window_failed >= goal_requests
             )
-            or (lv.completed == 0 and lv.failed >= goal_requests)
+            or (lv.completed == 0 and lv.failed >= goal_requests and not down)
             # the trace is over: nothing more will be sent at this speed
             or (trace_requests is not None and lv.completed + lv.failed >= trace_requests)
             # a level that cannot settle (e.g. the server started failing midway) still ends
-            or (lv.completed + lv.failed >= 4 * goal_requests + 20 and elapsed_s >= UNSETTLED_AFTER_S)
+            or (
+                lv.completed + lv.failed >= 4 * goal_requests + 20
+                and elapsed_s >= UNSETTLED_AFTER_S
+                and not down
+            )
         ):
             break
     snap = handle.snapshot()
@@ -423,6 +458,23 @@ def _run_level(
     if ended_early is not None:
         say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
+
+
+def joules_per_token(results: Results | None) -> dict[int, float]:
+    """Each level's J per output token where the GPUs' energy counter gave one (the table's column)."""
+    out = {}
+    for lv in results.levels if results is not None else ():
+        j = (lv.server.gpu or {}).get("joules_per_output_token") if lv.server is not None else None
+        if j is not None:
+            out[lv.level_id] = float(j)
+    return out
+
+
+def _feed_level(feed: LiveFeed, handle: Engine) -> None:
+    """The level just wound down, as the results have it now (all its requests are in)."""
+    results = handle.results()
+    if isinstance(results, Results):
+        feed.level(results, handle.level_id)
 
 
 def _trace_requests(workload: WorkloadConfig) -> int | None:

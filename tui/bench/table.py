@@ -4,15 +4,26 @@ A pure function of the final snapshot, so a test reads the text without running 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from tui.bench.progress import load_label
+from tui.engine.aggregate.attainment import any_slo, capacity_level
+from tui.engine.aggregate.cost import usd_per_mtok
 from tui.engine.aggregate.metrics import why_no_knee
+from tui.engine.config import EngineOptions
 from tui.engine.snapshot import LevelView, Snapshot
-from tui.units import ms_figure
+from tui.units import dollars, ms_figure
 
 
-def format_table(levels: tuple[LevelView, ...], api: str = "chat") -> str:
-    """The end-of-run table (stdout); embeddings (``api``) get their own (`embeddings_table`)."""
+def format_table(
+    levels: tuple[LevelView, ...],
+    cost_per_hour: float | None = None,
+    joules: Mapping[int, float] | None = None,
+    api: str = "chat",
+) -> str:
+    """The end-of-run table (stdout); ``cost_per_hour``: a $/Mtok column after out tok/s; ``joules``: J per
+    output token by level id (the results' ``server.gpu``), a column after it where any level has one.
+    Embeddings (``api``) have no output: their own table (`embeddings_table`)."""
     if api == "embeddings":
         return embeddings_table(levels)
     # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
@@ -26,6 +37,10 @@ def format_table(levels: tuple[LevelView, ...], api: str = "chat") -> str:
         cols = (*cols[:9], "TTFA p50", *cols[9:])
     if cached:
         cols = (*cols[:-1], "prefix cache", cols[-1])
+    if joules:  # beside the throughput it is per
+        cols = (*cols[:7], "J/tok", *cols[7:])
+    if cost_per_hour is not None:  # beside the throughput it prices
+        cols = (*cols[:7], "$/Mtok out", *cols[7:])
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
         name = table_name(lv)
@@ -57,6 +72,11 @@ def format_table(levels: tuple[LevelView, ...], api: str = "chat") -> str:
             rate = lv.cache_hit_rate
             hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column
             row = (*row[:-1], hit, row[-1])
+        if joules:
+            j = joules.get(lv.level_id)
+            row = (*row[:7], "-" if j is None else f"{j:.3g}", *row[7:])
+        if cost_per_hour is not None:
+            row = (*row[:7], dollars(usd_per_mtok(cost_per_hour, lv.output_tps)), *row[7:])
         rows.append(row)
     return "\n".join(
         [
@@ -127,9 +147,13 @@ def table_name(lv: LevelView) -> str:
     return f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
 
 
-def summary(snap: Snapshot) -> str:
-    """The table and, under it, the knee, the errors and every warning the run had: what bench prints."""
-    lines = [format_table(snap.levels, snap.endpoint)]
+def summary(
+    snap: Snapshot, options: EngineOptions | None = None, joules: Mapping[int, float] | None = None
+) -> str:
+    """The table and, under it, the knee, the price at SLO, the errors and every warning the run had: what
+    bench prints. ``options``: the run's price and SLO; ``joules``: `format_table`'s."""
+    cost = None if options is None else options.cost_per_hour
+    lines = [format_table(snap.levels, cost, joules, snap.endpoint)]
     if snap.endpoint == "embeddings":
         pass  # the knee is read on output throughput, which embeddings have none of
     elif snap.knee is not None:
@@ -140,6 +164,12 @@ def summary(snap: Snapshot) -> str:
         )
     elif len(snap.levels) > 1:
         lines.append(f"knee: not found {no_knee_reason(snap.levels)}")
+    if (
+        options is not None
+        and cost is not None
+        and any_slo(options.slo_ttft_ms, options.slo_tpot_ms, options.slo_e2e_ms)
+    ):
+        lines.append(price_at_slo(snap.levels, cost, options.slo_target))
     lags = [
         f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}"
         for lv in snap.levels
@@ -164,11 +194,24 @@ def summary(snap: Snapshot) -> str:
             lines.append(
                 f"{table_name(lv)}: not steady: the server was down {lv.down_s:.1f} s of its window;"
                 f" its rates are over the time it was up ({up})"
+                + ("; goodput too, and the SLO attainment counts its failed requests" if lv.slo else "")
             )
     if snap.health.saturated:
         lines.append("warning: " + snap.health.reason)
     lines.extend("warning: " + notice for notice in snap.notices)
     return "\n".join(lines)
+
+
+def price_at_slo(levels: tuple[LevelView, ...], cost_per_hour: float, slo_target: float) -> str:
+    """ "$/Mtok at SLO: $0.61 at 8 users (…)": the capacity level's price of a million output tokens that
+    met the SLO (`tui.engine.aggregate.attainment.capacity_level`)."""
+    best = capacity_level(levels, slo_target)
+    if best is None:
+        return f"$/Mtok at SLO: - (no level's attainment had a 95 % lower bound of {slo_target:.0%} or more)"
+    good = None if best.slo is None else best.slo.goodput_tps
+    at = load_label(best.mode, best.value)
+    price = dollars(usd_per_mtok(cost_per_hour, good))
+    return f"$/Mtok at SLO: {price} at {at}, the capacity at SLO (of its output tokens that met it)"
 
 
 def no_knee_reason(levels: tuple[LevelView, ...]) -> str:

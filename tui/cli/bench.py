@@ -63,6 +63,12 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument(
+        "--live-jsonl",
+        metavar="FILE|-",
+        help="follow the run as JSON lines: a tick a second, a line per level, the results last "
+        "(-: stdout, and the table goes to stderr)",
+    )
+    p.add_argument(
         "--sim-time-scale",
         type=positive_float,
         default=DemoConfig.time_scale,
@@ -98,6 +104,7 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
         csv=_path(ns.csv),
         plot=_path(ns.plot),
         quiet=ns.quiet,
+        live_jsonl=ns.live_jsonl,
     )
 
 

@@ -36,8 +36,8 @@ def add_ray_args(
         "--on-node-loss",
         choices=["stop", "continue"],
         default=on_node_loss,
-        help=f"with --ray, when a node is lost: stop the run (results saved) or split the load over the "
-        f"workers left as a new level (default {on_node_loss})",
+        help=f"when a Ray node is lost, or a local worker killed (OOM, kill -9): stop the run (results "
+        f"saved) or split the load over the workers left as a new level (default {on_node_loss})",
     )
 
 

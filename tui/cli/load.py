@@ -42,6 +42,12 @@ def add_engine_args(p: argparse.ArgumentParser, *, slo: str) -> None:
         metavar="SHARE",
         help="capacity at SLO: the highest load whose attainment's 95 %% lower bound reaches this",
     )
+    p.add_argument(
+        "--cost-per-hour",
+        type=positive_float,
+        metavar="USD",
+        help="what the server costs per hour (GPUs, instance): $ per million tokens per level",
+    )
 
 
 def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
@@ -53,9 +59,11 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         slo_tpot_ms=ns.slo_tpot_ms,
         slo_e2e_ms=ns.slo_e2e_ms,
         slo_target=ns.slo_target,
+        cost_per_hour=ns.cost_per_hour,
         user_stagger_s=ns.user_stagger_ms / 1e3,
         isl_probe=ns.isl_probe,
         placement=placement_from_args(ns),
+        on_worker_loss=ns.on_node_loss,
         **metrics,
     )
     return replace(options, **record_from_args(ns))

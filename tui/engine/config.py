@@ -275,6 +275,8 @@ class EngineOptions:
     slo_e2e_ms: float | None = None
     slo_target: float = 0.95
     """The auto ramp's capacity at SLO: the highest load whose attainment's lower bound reaches this."""
+    cost_per_hour: float | None = None
+    """What the server costs per hour (USD: GPUs, instance): each level's $ per million tokens; None: none."""
     max_lanes: int = 64
     """Most lanes a snapshot carries (the rest are counted in `Snapshot.lanes_hidden`)."""
     server_metrics: bool = True
@@ -301,6 +303,9 @@ class EngineOptions:
     CPU (how a worker sees a machine whose cores other processes hold)."""
     placement: RayPlacement | None = None
     """Where the workers run: None, local processes; else on a Ray cluster."""
+    on_worker_loss: NodeLossPolicy = "stop"
+    """Local workers (no ``placement``): what one killed by a signal (the kernel's OOM killer, ``kill -9``)
+    does to the run, as ``RayPlacement.on_node_loss`` for a lost node (``--on-node-loss``)."""
     record: str | None = None
     """Where the handle records the run's session (`tui.engine.sessions`); None: not recorded."""
     record_text: bool = False

@@ -256,6 +256,8 @@ class WorkerLost(NamedTuple):
     at_ns: int
     workers: tuple[int, ...]
     """Every worker lost with that node."""
+    signal: str | None = None
+    """A local worker killed by this signal ("SIGKILL"): no node was lost, the process was."""
 
 
 WorkerMessage = Batch | WorkerFailed | Goodbye | WorkerLost

@@ -8,7 +8,10 @@ Over the last `WINDOW_S` of wall time, as DCGM averages over its sample period:
 - `DCGM_FI_PROF_DRAM_ACTIVE`: the share spent moving memory (high while decoding: memory-bound);
 - `DCGM_FI_PROF_SM_ACTIVE`: the share spent computing (high in long prefills: compute-bound);
 - `DCGM_FI_DEV_FB_USED` / `_FREE` (MiB): constant, as a vLLM that reserved its KV cache at start-up;
-- `DCGM_FI_DEV_POWER_USAGE` (W): idle plus a share of the board's range by how busy memory and SMs were.
+- `DCGM_FI_DEV_POWER_USAGE` (W): idle plus a share of the board's range by how busy memory and SMs were;
+- `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` (mJ, a counter from the simulator's start): that power integrated,
+  idle for all the time plus each step's share of the range over its own length (at most its span). In
+  simulated seconds: under `--time-scale` a level costs the joules per token it would at full time.
 
 Every GPU of a tensor-parallel deployment works on every step, so each reports the same figures.
 """
@@ -23,6 +26,7 @@ WINDOW_S = 1.0
 """The averaging period of the served figures (dcgm-exporter's profiling fields average over one too)."""
 IDLE_W, MAX_W = 70.0, 700.0
 """An H100 SXM's idle and board power."""
+ENERGY_FIELD = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 FB_RESERVED = 0.9
 """The share of the framebuffer a vLLM holds from start-up (`--gpu-memory-utilization`)."""
 
@@ -34,16 +38,33 @@ class GpuModel:
         self.profile = profile
         self.time_scale = time_scale
         self._start_ns = start_ns
-        self._steps: deque[tuple[int, float, float]] = deque()
-        """(end_ns, memory_s, compute_s) of each step, wall seconds, for the last WINDOW_S."""
+        self._steps: deque[tuple[int, float, float, float]] = deque()
+        """(end_ns, memory_s, compute_s, busy_j) of each step, wall seconds, for the last WINDOW_S (and those
+        planned to end later)."""
+        self._busy_j = 0.0
+        """The energy above idle of every step so far, planned ones included (`energy_j` leaves them out)."""
+        self._last_end_ns = start_ns
 
     def step(self, end_ns: int, context_tokens: int, tokens: int) -> None:
         """One engine step ending at ``end_ns`` (planned), with the context it read and tokens it computed."""
         p = self.profile
         memory_s = (p.weights_s + p.kv_s_per_token * context_tokens) / self.time_scale
         compute_s = p.compute_s_per_token * tokens / self.time_scale
-        self._steps.append((end_ns, memory_s, compute_s))
+        span_s = max(0.0, (end_ns - self._last_end_ns) / 1e9)
+        self._last_end_ns = max(self._last_end_ns, end_ns)
+        busy_s = min(0.5 * memory_s + 0.5 * compute_s + 0.2 * max(memory_s, compute_s), span_s)
+        busy_j = (MAX_W - IDLE_W) * busy_s * self.time_scale
+        self._busy_j += busy_j
+        self._steps.append((end_ns, memory_s, compute_s, busy_j))
         self._trim(end_ns)
+
+    def energy_j(self, now_ns: int) -> float:
+        """Each GPU's energy since the start, J of simulated time: idle power throughout, and the busy part
+        of every step ended by ``now_ns``."""
+        self._trim(now_ns)
+        planned = sum(j for end, _, _, j in self._steps if end > now_ns)
+        idle_s = max(0, now_ns - self._start_ns) / 1e9 * self.time_scale
+        return IDLE_W * idle_s + self._busy_j - planned
 
     def _trim(self, now_ns: int) -> None:
         cutoff = now_ns - int(WINDOW_S * 1e9)
@@ -54,9 +75,9 @@ class GpuModel:
         """(kernel, memory, compute) shares of the last WINDOW_S (less, just after start)."""
         self._trim(now_ns)
         span_s = min(WINDOW_S, max((now_ns - self._start_ns) / 1e9, 1e-3))
-        memory = sum(m for end, m, _ in self._steps if end <= now_ns)
-        compute = sum(c for end, _, c in self._steps if end <= now_ns)
-        kernel = sum(max(m, c) for end, m, c in self._steps if end <= now_ns)
+        memory = sum(m for end, m, _, _ in self._steps if end <= now_ns)
+        compute = sum(c for end, _, c, _ in self._steps if end <= now_ns)
+        kernel = sum(max(m, c) for end, m, c, _ in self._steps if end <= now_ns)
         return min(1.0, kernel / span_s), min(1.0, memory / span_s), min(1.0, compute / span_s)
 
     def render(self, now_ns: int, model: str) -> str:
@@ -75,9 +96,10 @@ class GpuModel:
             ("DCGM_FI_DEV_FB_FREE", fb - used),
             ("DCGM_FI_DEV_POWER_USAGE", round(power, 3)),
         )
+        energy_mj = int(self.energy_j(now_ns) * 1e3)
         lines = []
-        for name, value in fields:
-            lines.append(f"# TYPE {name} gauge\n")
+        for name, value in (*fields, (ENERGY_FIELD, energy_mj)):
+            lines.append(f"# TYPE {name} {'counter' if name == ENERGY_FIELD else 'gauge'}\n")
             for gpu in range(self.profile.gpus):
                 labels = f'gpu="{gpu}",UUID="GPU-sim-{gpu}",device="nvidia{gpu}",modelName="{model}"'
                 lines.append(f"{name}{{{labels}}} {value}\n")

@@ -164,3 +164,69 @@ def test_bench_runs_from_a_config_built_without_flags(
     assert [(load.value, load.paused) for load in engine.loads] == [(1, True), (2, False), (2, True)]
     assert [lv.value for lv in read_results(tmp_path / "results.json").levels] == [1.0, 2.0]
     assert capsys.readouterr().err == ""  # quiet: no progress line, no "written to"
+
+
+def test_a_level_started_inside_an_outage_waits_it_out_and_one_that_outlasts_the_bound_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An outage is a span to wait out, not a failing level: the persistent-failure rule (which would end
+    level 2 after 2 failures here) and the --requests goal counted in failures hold off while the server is
+    away; past `guard.OUTAGE_WAIT_S` the run stops, one line, the results kept."""
+    monkeypatch.setattr(bench, "POLL_S", 0.005)
+    monkeypatch.setattr(guard, "PERSISTENT_S", 0.0)
+    monkeypatch.setattr(guard, "PERSISTENT_FAILURES", 2)
+    monkeypatch.setattr(guard, "OUTAGE_WAIT_S", 30.0)
+    factory = Factory(outage_level=2, outage_snapshots=12)  # 3 s of the scripted clock
+    assert _bench(tmp_path, factory, "--quiet") == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # no "level ended early"
+    rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines() if line.startswith("c=")}
+    assert rows["c=2"][0] == "5", rows  # the level ran on to its goal once the server was back
+    res = read_results(tmp_path / "results.json")
+    assert [lv.completed for lv in res.levels] == [5, 5, 5] and len(res.outages) == 1
+
+    monkeypatch.setattr(guard, "OUTAGE_WAIT_S", 2.0)
+    factory = Factory(outage_level=2)  # never back
+    assert _bench(tmp_path, factory, "--quiet") == 1
+    out, err = capsys.readouterr()
+    assert err == (
+        "tokentop: error: the server stopped answering at 00:00 (connect) and has not answered for 0:02: "
+        "run stopped\n"
+    )
+    (engine,) = factory.made
+    assert [load.value for load in engine.loads] == [1, 2]  # level 3 never began
+    res = read_results(tmp_path / "results.json")
+    assert [lv.completed for lv in res.levels] == [5, 0] and res.outages[0].end_s is None
+
+
+class _EngineClock:
+    """bench's `time` on the scripted engine's clock (a quarter second a snapshot), so a timed level and
+    the outages the engine reports are measured on one clock."""
+
+    def __init__(self, factory: Factory) -> None:
+        self.factory = factory
+
+    def monotonic(self) -> float:
+        return self.factory.made[-1]._elapsed_s() if self.factory.made else 0.0
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+
+def test_a_timed_level_started_inside_an_outage_gets_its_duration_of_up_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Level 2 (2 s) begins while the server is away for 5 s: it waits the outage out, then runs its 2 s,
+    rather than ending with nothing measured."""
+    factory = Factory(outage_level=2, outage_snapshots=20)
+    monkeypatch.setattr(bench, "time", _EngineClock(factory))
+    ns = build_parser().parse_args(
+        ["bench", "--url", "http://127.0.0.1:9/v1", "--api-key", "sk-fake-key", "--concurrency", "1,2",
+         "--duration", "2", "--output", str(tmp_path / "results.json"), "--quiet"]
+    )  # fmt: skip
+    assert bench.run(bench_config(ns), engine_factory=factory, probe=_probe) == 0
+    assert capsys.readouterr().err == ""
+    res = read_results(tmp_path / "results.json")
+    assert [lv.completed for lv in res.levels] == [5, 5]  # level 2 measured once the server was back
+    (engine,) = factory.made
+    assert engine._levels[1].steps * 0.25 >= 5.0 + 2.0  # the level's own snapshots: 5 s down, 2 s up

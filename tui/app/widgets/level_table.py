@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 
 from tui import units
 from tui.app.widgets.styles import ComponentStyles
+from tui.engine.aggregate.cost import usd_per_mtok
 from tui.engine.server_metrics.level_figures import LevelFigures, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
@@ -50,6 +51,8 @@ BASE_COLUMN = ("base", "vs base tok/s/TTFT99")
 SLO_COLUMN = ("slo", "SLO met (95% CI) goodput")
 """With an SLO: after tok/s, the share of the window's requests that met it, its Wilson interval, and the
 output tok/s of those requests."""
+COST_COLUMN = ("cost", "$/Mtok")
+"""With ``--cost-per-hour``: after tok/s, the price of a million output tokens at it."""
 CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
 FIXED_COLUMNS = 1
@@ -58,8 +61,8 @@ CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "base", "slo", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv", "ureq",
-                "state", "n", "len", "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "base", "slo", "cost", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv",
+                "ureq", "state", "n", "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
@@ -171,11 +174,13 @@ def level_cells(
     convention: ItlConvention,
     server: Mapping[str, float | None] | None = None,
     base: Mapping[str, Any] | None = None,
+    cost_per_hour: float | None = None,
     *,
     whole_answers: bool = False,
 ) -> dict[str, str]:
     """Pure: the text of each cell of a level's row (``base``: the baseline's level at its load;
-    ``whole_answers``: embeddings, whose throughput is input tok/s and whose length the ISL alone)."""
+    ``cost_per_hour``: its price, USD; ``whole_answers``: embeddings, whose throughput is input tok/s and
+    whose length the ISL alone)."""
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
     if knee is not None and knee.level_id == level.level_id:
         marks += " ◆"
@@ -198,6 +203,7 @@ def level_cells(
         "cache": cache_cell(level),
         "base": base_cell(level, base),
         "slo": slo_cell(level),
+        "cost": units.dollars(usd_per_mtok(cost_per_hour, level.output_tps)),
     }
 
 
@@ -247,6 +253,8 @@ class LevelTable(DataTable[Text]):
         self._followed = -1
         self.baseline: Callable[[LevelView], Mapping[str, Any] | None] | None = None
         """Set before mounting (``--baseline``): the baseline's level for a level, and its column shows."""
+        self.cost_per_hour: float | None = None
+        """Set before mounting (``--cost-per-hour``): the $/Mtok column shows."""
         self._columns = COLUMNS
         """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate); in the
         wide layout only those that fit whole (`fitting`), the small one scrolls sideways instead."""
@@ -282,6 +290,9 @@ class LevelTable(DataTable[Text]):
         if any(lv.slo is not None for lv in levels):  # beside tok/s: goodput is its share that met the SLO
             at = [key for key, _ in every].index("tps") + 1
             every = (*every[:at], SLO_COLUMN, *every[at:])
+        if self.cost_per_hour is not None:  # beside tok/s, the rate it prices
+            at = [key for key, _ in every].index("tps") + 1
+            every = (*every[:at], COST_COLUMN, *every[at:])
         if self.baseline is not None:  # beside tok/s, the figure it compares first
             at = [key for key, _ in every].index("tps") + 1
             every = (*every[:at], BASE_COLUMN, *every[at:])
@@ -294,6 +305,7 @@ class LevelTable(DataTable[Text]):
                 convention,
                 (server or {}).get(lv.level_id),
                 baseline(lv) if baseline is not None else None,
+                self.cost_per_hour,
                 whole_answers=whole_answers,
             )
             for lv in levels

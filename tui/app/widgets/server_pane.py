@@ -190,6 +190,9 @@ def server_content(
             parts.extend([(f"{label:<9}", "$text-muted"), f"p50 {p50}  p99 {p99}\n"])
     if any(e.kind != EXACT for q in view.estimates.values() for e in q.values()):
         parts.append(("<, – : estimate from buckets\n", "$text-muted"))
+    if view.stale_s is not None:
+        parts.append((f"late: /metrics slow, figures up to {view.stale_s:.1f} s old ({view.late} late)\n",
+                      "$text-warning"))  # fmt: skip
     if view.status != OK and view.message:
         parts.append((view.message, "$text-warning"))
     return Content.assemble(*parts).rstrip("\n")

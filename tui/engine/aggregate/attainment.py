@@ -4,18 +4,26 @@ cut ones (cancelled) are counted apart. A ramp reads the interval's lower bound,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import numpy.typing as npt
 
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.run_noise import wilson_interval
-from tui.engine.snapshot import SloView
+from tui.engine.snapshot import LevelView, SloView
 
 FloatArray = npt.NDArray[np.float64]
 
 
 def any_slo(ttft_ms: float | None, tpot_ms: float | None, e2e_ms: float | None) -> bool:
     return ttft_ms is not None or tpot_ms is not None or e2e_ms is not None
+
+
+def capacity_level(levels: Iterable[LevelView], slo_target: float) -> LevelView | None:
+    """The capacity at SLO: the highest load whose attainment's 95 % lower bound meets ``slo_target``."""
+    passed = [lv for lv in levels if lv.slo is not None and lv.slo.low >= slo_target]
+    return max(passed, key=lambda lv: lv.value, default=None)
 
 
 def slo_view(

@@ -109,9 +109,10 @@ class Outages:
 
 
 def without_outages(view: LevelView, outages: tuple[Outage, ...], now_s: float) -> LevelView:
-    """``view`` with the time its window held an outage taken out of its rates, ``down_s`` set and the
-    level not steady; unchanged when its window held none. The latency figures are the successful
-    requests' own and need no change."""
+    """``view`` with the time its window held an outage taken out of its rates (throughput and goodput
+    alike, the SLO's too), ``down_s`` set and the level not steady; unchanged when its window held none.
+    The latency figures are the successful requests' own and need no change; the SLO attainment is a
+    share of the window's requests, the failed ones of the outage among them, and stays so."""
     if not outages or view.window_from_s is None or view.window_to_s is None:
         return view
     lo, hi = view.window_from_s, view.window_to_s
@@ -130,4 +131,9 @@ def without_outages(view: LevelView, outages: tuple[Outage, ...], now_s: float) 
         request_per_s=view.request_per_s * scale,
         total_tps=view.total_tps * scale,
         goodput_per_s=None if view.goodput_per_s is None else view.goodput_per_s * scale,
+        slo=None
+        if view.slo is None
+        else replace(
+            view.slo, goodput_rps=view.slo.goodput_rps * scale, goodput_tps=view.slo.goodput_tps * scale
+        ),
     )

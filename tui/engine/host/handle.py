@@ -307,6 +307,7 @@ class EngineHandle:
                 return
             model = probed.model
             self.core.model = model
+            self._guard.model = model  # resolved: a 404 naming it says the server dropped it
             if picked := probed.note(self.target.model):  # several served, none asked for: say which
                 with self._lock:
                     self._note(f"model {model}: {picked}")

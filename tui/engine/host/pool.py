@@ -86,8 +86,14 @@ class LostNodes:
 
 
 def lost_line(lost: WorkerLost, in_flight: int, workers: int, level_id: int, t0_ns: int) -> str:
-    """The one line a lost node gets."""
+    """The one line a lost node (or a killed local worker) gets."""
     at_s = (lost.at_ns - t0_ns) / 1e9
+    if lost.signal is not None:
+        (worker,) = lost.workers
+        return (
+            f"engine worker {worker} (of {workers}) killed by {lost.signal} at {at_s:.1f} s (the kernel's "
+            f"OOM killer, or kill -9): {in_flight} in flight lost; level {level_id} ends there"
+        )
     return (
         f"node {lost.node} lost at {at_s:.1f} s: {len(lost.workers)} of {workers} workers, "
         f"{in_flight} in flight not counted; level {level_id} ends there"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,8 +25,18 @@ from tui.engine.wire import Batch, Goodbye, WorkerFailed, WorkerLost, WorkerMess
 
 REFRESH_POLL_S = 0.1
 """The reader thread wakes at least this often, to refresh the store's costly views when due."""
+EXIT_CODE_WAIT_S = 0.5
+"""How long a worker whose pipe closed is given to be reaped, so its exit code (a signal) is known."""
 LEVEL_VIEWS_WAIT_S = 0.5
 """After a level change, `await_views` waits at most this long for the reader to publish the new views."""
+
+
+def signal_name(number: int) -> str:
+    """ "SIGKILL" for 9; "signal 64" for a number with no name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class Reader:
@@ -96,6 +107,14 @@ class Reader:
                 self.owns_views = False
                 self.published.notify_all()
 
+    def _exit_code(self, i: int) -> int | None:
+        """Worker i's exit code, waiting a moment for it: its pipe closes as it dies, a little before the
+        process can be reaped."""
+        deadline = time.monotonic() + EXIT_CODE_WAIT_S
+        while (code := self._exitcode(i)) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return code
+
     def _read_batches(self, conns: Sequence[Connection], store: Store) -> None:
         open_conns = {id(c): i for i, c in enumerate(conns)}
         pending = list(conns)
@@ -122,7 +141,13 @@ class Reader:
                 except (EOFError, OSError):
                     pending.remove(conn)
                     i = open_conns[id(conn)]
-                    self._on_lost(f"engine worker {i} exited unexpectedly (exit code {self._exitcode(i)})")
+                    code = self._exit_code(i)
+                    if code is not None and code < 0 and self._on_worker_lost is not None:
+                        # killed (the OOM killer, kill -9): lost like a node, its in-flight requests with it
+                        at_ns = time.perf_counter_ns()
+                        self._on_worker_lost(i, WorkerLost(f"worker {i}", at_ns, (i,), signal_name(-code)))
+                    else:
+                        self._on_lost(f"engine worker {i} exited unexpectedly (exit code {code})")
                     continue
                 msg: WorkerMessage = pickle.loads(raw)
                 silent.discard(id(conn))

@@ -47,7 +47,9 @@ class Workers:
         cannot be placed."""
         self.count = max(1, workers)
         self._seed = seed
-        self._on_node_loss = options.placement.on_node_loss if options.placement is not None else "stop"
+        self._on_node_loss = (
+            options.placement.on_node_loss if options.placement is not None else options.on_worker_loss
+        )
         self._note = on_notice
         self._begin_level = begin_level
         self._end_level = end_level

@@ -13,11 +13,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tui import __version__
+from tui.engine.aggregate.attainment import capacity_level
+from tui.engine.aggregate.cost import input_tokens_per_s, joules_per_token, tokens_per_joule, usd_per_mtok
 from tui.engine.aggregate.levels import MIN_STEADY_REQUESTS, MIN_WINDOW_S
 from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.redact import display_url
 from tui.engine.results import model as rm
+from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.definitions import DEFINITIONS
 from tui.engine.results.level_server import level_server
 from tui.engine.results.population import population
@@ -133,9 +136,16 @@ def histograms_of(raw: Mapping[str, Mapping[str, Any]]) -> rm.Histograms:
     return rm.Histograms(ttft=one("ttft"), e2el=one("e2el"), itl=one("itl"))
 
 
-def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: ServerSummary | None) -> rm.Level:
-    """One level in vLLM's vocabulary (plus tokentop's keys)."""
+def level_of(
+    lv: LevelView,
+    extra: LevelExtras,
+    load: LoadTarget,
+    server: ServerSummary | None,
+    cost_per_hour: float | None = None,
+) -> rm.Level:
+    """One level in vLLM's vocabulary (plus tokentop's keys); ``cost_per_hour``: its prices (USD)."""
     rate, trace = lv.mode == "rate", lv.mode == "trace"
+    figures = None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv, extra)
     return rm.Level(
         level_id=lv.level_id,
         mode=lv.mode,
@@ -153,7 +163,9 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         output_throughput=_num(lv.output_tps),
         total_token_throughput=_num(lv.total_tps),
         request_goodput=_num(lv.goodput_per_s),
-        slo=None if lv.slo is None else slo_of(lv.slo),
+        slo=None if lv.slo is None else slo_of(lv.slo, cost_per_hour),
+        usd_per_mtok_output=usd_per_mtok(cost_per_hour, _num(lv.output_tps)),
+        usd_per_mtok_input=usd_per_mtok(cost_per_hour, input_tokens_per_s(lv.input_tokens, lv.window_s)),
         ttft=stats_of(lv.ttft),
         tpot=stats_of(lv.tpot),
         itl=stats_of(lv.itl_chunk),
@@ -192,9 +204,7 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
         coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
         max_concurrent_requests=extra.max_concurrent_requests,
-        server=None
-        if server is None
-        else level_server(_with_client_ttft(server.levels.get(lv.level_id), lv, extra)),
+        server=None if server is None else level_server(_with_energy(figures, lv)),
         scraped=server is not None,
         histograms=extra.histograms,
         measured_over=lv.measured_over,
@@ -208,7 +218,7 @@ def _any_slo(o: EngineOptions) -> bool:
     return any(x is not None for x in (o.slo_ttft_ms, o.slo_tpot_ms, o.slo_e2e_ms))
 
 
-def slo_of(s: SloView) -> rm.LevelSlo:
+def slo_of(s: SloView, cost_per_hour: float | None = None) -> rm.LevelSlo:
     return rm.LevelSlo(
         attainment=_num(s.attainment),
         attainment_low=s.low,
@@ -218,6 +228,7 @@ def slo_of(s: SloView) -> rm.LevelSlo:
         cut=s.cut,
         request_goodput=_num(s.goodput_rps),
         output_goodput=_num(s.goodput_tps),
+        usd_per_mtok_goodput=usd_per_mtok(cost_per_hour, _num(s.goodput_tps)),
     )
 
 
@@ -242,6 +253,34 @@ def _with_client_ttft(
     else:
         out["ttft_parts"] = with_client(out["ttft_parts"], _num(lv.ttft.mean))
     return out
+
+
+def _with_energy(figures: dict[str, Any] | None, lv: LevelView) -> dict[str, Any] | None:
+    """A level's server figures with its GPU energy per output token (`tui.engine.aggregate.cost`): the
+    energy counter's increase over the seconds between its readings, over the level's output tokens/s."""
+    gpu = (figures or {}).get("gpu") or {}
+    if figures is None or gpu.get("energy_j") is None:
+        return figures
+    energy, span, tps = gpu["energy_j"], gpu.get("energy_s"), _num(lv.output_tps)
+    per_token = {
+        "joules_per_output_token": joules_per_token(energy, span, tps),
+        "output_tokens_per_joule": tokens_per_joule(energy, span, tps),
+    }
+    return {**figures, "gpu": {**gpu, **per_token}}
+
+
+def cost_at_slo(
+    views: Sequence[LevelView], levels: Sequence[rm.Level], options: EngineOptions
+) -> CostAtSlo | None:
+    """With a price and an SLO: the capacity level's price of a million output tokens that met the SLO."""
+    if options.cost_per_hour is None or not _any_slo(options):
+        return None
+    best = capacity_level(views, options.slo_target)
+    if best is None:
+        return CostAtSlo(level_id=None)
+    level = next(lv for lv in levels if lv.level_id == best.level_id)
+    usd = None if level.slo is None else level.slo.usd_per_mtok_goodput
+    return CostAtSlo(level_id=best.level_id, value=best.value, usd_per_mtok_goodput=usd)
 
 
 def knee_of(knee: Knee | None) -> rm.Knee | None:
@@ -290,7 +329,7 @@ def build_results(
     server's own /metrics said, per level and overall (None: not scraped)."""
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
-    levels = tuple(level_of(lv, extra, load, server) for lv, extra in views)
+    levels = tuple(level_of(lv, extra, load, server, options.cost_per_hour) for lv, extra in views)
     outputs = info.endpoint != "embeddings"
     if not outputs:  # an embedding has no output: its output figures are not 0 but undefined
         knee = None
@@ -332,6 +371,7 @@ def build_results(
             min_steady_requests=MIN_STEADY_REQUESTS,
             workload=info.workload_record,
             isl_probe=info.isl_probe,
+            cost_per_hour=options.cost_per_hour,
         ),
         definitions=DEFINITIONS,
         levels=levels,
@@ -342,6 +382,7 @@ def build_results(
             rule=KNEE_RULE.format(tol=KNEE_TOLERANCE),
         ),
         ramp=None if ramp is None else ramp_of(ramp),
+        cost_at_slo=cost_at_slo([lv for lv, _ in views], levels, options),
         client=rm.Client(
             workers=info.workers,
             stream_transport=info.stream_transport,

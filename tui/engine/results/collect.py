@@ -55,6 +55,8 @@ def server_summary(view: ServerView, per_level: dict[int, dict[str, Any]]) -> Se
         "restarts": view.resets,
         "canary_rate": view.canary.rate if view.canary is not None else None,
     }
+    if view.late:  # a slow /metrics (`tui.engine.server_metrics.poller`): only then, older files unchanged
+        run["late_scrapes"] = view.late
     return ServerSummary(run=run, levels=dict(per_level))
 
 

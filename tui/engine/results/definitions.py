@@ -27,8 +27,9 @@ DEFINITIONS: dict[str, str] = {
     "request_goodput) are null, never 0 or an extrapolation",
     "outages": "spans the server did not answer (start_s, end_s, cause): after it had answered once, every "
     "request refused, reset or answered 502/503 for over a second, until the first answer byte after",
-    "server_down_s": "seconds of the level's window inside an outage: the rates are over the rest of it, "
-    "and the level is not steady",
+    "server_down_s": "seconds of the level's window inside an outage: the rates (throughput and goodput, "
+    "slo's too) are over the rest of it, the SLO attainment still counts the window's failed requests "
+    "(the outage's among them) against, and the level is not steady",
     "completed": "successful requests sent in the window (the population of the latency stats)",
     "failed": "failed requests sent in the window",
     "output_throughput": "output tokens arriving in the window / duration; over requests (measured_over), "
@@ -52,6 +53,14 @@ DEFINITIONS: dict[str, str] = {
     "attainment_high its Wilson 95 % interval; cut: the level's cancelled requests, in no share; "
     "request_goodput and output_goodput: requests/s and output tokens/s of the met ones over the window",
     "slo_target": "the attainment the auto ramp's capacity at SLO needs from its 95 % lower bound",
+    "usd_per_mtok_output": "with --cost-per-hour: cost_per_hour / 3600 / output_throughput * 1e6, dollars "
+    "per million output tokens; usd_per_mtok_input the same over total_input_tokens / duration (the "
+    "whole price on each kind: they do not add); slo.usd_per_mtok_goodput over output_goodput",
+    "cost_at_slo": "with --cost-per-hour and an SLO: the capacity at SLO (the highest load whose "
+    "attainment's 95 % lower bound met slo_target) and its slo.usd_per_mtok_goodput",
+    "joules_per_output_token": "server.gpu: the GPUs' energy counter's increase between the first and last "
+    "scrape inside the window (energy_j) over the seconds between them (energy_s), over output_throughput; "
+    "output_tokens_per_joule is its inverse",
     "interrupted": "the run was cut short (interrupted_by: quit, SIGINT, SIGTERM, ...); its last level ends "
     "where the run stopped, under the window rule above",
     "tokens_per_chunk": "output tokens / content chunks, mean over requests (>1 with speculative decoding)",
@@ -84,7 +93,8 @@ DEFINITIONS: dict[str, str] = {
     "has none): gauges time-averaged (running_mean, waiting_mean, kv_usage_mean), counters as rates, its "
     "latency histograms from bucket deltas (ms): mean exact, each pNN a number only where its bucket is "
     "narrow, else null with buckets.pNN = {kind: bound|range|above, low, high} (estimate from buckets); "
-    "restarts: times its counters went back; null when not scraped",
+    "restarts: times its counters went back; null when not scraped; late_scrapes (the run's, when any): "
+    "scrapes that took over a second or timed out after the server had answered, their figures older",
     "max_output_tokens_per_s": "as vLLM: the most output tokens arriving in one whole second of the level's "
     "window (the window cut into seconds from its start), tokens/s; absent when the window is shorter than a "
     "second",

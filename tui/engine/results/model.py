@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from tui.engine.results.codec import key
+from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.level_server import LevelServer
 
 Mode = Literal["concurrency", "rate", "trace"]
@@ -95,6 +96,7 @@ class LevelSlo:
     cut: int = 0
     request_goodput: float | None = None
     output_goodput: float | None = None
+    usd_per_mtok_goodput: float | None = field(default=None, metadata=key(omit_none=True))
 
 
 def _is_rate(level: Level) -> bool:
@@ -162,6 +164,9 @@ class Level:
     total_token_throughput: float | None
     request_goodput: float | None = field(default=None, metadata=key(omit_none=True))
     slo: LevelSlo | None = field(default=None, metadata=key(omit_none=True))
+    usd_per_mtok_output: float | None = field(default=None, metadata=key(omit_none=True))
+    """With ``--cost-per-hour``: ``cost_per_hour / 3600 / output_throughput * 1e6`` (`aggregate.cost`)."""
+    usd_per_mtok_input: float | None = field(default=None, metadata=key(omit_none=True))
     ttft: Stats = field(metadata=key(flat="ttft"))
     tpot: Stats = field(metadata=key(flat="tpot"))
     itl: Stats = field(metadata=key(flat="itl"))
@@ -313,6 +318,7 @@ class Config:
     isl_probe: IslProbe | None = None
     placement: dict[str, Any] | None = field(default=None, metadata=key(omit_none=True))
     """With ``--ray``: the cluster's address, workers per node and what a lost node does."""
+    cost_per_hour: float | None = field(default=None, metadata=key(omit_none=True))
     extra: dict[str, Any] = field(default_factory=dict, metadata=key(extra=True))
 
 
@@ -440,6 +446,7 @@ class Results:
     saturation: Saturation
     ramp: Ramp | None = field(default=None, metadata=key(omit_none=True))
     """The auto ramp's verdict when one stopped by itself in the run (the latest); absent otherwise."""
+    cost_at_slo: CostAtSlo | None = field(default=None, metadata=key(omit_none=True))
     client: Client = field(default_factory=Client)
     totals: Totals
     fatal: str | None = None

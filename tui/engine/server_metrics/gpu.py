@@ -14,6 +14,11 @@ come from the same code as the server's own gauges.
 | `fb_used_mib` | `DCGM_FI_DEV_FB_USED` | framebuffer used, MiB |
 | `fb_free_mib` | `DCGM_FI_DEV_FB_FREE` | framebuffer free, MiB |
 | `power_w` | `DCGM_FI_DEV_POWER_USAGE` | board power, W |
+| `energy_j` | `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` | a counter: energy since the driver loaded, J (mJ) |
+
+A level's energy (`energy_record`) is the counter's increase between the first and last reading inside its
+window, over the seconds between them: their quotient is the GPUs' mean power, exact where a sampled power
+gauge is not.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tui.engine.server_metrics.parse import Family
+from tui.engine.server_metrics.window import Point, counter_increase
 
 FIELDS: dict[str, tuple[str, float, bool]] = {
     "gpu_util": ("DCGM_FI_DEV_GPU_UTIL", 0.01, False),
@@ -34,7 +40,9 @@ FIELDS: dict[str, tuple[str, float, bool]] = {
 }
 """Signal -> (DCGM field, scale to our unit, summed over GPUs (else averaged))."""
 GPU_SIGNALS = tuple(FIELDS)
-FAMILIES = frozenset(name for name, _, _ in FIELDS.values())
+ENERGY, ENERGY_FIELD = "energy_j", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+"""The energy counter's signal (J, summed over GPUs) and its DCGM field (mJ)."""
+FAMILIES = frozenset([*(name for name, _, _ in FIELDS.values()), ENERGY_FIELD])
 """The family names a scrape must parse for the GPU."""
 DEFAULT_PORT = 9400
 """dcgm-exporter's port."""
@@ -59,7 +67,28 @@ def gpu_gauges(families: Mapping[str, Family]) -> dict[str, float]:
             out[f"{signal}@{gpu}"] = value
         all_gpus = sum(per_gpu.values())
         out[signal] = all_gpus if summed else all_gpus / len(per_gpu)
+    energy = families.get(ENERGY_FIELD)
+    per_gpu_j = {
+        dict(s.labels).get("gpu", "0"): s.value / 1e3
+        for s in (energy.samples if energy is not None else ())
+        if s.name.removesuffix("_total") == ENERGY_FIELD and math.isfinite(s.value)  # the parser adds it
+    }
+    if per_gpu_j:
+        out.update({f"{ENERGY}@{gpu}": j for gpu, j in per_gpu_j.items()})
+        out[ENERGY] = sum(per_gpu_j.values())
     return out
+
+
+def energy_record(points: list[Point]) -> dict[str, float | None]:
+    """``energy_j``: the energy counter's increase over ``points`` (the readings inside a window, a restart
+    counted from zero), and ``energy_s``, the seconds between the first and the last; None with fewer than
+    two."""
+    if len(points) < 2 or points[-1][0] <= points[0][0]:
+        return {"energy_j": None, "energy_s": None}
+    return {
+        "energy_j": counter_increase([v for _, v in points]),
+        "energy_s": (points[-1][0] - points[0][0]) / 1e9,
+    }
 
 
 def gpu_ids(gauges: Mapping[str, float]) -> list[str]:

@@ -4,7 +4,8 @@
 each scrape of the server, on the poller's thread and client. `--gpu-metrics nvml` reads the GPUs of this
 host through NVML (`nvidia-ml-py`, the optional extra `tokentop[nvml]`): only useful when tokentop runs on
 the server's own host. NVML has no SM-active figure (that needs DCGM's profiling counters), and its memory
-utilisation (share of time memory was read or written) stands in for DRAM active.
+utilisation (share of time memory was read or written) stands in for DRAM active. Its total energy (mJ
+since the driver loaded, Volta and later) is DCGM's energy counter.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from tui.engine.server_metrics.gpu import DEFAULT_PORT, FAMILIES, gpu_gauges
+from tui.engine.server_metrics.gpu import DEFAULT_PORT, ENERGY, FAMILIES, gpu_gauges
 from tui.engine.server_metrics.parse import NotPrometheusError, parse_text
 
 NVML = "nvml"
@@ -90,6 +91,9 @@ class NvmlSource:
             out[f"fb_used_mib@{i}"] = memory.used / 2**20
             out[f"fb_free_mib@{i}"] = memory.free / 2**20
             out[f"power_w@{i}"] = nvml.nvmlDeviceGetPowerUsage(handle) / 1e3
+            energy = self._energy_j(handle)
+            if energy is not None:
+                out[f"{ENERGY}@{i}"] = energy
         n = len(self._handles)
         if n:
             for signal, summed in (
@@ -101,7 +105,16 @@ class NvmlSource:
             ):
                 total = sum(out[f"{signal}@{i}"] for i in range(n))
                 out[signal] = total if summed else total / n
+            if all(f"{ENERGY}@{i}" in out for i in range(n)):
+                out[ENERGY] = sum(out[f"{ENERGY}@{i}"] for i in range(n))
         return out
+
+    def _energy_j(self, handle: Any) -> float | None:
+        """The GPU's total energy in J, or None where NVML has none (a GPU before Volta)."""
+        try:
+            return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1e3
+        except Exception:  # NVMLError_NotSupported, or a stand-in without it
+            return None
 
 
 def nvml_source() -> NvmlSource:

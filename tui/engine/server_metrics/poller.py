@@ -11,6 +11,12 @@ says so in one line with the hint that fits the server (its kind guessed from `/
 `on_notice` is called with that line once, and the poller backs off (doubling up to `max_backoff_s`) rather
 than hammering a server that has no metrics; it resumes the normal pace as soon as a scrape succeeds.
 
+A `/metrics` that answers in seconds (a busy server renders it on its own event loop) is late, not gone:
+a scrape longer than `late_s` is published with `stale_s` set (its figures are as of some instant within
+that time) and counted in `late`, said once; a scrape that times out doubles the next one's timeout (up to
+`MAX_TIMEOUT_S`), so a slow `/metrics` is still read. The load never waits on it: the poller is its own
+thread in the face's process.
+
     poller = ServerMetricsPoller("http://127.0.0.1:8000/v1").start()
     view = poller.latest()      # ServerView: view.current["running"], view.level_summary(t0_ns, t1_ns)
     poller.stop()
@@ -53,6 +59,12 @@ from tui.engine.server_metrics.view import (
     with_areas,
 )
 
+MAX_TIMEOUT_S = 8.0
+"""The longest a scrape's timeout grows to after timeouts (`stop` waits up to 5 s for a scrape in flight,
+then leaves the daemon thread to end on its own)."""
+LATE = "late"
+"""The notice key of a slow /metrics."""
+
 
 def metrics_url_for(base_url: str) -> str:
     """`http://host:port/v1` -> `http://host:port/metrics`: the path beside `/v1`, as vLLM, SGLang,
@@ -90,6 +102,7 @@ class ServerMetricsPoller:
         log: IO[bytes] | None = None,
         gpu: GpuSource | None = None,
         on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
+        late_s: float = 1.0,
     ) -> None:
         """`base_url`: the OpenAI base (`.../v1`); `metrics_url` overrides where to scrape. `window_s`: the
         live view's window for rates and quantiles. `history`: readings kept (600 at 1 Hz = 10 minutes).
@@ -103,6 +116,11 @@ class ServerMetricsPoller:
         self.url = metrics_url or metrics_url_for(base_url)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
+        self.scrape_timeout_s = timeout_s
+        """The next scrape's timeout: `timeout_s`, doubled after each timeout up to `MAX_TIMEOUT_S`."""
+        self.late_s = late_s
+        self._timed_out_late = False
+        """The last scrape timed out after the server had answered (late, not gone)."""
         self.max_backoff_s = max(max_backoff_s, interval_s)
         self._headers = dict(headers or {})
         self._on_notice = on_notice
@@ -167,10 +185,11 @@ class ServerMetricsPoller:
                     # The next tick of the grid after now: a slow scrape skips ticks instead of bunching.
                     ticks = int((now - grid_t0) / self.interval_s) + 1
                     delay_s = grid_t0 + ticks * self.interval_s - now
-                elif self._gone():
+                elif self._gone() or self._timed_out_late:
                     # a server that answered before and now refuses is most likely restarting: the first
                     # scrape after it must come before its counters climb back past the old ones, or the
-                    # restart goes unseen (and a refused connection costs the server nothing)
+                    # restart goes unseen (and a refused connection costs the server nothing); a late one
+                    # is asked again at the usual pace (its own timeout spaces the attempts)
                     backoff_s = delay_s = self.interval_s
                 else:
                     backoff_s = min(backoff_s * 2, self.max_backoff_s)
@@ -180,8 +199,9 @@ class ServerMetricsPoller:
     def scrape_once(self, client: httpx.Client) -> bool:
         """One scrape: request, parse, publish. True when it produced a reading. Never raises."""
         sent_ns = time.perf_counter_ns()
+        self._timed_out_late = False
         try:
-            response = client.get(self.url)
+            response = client.get(self.url, timeout=self.scrape_timeout_s)
             got_ns = time.perf_counter_ns()
             if response.status_code != 200:
                 self._fail(client, MISSING, f"GET {self.url} answered {response.status_code}")
@@ -190,6 +210,9 @@ class ServerMetricsPoller:
             kind, families = self._parse(text)
         except NotPrometheusError as exc:
             self._fail(client, MISSING, f"GET {self.url}: {exc}")
+            return False
+        except httpx.TimeoutException as exc:
+            self._timed_out(client, exc)
             return False
         except httpx.HTTPError as exc:
             what, hint = unreachable(exc)
@@ -204,10 +227,51 @@ class ServerMetricsPoller:
         if self._on_scrape is not None:
             self._on_scrape(t_ns, text, gpu)
         self._publish(kind, families, t_ns, gpu)
+        took_s = (got_ns - sent_ns) / 1e9
+        if took_s > self.late_s:
+            self._late(took_s)
         if kind == LLAMACPP:
             self._view = replace(self._view, slots=self._read_slots(client))
         self._write_log(self._view, t_ns)
         return True
+
+    def _late(self, took_s: float) -> None:
+        """The scrape just published took ``took_s``: its figures are of some instant in it, not now."""
+        self._view = replace(self._view, late=self._view.late + 1, stale_s=took_s)
+        self._say(
+            LATE,
+            f"server metrics: GET {self.url} took {took_s:.1f} s: scrapes are late, their figures up to "
+            "that old (the load's timing is untouched)",
+        )
+
+    def _timed_out(self, client: httpx.Client, exc: httpx.TimeoutException) -> None:
+        """No answer within the scrape's timeout: the next one waits twice as long (a /metrics that answers
+        in seconds is still read). After the server had answered, it is late, not gone."""
+        waited_s = self.scrape_timeout_s
+        self.scrape_timeout_s = min(max(self.timeout_s, MAX_TIMEOUT_S), waited_s * 2)
+        if self._view.scrapes == 0:
+            what, hint = unreachable(exc)
+            self._fail(client, UNREACHABLE, f"GET {self.url} failed ({what})", hint=hint)
+            return
+        self._timed_out_late = True
+        self._write_log_failure(LATE, f"GET {self.url}: no answer in {waited_s:.1f} s")
+        old = self._view
+        age_s = (time.perf_counter_ns() - old.readings[-1].t_ns) / 1e9 if old.readings else None
+        self._view = replace(old, late=old.late + 1, stale_s=age_s, failures=old.failures + 1)
+        self._say(
+            LATE,
+            f"server metrics: GET {self.url} gave no answer in {waited_s:.1f} s: /metrics is slow; the "
+            f"next scrapes wait up to {self.scrape_timeout_s:.1f} s (the load's timing is untouched)",
+        )
+
+    def _say(self, key: str, message: str) -> None:
+        """``on_notice`` once per ``key``, the key masked out."""
+        for value in self._headers.values():
+            message = mask_secret(message, value.removeprefix("Bearer "))
+        if key not in self._noticed:
+            self._noticed.add(key)
+            if self._on_notice is not None:
+                self._on_notice(message)
 
     @staticmethod
     def _parse(text: str) -> tuple[str, Any]:

@@ -16,7 +16,7 @@ from itertools import pairwise
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from tui.engine.server_metrics.gpu import gpu_gauges, gpu_record
+from tui.engine.server_metrics.gpu import ENERGY, energy_record, gpu_gauges, gpu_record
 from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, MAPS, RATES, UNKNOWN, ServerMap
 from tui.engine.server_metrics.parse import Buckets, Family, histogram, label_values, total
 from tui.engine.server_metrics.parts import estimates, histogram_record, ttft_parts
@@ -304,6 +304,11 @@ class ServerView:
     """When the last restart was seen (the first scrape after it)."""
     canary: CanaryFigures | None = None
     """The canary user's figures, set by the engine that runs one (None: no canary)."""
+    late: int = 0
+    """Scrapes that took longer than the poller's ``late_s`` (or timed out after the server had answered)."""
+    stale_s: float | None = None
+    """When the last scrape was late, how old its figures may be (how long it took; after a timeout, the
+    age of the last reading); None when fresh."""
 
     @property
     def found(self) -> tuple[str, ...]:
@@ -370,6 +375,8 @@ class ServerView:
             summary["ttft_parts"]["between_ns"] = (inside[0].t_ns, inside[-1].t_ns)
         last_gauges = self.readings[-1].gauges if self.readings else {}
         summary["gpu"] = gpu_record(lambda s: gauge_mean(self.readings, s, t_from_ns, t_to_ns), last_gauges)
+        if summary["gpu"] is not None and ENERGY in last_gauges:
+            summary["gpu"].update(energy_record(_gauge_points(tuple(inside), ENERGY)))
         summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
         return summary
 
@@ -408,4 +415,5 @@ def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: 
         parts=ttft_parts(hists) if server_map is not None else None,
         resets=base.resets,
         reset_t_ns=base.reset_t_ns,
+        late=base.late,
     )

@@ -4,8 +4,10 @@ looped, and dealt out over the workers.
 Every worker reads the whole file and keeps every W-th valid request (worker i the i-th, W+i-th, ...), so
 the workers together send each request once with no coordination beyond the file itself. A bad line (a
 missing or non-numeric field, a negative or zero length, a timestamp before the line before's) is skipped,
-never sent: worker 0 says so in one notice naming the file and line (the first `MAX_LINE_NOTICES` of
-them, then a count).
+never sent: worker 0 says so in one notice naming the file and the first `MAX_LINE_NOTICES` bad lines (the
+first one's reason), once it has met that many or the pass ended, and in one more with the count at the end
+of the pass if there were more. A trace of millions of lines with bad ones spread through it costs two
+lines and no memory beyond the line being read.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from tui.engine.traces.burstgpt import BurstGptReader, OtherModel
 from tui.engine.traces.mooncake import MooncakeReader
 from tui.engine.traces.protocol import FORMATS, LineReader, TraceError, TraceFormat, TraceRequest
 
-MAX_LINE_NOTICES = 10
-"""Bad lines named one by one; the rest are counted at the end of the pass."""
+MAX_LINE_NOTICES = 5
+"""Bad lines named in the one notice; the rest are counted at the end of the pass."""
 
 
 def sniff_format(path: str, first_line: str) -> TraceFormat:
@@ -135,6 +137,8 @@ class TraceFeed:
         self._notice = notice if worker == 0 else None
         self.bad_lines = 0
         """Lines skipped as invalid in the first pass."""
+        self._named: list[tuple[int, str]] = []
+        """The first bad lines (number, reason), until said."""
         self.passes = 0
         """Passes over the file begun."""
 
@@ -163,8 +167,10 @@ class TraceFeed:
                     yield TraceRequest(req.at_ns - first_ns + offset_ns, req.input_tokens, req.output_tokens,
                                        req.hash_ids, req.session_id, number)  # fmt: skip
                 k += 1
-            if self.passes == 1 and self._notice is not None and self.bad_lines > MAX_LINE_NOTICES:
-                self._notice(f"{cfg.path}: {self.bad_lines} bad lines skipped in all")
+            if self.passes == 1:
+                self._say_bad()
+                if self._notice is not None and self.bad_lines > MAX_LINE_NOTICES:
+                    self._notice(f"{cfg.path}: {self.bad_lines} bad lines skipped in all")
             if not cfg.loop or first_ns is None:
                 return
             span = last_ns - first_ns
@@ -208,5 +214,17 @@ class TraceFeed:
         if self.passes > 1:
             return
         self.bad_lines += 1
-        if self._notice is not None and self.bad_lines <= MAX_LINE_NOTICES:
-            self._notice(f"{self.config.path}:{number}: {reason}; line skipped, nothing sent for it")
+        if self.bad_lines <= MAX_LINE_NOTICES:
+            self._named.append((number, reason))
+            if self.bad_lines == MAX_LINE_NOTICES:
+                self._say_bad()
+
+    def _say_bad(self) -> None:
+        """The one notice naming the first bad lines (the first one's reason), if any are waiting."""
+        named, self._named = self._named, []
+        if not named or self._notice is None:
+            return
+        (first, reason), rest = named[0], [n for n, _ in named[1:]]
+        also = f"; also line{'s' if len(rest) > 1 else ''} {', '.join(map(str, rest))}" if rest else ""
+        more = " (more are counted at the end of the pass)" if len(named) == MAX_LINE_NOTICES else ""
+        self._notice(f"{self.config.path}:{first}: {reason}; line skipped, nothing sent for it{also}{more}")
