@@ -366,7 +366,7 @@ async def test_a_configuration_error_says_so_and_stops_every_request(
     assert reason in banner and "check --" in banner, banner
     if "404" in reason:  # the banner names what was asked for, and which flags to check
         assert f"{served.url}/chat/completions" in banner and "model fault-model" in banner, banner
-        assert "check --url, --endpoint and --model" in banner, banner
+        assert "check --url, --api, --endpoint and --model" in banner, banner
     assert took_s < STARTED_WITHIN_S
     assert served.posts() == hits and 3 <= hits <= 3 + 2 * USERS, (hits, served.posts())
     assert "■ stopped" in status and "concurrency 6" in status, status

@@ -92,6 +92,11 @@ def _ns(*argv: str) -> argparse.Namespace:
         (["--url", "http://h:8000/gw/", "--endpoint", "/chat?x=1"], "http://h:8000/gw/chat?x=1"),
         (["--url", "http://h:8000", "--endpoint", "/v1/completions", "--endpoint-type", "completions"],
          "http://h:8000/v1/completions"),
+        (["--url", "http://h:8000", "--api", "responses"], "http://h:8000/v1/responses"),
+        (["--url", "http://h:8000/v1", "--api", "messages"], "http://h:8000/v1/messages"),
+        (["--url", "http://h:8000", "--api", "embeddings"], "http://h:8000/v1/embeddings"),
+        (["--url", "http://h:8000", "--api", "messages", "--endpoint", "/anthropic/v1/messages"],
+         "http://h:8000/anthropic/v1/messages"),
     ],
 )  # fmt: skip
 def test_request_urls(argv: list[str], url: str) -> None:
@@ -105,8 +110,20 @@ def test_a_path_without_a_url_is_refused_before_the_demo_starts(monkeypatch: pyt
 
 
 def test_contradicting_flavours_are_one_line() -> None:
-    with pytest.raises(UsageError, match="--endpoint chat and --endpoint-type completions contradict"):
+    with pytest.raises(UsageError, match="--endpoint chat and --api completions contradict"):
         target_from_args(_ns("--url", "http://h:1", "--endpoint", "chat", "--endpoint-type", "completions"))
+    with pytest.raises(UsageError, match="--endpoint completions and --api messages contradict"):
+        target_from_args(_ns("--url", "http://h:1", "--endpoint", "completions", "--api", "messages"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "api"),
+    [([], "chat"), (["--endpoint", "completions"], "completions"),
+     (["--endpoint-type", "responses"], "responses"), (["--api", "embeddings"], "embeddings"),
+     (["--api", "completions", "--endpoint", "completions"], "completions")],
+)  # fmt: skip
+def test_the_api_and_its_older_spellings(argv: list[str], api: str) -> None:
+    assert target_from_args(_ns("--url", "http://h:1", *argv)).endpoint == api
 
 
 @pytest.mark.parametrize("value", ["api/v2/chat", "http://h/api", "/a b"])

@@ -118,6 +118,8 @@ class Conn:
                     pending += data
                     while b"\n\n" in pending:
                         event, _, pending = pending.partition(b"\n\n")
+                        if event.startswith(b"event: "):  # a named event (Responses, Messages)
+                            event = event.partition(b"\n")[2]
                         if event.startswith(b"data: "):
                             reply.events.append((now, event[6:]))
             else:

@@ -135,3 +135,24 @@ def test_joules_per_token_is_a_column_once_some_level_has_one() -> None:
     assert "out tok/s  $/Mtok out  J/tok  TTFT p50" in header
     assert [row.split()[8] for row in rows] == ["2.1"] + ["-"] * (len(rows) - 1)
     assert "J/tok" not in format_table(levels, joules={})
+
+
+def test_an_embeddings_run_has_its_own_columns_in_bench_and_the_app() -> None:
+    from tui.app.widgets.level_table import WHOLE_ANSWER_COLUMNS, level_cells
+    from tui.bench.table import summary
+
+    levels = tuple(
+        replace(lv, output_tps=0.0, mean_isl=32.0, mean_osl=0.0, total_tps=5000.0) for lv in frozen.LEVELS
+    )
+    text = summary(frozen.snapshot(levels=levels, endpoint="embeddings"))
+    header, rows = _header_and_rows(text)
+    assert header.split() == [
+        "level", "done", "fail", "ISL", "req/s", "in", "tok/s", "lat", "p50", "lat", "p90", "lat", "p99",
+        "±", "lag", "steady",
+    ]  # fmt: skip
+    assert rows[0].split()[3:6:2] == ["32.0", "5,000"]  # ISL; input tok/s: the total less the (no) output
+    assert "knee" not in text and "OSL" not in text
+    assert "OSL" in summary(frozen.snapshot(levels=levels))  # a streamed API's table keeps its columns
+    cells = level_cells(levels[0], 1, None, "chunk", whole_answers=True)
+    assert (cells["tps"], cells["len"]) == ("5,000.0", "32")
+    assert "ttft" not in dict(WHOLE_ANSWER_COLUMNS) and "itl" not in dict(WHOLE_ANSWER_COLUMNS)

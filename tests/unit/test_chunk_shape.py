@@ -14,9 +14,9 @@ import pytest
 import tui.engine.stream.protocol_request as protocol_request
 from tui.engine.records import RequestRecord
 from tui.engine.stream.chunk_shape import learn_shape
-from tui.engine.stream.failures import Failure, handle_event
+from tui.engine.stream.failures import EventApplier, Failure, handle_event
 from tui.engine.stream.h1 import Connection, ConnectionPool
-from tui.engine.stream.openai import StreamAccumulator
+from tui.engine.stream.openai import StreamAccumulator, apply_chunk
 from tui.engine.stream.protocol_request import _Exchange
 from tui.engine.stream.sse import DEFAULT_MAX_LINE_BYTES, SSEDecoder, SSEDecoderError
 
@@ -54,6 +54,8 @@ class _Session:
     def __init__(self) -> None:
         self.fixed_osl_fields = False
         self.notice: Callable[[str], None] = print
+        self.apply_event: EventApplier = apply_chunk
+        self.whole_answer = False
 
     def scrub(self, text: str) -> str:
         return text

@@ -33,7 +33,7 @@ from tui.sim.flags import DEFAULT_PROFILE
 
 FIELDS: dict[tuple[str, str], Any] = {
     # (command, dest) -> the config field's default the flag must carry
-    **{(c, "endpoint"): TargetConfig.endpoint for c in ("live", "bench")},
+    **{(c, "api"): TargetConfig.endpoint for c in ("live", "bench")},
     **{(c, "timeout"): TargetConfig.timeout_s for c in ("live", "bench")},
     **{(c, "sim_profile"): DemoConfig.profile for c in ("live", "bench")},
     **{(c, "isl"): WorkloadConfig.isl for c in ("live", "bench")},

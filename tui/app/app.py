@@ -225,7 +225,7 @@ class TokentopApp(App[int]):
         if snap.fatal and self._stopped_at_s is None:
             self._stopped_at_s = snap.elapsed_s
         self._status.show(snap, self._ui_state())
-        self._lanes.show(snap.lanes, snap.in_flight)
+        self._lanes.show(snap.lanes, snap.in_flight, whole_answers=snap.endpoint == "embeddings")
         self._errors.show(snap)
         self._server.show(self.engine.server_view(), snap)
         self._curve.show(snap)
@@ -250,6 +250,7 @@ class TokentopApp(App[int]):
                 self._server_means.of(
                     self.engine.server_view(), snap.levels, self.engine.t0_ns, self._clock_ns()
                 ),
+                whole_answers=snap.endpoint == "embeddings",
             )
             if changed and not force:
                 return

@@ -54,6 +54,10 @@ class LevelProgress:
     ttft_p50_ms: float = math.nan
     itl_p50_ms: float = math.nan
     in_flight: int = 0
+    whole_answers: bool = False
+    """Embeddings: the line gives req/s and the answer's latency, as there is no output to time."""
+    request_per_s: float = math.nan
+    e2e_p50_ms: float = math.nan
 
 
 def load_label(mode: str, value: float) -> str:
@@ -124,8 +128,12 @@ def progress_line(p: LevelProgress, width: int | None = None) -> str:
     figures = [p.phase]
     if p.failed:
         figures.append(f"{p.failed} failed in the level")
-    figures.append(f"{p.output_tps:,.0f} tok/s" if math.isfinite(p.output_tps) else "- tok/s")
-    figures.append(f"TTFT p50 {ms_figure(p.ttft_p50_ms)} ms, ITL p50 {ms_figure(p.itl_p50_ms)} ms")
+    if p.whole_answers:
+        figures.append(f"{p.request_per_s:,.1f} req/s" if math.isfinite(p.request_per_s) else "- req/s")
+        figures.append(f"lat p50 {ms_figure(p.e2e_p50_ms)} ms")
+    else:
+        figures.append(f"{p.output_tps:,.0f} tok/s" if math.isfinite(p.output_tps) else "- tok/s")
+        figures.append(f"TTFT p50 {ms_figure(p.ttft_p50_ms)} ms, ITL p50 {ms_figure(p.itl_p50_ms)} ms")
     figures.append(f"in flight {p.in_flight}")
     tails = (", ".join(figures), ", ".join(figures[:-2]), "")  # all; phase, failures and tok/s; none
 

@@ -139,6 +139,9 @@ def _level_progress(
         ttft_p50_ms=math.nan if lv is None else lv.ttft.p50,
         itl_p50_ms=math.nan if lv is None else lv.itl_chunk.p50,
         in_flight=snap.in_flight,
+        whole_answers=snap.endpoint == "embeddings",
+        request_per_s=math.nan if lv is None else lv.request_per_s,
+        e2e_p50_ms=math.nan if lv is None else lv.e2el.p50,
     )
 
 

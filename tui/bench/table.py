@@ -19,9 +19,13 @@ def format_table(
     levels: tuple[LevelView, ...],
     cost_per_hour: float | None = None,
     joules: Mapping[int, float] | None = None,
+    api: str = "chat",
 ) -> str:
     """The end-of-run table (stdout); ``cost_per_hour``: a $/Mtok column after out tok/s; ``joules``: J per
-    output token by level id (the results' ``server.gpu``), a column after it where any level has one."""
+    output token by level id (the results' ``server.gpu``), a column after it where any level has one.
+    Embeddings (``api``) have no output: their own table (`embeddings_table`)."""
+    if api == "embeddings":
+        return embeddings_table(levels)
     # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
     reasoning = any(math.isfinite(lv.reasoning_tokens) for lv in levels)
     cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
@@ -42,9 +46,7 @@ def format_table(
         name = table_name(lv)
 
         def fig(metric: str, q: str, lv: LevelView = lv) -> str:
-            stats = getattr(lv, metric)  # `~`: too few samples to bound it; `*`: the timing bound is material
-            mark = "*" if f"{metric}_{q}" in lv.timing_uncertain else ""
-            return ("~" if stats.unbounded(q) else "") + ms_figure(getattr(stats, q)) + mark
+            return _fig(lv, metric, q)
 
         lengths = tuple(f"{x:.1f}" if math.isfinite(x) else "-" for x in (lv.mean_isl, lv.mean_osl))
         row: tuple[str, ...] = (
@@ -76,7 +78,58 @@ def format_table(
         if cost_per_hour is not None:
             row = (*row[:7], dollars(usd_per_mtok(cost_per_hour, lv.output_tps)), *row[7:])
         rows.append(row)
-    widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
+    return "\n".join(
+        [
+            *_aligned(rows),
+            "(over each level's steady window: done and fail count the requests sent in it; latencies in ms,"
+            " ISL/OSL mean tokens by the server's count; ~ too few samples to bound a percentile; ± lag: the"
+            " client's timing bound, its loop lag p99; * a figure it is 5 % or more of)",
+        ]
+    )
+
+
+def embeddings_table(levels: tuple[LevelView, ...]) -> str:
+    """The end-of-run table of an embeddings run: requests and input tokens per second and the latency of a
+    whole answer; no OSL, TTFT or ITL columns, as an embedding has no output to time."""
+    cols = ("level", "done", "fail", "ISL", "req/s", "in tok/s", "lat p50", "lat p90", "lat p99", "± lag")
+    rows: list[tuple[str, ...]] = [(*cols, "steady")]
+    for lv in levels:
+        rows.append(
+            (
+                table_name(lv),
+                str(lv.window_completed),
+                str(lv.window_failed),
+                f"{lv.mean_isl:.1f}" if math.isfinite(lv.mean_isl) else "-",
+                f"{lv.request_per_s:.2f}" if math.isfinite(lv.request_per_s) else "-",
+                f"{lv.input_tps:,.0f}" if math.isfinite(lv.input_tps) else "-",
+                _fig(lv, "e2el", "p50"),
+                _fig(lv, "e2el", "p90"),
+                _fig(lv, "e2el", "p99"),
+                "-" if lv.client_lag_ms is None else f"{lv.client_lag_ms:.1f}",
+                "yes" if lv.steady else "no",
+            )
+        )
+    return "\n".join(
+        [
+            *_aligned(rows),
+            "(embeddings, over each level's steady window: done and fail count the requests sent in it; lat:"
+            " request sent to whole answer, ms; ISL mean tokens by the server's count, in tok/s of the"
+            " requests sent in it; ~ too few samples to bound a percentile; ± lag: the client's timing"
+            " bound)",
+        ]
+    )
+
+
+def _fig(lv: LevelView, metric: str, q: str) -> str:
+    """A latency percentile: ``~`` too few samples to bound it; ``*`` the timing bound is material."""
+    stats = getattr(lv, metric)
+    mark = "*" if f"{metric}_{q}" in lv.timing_uncertain else ""
+    return ("~" if stats.unbounded(q) else "") + ms_figure(getattr(stats, q)) + mark
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """The rows in columns (the first left-aligned), a rule under the header."""
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = []
     for k, r in enumerate(rows):
         lines.append(
@@ -84,12 +137,7 @@ def format_table(
         )
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
-    lines.append(
-        "(over each level's steady window: done and fail count the requests sent in it; latencies in ms,"
-        " ISL/OSL mean tokens by the server's count; ~ too few samples to bound a percentile; ± lag: the"
-        " client's timing bound, its loop lag p99; * a figure it is 5 % or more of)"
-    )
-    return "\n".join(lines)
+    return lines
 
 
 def table_name(lv: LevelView) -> str:
@@ -105,8 +153,10 @@ def summary(
     """The table and, under it, the knee, the price at SLO, the errors and every warning the run had: what
     bench prints. ``options``: the run's price and SLO; ``joules``: `format_table`'s."""
     cost = None if options is None else options.cost_per_hour
-    lines = [format_table(snap.levels, cost, joules)]
-    if snap.knee is not None:
+    lines = [format_table(snap.levels, cost, joules, snap.endpoint)]
+    if snap.endpoint == "embeddings":
+        pass  # the knee is read on output throughput, which embeddings have none of
+    elif snap.knee is not None:
         mode, v = snap.load.mode, snap.knee.value
         at = f"speed x{v:g}" if mode == "trace" else f"{v:g} {'users' if mode == 'concurrency' else 'req/s'}"
         lines.append(

@@ -1,7 +1,8 @@
 """The target group: which server (``--url``, ``$OPENAI_BASE_URL``, else the demo simulator), its API
-(``--endpoint``), the API key and the trust flags (``--ca-cert``, ``--insecure``, ``--no-trust-env``), each
-declared here beside the reader that turns it into a `TargetConfig` and reports an unusable value as a
-`UsageError`. Shared by the commands that send load (live, bench); watch takes the URL and key readers.
+(``--api``, ``--endpoint``), the API key and the trust flags (``--ca-cert``, ``--insecure``,
+``--no-trust-env``), each declared here beside the reader that turns it into a `TargetConfig` and
+reports an unusable value as a `UsageError`. Shared by the commands that send load (live, bench); watch
+takes the URL and key readers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tui.argtypes import positive_float
 from tui.cli.argv_secret import hide_in_argv
 from tui.configs import RunTarget, UsageError
 from tui.demo import DemoConfig
-from tui.engine.config import Endpoint, TargetConfig, normalise_base_url
+from tui.engine.config import APIS, Endpoint, TargetConfig, normalise_base_url
 from tui.engine.redact import display_url
 
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -39,19 +40,20 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--model", help="model name (default: the first from /v1/models)")
     g.add_argument(
-        "--endpoint",
-        type=_endpoint,
+        "--api",
+        "--endpoint-type",
+        choices=APIS,
         default=TargetConfig.endpoint,
-        metavar="chat|completions|/PATH",
-        help=f"the API (default {TargetConfig.endpoint}), or the full request path for a server whose API "
-        "is not under /v1, joined to --url as given, nothing added (e.g. /api/v2/chat; its API: "
-        "--endpoint-type)",
+        help=f"the API to drive (default {TargetConfig.endpoint}): OpenAI chat or completions, OpenAI "
+        "Responses, Anthropic Messages, or embeddings (not streamed)",
     )
     g.add_argument(
-        "--endpoint-type",
-        choices=["chat", "completions"],
-        default=None,
-        help=f"the API spoken at an --endpoint /PATH (default {TargetConfig.endpoint})",
+        "--endpoint",
+        type=_endpoint,
+        metavar="/PATH",
+        help="the full request path for a server whose API is not under /v1, joined to --url as given, "
+        "nothing added (e.g. /api/v2/chat; its API: --api); chat or completions here is --api's older "
+        "spelling",
     )
     add_api_key_args(g)
     g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="extra HTTP header")
@@ -167,14 +169,14 @@ def demo_from_args(ns: argparse.Namespace, *, time_scale: float = DemoConfig.tim
 
 
 def endpoint_from_args(ns: argparse.Namespace) -> tuple[Endpoint, str | None]:
-    """The API flavour and the request path (None: the flavour's standard one under ``/v1``) from
-    ``--endpoint chat|completions|/PATH`` and ``--endpoint-type``."""
-    value: str = ns.endpoint
-    kind: str | None = ns.endpoint_type
-    if value.startswith("/"):
-        return ("completions" if kind == "completions" else "chat"), value
-    if kind is not None and kind != value:
-        raise UsageError(f"--endpoint {value} and --endpoint-type {kind} contradict each other: give one")
+    """The API and the request path (None: the API's standard one under ``/v1``) from ``--api`` and
+    ``--endpoint /PATH`` (or its older ``--endpoint chat|completions``, which names the API)."""
+    api: Endpoint = ns.api
+    value: str | None = ns.endpoint
+    if value is None or value.startswith("/"):
+        return api, value
+    if api not in (TargetConfig.endpoint, value):
+        raise UsageError(f"--endpoint {value} and --api {api} contradict each other: give one")
     return ("completions" if value == "completions" else "chat"), None
 
 

@@ -13,7 +13,15 @@ from pathlib import Path
 from tui.argtypes import level_list, non_negative_float, non_negative_int, positive_float, positive_int
 from tui.cli.target import endpoint_from_args
 from tui.configs import UsageError
-from tui.engine.config import DatasetConfig, LengthDist, LoadTarget, Scenario, TraceConfig, WorkloadConfig
+from tui.engine.config import (
+    MESSAGES_APIS,
+    DatasetConfig,
+    LengthDist,
+    LoadTarget,
+    Scenario,
+    TraceConfig,
+    WorkloadConfig,
+)
 
 
 def add_workload_args(p: argparse.ArgumentParser) -> None:
@@ -248,9 +256,13 @@ def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
     if path is not None and (scenarios or isl_dist or osl_dist):
         raise UsageError("--isl-dist, --osl-dist and --scenarios shape synthetic prompts: not with --dataset")
     endpoint = endpoint_from_args(ns)[0]
+    takes_messages = endpoint in MESSAGES_APIS
     if turns > 1:
-        if endpoint != "chat":
-            raise UsageError("--turns needs the chat endpoint (a conversation is chat messages)")
+        if not takes_messages:
+            raise UsageError(
+                "--turns needs the chat endpoint or another API of chat messages: --api chat, responses "
+                "or messages (a conversation is chat messages)"
+            )
         if ns.rate:
             raise UsageError("--turns needs closed-loop users (--concurrency), not --rate")
     if shared_prefix > MAX_LENGTH:
@@ -266,9 +278,10 @@ def _shaped_workload(ns: argparse.Namespace, base: WorkloadConfig) -> WorkloadCo
             dataset = check_dataset(wanted)
         except DatasetError as exc:
             raise UsageError(str(exc)) from None
-        if dataset.chat and endpoint != "chat":
+        if dataset.chat and not takes_messages:
             raise UsageError(
-                f"{path}: has chat messages, which need the chat endpoint (not --endpoint {endpoint})"
+                f"{path}: has chat messages, which need the chat endpoint or another API of messages "
+                f"(--api chat, responses or messages; not {endpoint})"
             )
     return replace(
         base,

@@ -10,7 +10,20 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
-Endpoint = Literal["chat", "completions"]
+Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
+"""The API a target speaks (``--api``): OpenAI chat and completions, OpenAI Responses, Anthropic Messages,
+and embeddings (answered whole, not streamed)."""
+APIS: tuple[Endpoint, ...] = ("chat", "completions", "responses", "messages", "embeddings")
+API_PATHS: dict[str, str] = {
+    "chat": "/chat/completions",
+    "completions": "/completions",
+    "responses": "/responses",
+    "messages": "/messages",
+    "embeddings": "/embeddings",
+}
+"""Each API's standard path under the base URL (``/v1``)."""
+MESSAGES_APIS: tuple[Endpoint, ...] = ("chat", "responses", "messages")
+"""The APIs that take chat messages (a conversation, a dataset of them)."""
 LoadMode = Literal["concurrency", "rate", "trace"]
 Arrival = Literal["poisson", "constant"]
 
@@ -25,10 +38,10 @@ class TargetConfig:
     model: str | None = None
     """Model name; None means ask `/v1/models` and take the first."""
     endpoint: Endpoint = "chat"
-    """The API flavour, which shapes the body and the chunks (``--endpoint``, ``--endpoint-type``)."""
+    """The API, which shapes the body, the headers and the events (``--api``)."""
     endpoint_path: str | None = None
     """The request path joined to `base_url` (``--endpoint /api/v2/chat``, as ``vllm bench serve`` joins
-    ``--base-url`` and ``--endpoint``); None: the flavour's own ``/chat/completions`` or ``/completions``."""
+    ``--base-url`` and ``--endpoint``); None: the API's own path under ``/v1``."""
     api_key: str | None = field(default=None, repr=False)
     """Secret: never printed, logged or written to results (repr=False keeps it out of reprs)."""
     headers: tuple[tuple[str, str], ...] = ()

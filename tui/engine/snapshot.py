@@ -254,6 +254,12 @@ class LevelView:
     """Seconds of the window the server was not answering (`Outage`): the rates are over the rest, and a
     level that held an outage is not steady."""
 
+    @property
+    def input_tps(self) -> float:
+        """Input tokens/s of the requests sent in the window (``total_tps`` less the output): an embeddings
+        run's throughput."""
+        return self.total_tps - self.output_tps
+
     def span_s(self, now_s: float) -> tuple[float, float] | None:
         """The run seconds the level's figures cover: its steady window, else its whole span (to ``now_s``
         while it runs). The server's own figures per level are averaged over exactly this. None: empty."""

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import orjson
 
 from tui.sim.config import SimConfig
+from tui.sim.event_apis import EventStream, Usage, embeddings_body
 from tui.sim.http import HttpProtocol, frame, response
 from tui.sim.openai_api import PLACEHOLDER, GenParams, split_template
 from tui.sim.perf_model import Profile, Scheduler, Seq
@@ -60,6 +61,7 @@ class GenRequest(Seq):
         "content_suffix",
         "created",
         "done",
+        "events",
         "fault",
         "fault_at",
         "finish_reason",
@@ -119,10 +121,24 @@ class GenRequest(Seq):
         self.cached_tokens = cached_tokens
         """Prompt tokens the prefix cache served (None: no prefix cache, not reported)."""
         self.reasoning = min(sim.config.reasoning_tokens, target_tokens) if params.chat else 0
-        self.finish_reason = "length" if target_tokens >= params.max_tokens else "stop"
+        self.finish_reason = (
+            "length" if target_tokens >= params.max_tokens and params.api != "embeddings" else "stop"
+        )
         self.sent = 0
         self.done = False
-        if params.chat:
+        self.events: EventStream | None = None
+        """The answer's named events (Responses, Messages), else None (chat and completions chunks)."""
+        if params.api in ("responses", "messages"):
+            self.events = EventStream(
+                params.api, request_id, sim.profile.model, self.created, reasoning=self.reasoning > 0
+            )
+            (
+                self.content_prefix,
+                self.content_suffix,
+                self.reasoning_prefix,
+                self.reasoning_suffix,
+            ) = self.events.templates()
+        elif params.chat:
             self.content_prefix, self.content_suffix = split_template(
                 self._chunk(
                     {"index": 0, "delta": {"content": PLACEHOLDER}, "logprobs": None, "finish_reason": None}
@@ -191,7 +207,12 @@ class GenRequest(Seq):
             first = start == self.reasoning
         payload = prefix + orjson.dumps(self.sim.words.text(text_start, count, first=first)) + suffix
         data = b"%x\r\n%b\r\n" % (len(payload), payload)
-        if start == 0 and self.params.chat:
+        if self.events is not None:
+            if start == 0:
+                data = self.events.head(self._counts()) + data
+            elif first:
+                data = self.events.switch() + data
+        elif start == 0 and self.params.chat:
             data = self.roleframe() + data
         fault_due = self.fault_at > 0 and self.generated >= self.fault_at
         if finished and not fault_due:
@@ -214,7 +235,10 @@ class GenRequest(Seq):
             self._end("ok", 200)
 
     def _tail(self) -> bytes:
-        """The finish chunk, the usage chunk if asked for, `[DONE]` and the end of the chunked body."""
+        """The finish chunk, the usage chunk if asked for, `[DONE]` and the end of the chunked body (or the
+        named events that end a Responses or Messages answer)."""
+        if self.events is not None:
+            return self.events.tail(self.finish_reason, self._counts())
         delta: dict[str, Any] = {"delta": {}} if self.params.chat else {"text": ""}
         finish = self._chunk({"index": 0, **delta, "logprobs": None, "finish_reason": self.finish_reason})
         data = frame(orjson.dumps(finish))
@@ -232,6 +256,9 @@ class GenRequest(Seq):
         }
         return frame(orjson.dumps(self._chunk(role)))
 
+    def _counts(self) -> Usage:
+        return Usage(self.params.prompt_tokens, self.target_tokens, self.cached_tokens, self.reasoning)
+
     def _usage(self) -> dict[str, Any]:
         p, c = self.params.prompt_tokens, self.target_tokens
         usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
@@ -246,6 +273,26 @@ class GenRequest(Seq):
         content = words.text(
             self.text_start + self.reasoning, self.target_tokens - self.reasoning, first=True
         )
+        if self.params.api == "embeddings":
+            body = embeddings_body(self.sim.profile.model, self.params.prompt_tokens, self.text_start)
+        elif self.events is not None:
+            thought = words.text(self.text_start, self.reasoning, first=True) if self.reasoning else ""
+            body = self.events.whole(content, thought, self.finish_reason, self._counts())
+        else:
+            body = self._openai_body(content)
+        if self.fault == "malformed":
+            body = body[: len(body) // 2]
+        data = response(200, body, keep_alive=self.keep_alive, headers=(("x-request-id", self.request_id),))
+        stamp = time.perf_counter_ns()
+        self.transport.write(data)
+        self.chunk_ns.append(stamp)
+        self.chunk_tokens.append(self.target_tokens)
+        self.sent = self.target_tokens
+        self._end("ok", 200)
+
+    def _openai_body(self, content: str) -> bytes:
+        """A whole chat or completions answer."""
+        words = self.sim.words
         if self.params.chat:
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if self.reasoning:
@@ -256,7 +303,7 @@ class GenRequest(Seq):
             choice = {"index": 0, "text": content}
             obj = "text_completion"
         choice.update(logprobs=None, finish_reason=self.finish_reason)
-        body = orjson.dumps(
+        return orjson.dumps(
             {
                 "id": self.request_id,
                 "object": obj,
@@ -266,15 +313,6 @@ class GenRequest(Seq):
                 "usage": self._usage(),
             }
         )
-        if self.fault == "malformed":
-            body = body[: len(body) // 2]
-        data = response(200, body, keep_alive=self.keep_alive, headers=(("x-request-id", self.request_id),))
-        stamp = time.perf_counter_ns()
-        self.transport.write(data)
-        self.chunk_ns.append(stamp)
-        self.chunk_tokens.append(self.target_tokens)
-        self.sent = self.target_tokens
-        self._end("ok", 200)
 
     def _act_fault(self) -> None:
         self.fault_at = 0
@@ -306,7 +344,7 @@ class GenRequest(Seq):
         return {
             "client_request_id": self.client_request_id,
             "id": self.request_id,
-            "endpoint": "chat" if self.params.chat else "completions",
+            "endpoint": self.params.api,
             "stream": self.params.stream,
             "arrival_ns": self.arrival_ns,
             "admitted_ns": self.admitted_ns or None,
@@ -316,7 +354,7 @@ class GenRequest(Seq):
             "end_ns": time.perf_counter_ns(),
             "prompt_tokens": self.params.prompt_tokens,
             "cached_tokens": self.cached_tokens,
-            "completion_tokens": self.sent,
+            "completion_tokens": 0 if self.params.api == "embeddings" else self.sent,
             "status": status,
             "http_status": http_status,
             "fault": self.fault,

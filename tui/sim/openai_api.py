@@ -22,7 +22,8 @@ _PLACEHOLDER_JSON = orjson.dumps(PLACEHOLDER)
 
 
 class HttpError(Exception):
-    """An error answered in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+    """An error answered in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`, or in
+    Anthropic's (`{"type": "error", "error": {"type", "message"}}`) once `anthropic` is set."""
 
     def __init__(
         self,
@@ -41,16 +42,32 @@ class HttpError(Exception):
         self.code = code
         self.param = param
         self.headers = headers
+        self.anthropic = False
+        """Answer in the Messages API's shape (set where a Messages request failed)."""
 
     def body(self) -> bytes:
+        if self.anthropic:
+            return orjson.dumps({"type": "error", "error": {"type": self.type, "message": self.message}})
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
         return orjson.dumps({"error": error})
 
 
-def split_template(obj: dict[str, Any]) -> tuple[bytes, bytes]:
-    """orjson-dump `obj` (which holds PLACEHOLDER once) and split it around the placeholder."""
+API_PATHS = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+    "/v1/embeddings": "embeddings",
+}
+"""The generating paths and the API each serves."""
+
+
+def split_template(obj: dict[str, Any], event: str | None = None) -> tuple[bytes, bytes]:
+    """orjson-dump `obj` (which holds PLACEHOLDER once) and split it around the placeholder; ``event``:
+    the SSE event name the line carries (Responses and Messages name every event)."""
     before, _, after = orjson.dumps(obj).partition(_PLACEHOLDER_JSON)
-    return b"data: " + before, after + b"\n\n"
+    head = b"event: %s\ndata: " % event.encode() if event else b"data: "
+    return head + before, after + b"\n\n"
 
 
 def _content_text(content: object, where: str) -> str:
@@ -94,6 +111,7 @@ class GenParams:
     """A validated generation request."""
 
     chat: bool
+    """Chat-templated (chat, Responses, Messages): reasoning applies."""
     prompt_tokens: int
     max_tokens: int
     """The cap on completion tokens (asked for, or what fits in max_model_len)."""
@@ -104,11 +122,47 @@ class GenParams:
     seed: int | None
     prompt_blocks: tuple[int, ...] = ()
     """The prompt's block hashes for the prefix cache (`tui.sim.prefix_cache`); empty when not asked for."""
+    api: str = "chat"
+    """Which API asked (`API_PATHS`): it shapes the answer."""
 
 
-def parse_generation(chat: bool, body: bytes, profile: Profile, *, blocks: bool = False) -> GenParams:
-    """Validate a chat or completions body; HttpError (400/404) with OpenAI's message style otherwise.
-    ``blocks``: also hash the prompt's blocks for the prefix cache."""
+def _messages_units(obj: dict[str, Any], key: str) -> list[str]:
+    messages = obj.get(key)
+    if not isinstance(messages, list) or not messages:
+        raise HttpError(400, f"{key} is required and must be a non-empty list", param=key)
+    contents: list[str] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise HttpError(400, f"{key}[{i}] must be an object with a role", param=key)
+        contents.append(_content_text(message.get("content"), f"{key}[{i}]"))
+    system = obj.get("system")
+    if isinstance(system, str) and key == "messages":
+        contents.insert(0, system)
+    return chat_units(contents)
+
+
+def _prompt_units(api: str, obj: dict[str, Any]) -> list[str]:
+    """The prompt's tokens, where the API puts the prompt."""
+    if api in ("chat", "messages"):
+        return _messages_units(obj, "messages")
+    if api == "responses":
+        if isinstance(obj.get("input"), str):
+            return chat_units([obj["input"]])
+        return _messages_units(obj, "input")
+    key = "input" if api == "embeddings" else "prompt"
+    prompt = obj.get(key)
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return text_units(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return [str(t) for t in prompt]  # token ids
+    raise HttpError(400, f"{key} is required: a string, or one list of token ids", param=key)
+
+
+def parse_generation(api: str, body: bytes, profile: Profile, *, blocks: bool = False) -> GenParams:
+    """Validate a body of one of the `API_PATHS`; HttpError (400/404) with OpenAI's message style
+    otherwise. ``blocks``: also hash the prompt's blocks for the prefix cache."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -118,32 +172,31 @@ def parse_generation(chat: bool, body: bytes, profile: Profile, *, blocks: bool 
     model = obj.get("model")
     if model is not None and model != profile.model:
         raise HttpError(404, f"The model `{model}` does not exist.", code="model_not_found", param="model")
-    if chat:
-        messages = obj.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise HttpError(400, "messages is required and must be a non-empty list", param="messages")
-        contents: list[str] = []
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-                raise HttpError(400, f"messages[{i}] must be an object with a role", param="messages")
-            contents.append(_content_text(message.get("content"), f"messages[{i}]"))
-        units = chat_units(contents)
-    else:
-        prompt = obj.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-            prompt = prompt[0]
-        if isinstance(prompt, str):
-            units = text_units(prompt)
-        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-            units = [str(t) for t in prompt]  # token ids
-        else:
-            raise HttpError(400, "prompt is required: a string, or one list of token ids", param="prompt")
+    units = _prompt_units(api, obj)
     prompt_tokens = max(1, len(units))
     if obj.get("n", 1) not in (1, None):
         raise HttpError(400, "only n=1 is supported", param="n")
-    max_tokens = _int_field(obj, "max_completion_tokens", minimum=1)
-    if max_tokens is None:
-        max_tokens = _int_field(obj, "max_tokens", minimum=1)
+    if api == "embeddings":  # one engine step: the prefill
+        return GenParams(
+            chat=False,
+            prompt_tokens=prompt_tokens,
+            max_tokens=1,
+            stream=False,
+            include_usage=True,
+            ignore_eos=True,
+            min_tokens=0,
+            seed=None,
+            prompt_blocks=tuple(block_hashes(units)) if blocks else (),
+            api=api,
+        )
+    if api == "responses":
+        max_tokens = _int_field(obj, "max_output_tokens", minimum=1)
+    else:
+        max_tokens = _int_field(obj, "max_completion_tokens", minimum=1)
+        if max_tokens is None:
+            max_tokens = _int_field(obj, "max_tokens", minimum=1)
+        if max_tokens is None and api == "messages":
+            raise HttpError(400, "max_tokens: Field required", param="max_tokens")
     limit = profile.max_model_len - prompt_tokens
     if max_tokens is None:
         max_tokens = limit
@@ -158,7 +211,7 @@ def parse_generation(chat: bool, body: bytes, profile: Profile, *, blocks: bool 
         )
     stream = _bool_field(obj, "stream")
     options = obj.get("stream_options")
-    include_usage = False
+    include_usage = api in ("responses", "messages")  # their streams always carry usage
     if options is not None:
         if not isinstance(options, dict):
             raise HttpError(400, "stream_options must be an object", param="stream_options")
@@ -174,7 +227,7 @@ def parse_generation(chat: bool, body: bytes, profile: Profile, *, blocks: bool 
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise HttpError(400, "seed must be an integer", param="seed")
     return GenParams(
-        chat=chat,
+        chat=api != "completions",
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
         stream=stream,
@@ -183,4 +236,5 @@ def parse_generation(chat: bool, body: bytes, profile: Profile, *, blocks: bool 
         min_tokens=min_tokens,
         seed=seed,
         prompt_blocks=tuple(block_hashes(units)) if blocks else (),
+        api=api,
     )

@@ -1,6 +1,7 @@
 """The simulator: routes requests, admits generations (EOS length, faults, rejections) and keeps the counters.
 
-Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, plus `GET /health` and a
+Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI
+Responses), `/v1/messages` (Anthropic Messages), `/v1/embeddings`, plus `GET /health` and a
 vLLM-style `GET /metrics` (`tui.sim.prometheus`; 404 with `metrics=False`). Without `ignore_eos` an answer
 stops at a seeded EOS length, never before `min_tokens`.
 """
@@ -20,7 +21,7 @@ from tui.sim.dcgm import GpuModel
 from tui.sim.faults import MID_STREAM_KINDS
 from tui.sim.generation import GenRequest
 from tui.sim.http import HttpProtocol, response, stream_head
-from tui.sim.openai_api import GenParams, HttpError, parse_generation
+from tui.sim.openai_api import API_PATHS, GenParams, HttpError, parse_generation
 from tui.sim.perf_model import Scheduler
 from tui.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from tui.sim.prometheus import ServerMetrics
@@ -54,6 +55,16 @@ _REJECTIONS = {
     ),
 }
 """The rate faults answered with an HTTP error before any generation (see tui.sim.faults)."""
+
+
+_ID_PREFIX = {
+    "chat": "chatcmpl",
+    "completions": "cmpl",
+    "responses": "resp",
+    "messages": "msg",
+    "embeddings": "embd",
+}
+"""Each API's answer id prefix."""
 
 
 class Simulator:
@@ -161,7 +172,8 @@ class Simulator:
         """Answer one parsed request; ends by calling `proto.response_done` (now or when the stream ends)."""
         path = target.partition("?")[0]
         try:
-            if path in ("/v1/chat/completions", "/v1/completions"):
+            api = API_PATHS.get(path)
+            if api is not None:
                 if method != "POST":
                     raise HttpError(
                         405,
@@ -169,7 +181,11 @@ class Simulator:
                         code="method_not_allowed",
                         headers=(("allow", "POST"),),
                     )
-                self._generate(proto, path == "/v1/chat/completions", headers, body, keep_alive)
+                try:
+                    self._generate(proto, api, headers, body, keep_alive)
+                except HttpError as err:
+                    err.anthropic = api == "messages"
+                    raise
                 return
             if path in ("/v1/models", "/health", "/metrics"):
                 if method != "GET":
@@ -203,17 +219,19 @@ class Simulator:
             )
 
     def _generate(
-        self, proto: HttpProtocol, chat: bool, headers: dict[str, str], body: bytes, keep_alive: bool
+        self, proto: HttpProtocol, api: str, headers: dict[str, str], body: bytes, keep_alive: bool
     ) -> None:
         arrival_ns = proto.request_ns
         client_request_id = headers.get("x-tokentop-request-id")
         self._next_seq += 1
         seq_id = self._next_seq
-        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{self._request_rng.getrandbits(64):016x}{seq_id:x}"
+        request_id = f"{_ID_PREFIX[api]}-{self._request_rng.getrandbits(64):016x}{seq_id:x}"
         try:
-            params = parse_generation(chat, body, self.profile, blocks=self.prefix_cache is not None)
+            if api == "messages" and "anthropic-version" not in headers:
+                raise HttpError(400, "anthropic-version: header is required")
+            params = parse_generation(api, body, self.profile, blocks=self.prefix_cache is not None)
         except HttpError as err:
-            self._log_rejected(request_id, client_request_id, arrival_ns, err.status, None, 0, chat)
+            self._log_rejected(request_id, client_request_id, arrival_ns, err.status, None, 0, api)
             raise
         faults = self.config.faults
         fault = faults.draw(self._fault_rng)
@@ -224,7 +242,7 @@ class Simulator:
             eos = (
                 1
                 + int(rng.expovariate(1.0 / self.profile.eos_mean_tokens))
-                + self.config.reasoning_tokens * chat
+                + self.config.reasoning_tokens * params.chat
             )
             target = min(target, max(params.min_tokens, eos))
         fault_at = self._fault_rng.randint(1, max(1, target - 1)) if fault in MID_STREAM_KINDS else 0
@@ -286,7 +304,7 @@ class Simulator:
         err: HttpError,
     ) -> None:
         self._log_rejected(
-            request_id, client_request_id, arrival_ns, err.status, fault, params.prompt_tokens, params.chat
+            request_id, client_request_id, arrival_ns, err.status, fault, params.prompt_tokens, params.api
         )
         raise err
 
@@ -298,20 +316,20 @@ class Simulator:
         http_status: int,
         fault: str | None,
         prompt_tokens: int,
-        chat: bool,
+        api: str,
     ) -> None:
         self.counters["requests_error"] += 1
         if self.truth_log is None:
             return
         self.truth_log.write(
-            rejected_record(
-                request_id, client_request_id, arrival_ns, http_status, fault, prompt_tokens, chat
-            )
+            rejected_record(request_id, client_request_id, arrival_ns, http_status, fault, prompt_tokens, api)
         )
 
     def finished(self, req: GenRequest, status: str, http_status: int) -> None:
         """A generation request ended: log it and let its connection serve the next request."""
         self.counters[f"requests_{status}"] += 1
+        if req.params.api == "embeddings":  # its one engine step was a prefill: it generated nothing
+            self.counters["generation_tokens"] -= req.generated
         if status == "ok":
             self.metrics.finished_ok(
                 req.arrival_ns, time.perf_counter_ns(), req.finish_reason, req.admitted_ns, req.first_token_ns

@@ -36,13 +36,13 @@ def rejected_record(
     http_status: int,
     fault: str | None,
     prompt_tokens: int,
-    chat: bool,
+    api: str,
 ) -> dict[str, Any]:
     """The record of a request answered with an error before it reached the scheduler."""
     return {
         "client_request_id": client_request_id,
         "id": request_id,
-        "endpoint": "chat" if chat else "completions",
+        "endpoint": api,
         "stream": None,
         "arrival_ns": arrival_ns,
         "admitted_ns": None,

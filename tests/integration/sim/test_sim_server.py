@@ -335,3 +335,67 @@ async def test_without_the_prefix_cache_nothing_is_reported() -> None:
         for _ in range(2):
             usage = (await call(server.port, "POST", "/v1/chat/completions", body)).json()["usage"]
             assert "prompt_tokens_details" not in usage
+
+
+# --- the other APIs ---------------------------------------------------------------------------------------
+
+ANTHROPIC = {"anthropic-version": "2023-06-01"}
+
+
+async def test_responses_and_messages_streams_and_whole_answers(sim: SimServer) -> None:
+    prompt = " ".join(["word"] * 7)
+    body = {"input": prompt, "max_output_tokens": 5, "ignore_eos": True, "stream": True}
+    events = (await call(sim.port, "POST", "/v1/responses", body)).chunks()
+    assert [e["type"] for e in events] == [
+        "response.created",
+        *["response.output_text.delta"] * 5,
+        "response.incomplete",
+    ]
+    usage = events[-1]["response"]["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (7 + 7, 5)
+    assert events[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 4,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    reply = await call(sim.port, "POST", "/v1/messages", body, headers=ANTHROPIC)
+    kinds = [e["type"] for e in reply.chunks()]
+    deltas = ["content_block_delta"] * 4
+    assert kinds == ["message_start", "content_block_start", *deltas, "content_block_stop", "message_delta",
+                     "message_stop"]  # fmt: skip
+    assert not reply.done and reply.error is None  # no [DONE]: the body ends after message_stop
+    assert reply.chunks()[0]["message"]["usage"]["input_tokens"] == 7 + 7
+    assert reply.chunks()[-2]["usage"] == {"output_tokens": 4}
+    body["stream"] = False
+    whole = (await call(sim.port, "POST", "/v1/messages", body, headers=ANTHROPIC)).json()
+    assert (
+        whole["type"] == "message"
+        and whole["content"][0]["type"] == "text"
+        and whole["stop_reason"] == "max_tokens"
+    )
+    whole = (await call(sim.port, "POST", "/v1/embeddings", {"input": prompt})).json()
+    assert whole["usage"] == {"prompt_tokens": 7, "total_tokens": 7} and whole["data"][0]["embedding"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "message"),
+    [
+        ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}]}, ANTHROPIC, "max_tokens"),
+        ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}, {},
+         "anthropic-version"),
+        ("/v1/responses", {"max_output_tokens": 4}, {}, "input"),
+        ("/v1/embeddings", {"input": 5}, {}, "input"),
+    ],
+)  # fmt: skip
+async def test_the_other_apis_refuse_bad_requests_in_their_shape(
+    sim: SimServer, path: str, body: object, headers: dict[str, str], message: str
+) -> None:
+    reply = await call(sim.port, "POST", path, body, headers=headers)
+    assert reply.status == 400
+    answer = reply.json()
+    if path == "/v1/messages":  # Anthropic's shape
+        assert answer["type"] == "error" and message in answer["error"]["message"]
+    else:
+        assert message in answer["error"]["message"]

@@ -34,6 +34,18 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("ttfa", "TTFA p50/90/99"),
 )
 """Most important first, so 80 columns show the load, its throughput and TTFT without scrolling."""
+WHOLE_ANSWER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("level", "level"),
+    ("tps", "in tok/s"),
+    ("e2e", "lat p50/90/99"),
+    ("srv", "server run/wait/KV"),
+    ("rps", "req/s"),
+    ("err", "errors"),
+    ("n", "done"),
+    ("state", "state"),
+    ("len", "ISL"),
+)
+"""An embeddings run's columns: no output, so input tok/s, the answer's latency, and no TTFT, ITL or OSL."""
 BASE_COLUMN = ("base", "vs base tok/s/TTFT99")
 """With ``--baseline``: after tok/s, the change from the baseline's level at the same load."""
 SLO_COLUMN = ("slo", "SLO met (95% CI) goodput")
@@ -163,9 +175,12 @@ def level_cells(
     server: Mapping[str, float | None] | None = None,
     base: Mapping[str, Any] | None = None,
     cost_per_hour: float | None = None,
+    *,
+    whole_answers: bool = False,
 ) -> dict[str, str]:
     """Pure: the text of each cell of a level's row (``base``: the baseline's level at its load;
-    ``cost_per_hour``: its price, USD)."""
+    ``cost_per_hour``: its price, USD; ``whole_answers``: embeddings, whose throughput is input tok/s and
+    whose length the ISL alone)."""
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
     if knee is not None and knee.level_id == level.level_id:
         marks += " ◆"
@@ -178,12 +193,12 @@ def level_cells(
         "tpot": triple(level.tpot, "tpot", level.timing_uncertain),
         "itl": triple(itl_stats(level, convention), ITL_JUDGED[convention], level.timing_uncertain),
         "e2e": triple(level.e2el, "e2el", level.timing_uncertain),
-        "tps": units.rate(level.output_tps),
+        "tps": units.rate(level.input_tps if whole_answers else level.output_tps),
         "rps": units.rate(level.request_per_s, 2),
         "ureq": units.rate(level.per_request_tps),
         "err": str(level.failed) if level.failed else "",
         "srv": server_cell(server),
-        "len": lengths(level),
+        "len": lengths(level) if not whole_answers else units.rate(level.mean_isl, 0),
         "ttfa": triple(level.ttfa),
         "cache": cache_cell(level),
         "base": base_cell(level, base),
@@ -259,16 +274,19 @@ class LevelTable(DataTable[Text]):
         knee: Knee | None,
         convention: ItlConvention,
         server: Mapping[int, Mapping[str, float | None]] | None = None,
+        *,
+        whole_answers: bool = False,
     ) -> bool:
-        """Update rows in place; True if anything on screen changed."""
+        """Update rows in place; True if anything on screen changed. ``whole_answers``: an embeddings run
+        (`WHOLE_ANSWER_COLUMNS`)."""
         changed = False
         title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
         if self.border_title != title:
             self.border_title = title
-        every = COLUMNS
+        every = WHOLE_ANSWER_COLUMNS if whole_answers else COLUMNS
         if any(lv.cache_hit_rate is not None for lv in levels):
-            at = [key for key, _ in COLUMNS].index("len") + 1
-            every = (*COLUMNS[:at], CACHE_COLUMN, *COLUMNS[at:])  # beside ISL/OSL, not off at the far right
+            at = [key for key, _ in every].index("len") + 1
+            every = (*every[:at], CACHE_COLUMN, *every[at:])  # beside ISL/OSL, not off at the far right
         if any(lv.slo is not None for lv in levels):  # beside tok/s: goodput is its share that met the SLO
             at = [key for key, _ in every].index("tps") + 1
             every = (*every[:at], SLO_COLUMN, *every[at:])
@@ -288,6 +306,7 @@ class LevelTable(DataTable[Text]):
                 (server or {}).get(lv.level_id),
                 baseline(lv) if baseline is not None else None,
                 self.cost_per_hour,
+                whole_answers=whole_answers,
             )
             for lv in levels
         }

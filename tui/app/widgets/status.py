@@ -15,7 +15,7 @@ from textual.widgets import Static
 from tui import units
 from tui.app.widgets.styles import ComponentStyles
 from tui.app.widgets.text_lines import Span, SpanLines, TextLines, spans_to_text
-from tui.engine.config import LoadTarget
+from tui.engine.config import API_PATHS, LoadTarget
 from tui.engine.snapshot import Snapshot
 
 
@@ -187,8 +187,8 @@ def fatal_hint(snap: Snapshot) -> str:
     just "Not Found"), so the hint names the URL and the model that were asked for."""
     if not snap.fatal or "HTTP 404" not in snap.fatal:
         return ""
-    path = "/chat/completions" if snap.endpoint == "chat" else "/completions"
-    return f"{snap.base_url}{path} with model {snap.model}: check --url, --endpoint and --model"
+    path = API_PATHS.get(snap.endpoint, "")
+    return f"{snap.base_url}{path} with model {snap.model}: check --url, --api, --endpoint and --model"
 
 
 class FatalBanner(Static):

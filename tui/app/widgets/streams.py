@@ -121,14 +121,18 @@ class StreamLanes(Widget, can_focus=True):
         self._source: tuple[LaneView, ...] = ()
         self._in_flight = 0
         self._selected: int | None = None
+        self._whole = False
+        """The lanes are requests answered whole (embeddings), not streams of text."""
         self._note = ""
         self.component_style = ComponentStyles(self, on_change=self.refresh_rows)
         self._rows: list[Strip] | None = None
         self._rows_key: object = None
         """Request id under the cursor; kept across updates so a lane does not jump away."""
 
-    def show(self, lanes: tuple[LaneView, ...], in_flight: int) -> None:
-        """The snapshot's lanes and its in-flight count (what the "+N more" row counts up to)."""
+    def show(self, lanes: tuple[LaneView, ...], in_flight: int, *, whole_answers: bool = False) -> None:
+        """The snapshot's lanes and its in-flight count (what the "+N more" row counts up to).
+        ``whole_answers``: the API answers whole (embeddings): a lane is a request, with no text to show."""
+        self._whole = whole_answers
         if self.frozen or (lanes == self._source and in_flight == self._in_flight):
             return
         self._source = lanes
@@ -179,7 +183,10 @@ class StreamLanes(Widget, can_focus=True):
             state = lane.state
             parts: list[tuple[str, Style]] = [(meta, meta_style)]
             if state == "waiting":
-                parts.append(("waiting for first token…", self.component_style("lanes--waiting")))
+                waiting = "waiting for the answer…" if self._whole else "waiting for first token…"
+                parts.append((waiting, self.component_style("lanes--waiting")))
+            elif state == "ok" and self._whole:
+                parts.append(("✓ answered", self.component_style("lanes--ok")))
             elif state == "streaming":
                 reasoning, mark, answer = lane_text(lane, room)
                 parts += [(reasoning, reasoning_style), (mark, meta_style), (answer, text_style)]

@@ -113,13 +113,17 @@ class LengthCheck:
     def __init__(self) -> None:
         self._flagged: set[int] = set()
 
-    def notices(self, levels: Sequence[LevelView], workload: WorkloadConfig) -> list[str]:
-        """The new lines for ``levels``: one for each level off what ``workload`` asked, not said before."""
+    def notices(
+        self, levels: Sequence[LevelView], workload: WorkloadConfig, *, outputs: bool = True
+    ) -> list[str]:
+        """The new lines for ``levels``: one for each level off what ``workload`` asked, not said before.
+        ``outputs``: the API answers with output tokens (embeddings do not: no OSL to hold them to)."""
         lines = []
+        osl = asked_osl(workload) if outputs else None
         for view in levels:
             if view.level_id in self._flagged:
                 continue
-            message = length_mismatch(view, asked_isl(workload), asked_osl(workload))
+            message = length_mismatch(view, asked_isl(workload), osl)
             if message is not None:
                 self._flagged.add(view.level_id)
                 lines.append(message)

@@ -33,6 +33,7 @@ from tui.engine.config import LengthDist, TargetConfig, WorkloadConfig
 from tui.engine.network import sync_client
 from tui.engine.records import RequestRecord
 from tui.engine.redact import mask_secret
+from tui.engine.stream.apis import api_headers
 from tui.engine.stream.openai import build_body, endpoint_url, error_message
 from tui.engine.workload import RequestKey, RequestSpec, SyntheticWorkload
 from tui.engine.workload.shaped import ShapedWorkload, is_shaped, longest_isl, shortest_isl
@@ -150,9 +151,11 @@ def probe_isl(
     prefix needs it, `size_prefix`'s; return the workload with what the server counted. Never raises for a
     server's answer: a failure ends the probe with a notice."""
     probes = probe_workloads(workload)
-    headers = {"content-type": "application/json", **dict(target.headers)}
-    if target.api_key:
-        headers["authorization"] = f"Bearer {target.api_key}"
+    headers = {
+        "content-type": "application/json",
+        **api_headers(target.endpoint, target.api_key),
+        **{name.lower(): value for name, value in target.headers},
+    }
     read_s = timeout_s if timeout_s is not None else min(target.timeout_s, PROBE_READ_S)
     timeout = httpx.Timeout(connect=target.connect_timeout_s, read=read_s, write=read_s, pool=read_s)
     counted: list[int] = []
@@ -162,7 +165,8 @@ def probe_isl(
 
         def count(name: str, spec: RequestSpec) -> int | str:
             body = orjson.loads(build_body(target, model, spec, fixed_osl_fields=False))
-            body["stream"] = False
+            if "stream" in body:  # embeddings have none
+                body["stream"] = False
             body.pop("stream_options", None)
             try:
                 response = client.post(
@@ -233,5 +237,6 @@ def _prompt_tokens(response: httpx.Response) -> int | None:
         usage = orjson.loads(response.content).get("usage") or {}
     except (orjson.JSONDecodeError, AttributeError):
         return None
-    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    # OpenAI's chat, completions and embeddings say prompt_tokens; Responses and Messages input_tokens
+    tokens = usage.get("prompt_tokens", usage.get("input_tokens")) if isinstance(usage, dict) else None
     return tokens if isinstance(tokens, int) and tokens > 0 else None

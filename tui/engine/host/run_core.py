@@ -104,7 +104,7 @@ class RunCore:
     ) -> None:
         """A level off its asked lengths gets one notice, and (``cache``) synthetic prompts served from the
         prefix cache one for the run (`tui.engine.control.checks`)."""
-        notices = self.lengths.notices(levels, workload)
+        notices = self.lengths.notices(levels, workload, outputs=self.target.endpoint != "embeddings")
         if cache:
             notices += self.cache.notices(levels, workload)
         for message in notices:

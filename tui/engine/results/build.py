@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tui import __version__
@@ -330,8 +330,17 @@ def build_results(
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
     levels = tuple(level_of(lv, extra, load, server, options.cost_per_hour) for lv, extra in views)
+    outputs = info.endpoint != "embeddings"
+    if not outputs:  # an embedding has no output: its output figures are not 0 but undefined
+        knee = None
+        levels = tuple(
+            replace(lv, output_throughput=None, mean_output_tokens=None, max_output_tokens_per_s=None)
+            for lv in levels
+        )
     server_views = [
-        lv for lv, _ in views if lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited
+        lv
+        for lv, _ in views
+        if outputs and lv.steady and math.isfinite(lv.output_tps) and not lv.client_limited
     ]
     peak = max((lv.output_tps for lv in server_views), default=None)  # the knee's levels: the server's
     health = snap.health

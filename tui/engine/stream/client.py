@@ -19,12 +19,18 @@ from tui import __version__
 from tui.engine.config import TargetConfig, WorkloadConfig
 from tui.engine.records import RequestRecord
 from tui.engine.redact import mask_secret
+from tui.engine.stream.apis import api_headers
 from tui.engine.stream.error_class import classify_exception
 from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
+    WHOLE_ANSWER_LIMIT,
+    EventApplier,
     Failure,
     RetryFresh,
     RetryWithoutFixedOsl,
+    ended_early,
+    event_applier,
+    finish_whole_answer,
     handle_event,
     http_failure,
     is_event_stream,
@@ -87,12 +93,15 @@ class RequestSession:
             # A compressed event stream would be buffered by the compressor: timings would lie.
             "accept-encoding": "identity",
             "user-agent": f"tokentop/{__version__}",
+            **api_headers(target.endpoint, target.api_key),
         }
-        if target.api_key:
-            headers["authorization"] = f"Bearer {target.api_key}"
         for name, value in target.headers:
             headers[name.lower()] = value
         self.headers = headers
+        self.apply_event: EventApplier = event_applier(target.endpoint)
+        """How this API's stream events are read."""
+        self.whole_answer = target.endpoint == "embeddings"
+        """The API answers in one JSON body (embeddings): read whole, no stream."""
         self.fixed_osl_fields = True
         """Cleared (for the rest of the run) when the server rejects ignore_eos/min_tokens."""
         self.notice = notice or (lambda _msg: None)
@@ -188,7 +197,7 @@ async def run_request(
         if not deadline_hit:
             _fail(record, "cancelled", "cancelled")
             record.status = "cancelled"
-            _finish_tokens(record, acc, spec)
+            _finish_tokens(record, acc, spec, whole=session.whole_answer)
             _respond(session, key, spec, record, acc)
             raise
         uncancel = getattr(task, "uncancel", None)
@@ -199,7 +208,7 @@ async def run_request(
         _fail(record, "client", session.scrub(one_line(f"{type(exc).__name__}: {exc}")))
     finally:
         timer.cancel()
-    _finish_tokens(record, acc, spec)
+    _finish_tokens(record, acc, spec, whole=session.whole_answer)
     _respond(session, key, spec, record, acc)
     return record
 
@@ -249,7 +258,11 @@ def _fail_deadline(record: RequestRecord, acc: StreamAccumulator, timeout_s: flo
         _fail(record, "timeout", f"request took longer than the {timeout_s:g} s timeout")
 
 
-def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestSpec | None) -> None:
+def _finish_tokens(
+    record: RequestRecord, acc: StreamAccumulator, spec: RequestSpec | None, *, whole: bool = False
+) -> None:
+    """The record's tokens from what the stream said; ``whole``: an answer with no output text (embeddings),
+    whose OSL is not 0 but undefined (None)."""
     record.chunk_ns = acc.chunk_ns
     if acc.chunk_ns:
         record.first_content_ns = acc.chunk_ns[0]
@@ -267,7 +280,9 @@ def _finish_tokens(record: RequestRecord, acc: StreamAccumulator, spec: RequestS
         record.input_tokens, record.input_source = estimate, "estimate"
     record.cached_tokens = acc.usage_cached
     record.skipped_lines = acc.skipped_lines
-    if acc.usage_completion is not None:
+    if whole:
+        record.output_tokens = None
+    elif acc.usage_completion is not None:
         record.output_tokens, record.output_source = acc.usage_completion, "usage"
     elif record.chunk_tokens is not None:
         record.output_tokens, record.output_source = acc.tokens, "usage"
@@ -320,10 +335,13 @@ async def _attempt(
             raise http_failure(session, response.status_code, response.headers, body, sent_fixed_osl)
         if 300 <= response.status_code < 400:
             raise redirect_failure(response.status_code, response.headers.get("location"))
+        if session.whole_answer:
+            await _read_whole(response, acc, record)
+            return
         content_type = response.headers.get("content-type", "")
         if not is_event_stream(content_type):
             raise not_sse_failure(session, content_type, await _read_some(response))
-        await _read_stream(response, acc, record)
+        await _read_stream(response, acc, record, session.apply_event)
     finally:
         await response.aclose()
         _unlink(response)
@@ -354,7 +372,27 @@ async def _read_some(response: httpx.Response) -> bytes:
     return bytes(body)
 
 
-async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record: RequestRecord) -> None:
+async def _read_whole(response: httpx.Response, acc: StreamAccumulator, record: RequestRecord) -> None:
+    """An answer that is one JSON body (embeddings): its end is the request's end; no chunks, no TTFT."""
+    body = bytearray()
+    try:
+        async for part in response.aiter_bytes():
+            acc.last_read_ns = time.perf_counter_ns()
+            body += part
+            if len(body) > WHOLE_ANSWER_LIMIT:
+                break
+    except httpx.HTTPError as exc:
+        kind, message, _ = classify_exception(exc, started=True, chunks=0)
+        if kind == "stall":
+            kind, message = "timeout", "no whole answer within the timeout"
+        raise Failure(kind, message) from exc
+    record.end_ns = time.perf_counter_ns()
+    finish_whole_answer(acc, bytes(body))
+
+
+async def _read_stream(
+    response: httpx.Response, acc: StreamAccumulator, record: RequestRecord, apply: EventApplier
+) -> None:
     decoder = SSEDecoder()
     feed = decoder.feed
     loads = orjson.loads
@@ -366,13 +404,13 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
         async for data in stream:
             now = acc.last_read_ns = perf_ns()
             for event in feed(data):
-                if handle_event(event.event, event.data, acc, now, loads):
+                if handle_event(event.event, event.data, acc, now, loads, apply):
                     record.end_ns = now
                     await _discard_rest(stream)
                     return
         now = perf_ns()
         for event in decoder.flush():
-            if handle_event(event.event, event.data, acc, now, loads):
+            if handle_event(event.event, event.data, acc, now, loads, apply):
                 record.end_ns = now
                 return
     except httpx.HTTPError as exc:
@@ -386,15 +424,12 @@ async def _read_stream(response: httpx.Response, acc: StreamAccumulator, record:
         # A line or event past the decoder's cap (a server bug or a hostile body): fail this request alone,
         # keeping the chunks that arrived whole before it; the decoder never held more than the cap.
         for event in exc.events:
-            if handle_event(event.event, event.data, acc, now, loads):
+            if handle_event(event.event, event.data, acc, now, loads, apply):
                 break
         raise Failure("oversized", f"oversized stream: {exc}") from None
     if acc.finish_reason is None:
         # the body ended cleanly but the stream did not: say how far it got, as a broken connection does
-        chunks = len(acc.chunk_ns)
-        raise Failure(
-            "disconnect", f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before [DONE]"
-        )
+        raise ended_early(len(acc.chunk_ns), apply)
     record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
 
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tui.engine.stream.apis import apply_embeddings_body, apply_messages_event, apply_responses_event
 from tui.engine.stream.openai import (
     StreamAccumulator,
     apply_chunk,
@@ -20,12 +21,31 @@ from tui.engine.stream.openai import (
 )
 from tui.engine.stream.retry_after import parse_retry_after
 
+EventApplier = Callable[[StreamAccumulator, Any, int], "bool | None"]
+"""Folds one parsed event into the accumulator; True when it completes the stream."""
+
+
+def event_applier(api: str) -> EventApplier:
+    """How the API's stream events are read."""
+    return {"responses": apply_responses_event, "messages": apply_messages_event}.get(api, apply_chunk)
+
+
+_STREAM_ENDS: dict[EventApplier, str] = {
+    apply_responses_event: "response.completed",
+    apply_messages_event: "message_stop",
+}
+"""The event that ends each API's stream ([DONE] for chat and completions)."""
+
 
 class Session(Protocol):
     """What naming a failure needs of `tui.engine.stream.client.RequestSession`."""
 
     fixed_osl_fields: bool
     notice: Callable[[str], None]
+    apply_event: EventApplier
+    """How this session's API's events are read."""
+    whole_answer: bool
+    """The API answers in one JSON body, not a stream (embeddings)."""
 
     def scrub(self, text: str) -> str: ...
 
@@ -34,6 +54,8 @@ MAX_SKIPPED_LINES = 16
 """Malformed data lines skipped in one stream before it fails as `malformed`."""
 ERROR_BODY_LIMIT = 4096
 """Bytes of an error or non-stream body read to name what went wrong."""
+WHOLE_ANSWER_LIMIT = 64 << 20
+"""Bytes of a whole (unstreamed) answer: an embedding is tens of KB, a batch of them a few MB."""
 
 
 class Failure(Exception):
@@ -66,9 +88,14 @@ def stall_message(chunks: int, silent_s: float) -> str:
 
 
 def handle_event(
-    event: str, data: str, acc: StreamAccumulator, now: int, loads: Callable[[str], Any]
+    event: str,
+    data: str,
+    acc: StreamAccumulator,
+    now: int,
+    loads: Callable[[str], Any],
+    apply: EventApplier = apply_chunk,
 ) -> bool:
-    """Apply one event; True when the stream is complete."""
+    """Apply one event with the API's ``apply``; True when the stream is complete."""
     if data == "[DONE]":
         acc.done = True
         return True
@@ -86,10 +113,27 @@ def handle_event(
                 "malformed", f"more than {MAX_SKIPPED_LINES} malformed lines, last: " + one_line(data, 80)
             ) from None
         return False
-    apply_chunk(acc, obj, now)
+    complete = apply(acc, obj, now)
     if acc.error is not None:
         raise Failure("stream_error", "stream error: " + acc.error)
-    return False
+    return bool(complete)
+
+
+def ended_early(chunks: int, apply: EventApplier) -> Failure:
+    """The body ended cleanly but the stream did not: how far it got, and the event it ended before."""
+    end = _STREAM_ENDS.get(apply, "[DONE]")
+    return Failure(
+        "disconnect", f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before {end}"
+    )
+
+
+def finish_whole_answer(acc: StreamAccumulator, body: bytes) -> None:
+    """Read a whole answer (embeddings) into ``acc``; raises its `Failure` when it is none."""
+    if len(body) > WHOLE_ANSWER_LIMIT:
+        raise Failure("oversized", f"answer over {WHOLE_ANSWER_LIMIT:,} bytes")
+    kind = apply_embeddings_body(acc, body)
+    if kind is not None:
+        raise Failure(kind, acc.error or kind)
 
 
 def http_failure(

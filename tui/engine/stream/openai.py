@@ -11,11 +11,15 @@ from typing import Any
 
 import orjson
 
-from tui.engine.config import TargetConfig
+from tui.engine.config import API_PATHS, MESSAGES_APIS, TargetConfig
 from tui.engine.workload.protocol import RequestSpec
 
 FIXED_OSL_FIELDS = ("ignore_eos", "min_tokens")
 """Non-standard fields that pin the output length (vLLM, SGLang and the simulator accept them)."""
+
+
+_MAX_TOKENS_FIELD = {"responses": "max_output_tokens"}
+"""The field that caps the output, where an API does not call it ``max_tokens``."""
 
 
 def build_body(
@@ -25,26 +29,38 @@ def build_body(
     *,
     fixed_osl_fields: bool = True,
 ) -> bytes:
-    """The JSON body of one streaming request for the target's endpoint. The spec's per-request fields come
-    after tokentop's own, and ``--extra-body`` fields last (they win over both).
+    """The JSON body of one request for the target's API. The spec's per-request fields come after
+    tokentop's own, and ``--extra-body`` fields last (they win over both).
 
     Knows nothing about how prompts are made: that is the workload's (`tui.engine.workload`).
     """
+    api = target.endpoint
     body: dict[str, Any] = {"model": model}
+    prompt_key = {"chat": "messages", "messages": "messages", "completions": "prompt"}.get(api, "input")
     if spec.messages is not None:
-        if target.endpoint != "chat":
-            raise ValueError("this workload sends chat messages: it needs the chat endpoint")
-        body["messages"] = [{"role": m.role, "content": m.content} for m in spec.messages]
-    elif target.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": spec.prompt}]
+        if api not in MESSAGES_APIS:
+            raise ValueError(f"this workload sends chat messages, which need the chat endpoint (not {api})")
+        messages = [{"role": m.role, "content": m.content} for m in spec.messages]
+        if api == "messages":  # Anthropic takes the system prompt apart from the turns
+            system = [m["content"] for m in messages if m["role"] == "system"]
+            messages = [m for m in messages if m["role"] != "system"]
+            if system:
+                body["system"] = "\n".join(system)
+        body[prompt_key] = messages
+    elif api in ("chat", "messages"):
+        body[prompt_key] = [{"role": "user", "content": spec.prompt}]
     else:
-        body["prompt"] = spec.prompt
-    body["max_tokens"] = spec.max_tokens
-    body["stream"] = True
-    body["stream_options"] = {"include_usage": True}
-    if spec.fixed_osl and fixed_osl_fields:
-        body["ignore_eos"] = True
-        body["min_tokens"] = spec.max_tokens
+        body[prompt_key] = spec.prompt
+    if api == "embeddings":
+        body["encoding_format"] = "float"
+    else:
+        body[_MAX_TOKENS_FIELD.get(api, "max_tokens")] = spec.max_tokens
+        body["stream"] = True
+        if api in ("chat", "completions"):
+            body["stream_options"] = {"include_usage": True}
+        if spec.fixed_osl and fixed_osl_fields:
+            body["ignore_eos"] = True
+            body["min_tokens"] = spec.max_tokens
     for key, value in spec.extra_fields:
         body[key] = value
     for key, value in target.extra_body:
@@ -54,10 +70,10 @@ def build_body(
 
 def endpoint_url(target: TargetConfig) -> str:
     """Where every request goes (the workers' and the ISL probe's): the target's own path, else the
-    flavour's standard one."""
+    API's standard one."""
     if target.endpoint_path is not None:
         return target.base_url + target.endpoint_path
-    return target.base_url + ("/chat/completions" if target.endpoint == "chat" else "/completions")
+    return target.base_url + API_PATHS[target.endpoint]
 
 
 def rejects_fixed_osl_fields(status: int, body_text: str) -> bool:

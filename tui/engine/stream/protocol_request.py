@@ -20,9 +20,12 @@ from tui.engine.stream.chunk_shape import ChunkShape, learn_shape
 from tui.engine.stream.error_class import classify_exception
 from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
+    WHOLE_ANSWER_LIMIT,
     Failure,
     RetryFresh,
     Session,
+    ended_early,
+    finish_whole_answer,
     handle_event,
     http_failure,
     is_event_stream,
@@ -35,7 +38,7 @@ from tui.engine.stream.hold import wait_until_ns
 from tui.engine.stream.openai import StreamAccumulator
 from tui.engine.stream.sse import SSEDecoder, SSEDecoderError
 
-_HEAD, _STREAM, _DRAINING, _ERROR_BODY, _OVER = range(5)
+_HEAD, _STREAM, _DRAINING, _ERROR_BODY, _OVER, _WHOLE = range(6)
 _LEARN_TRIES = 3
 """Answer chunks a stream's shape is looked for in before its reads all take the full path."""
 
@@ -94,6 +97,10 @@ class _Exchange:
         record.http_status = self.status = status
         self.headers = headers
         self.content_type = headers.get("content-type", "")
+        if status < 300 and self.session.whole_answer:
+            self.state = _WHOLE  # one JSON body (embeddings), read to its end
+            self.acc.last_read_ns = now
+            return
         if status >= 300 or not is_event_stream(self.content_type):
             self.state = _ERROR_BODY
             return
@@ -134,6 +141,11 @@ class _Exchange:
             self.error_body += data
             if len(self.error_body) >= ERROR_BODY_LIMIT:
                 self._error_response(complete=False)
+        elif self.state == _WHOLE:
+            self.acc.last_read_ns = self.conn.now
+            self.error_body += data
+            if len(self.error_body) > WHOLE_ANSWER_LIMIT:
+                self._fail_in_body(Failure("oversized", f"answer over {WHOLE_ANSWER_LIMIT:,} bytes"), 0)
 
     def end(self, now: int) -> None:
         if self.state == _DRAINING:
@@ -142,6 +154,14 @@ class _Exchange:
             self._end_of_stream()
         elif self.state == _ERROR_BODY:
             self._error_response(complete=True)
+        elif self.state == _WHOLE:
+            self.record.end_ns = now
+            try:
+                finish_whole_answer(self.acc, bytes(self.error_body))
+            except Failure as exc:
+                self._settle(exc)
+                return
+            self._settle(None)
         elif self.state == _HEAD:  # a response without headers complete cannot end; be safe
             self._settle(Failure("disconnect", "connection closed: no response"))
 
@@ -151,6 +171,11 @@ class _Exchange:
         elif self.state == _HEAD:
             kind, message, retryable = classify_exception(exc, started=False)
             self._settle(RetryFresh(message) if retryable else Failure(kind, message))
+        elif self.state == _WHOLE:
+            kind, message, _ = classify_exception(exc, started=True, chunks=0)
+            if kind == "stall":
+                kind, message = "timeout", "no whole answer within the timeout"
+            self._settle(Failure(kind, message))
         elif self.state == _STREAM:
             acc = self.acc
             kind, message, _ = classify_exception(exc, started=True, chunks=len(acc.chunk_ns))
@@ -174,9 +199,9 @@ class _Exchange:
         try:
             if self.inflate is not None:
                 data = self.inflate.decompress(data)
-            loads = orjson.loads
+            loads, apply = orjson.loads, self.session.apply_event
             for event in decoder.feed(data):
-                if handle_event(event.event, event.data, acc, now, loads):
+                if handle_event(event.event, event.data, acc, now, loads, apply):
                     # complete; the connection is reusable once the rest of the body (normally the
                     # chunked terminator, in the same read) is in, which the attempt waits for
                     self.record.end_ns = now
@@ -198,7 +223,7 @@ class _Exchange:
             tail = self.inflate.flush() if self.inflate is not None else b""
             events = self.decoder.feed(tail) + self.decoder.flush() if tail else self.decoder.flush()
             for event in events:
-                if handle_event(event.event, event.data, acc, now, orjson.loads):
+                if handle_event(event.event, event.data, acc, now, orjson.loads, self.session.apply_event):
                     record.end_ns = now
                     self._settle(None)
                     return
@@ -207,13 +232,7 @@ class _Exchange:
             return
         if acc.finish_reason is None:
             # the body ended cleanly but the stream did not: say how far it got, as a broken connection does
-            chunks = len(acc.chunk_ns)
-            self._settle(
-                Failure(
-                    "disconnect",
-                    f"stream ended after {chunks} chunk{'s' if chunks != 1 else ''}, before [DONE]",
-                )
-            )
+            self._settle(ended_early(len(acc.chunk_ns), self.session.apply_event))
             return
         record.end_ns = now  # lenient: a finish_reason was seen, only [DONE] is missing
         self._settle(None)
@@ -223,8 +242,9 @@ class _Exchange:
             # A line or event past the decoder's cap: fail this request alone, keeping the chunks that
             # arrived whole before it; the decoder never held more than the cap.
             try:
+                apply = self.session.apply_event
                 for event in exc.events:
-                    if handle_event(event.event, event.data, self.acc, now, orjson.loads):
+                    if handle_event(event.event, event.data, self.acc, now, orjson.loads, apply):
                         break
             except Failure:
                 pass
