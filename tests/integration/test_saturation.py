@@ -158,7 +158,12 @@ def test_a_loop_lagging_at_a_low_cpu_share_says_the_machine_is_busy_not_more_wor
     assert snap.levels[0].client_limit_cause == "machine"
     (line,) = [n for n in results["notices"] if n.startswith("client is the limit at 2 users")]
     assert "free the machine" in line and "--workers" not in line
+    assert "answers read" in line and "of the median E2E" in line  # the evidence, named
     assert results["levels"][0]["client_saturated"] is True
+    client = results["levels"][0]["client"]
+    assert "loop_lag" in client["limited_by"]
+    # the workers' in-flight mean crossed the wire: both users' requests held in flight while unread
+    assert 1.0 <= client["mean_in_flight"] <= 2.0, client
 
 
 def _burner(core: int, on_s: float, off_s: float) -> subprocess.Popen[bytes]:

@@ -95,3 +95,16 @@ def test_no_knee_while_the_best_is_the_highest_steady_level_says_still_rising() 
     levels = tuple(replace(lv, output_tps_ci=None) for lv in frozen.LEVELS[:2])  # 48 then 93 tok/s
     text = summary(frozen.snapshot(levels=levels, knee=None))
     assert "knee: not found (output throughput still rising at 2 users, the highest steady level)" in text
+
+
+def test_an_open_levels_sends_behind_their_schedule_are_said_under_the_table() -> None:
+    """Rate levels too (not only a trace's) get their send lag under the table, and how far the sends fell
+    behind their schedule where that is 1 % or more: the evidence of a client that could not send on time."""
+    from tui.bench.table import summary
+
+    on_time, late, closed = (replace(lv, mode="rate") for lv in frozen.LEVELS[:3])
+    levels = (replace(on_time, send_shortfall=0.002), replace(late, send_shortfall=0.2), closed)
+    (line,) = [ln for ln in summary(frozen.snapshot(levels=levels)).splitlines() if ln.startswith("send vs")]
+    p50 = f"{on_time.sched_lag.p50:.2f}"
+    assert f"r={on_time.value:g}/s p50 {p50} p99" in line and "(20% behind)" in line
+    assert line.count("behind") == 1  # 0.2 % is no evidence; a level without the figure says nothing

@@ -93,9 +93,9 @@ def summary(snap: Snapshot) -> str:
     elif len(snap.levels) > 1:
         lines.append(f"knee: not found {no_knee_reason(snap.levels)}")
     lags = [
-        f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}"
+        f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}" + behind(lv)
         for lv in snap.levels
-        if lv.mode == "trace" and lv.sched_lag.n
+        if lv.mode != "concurrency" and lv.sched_lag.n
     ]
     if lags:
         lines.append("send vs schedule (ms, never in TTFT): " + "; ".join(lags))
@@ -121,6 +121,12 @@ def summary(snap: Snapshot) -> str:
         lines.append("warning: " + snap.health.reason)
     lines.extend("warning: " + notice for notice in snap.notices)
     return "\n".join(lines)
+
+
+def behind(lv: LevelView) -> str:
+    """How far an uncapped open level's sends fell behind their schedule, once it is 1 % or more."""
+    short = lv.send_shortfall
+    return f" ({short:.0%} behind)" if short is not None and short >= 0.01 else ""
 
 
 def no_knee_reason(levels: tuple[LevelView, ...]) -> str:

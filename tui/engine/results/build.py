@@ -136,6 +136,7 @@ def histograms_of(raw: Mapping[str, Mapping[str, Any]]) -> rm.Histograms:
 def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: ServerSummary | None) -> rm.Level:
     """One level in vLLM's vocabulary (plus tokentop's keys)."""
     rate, trace = lv.mode == "rate", lv.mode == "trace"
+    ev = lv.client_evidence
     return rm.Level(
         level_id=lv.level_id,
         mode=lv.mode,
@@ -178,6 +179,9 @@ def level_of(lv: LevelView, extra: LevelExtras, load: LoadTarget, server: Server
             max_cpu_share=extra.max_cpu_share,
             timing_bound_ms=_num(lv.client_lag_ms),
             timing_uncertain=lv.timing_uncertain,
+            limited_by=ev.limited_by if ev is not None and ev.limited_by else None,
+            mean_in_flight=_num(ev.in_flight) if ev is not None else None,
+            send_shortfall=_num(ev.send_shortfall) if ev is not None else None,
         ),
         sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,
