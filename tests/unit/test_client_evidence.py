@@ -165,3 +165,21 @@ def test_an_open_level_sent_behind_its_schedule_is_the_clients_and_says_so() -> 
     capped.refresh_views(11 * S, force=True)
     (held,) = capped.snapshot(11 * S, **meta).levels
     assert held.send_shortfall is None and not held.client_limited
+
+
+def test_the_in_flight_meter_averages_over_time_not_over_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 in flight for 3 s then 1 for 1 s reads 1.75, however many changes came between; each take starts
+    the next window."""
+    from tui.engine.load import health
+
+    now = [0]
+    monkeypatch.setattr(health.time, "perf_counter_ns", lambda: now[0])
+    meter = health.InFlightMeter()
+    for t_s, count in ((0, 1), (0, 2), (3, 1)):
+        now[0] = t_s * S
+        meter.set(count)
+    now[0] = 4 * S
+    assert meter.take_window_mean() == pytest.approx(1.75)
+    now[0] = 6 * S
+    assert meter.take_window_mean() == pytest.approx(1.0)
+    assert meter.take_window_mean() is None  # no time passed
