@@ -173,7 +173,7 @@ def test_the_in_flight_meter_averages_over_time_not_over_changes(monkeypatch: py
     from tui.engine.load import health
 
     now = [0]
-    monkeypatch.setattr(health.time, "perf_counter_ns", lambda: now[0])
+    monkeypatch.setattr("tui.engine.load.health.time.perf_counter_ns", lambda: now[0])
     meter = health.InFlightMeter()
     for t_s, count in ((0, 1), (0, 2), (3, 1)):
         now[0] = t_s * S

@@ -273,7 +273,7 @@ def _run(
             snap = handle.snapshot()
             final = snap
             if status != 1 and snap.levels:
-                print_or_drop(summary(snap))
+                print_or_drop(summary(snap, config.options.slo_target))
             if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
                 # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)

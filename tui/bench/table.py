@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from tui.bench.progress import load_label
+from tui.engine.aggregate.attainment import capacity_level
 from tui.engine.aggregate.metrics import why_no_knee
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.units import ms_figure
@@ -20,10 +21,15 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
                              "tok/chunk", "steady")  # fmt: skip
     # A server that reports cached prompt tokens gets the prefix-cache hit rate (cached / prompt tokens).
     cached = any(lv.cache_hit_rate is not None for lv in levels)
+    # With an SLO: the share of the window's requests that met it, its Wilson 95 % interval, and the output
+    # tok/s of those requests (goodput), beside the throughput it is a share of.
+    slo = any(lv.slo is not None for lv in levels)
     if reasoning:
         cols = (*cols[:9], "TTFA p50", *cols[9:])
     if cached:
         cols = (*cols[:-1], "prefix cache", cols[-1])
+    if slo:
+        cols = (*cols[:7], "SLO met (95% CI) goodput", *cols[7:])
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
         name = table_name(lv)
@@ -57,6 +63,8 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
             rate = lv.cache_hit_rate
             hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column
             row = (*row[:-1], hit, row[-1])
+        if slo:
+            row = (*row[:7], slo_cell(lv), *row[7:])
         rows.append(row)
     widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
     lines = []
@@ -69,9 +77,35 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     lines.append(
         "(over each level's steady window: done and fail count the requests sent in it; latencies in ms,"
         " ISL/OSL mean tokens by the server's count; ~ too few samples to bound a percentile; ± lag: the"
-        " client's timing bound, its loop lag p99; * a figure it is 5 % or more of)"
+        " client's timing bound, its loop lag p99; * a figure it is 5 % or more of"
+        + ("; SLO met: the share of requests that met every objective, failures against" if slo else "")
+        + ")"
     )
     return "\n".join(lines)
+
+
+def slo_cell(lv: LevelView) -> str:
+    """ "97% (93-99) 812": the share that met the SLO, its Wilson 95 % interval, goodput tok/s (as the app's
+    column); "-" before any request."""
+    s = lv.slo
+    if s is None or not s.requests:
+        return "-"
+    goodput = f"{s.goodput_tps:,.0f}" if math.isfinite(s.goodput_tps) else "-"
+    return f"{s.attainment:.0%} ({s.low * 100:.0f}-{s.high * 100:.0f}) {goodput}"
+
+
+def capacity_line(levels: tuple[LevelView, ...], target: float) -> str | None:
+    """ "capacity at SLO: 4 users, 880 tok/s (...)": the highest load whose attainment's 95 % lower bound met
+    ``target``, and its goodput; None without an SLO."""
+    if not any(lv.slo is not None for lv in levels):
+        return None
+    rule = f"the highest load whose attainment's 95 % lower bound met {target * 100:g} %"
+    best = capacity_level(levels, target)
+    if best is None or best.slo is None:
+        return f"capacity at SLO: none of the levels ({rule}: none did)"
+    tps = best.slo.goodput_tps
+    goodput = f"{tps:,.0f} tok/s" if math.isfinite(tps) else "- tok/s"
+    return f"capacity at SLO: {load_label(best.mode, best.value)}, {goodput} ({rule})"
 
 
 def table_name(lv: LevelView) -> str:
@@ -81,8 +115,9 @@ def table_name(lv: LevelView) -> str:
     return f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
 
 
-def summary(snap: Snapshot) -> str:
-    """The table and, under it, the knee, the errors and every warning the run had: what bench prints."""
+def summary(snap: Snapshot, slo_target: float = 0.95) -> str:
+    """The table and, under it, the knee, the capacity at an SLO, the errors and every warning the run had:
+    what bench prints."""
     lines = [format_table(snap.levels)]
     if snap.knee is not None:
         mode, v = snap.load.mode, snap.knee.value
@@ -92,6 +127,9 @@ def summary(snap: Snapshot) -> str:
         )
     elif len(snap.levels) > 1:
         lines.append(f"knee: not found {no_knee_reason(snap.levels)}")
+    capacity = capacity_line(snap.levels, slo_target)
+    if capacity is not None:
+        lines.append(capacity)
     lags = [
         f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}" + behind(lv)
         for lv in snap.levels

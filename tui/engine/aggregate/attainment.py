@@ -4,12 +4,14 @@ cut ones (cancelled) are counted apart. A ramp reads the interval's lower bound,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import numpy.typing as npt
 
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.run_noise import wilson_interval
-from tui.engine.snapshot import SloView
+from tui.engine.snapshot import LevelView, SloView
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -51,3 +53,10 @@ def slo_view(
         goodput_rps=rate(met),
         goodput_tps=rate(float(rows["osl"][good].sum()) * scale),
     )
+
+
+def capacity_level(levels: Iterable[LevelView], target: float) -> LevelView | None:
+    """The highest load whose attainment's 95 % lower bound meets ``target`` (None: none did): the capacity
+    at the SLO, which the auto ramp and bench's end table both say."""
+    passed = [lv for lv in levels if lv.slo is not None and lv.slo.low >= target]
+    return max(passed, key=lambda lv: lv.value, default=None)

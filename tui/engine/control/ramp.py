@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, replace
 
 from tui.engine.aggregate.advice import client_limit, evidence_words
+from tui.engine.aggregate.attainment import capacity_level
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
 from tui.engine.snapshot import Knee, LevelView, RampStop, RampVerdict, Snapshot
@@ -235,8 +236,7 @@ class RampPolicy:
 
     def _capable(self, mine: list[LevelView]) -> LevelView | None:
         """The highest load whose attainment's lower bound meets the target."""
-        passed = [lv for lv in mine if lv.slo is not None and lv.slo.low >= self.slo_target]
-        return max(passed, key=lambda lv: lv.value, default=None)
+        return capacity_level(mine, self.slo_target)
 
     def _capacity_line(self, level: LevelView, mine: list[LevelView]) -> str:
         """ "capacity at SLO: 4 users, 880 tok/s (8 users: 71 % met, 95 % lower bound 64 % < 95 %)"."""
