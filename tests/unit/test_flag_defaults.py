@@ -43,6 +43,7 @@ FIELDS: dict[tuple[str, str], Any] = {
     ("bench", "on_node_loss"): RayPlacement.on_node_loss,
     ("bench", "arrival"): LoadTarget.arrival,
     ("bench", "sim_time_scale"): DemoConfig.time_scale,
+    ("bench", "repeat"): BenchConfig.repeat,
     ("calibrate", "token_rate"): CalibrateConfig.token_rate,
     ("calibrate", "max_streams"): CalibrateConfig.max_streams,
     ("calibrate", "p99_budget_ms"): CalibrateConfig.p99_budget_ms,

@@ -63,6 +63,14 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=BenchConfig.repeat,
+        metavar="N",
+        help="run the whole sweep N times: outputs and sessions get -1 .. -N, and `tokentop compare LABEL` "
+        "takes the N sessions as one side (the noise between runs)",
+    )
+    p.add_argument(
         "--sim-time-scale",
         type=positive_float,
         default=DemoConfig.time_scale,
@@ -98,6 +106,8 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
         csv=_path(ns.csv),
         plot=_path(ns.plot),
         quiet=ns.quiet,
+        repeat=ns.repeat,
+        fresh_prompts=ns.repeat_prompts is None,
     )
 
 

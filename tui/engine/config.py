@@ -294,6 +294,9 @@ class EngineOptions:
     """The session keeps the streamed text too (a replay then draws the lanes' text)."""
     record_label: str = ""
     """The session's label (``--label``), shown by ``tokentop sessions`` and in its file name."""
+    record_repeat: str = ""
+    """The set of repeated runs this session is one of (``bench --repeat``), alike in each: `tokentop
+    compare` takes them all as one side when named by their label; "" for a single run."""
 
 
 def normalise_base_url(url: str, *, add_v1: bool = True) -> str:
