@@ -183,3 +183,22 @@ def test_the_in_flight_meter_averages_over_time_not_over_changes(monkeypatch: py
     now[0] = 6 * S
     assert meter.take_window_mean() == pytest.approx(1.0)
     assert meter.take_window_mean() is None  # no time passed
+
+
+def test_a_level_that_ended_before_any_health_window_is_judged_once_one_comes() -> None:
+    """A short first level (a busy machine's worker sent its first window late) is not frozen unjudged: the
+    first window that covers it gives it its timing bound, which then stays."""
+    meta = dict(
+        base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None
+    )
+    st = Store(0, workers=1, heavy_interval_s=0.0)
+    st.begin_level(1, LoadTarget(concurrency=2), 0)
+    st.begin_level(2, LoadTarget(concurrency=4), 3 * S)
+    st.refresh_views(3 * S, force=True)
+    assert st.snapshot(3 * S, **meta).levels[0].client_lag_ms is None  # no window yet
+    st.ingest(Batch(0, 4 * S, 2, health_window=Health(7.0, 0.05, 0, None, 0.1, 2.0)))
+    st.refresh_views(4 * S, force=True)
+    assert st.snapshot(4 * S, **meta).levels[0].client_lag_ms == 7.0
+    st.ingest(Batch(0, 6 * S, 2, health_window=Health(1.0, 0.05, 0, None, 0.1, 4.0)))
+    st.refresh_views(6 * S, force=True)
+    assert st.snapshot(6 * S, **meta).levels[0].client_lag_ms == 7.0  # fixed once judged

@@ -100,9 +100,9 @@ class Store:
         self.levels: dict[int, LevelAgg] = {}
         self.lanes = Lanes(max_lanes)
         self.saturation = Saturation(t0_ns, workers, lag_threshold_ms, cpu_threshold)
-        self._ended_client: dict[int, LevelClient | None] = {}
-        """An ended level's client judgement, fixed when first taken after its end (a later window
-        that straddled the end never changes what was saved for it)."""
+        self._ended_client: dict[int, LevelClient] = {}
+        """An ended level's client judgement, fixed when first taken after its end once a health window
+        covers it (a later window that straddled the end never changes what was saved for it)."""
         self.live = LiveRates(t0_ns)
         self.completed = 0
         self.failed = 0
@@ -378,11 +378,12 @@ class Store:
         now_s = (now_ns - self.t0_ns) / 1e9
         marked = []
         for lv in levels:
-            if lv.ended_s is not None and lv.level_id in self._ended_client:
-                judged = self._ended_client[lv.level_id]
-            else:
+            judged: LevelClient | None = (
+                self._ended_client.get(lv.level_id) if lv.ended_s is not None else None
+            )
+            if judged is None:
                 judged = self.saturation.level_client(lv.span_s(now_s), lv.e2el.p50, self._asked(lv))
-                if lv.ended_s is not None:
+                if lv.ended_s is not None and judged is not None:  # not before a window covers it
                     self._ended_client[lv.level_id] = judged
             if judged is None:
                 marked.append(lv)
