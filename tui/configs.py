@@ -97,6 +97,11 @@ class BenchConfig:
     own_metrics: OwnMetrics = field(default_factory=OwnMetrics)
     ab: AbConfig | None = None
     """A second endpoint under the same levels (``--ab``), or None."""
+    repeat: int = 1
+    """Run the whole sweep this many times, each with its own outputs and session (`tui.bench.repeats`)."""
+    fresh_prompts: bool = True
+    """Each repeat draws its own prompt salt, so none meets a cache the one before warmed (False with
+    ``--repeat-prompts``: every run sends those prompts)."""
 
     def level_duration_s(self, index: int) -> float | None:
         """How long level ``index`` (from 0) is held, or None when a request count ends it."""

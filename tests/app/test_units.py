@@ -207,6 +207,16 @@ def test_level_cells_mark_unbounded_and_timing_uncertain_percentiles() -> None:
     assert "*" not in cells["ttft"] and "~" not in cells["tpot"]
 
 
+def test_each_level_shows_its_timing_bound_and_whether_the_client_was_the_limit() -> None:
+    """The ``± lag`` column, as bench's: the client's timing bound per level ("-" before a health window
+    covers it), and "client" beside it where the client limited the load there."""
+    level = frozen.snapshot().levels[0]
+    assert level_cells(level, 4, None, "chunk")["lag"] == "-"
+    assert level_cells(replace(level, client_lag_ms=1.26), 4, None, "chunk")["lag"] == "1.3"
+    limited = replace(level, client_lag_ms=12.0, client_limited=True)
+    assert level_cells(limited, 4, None, "chunk")["lag"] == "12.0 client"
+
+
 def test_a_level_too_short_to_measure_shows_no_rates_and_no_curve_point() -> None:
     snap = frozen.snapshot()
     nan = float("nan")

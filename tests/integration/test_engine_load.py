@@ -85,6 +85,10 @@ def test_open_loop_rate_cap_and_scheduling_lag(tmp_path: Path) -> None:
     assert capped.level_id == level_id
     # 2 in flight x 0.2 s each can only serve ~10 req/s: arrivals queue behind the cap and their lag grows
     assert capped.sched_lag.p90 > 100.0
+    # the sends kept their schedule: not the client's limit; the capped level's lag is the slots' wait, the
+    # server's doing, so its sends are not judged (`send_shortfall`)
+    assert first.send_shortfall is not None and first.send_shortfall < 0.05 and not first.client_limited
+    assert capped.send_shortfall is None
     records = read_jsonl(tmp_path / "requests.jsonl")
     first_recs = [r for r in records if r["level"] == first.level_id]
     sched = sorted(r["scheduled_ns"] for r in first_recs)

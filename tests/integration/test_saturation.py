@@ -149,16 +149,29 @@ def test_a_loop_lagging_at_a_low_cpu_share_says_the_machine_is_busy_not_more_wor
             options=options,
         ) as handle,
     ):
-        _, snap, _ = wait_for(
-            handle, lambda s: s.health.saturated and s.levels and s.levels[0].client_limited, 20, "limited"
-        )
+
+        def limited(s: Snapshot) -> bool:  # and a health window wholly inside its window: in flight judged
+            seen = s.levels[0].client_evidence if s.levels else None
+            return (
+                s.health.saturated
+                and seen is not None
+                and seen.in_flight is not None
+                and s.levels[0].client_limited
+            )
+
+        _, snap, _ = wait_for(handle, limited, 20, "limited")
         results = _results(handle, tmp_path / "results.json")
     assert snap.health.cpu_share < 0.1, snap.health
     assert "the machine is busy" in snap.health.reason and "--workers" not in snap.health.reason
     assert snap.levels[0].client_limit_cause == "machine"
     (line,) = [n for n in results["notices"] if n.startswith("client is the limit at 2 users")]
     assert "free the machine" in line and "--workers" not in line
+    assert "answers read" in line and "of the median E2E" in line  # the evidence, named
     assert results["levels"][0]["client_saturated"] is True
+    client = results["levels"][0]["client"]
+    assert "loop_lag" in client["limited_by"]
+    # the workers' in-flight mean crossed the wire: both users' requests held in flight while unread
+    assert 1.0 <= client["mean_in_flight"] <= 2.0, client
 
 
 def _burner(core: int, on_s: float, off_s: float) -> subprocess.Popen[bytes]:

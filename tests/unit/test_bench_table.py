@@ -8,6 +8,7 @@ from dataclasses import replace
 from tests.support import frozen
 from tui import units
 from tui.bench.table import format_table, summary
+from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.config import EngineOptions
 from tui.engine.snapshot import SloView
 
@@ -156,3 +157,51 @@ def test_an_embeddings_run_has_its_own_columns_in_bench_and_the_app() -> None:
     cells = level_cells(levels[0], 1, None, "chunk", whole_answers=True)
     assert (cells["tps"], cells["len"]) == ("5,000.0", "32")
     assert "ttft" not in dict(WHOLE_ANSWER_COLUMNS) and "itl" not in dict(WHOLE_ANSWER_COLUMNS)
+
+
+def test_an_open_levels_sends_behind_their_schedule_are_said_under_the_table() -> None:
+    """Rate levels too (not only a trace's) get their send lag under the table, and how far the sends fell
+    behind their schedule where that is 1 % or more: the evidence of a client that could not send on time."""
+    from tui.bench.table import summary
+
+    on_time, late, closed = (replace(lv, mode="rate") for lv in frozen.LEVELS[:3])
+    levels = (replace(on_time, send_shortfall=0.002), replace(late, send_shortfall=0.2), closed)
+    (line,) = [ln for ln in summary(frozen.snapshot(levels=levels)).splitlines() if ln.startswith("send vs")]
+    p50 = f"{on_time.sched_lag.p50:.2f}"
+    assert f"r={on_time.value:g}/s p50 {p50} p99" in line and "(20% behind)" in line
+    assert line.count("behind") == 1  # 0.2 % is no evidence; a level without the figure says nothing
+
+
+def _slo(met: int, requests: int, goodput_tps: float) -> SloView:
+    low, high = wilson_interval(met, requests)
+    share = met / requests if requests else float("nan")
+    return SloView(met, requests, 0, share, low, high, met / 10.0, goodput_tps)
+
+
+def test_with_an_slo_the_table_has_its_column_and_the_capacity_at_it_is_said() -> None:
+    """Beside tok/s: the share that met the SLO, its Wilson interval, goodput. Under the knee: the highest
+    load whose lower bound met the target (2 users: 40 of 40 met, lower bound 91 %; 4 users' 38 of 40
+    has a lower bound under 95 %, 1 user's is lower in load)."""
+    from tui.bench.table import summary
+
+    one, two, four, eight = frozen.LEVELS[:4]
+    levels = (
+        replace(one, slo=_slo(40, 40, 380.0)),
+        replace(two, slo=_slo(120, 120, 760.0)),
+        replace(four, slo=_slo(38, 40, 1_400.0)),
+        replace(eight, slo=_slo(0, 0, float("nan"))),
+    )
+    text = summary(frozen.snapshot(levels=levels), EngineOptions(slo_target=0.95))
+    header, rows = _header_and_rows(text)
+    assert header.split()[7:13] == ["tok/s", "SLO", "met", "(95%", "CI)", "goodput"]
+    low, high = wilson_interval(38, 40)
+    assert f"95% ({low * 100:.0f}-{high * 100:.0f}) 1,400" in rows[2]
+    assert rows[3].split()[7] == "-"  # no request yet
+    assert (
+        f"capacity at SLO: {two.value:g} users, 760 tok/s (the highest load whose attainment's 95 % lower"
+        " bound met 95 %)" in text.splitlines()
+    )
+    assert "capacity at SLO: none of the levels" in summary(
+        frozen.snapshot(levels=levels), EngineOptions(slo_target=0.999)
+    )
+    assert "SLO" not in format_table(frozen.LEVELS) and "capacity" not in summary(frozen.snapshot())

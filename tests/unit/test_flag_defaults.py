@@ -54,6 +54,7 @@ FIELDS: dict[tuple[str, str], Any] = {
     ("bench", "ab_threshold"): AbConfig.threshold_pct,
     ("bench", "ab_block"): AbConfig.block_s,
     ("bench", "sim_time_scale"): DemoConfig.time_scale,
+    ("bench", "repeat"): BenchConfig.repeat,
     ("calibrate", "token_rate"): CalibrateConfig.token_rate,
     ("calibrate", "max_streams"): CalibrateConfig.max_streams,
     ("calibrate", "p99_budget_ms"): CalibrateConfig.p99_budget_ms,

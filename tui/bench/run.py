@@ -31,6 +31,7 @@ from tui.bench.ab import Sessions, plan_sides, run_turns, with_b
 from tui.bench.feed import LiveFeed
 from tui.bench.level_end import counted, default_requests, level_done
 from tui.bench.progress import LevelProgress, Progress, load_label
+from tui.bench.repeats import repeat_config
 from tui.bench.table import summary
 from tui.bench.writing import joules_per_token, write_run_exports, write_run_plot
 from tui.configs import BenchConfig
@@ -154,14 +155,16 @@ def run(
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
     progress = Progress(sys.stderr, config.quiet)
-    check_outputs(
-        output=config.output,
-        requests_log=config.requests_log,
-        server_metrics_log=_path(config.options.server_metrics_log),
-        csv=config.csv,
-        vllm_results=config.vllm_results,
-        plot=config.plot,
-    )
+    runs = [repeat_config(config, k) for k in range(1, config.repeat + 1)]
+    for each in runs:
+        check_outputs(
+            output=each.output,
+            requests_log=each.requests_log,
+            server_metrics_log=_path(each.options.server_metrics_log),
+            csv=each.csv,
+            vllm_results=each.vllm_results,
+            plot=each.plot,
+        )
     feed = LiveFeed(config.live_jsonl) if config.live_jsonl is not None else None
     demo = config.server.demo
     try:
@@ -172,7 +175,13 @@ def run(
                 if demo is not None:
                     progress.show(f"starting the built-in simulator ({demo.profile})", force=True)
                 with running_demo(demo) as demo_url:
-                    status = _run(config, demo_url, progress, engine_factory, probe, feed, metrics)
+                    status = 0
+                    for k, each in enumerate(runs, 1):  # the same server for every run of a --repeat
+                        if len(runs) > 1:
+                            progress.note(f"run {k} of {len(runs)}")
+                        status = _run(each, demo_url, progress, engine_factory, probe, feed, metrics)
+                        if status != 0:
+                            break
             except KeyboardInterrupt as exc:  # while the simulator started or stopped: nothing measured yet
                 status = exit_status(exc)
             finally:

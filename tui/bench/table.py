@@ -33,6 +33,9 @@ def format_table(
                              "tok/chunk", "steady")  # fmt: skip
     # A server that reports cached prompt tokens gets the prefix-cache hit rate (cached / prompt tokens).
     cached = any(lv.cache_hit_rate is not None for lv in levels)
+    # With an SLO: the share of the window's requests that met it, its Wilson 95 % interval, and the output
+    # tok/s of those requests (goodput), beside the throughput it is a share of.
+    slo = any(lv.slo is not None for lv in levels)
     if reasoning:
         cols = (*cols[:9], "TTFA p50", *cols[9:])
     if cached:
@@ -41,6 +44,8 @@ def format_table(
         cols = (*cols[:7], "J/tok", *cols[7:])
     if cost_per_hour is not None:  # beside the throughput it prices
         cols = (*cols[:7], "$/Mtok out", *cols[7:])
+    if slo:
+        cols = (*cols[:7], "SLO met (95% CI) goodput", *cols[7:])
     rows: list[tuple[str, ...]] = [cols]
     for lv in levels:
         name = table_name(lv)
@@ -77,13 +82,17 @@ def format_table(
             row = (*row[:7], "-" if j is None else f"{j:.3g}", *row[7:])
         if cost_per_hour is not None:
             row = (*row[:7], dollars(usd_per_mtok(cost_per_hour, lv.output_tps)), *row[7:])
+        if slo:
+            row = (*row[:7], slo_cell(lv), *row[7:])
         rows.append(row)
     return "\n".join(
         [
             *_aligned(rows),
             "(over each level's steady window: done and fail count the requests sent in it; latencies in ms,"
             " ISL/OSL mean tokens by the server's count; ~ too few samples to bound a percentile; ± lag: the"
-            " client's timing bound, its loop lag p99; * a figure it is 5 % or more of)",
+            " client's timing bound, its loop lag p99; * a figure it is 5 % or more of"
+            + ("; SLO met: the share of requests that met every objective, failures against" if slo else "")
+            + ")",
         ]
     )
 
@@ -140,6 +149,30 @@ def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
+def slo_cell(lv: LevelView) -> str:
+    """ "97% (93-99) 812": the share that met the SLO, its Wilson 95 % interval, goodput tok/s (as the app's
+    column); "-" before any request."""
+    s = lv.slo
+    if s is None or not s.requests:
+        return "-"
+    goodput = f"{s.goodput_tps:,.0f}" if math.isfinite(s.goodput_tps) else "-"
+    return f"{s.attainment:.0%} ({s.low * 100:.0f}-{s.high * 100:.0f}) {goodput}"
+
+
+def capacity_line(levels: tuple[LevelView, ...], target: float) -> str | None:
+    """ "capacity at SLO: 4 users, 880 tok/s (...)": the highest load whose attainment's 95 % lower bound met
+    ``target``, and its goodput; None without an SLO."""
+    if not any(lv.slo is not None for lv in levels):
+        return None
+    rule = f"the highest load whose attainment's 95 % lower bound met {target * 100:g} %"
+    best = capacity_level(levels, target)
+    if best is None or best.slo is None:
+        return f"capacity at SLO: none of the levels ({rule}: none did)"
+    tps = best.slo.goodput_tps
+    goodput = f"{tps:,.0f} tok/s" if math.isfinite(tps) else "- tok/s"
+    return f"capacity at SLO: {load_label(best.mode, best.value)}, {goodput} ({rule})"
+
+
 def table_name(lv: LevelView) -> str:
     """A level as the table's first column names it: "c=8", "r=2.5/s", "x2"."""
     if lv.mode == "trace":
@@ -150,8 +183,8 @@ def table_name(lv: LevelView) -> str:
 def summary(
     snap: Snapshot, options: EngineOptions | None = None, joules: Mapping[int, float] | None = None
 ) -> str:
-    """The table and, under it, the knee, the price at SLO, the errors and every warning the run had: what
-    bench prints. ``options``: the run's price and SLO; ``joules``: `format_table`'s."""
+    """The table and, under it, the knee, the capacity at an SLO and its price, the errors and every warning
+    the run had: what bench prints. ``options``: the run's price and SLO; ``joules``: `format_table`'s."""
     cost = None if options is None else options.cost_per_hour
     lines = [format_table(snap.levels, cost, joules, snap.endpoint)]
     if snap.endpoint == "embeddings":
@@ -164,6 +197,9 @@ def summary(
         )
     elif len(snap.levels) > 1:
         lines.append(f"knee: not found {no_knee_reason(snap.levels)}")
+    capacity = capacity_line(snap.levels, 0.95 if options is None else options.slo_target)
+    if capacity is not None:
+        lines.append(capacity)
     if (
         options is not None
         and cost is not None
@@ -171,9 +207,9 @@ def summary(
     ):
         lines.append(price_at_slo(snap.levels, cost, options.slo_target))
     lags = [
-        f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}"
+        f"{table_name(lv)} p50 {lv.sched_lag.p50:.2f} p99 {lv.sched_lag.p99:.2f}" + behind(lv)
         for lv in snap.levels
-        if lv.mode == "trace" and lv.sched_lag.n
+        if lv.mode != "concurrency" and lv.sched_lag.n
     ]
     if lags:
         lines.append("send vs schedule (ms, never in TTFT): " + "; ".join(lags))
@@ -212,6 +248,12 @@ def price_at_slo(levels: tuple[LevelView, ...], cost_per_hour: float, slo_target
     at = load_label(best.mode, best.value)
     price = dollars(usd_per_mtok(cost_per_hour, good))
     return f"$/Mtok at SLO: {price} at {at}, the capacity at SLO (of its output tokens that met it)"
+
+
+def behind(lv: LevelView) -> str:
+    """How far an uncapped open level's sends fell behind their schedule, once it is 1 % or more."""
+    short = lv.send_shortfall
+    return f" ({short:.0%} behind)" if short is not None and short >= 0.01 else ""
 
 
 def no_knee_reason(levels: tuple[LevelView, ...]) -> str:

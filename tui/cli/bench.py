@@ -71,6 +71,14 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
         "(-: stdout, and the table goes to stderr)",
     )
     p.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=BenchConfig.repeat,
+        metavar="N",
+        help="run the whole sweep N times: outputs and sessions get -1 .. -N, and `tokentop compare LABEL` "
+        "takes the N sessions as one side (the noise between runs)",
+    )
+    p.add_argument(
         "--sim-time-scale",
         type=positive_float,
         default=DemoConfig.time_scale,
@@ -115,6 +123,8 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
         live_jsonl=ns.live_jsonl,
         own_metrics=own_metrics_from_args(ns),
         ab=ab,
+        repeat=ns.repeat,
+        fresh_prompts=ns.repeat_prompts is None,
     )
 
 

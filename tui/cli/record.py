@@ -58,6 +58,23 @@ def find_run(name: str, folder: Path | None = None) -> Path:
     return found[-1]
 
 
+def find_runs(name: str, folder: Path | None = None) -> tuple[Path, ...]:
+    """`find_run`, and where ``name`` is a label whose newest session is one of a ``bench --repeat`` set,
+    every session of that set in the folder (one side of a comparison: its repeats). A path, or a file
+    name, is that one run."""
+    from tui.engine.recording.file import read_header, session_files
+
+    path = find_run(name, folder)
+    if path.name in (name, f"{name}{SUFFIX}") or Path(name).parent != Path("."):
+        return (path,)
+    header = read_header(path) or {}
+    the_set = header.get("repeat")
+    if not the_set:
+        return (path,)
+    same = [p for p in session_files(path.parent) if (read_header(p) or {}).get("repeat") == the_set]
+    return tuple(same) or (path,)
+
+
 def default_session_path(label: str, *, now_s: float | None = None, folder: Path | None = None) -> Path:
     """A new file name: ``YYYYmmdd-HHMMSS[-label]``, with ``-2``, ``-3``... if taken."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now_s is None else now_s))

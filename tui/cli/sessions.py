@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from tui import units
 from tui.argtypes import positive_float
-from tui.cli.record import find_run, sessions_dir
+from tui.cli.record import find_runs, sessions_dir
 from tui.configs import CompareConfig, CompareForm, ReplayConfig, SessionsConfig, UsageError
 from tui.engine.recording.file import SUFFIX, SessionError, session_files
 
@@ -70,7 +70,7 @@ def compare_config(ns: argparse.Namespace) -> CompareConfig:
     if len(ns.runs) < 2 and "," in "".join(ns.runs):
         raise UsageError("compare needs at least two runs")
     form: CompareForm = "json" if ns.json else "markdown" if ns.markdown else "text"
-    sides = tuple(tuple(find_run(part) for part in run.split(",") if part) for run in ns.runs)
+    sides = tuple(tuple(p for part in run.split(",") if part for p in find_runs(part)) for run in ns.runs)
     return CompareConfig(
         runs=sides, form=form, plot=Path(ns.plot) if ns.plot else None, threshold_pct=ns.threshold
     )

@@ -319,6 +319,9 @@ class EngineOptions:
     """Drawn afresh per run with ``otlp_endpoint``: each request's W3C ``traceparent`` ids derive from it,
     its worker and its sequence number (`tui.engine.trace_context`), so the face names the same span from the
     record alone. "": no ``traceparent`` is sent."""
+    record_repeat: str = ""
+    """The set of repeated runs this session is one of (``bench --repeat``), alike in each: `tokentop
+    compare` takes them all as one side when named by their label; "" for a single run."""
 
 
 def normalise_base_url(url: str, *, add_v1: bool = True) -> str:

@@ -139,6 +139,30 @@ class SloView:
     window is too short to measure."""
 
 
+ClientSign = Literal["cpu", "loop_lag", "in_flight", "send_lag"]
+"""A sign that the client limited a level's load: a worker CPU-bound; answers read late by a material share
+of their E2E; a closed loop's users not all in flight; an open loop's sends falling behind their schedule."""
+
+
+@dataclass(frozen=True)
+class ClientEvidence:
+    """What the client-limit judgement read over a level's window (`tui.engine.aggregate.saturation`), and
+    which of it showed the client limiting the load (``limited_by``, empty when it did not)."""
+
+    cpu_share: float
+    """The worst worker's median CPU share over the window (0..1 of a core)."""
+    mean_lag_ms: float
+    """Likewise its mean loop lag: how long an answer that ended waited to be read."""
+    e2e_p50_ms: float
+    in_flight: float | None = None
+    """Closed loop: requests in flight averaged over the window, all workers (None: not judged)."""
+    users: float | None = None
+    """What ``in_flight`` is set against (None: not judged, e.g. failures held users back)."""
+    send_shortfall: float | None = None
+    """Open loop without a cap: the share of its schedule the sends fell behind (None: not judged)."""
+    limited_by: tuple[ClientSign, ...] = ()
+
+
 @dataclass(frozen=True)
 class LevelView:
     """Everything measured at one load level (one row of the table, one point of the curve)."""
@@ -248,6 +272,11 @@ class LevelView:
     """Why, when ``client_limited``: the workers' own CPU (more workers help), a machine busy with other work
     (the loop lagged at a low CPU share: more workers would not help), or unclear
     (`tui.engine.aggregate.advice.cause_of`)."""
+    client_evidence: ClientEvidence | None = None
+    """What the client-limit judgement read over the window and what of it showed the limit."""
+    send_shortfall: float | None = None
+    """Open loop (rate, trace) without a cap: how far the sends fell behind their schedule over the window,
+    as a share of it (`tui.engine.aggregate.saturation.send_shortfall`); None otherwise or too few sends."""
     workers_lost: int = 0
     """Engine workers lost during the level (their node went away): the window ends at the loss."""
     down_s: float = 0.0

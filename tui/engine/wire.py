@@ -120,6 +120,9 @@ class Health(NamedTuple):
     machine's own noise, which the face's lag threshold is set from (`tui.engine.aggregate.saturation`)."""
     loop_lag_mean_ms: float | None = None
     """The window's mean loop lag (window readings only): how long an answer that ended waited to be read."""
+    in_flight_mean: float | None = None
+    """Requests the worker had in flight, averaged over the window's time (window readings only): a closed
+    loop below its users sends late (`tui.engine.aggregate.saturation`)."""
 
 
 class LaneDelta(NamedTuple):

@@ -225,6 +225,7 @@ def test_user_stagger_spreads_the_first_requests(
 def test_results_of_a_real_run_read_back_typed(tmp_path: Path) -> None:
     """Round trip: a short bench run over the simulator writes results; `read_results` gives back the same
     numbers, typed, and the same counts as the table printed at the end."""
+    from tui.bench.progress import load_label
     from tui.engine.results.files import read_results
 
     out = tmp_path / "results.json"
@@ -246,6 +247,19 @@ def test_results_of_a_real_run_read_back_typed(tmp_path: Path) -> None:
     assert (res.totals.completed, res.totals.failed, res.fatal) == (raw["totals"]["completed"], 0, None)
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("c=")]
     assert [lv.value for lv in res.levels] == [1.0, 2.0] and len(rows) == 2
+    # the SLO column says what the results say, and so does the capacity at it under the table
+    for lv_raw, row in zip(raw["levels"], rows, strict=True):
+        slo = lv_raw["slo"]
+        low, high = slo["attainment_low"] * 100, slo["attainment_high"] * 100
+        assert row[7:9] == [f"{slo['attainment']:.0%}", f"({low:.0f}-{high:.0f})"], row
+    capable = [lv for lv in raw["levels"] if lv["slo"]["attainment_low"] >= 0.95]
+    capacity = (
+        f"capacity at SLO: {load_label('concurrency', capable[-1]['concurrency'])}, "
+        f"{capable[-1]['slo']['output_goodput']:,.0f} tok/s"
+        if capable
+        else "capacity at SLO: none of the levels"
+    )
+    assert capacity in r.stdout
     for lv, lv_raw, row in zip(res.levels, raw["levels"], rows, strict=True):
         assert (lv.level_id, lv.mode, lv.steady) == (lv_raw["level_id"], "concurrency", True)
         assert [str(lv.completed), str(lv.failed)] == row[1:3]

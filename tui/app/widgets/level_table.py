@@ -27,6 +27,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("tpot", "TPOT p50/90/99"),
     ("itl", "ITL p50/90/99"),
     ("e2e", "E2E p50/90/99"),
+    ("lag", "± lag"),
     ("err", "errors"),
     ("n", "done"),
     ("state", "state"),
@@ -61,8 +62,8 @@ CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "base", "slo", "cost", "ttft", "itl", "tpot", "e2e", "err", "rps", "srv",
-                "ureq", "state", "n", "len", "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "base", "slo", "cost", "ttft", "itl", "tpot", "e2e", "lag", "err", "rps",
+                "srv", "ureq", "state", "n", "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
@@ -193,6 +194,7 @@ def level_cells(
         "tpot": triple(level.tpot, "tpot", level.timing_uncertain),
         "itl": triple(itl_stats(level, convention), ITL_JUDGED[convention], level.timing_uncertain),
         "e2e": triple(level.e2el, "e2el", level.timing_uncertain),
+        "lag": lag_cell(level),
         "tps": units.rate(level.input_tps if whole_answers else level.output_tps),
         "rps": units.rate(level.request_per_s, 2),
         "ureq": units.rate(level.per_request_tps),
@@ -205,6 +207,14 @@ def level_cells(
         "slo": slo_cell(level),
         "cost": units.dollars(usd_per_mtok(cost_per_hour, level.output_tps)),
     }
+
+
+def lag_cell(level: LevelView) -> str:
+    """The client's timing bound over the level (its loop lag p99: every stamp ``±`` this, ``*`` where it
+    is material), and "client" where the client limited the load there ("-" before a health window)."""
+    if level.client_lag_ms is None:
+        return "-"
+    return f"{level.client_lag_ms:.1f}" + (" client" if level.client_limited else "")
 
 
 def slo_cell(level: LevelView) -> str:

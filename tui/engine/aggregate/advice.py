@@ -3,7 +3,10 @@ are `tui.engine.aggregate.saturation`'s)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
+
+from tui.engine.snapshot import ClientEvidence
 
 Cause = Literal["cpu", "machine", "unclear"]
 """Why a worker could not keep up: its own CPU (``cpu``: more workers help), other processes' (``machine``: a
@@ -60,26 +63,42 @@ def saturation_advice(
     return ""
 
 
-def client_limit(at: str, workers: int, cause: Cause = "cpu") -> str:
-    """The line for a level measured while the client was saturated (``at``: "8 users", "20 req/s"): its
-    figures are the load generator's limit, so it cannot be the knee; the fix fits the ``cause``: more
-    workers when they were CPU-bound, a free machine when other processes held the CPU."""
+def client_limit(at: str, workers: int, cause: Cause = "cpu", seen: Sequence[str] = ()) -> str:
+    """The line for a level measured while the client was the limit (``at``: "8 users", "20 req/s"): its
+    figures are the load generator's limit, so it cannot be the knee; ``seen`` names the evidence
+    (`evidence_words`); the fix fits the ``cause``: more workers when they were CPU-bound, a free machine
+    when other processes held the CPU."""
     head = f"client is the limit at {at}: "
+    what = f" ({', '.join(seen)})" if seen else ""
     tail = "so its figures are the client's, not the server's, and no knee is taken from it"
     if cause == "machine":
         return (
-            f"{head}the load generator's event loop lagged while its workers used little CPU, the machine "
+            f"{head}the load generator fell behind while its workers used little CPU{what}, the machine "
             f"busy with other work (other processes take the CPU), {tail}; {MACHINE_FIX}"
         )
     if cause == "unclear":
         return (
-            f"{head}the load generator's event loop lagged at a middling CPU share, {tail}; "
+            f"{head}the load generator fell behind at a middling CPU share{what}, {tail}; "
             f"try --workers {workers * 2} if the machine has idle cores, else free it"
         )
     return (
-        f"{head}the load generator was saturated there, {tail}; try --workers {workers * 2} "
+        f"{head}the load generator was saturated there{what}, {tail}; try --workers {workers * 2} "
         "(on a machine with cores to spare)"
     )
+
+
+def evidence_words(ev: ClientEvidence | None) -> list[str]:
+    """What showed the client limiting a level, one phrase per sign (`ClientEvidence.limited_by`)."""
+    if ev is None:
+        return []
+    words = {
+        "cpu": f"a worker at {ev.cpu_share:.0%} of a core",
+        "loop_lag": f"answers read {ev.mean_lag_ms:.1f} ms late on average, "
+        f"{ev.mean_lag_ms / ev.e2e_p50_ms if ev.e2e_p50_ms > 0 else 0:.0%} of the median E2E",
+        "in_flight": f"{ev.in_flight or 0:.1f} of {ev.users or 0:g} users in flight on average",
+        "send_lag": f"sends {ev.send_shortfall or 0:.0%} behind their schedule",
+    }
+    return [words[sign] for sign in ev.limited_by]
 
 
 def load_at(mode: str, value: float) -> str:

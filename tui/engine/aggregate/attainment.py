@@ -20,12 +20,6 @@ def any_slo(ttft_ms: float | None, tpot_ms: float | None, e2e_ms: float | None) 
     return ttft_ms is not None or tpot_ms is not None or e2e_ms is not None
 
 
-def capacity_level(levels: Iterable[LevelView], slo_target: float) -> LevelView | None:
-    """The capacity at SLO: the highest load whose attainment's 95 % lower bound meets ``slo_target``."""
-    passed = [lv for lv in levels if lv.slo is not None and lv.slo.low >= slo_target]
-    return max(passed, key=lambda lv: lv.value, default=None)
-
-
 def slo_view(
     rows: dict[str, FloatArray],
     *,
@@ -59,3 +53,10 @@ def slo_view(
         goodput_rps=rate(met),
         goodput_tps=rate(float(rows["osl"][good].sum()) * scale),
     )
+
+
+def capacity_level(levels: Iterable[LevelView], target: float) -> LevelView | None:
+    """The highest load whose attainment's 95 % lower bound meets ``target`` (None: none did): the capacity
+    at the SLO, which the auto ramp and bench's end table both say."""
+    passed = [lv for lv in levels if lv.slo is not None and lv.slo.low >= target]
+    return max(passed, key=lambda lv: lv.value, default=None)

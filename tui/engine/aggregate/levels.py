@@ -15,6 +15,7 @@ from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.attainment import slo_view
 from tui.engine.aggregate.binned_log import BinnedLog
 from tui.engine.aggregate.intervals import rate_ci
+from tui.engine.aggregate.saturation import send_shortfall
 from tui.engine.aggregate.series import Reservoir, Timeline
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
@@ -416,6 +417,7 @@ def level_view(
         e2el=m.stats(pick["e2e_ms"]),
         tokens_per_chunk=float(tpc.mean()) if tpc.size else float("nan"),
         sched_lag=m.stats(pick["sched_lag_ms"]),
+        send_shortfall=_send_shortfall(lv.target, pick),
         errors=tuple(sorted(lv.errors.items())),
         window_s=duration_s,
         window_from_s=(a_from - t0_ns) / 1e9,
@@ -438,6 +440,14 @@ def level_view(
     )
     extra = {"max_loop_lag_p99_ms": lv.max_lag_ms, "max_cpu_share": lv.max_cpu, "cancelled": lv.cancelled}
     return view, extra
+
+
+def _send_shortfall(target: LoadTarget, pick: Mapping[str, npt.NDArray[Any]]) -> float | None:
+    """An uncapped open loop's sends behind their schedule (`send_shortfall`); with a cap a send also
+    waits for a free slot, the server's doing, so it is not the client's sign."""
+    if target.mode == "concurrency" or target.max_concurrency is not None:
+        return None
+    return send_shortfall(pick["sent_ns"], pick["sched_lag_ms"])
 
 
 def _lengths(

@@ -7,10 +7,13 @@ of run time when some worker was flagged, and turns them into `ClientHealth` (th
 `tui.engine.aggregate.advice`'s).
 
 Two different things come out of the same readings, per level (`Saturation.level_client`):
-- *the client limits the load* (a verdict: the level's throughput is the client's, no knee from it): a
-  worker was CPU-bound (its CPU share over the CPU threshold), or its mean loop lag was a material share
-  (`MATERIAL_SHARE`) of the level's median E2E: each answer that ended waited that long to be read, so the
-  server held that much less than the target load;
+- *the client limits the load* (a verdict: the level's throughput is the client's, no knee from it) when it
+  could not send or read on time, each sign a material share (`MATERIAL_SHARE`): a worker was CPU-bound
+  (its CPU share over the CPU threshold); in a closed loop (or a capped open one), its mean loop lag was
+  that share of the level's median E2E (each answer that ended waited that long to be read, the server
+  holding that much less load), or its users were not all in flight; in an uncapped open loop, its sends
+  fell behind their schedule (`send_shortfall`). A lag alone does not cut an open loop's load: its
+  arrivals keep their schedule;
 - *the client's timestamps are uncertain* (an error bar, not a verdict): the loop lag p99 over the level is
   a bound on how late any stamp was (``± lag``); a latency figure is flagged only where that bound is a
   material share of it (`uncertain_figures`).
@@ -28,8 +31,18 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from tui.engine.aggregate.advice import Cause, cause_of, client_limit, load_at, saturation_advice
-from tui.engine.snapshot import ClientHealth, LevelView, Stats
+import numpy as np
+import numpy.typing as npt
+
+from tui.engine.aggregate.advice import (
+    Cause,
+    cause_of,
+    client_limit,
+    evidence_words,
+    load_at,
+    saturation_advice,
+)
+from tui.engine.snapshot import ClientHealth, ClientSign, LevelView, Stats
 from tui.engine.wire import Health
 
 SUSTAIN_WINDOWS = 2
@@ -53,6 +66,37 @@ DEFAULT_LAG_MS = 2.0
 """The lag threshold before a worker's idle measurement has arrived."""
 
 
+SEND_SAMPLES = 8
+"""Sends a level needs before its send shortfall is judged (half of them on each side of the window)."""
+
+
+class LevelLoad(NamedTuple):
+    """What a level asked of the client, to set what it did against (`Saturation.level_client`)."""
+
+    users: float | None = None
+    """A closed loop's users, whose in-flight mean is judged (None: not judged; failures held some back)."""
+    send_shortfall: float | None = None
+    """An uncapped open loop's `send_shortfall` (None: not judged)."""
+    on_schedule: bool = False
+    """An uncapped open loop: its load is its schedule's, so a late read cuts none of it."""
+
+
+NOTHING_ASKED = LevelLoad()
+"""No load to judge against: only the CPU and the loop lag are read."""
+
+
+class HealthWindow(NamedTuple):
+    """One worker's closed health window, placed in run time."""
+
+    from_s: float
+    to_s: float
+    worker: int
+    lag_ms: float
+    cpu: float
+    mean_lag_ms: float
+    in_flight: float | None
+
+
 class LevelClient(NamedTuple):
     """The client's health over one level's window, judged (`Saturation.level_client`)."""
 
@@ -65,6 +109,10 @@ class LevelClient(NamedTuple):
     """Likewise the mean lag: the time an ended answer waited to be read (the load the server missed)."""
     cause: Cause | None
     """Why the client limits the load there (None: it does not)."""
+    in_flight: float | None = None
+    """Requests in flight over the span, all workers (each worker's median window; None: not measured)."""
+    limited_by: tuple[ClientSign, ...] = ()
+    """The signs that it limits the load (empty: it does not)."""
 
 
 class Sustain:
@@ -125,8 +173,8 @@ class Saturation:
         """Raw maxima of the rolling readings over the run (a momentary stall counts: for transparency)."""
         start = DEFAULT_LAG_MS if lag_threshold_ms is None else lag_threshold_ms
         self.sustain = [Sustain(start, cpu_threshold) for _ in range(workers)]
-        self.windows: deque[tuple[float, float, int, float, float, float]] = deque(maxlen=WINDOWS_KEPT)
-        """The latest health windows: (from, to run s, worker, lag p99 ms, CPU share, mean lag ms)."""
+        self.windows: deque[HealthWindow] = deque(maxlen=WINDOWS_KEPT)
+        """The latest health windows."""
         self.window_end_s: list[float | None] = [None] * workers
         """Each worker's latest window's end (the next one starts there)."""
         self.saturated_ever = False
@@ -164,34 +212,52 @@ class Saturation:
         self.window_end_s[worker] = t_s
         mean = health.loop_lag_mean_ms
         mean_ms = health.loop_lag_p99_ms if mean is None else mean  # an older session: the bound
-        self.windows.append((start_s, t_s, worker, health.loop_lag_p99_ms, health.cpu_share, mean_ms))
+        self.windows.append(
+            HealthWindow(
+                start_s, t_s, worker, health.loop_lag_p99_ms, health.cpu_share, mean_ms, health.in_flight_mean
+            )
+        )
         if now and not was:
             self.saturated_spans.append([t_s, None])
             del self.saturated_spans[:-SATURATED_SPANS]
         elif was and not now and self.saturated_spans:
             self.saturated_spans[-1][1] = t_s
 
-    def level_client(self, span_s: tuple[float, float] | None, e2e_p50_ms: float) -> LevelClient | None:
+    def level_client(
+        self, span_s: tuple[float, float] | None, e2e_p50_ms: float, load: LevelLoad = NOTHING_ASKED
+    ) -> LevelClient | None:
         """The client over ``span_s`` (run seconds): its timing bound, CPU share and whether it limits the
-        load there (module docstring), from the health windows that end inside the span (or, for a span
-        shorter than a window, the ones that overlap it); None when no window covers it yet."""
+        load there (module docstring), from the health windows whose middle is inside the span (or, for a
+        span shorter than a window, the ones that overlap it); None when no window covers it yet."""
         if span_s is None or span_s[1] <= span_s[0]:
             return None
         lo, hi = span_s
-        inside = [w for w in self.windows if lo <= (w[0] + w[1]) / 2 <= hi]
+        inside = [w for w in self.windows if lo <= (w.from_s + w.to_s) / 2 <= hi]
         if not inside:  # a span shorter than a window
-            inside = [w for w in self.windows if w[1] > lo and w[0] < hi]
+            inside = [w for w in self.windows if w.to_s > lo and w.from_s < hi]
         if not inside:
             return None
-        lag = _worst_median((w[2], w[3]) for w in inside)
-        cpu = _worst_median((w[2], w[4]) for w in inside)
-        mean = _worst_median((w[2], w[5]) for w in inside)
-        cause: Cause | None = None
+        lag = max(_medians((w.worker, w.lag_ms) for w in inside).values())
+        cpu = max(_medians((w.worker, w.cpu) for w in inside).values())
+        mean = max(_medians((w.worker, w.mean_lag_ms) for w in inside).values())
+        # in flight only over windows wholly inside: one that began before the level held its pause or ramp
+        whole = [w for w in inside if w.in_flight is not None and lo <= w.from_s and w.to_s <= hi]
+        counts = _medians((w.worker, w.in_flight or 0.0) for w in whole)
+        in_flight = sum(counts.values()) if len(counts) == len({w.worker for w in inside}) else None
+        signs: list[ClientSign] = []
         if cpu > self.cpu_threshold:
-            cause = "cpu"
-        elif math.isfinite(e2e_p50_ms) and e2e_p50_ms > 0 and mean >= MATERIAL_SHARE * e2e_p50_ms:
-            cause = cause_of(cpu, cpu_bound=False)
-        return LevelClient(lag, cpu, mean, cause)
+            signs.append("cpu")
+        e2e_known = math.isfinite(e2e_p50_ms) and e2e_p50_ms > 0
+        if not load.on_schedule and e2e_known and mean >= MATERIAL_SHARE * e2e_p50_ms:
+            signs.append("loop_lag")
+        if load.users and in_flight is not None and in_flight < (1 - MATERIAL_SHARE) * load.users:
+            signs.append("in_flight")
+        if load.send_shortfall is not None and load.send_shortfall >= MATERIAL_SHARE:
+            signs.append("send_lag")
+        cause: Cause | None = None
+        if signs:
+            cause = cause_of(cpu, cpu_bound="cpu" in signs)
+        return LevelClient(lag, cpu, mean, cause, in_flight, tuple(signs))
 
     @property
     def saturated(self) -> bool:
@@ -228,12 +294,32 @@ class Saturation:
         )
 
 
-def _worst_median(pairs: Iterable[tuple[int, float]]) -> float:
-    """The highest, over workers, of each worker's median reading."""
+def _medians(pairs: Iterable[tuple[int, float]]) -> dict[int, float]:
+    """Each worker's median reading."""
     by: dict[int, list[float]] = {}
     for worker, value in pairs:
         by.setdefault(worker, []).append(value)
-    return max(statistics.median(v) for v in by.values())
+    return {worker: statistics.median(v) for worker, v in by.items()}
+
+
+def send_shortfall(sent_ns: npt.NDArray[np.int64], lag_ms: npt.NDArray[np.float64]) -> float | None:
+    """How far an open loop's sends fell behind their schedule over a window, as a share of it: the growth
+    of the send lag (sent minus scheduled) from the window's first half to its second, over the schedule
+    time between them. A lag that stays put (every send late alike, or a stall caught up) cuts no load; one
+    that grows means fewer sends than the schedule. None below `SEND_SAMPLES` sends."""
+    known = np.isfinite(lag_ms)
+    sent, lag = sent_ns[known], lag_ms[known]
+    if sent.size < SEND_SAMPLES:
+        return None
+    order = np.argsort(sent, kind="stable")
+    lag = lag[order]
+    due_ms = sent[order] / 1e6 - lag
+    half = sent.size // 2
+    span_ms = float(np.median(due_ms[-half:]) - np.median(due_ms[:half]))
+    if span_ms <= 0:
+        return None
+    growth = float(np.median(lag[-half:]) - np.median(lag[:half])) / span_ms
+    return max(0.0, growth / (1 + growth))  # lag growing g per scheduled ms: 1 of 1 + g sends made
 
 
 FIGURES_JUDGED = ("ttft", "tpot", "itl_chunk", "e2el")
@@ -257,7 +343,12 @@ def limit_notices(levels: Iterable[LevelView], workers: int) -> list[str]:
     """One line per level the client limited, from the levels' own flags (so the notices and the flags
     cannot disagree: both are this judgement of the latest views)."""
     return [
-        client_limit(load_at(lv.mode, lv.value), workers, lv.client_limit_cause or "cpu")
+        client_limit(
+            load_at(lv.mode, lv.value),
+            workers,
+            lv.client_limit_cause or "cpu",
+            evidence_words(lv.client_evidence),
+        )
         for lv in levels
         if lv.client_limited
     ]

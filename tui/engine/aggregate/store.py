@@ -38,6 +38,7 @@ from tui.engine.aggregate.pending import Pending
 from tui.engine.aggregate.saturation import (
     FIGURES_JUDGED,
     LevelClient,
+    LevelLoad,
     Saturation,
     limit_notices,
     uncertain_figures,
@@ -46,7 +47,15 @@ from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.aggregate.views import LevelEntry, ViewInputs, ViewMaker, Views
 from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
-from tui.engine.snapshot import ClientHealth, Knee, LaneView, LevelView, RequestDetail, Snapshot
+from tui.engine.snapshot import (
+    ClientEvidence,
+    ClientHealth,
+    Knee,
+    LaneView,
+    LevelView,
+    RequestDetail,
+    Snapshot,
+)
 from tui.engine.wire import Batch
 
 __all__ = ["Lane", "LevelAgg", "MetricSeries", "Reservoir", "Store", "Timeline", "Views"]
@@ -96,9 +105,9 @@ class Store:
         read (`levels`, `series`, due views), so once for every worker's batches (`aggregate.pending`)."""
         self.lanes = Lanes(max_lanes)
         self.saturation = Saturation(t0_ns, workers, lag_threshold_ms, cpu_threshold)
-        self._ended_client: dict[int, LevelClient | None] = {}
-        """An ended level's client judgement, fixed when first taken after its end (a later window
-        that straddled the end never changes what was saved for it)."""
+        self._ended_client: dict[int, LevelClient] = {}
+        """An ended level's client judgement, fixed when first taken after its end once a health window
+        covers it (a later window that straddled the end never changes what was saved for it)."""
         self.live = LiveRates(t0_ns)
         self.completed = 0
         self.failed = 0
@@ -393,16 +402,27 @@ class Store:
         now_s = (now_ns - self.t0_ns) / 1e9
         marked = []
         for lv in levels:
-            if lv.ended_s is not None and lv.level_id in self._ended_client:
-                judged = self._ended_client[lv.level_id]
-            else:
-                judged = self.saturation.level_client(lv.span_s(now_s), lv.e2el.p50)
-                if lv.ended_s is not None:
+            judged: LevelClient | None = (
+                self._ended_client.get(lv.level_id) if lv.ended_s is not None else None
+            )
+            if judged is None:
+                judged = self.saturation.level_client(lv.span_s(now_s), lv.e2el.p50, self._asked(lv))
+                if lv.ended_s is not None and judged is not None:  # not before a window covers it
                     self._ended_client[lv.level_id] = judged
             if judged is None:
                 marked.append(lv)
                 continue
             figures = {name: getattr(lv, name) for name in FIGURES_JUDGED}
+            asked = self._asked(lv)
+            evidence = ClientEvidence(
+                cpu_share=judged.cpu,
+                mean_lag_ms=judged.mean_lag_ms,
+                e2e_p50_ms=lv.e2el.p50,
+                in_flight=judged.in_flight if asked.users else None,
+                users=asked.users,
+                send_shortfall=asked.send_shortfall,
+                limited_by=judged.limited_by,
+            )
             marked.append(
                 replace(
                     lv,
@@ -410,12 +430,25 @@ class Store:
                     timing_uncertain=uncertain_figures(judged.lag_ms, figures),
                     client_limited=judged.cause is not None,
                     client_limit_cause=judged.cause,
+                    client_evidence=evidence,
                 )
             )
         marked_levels = tuple(marked)
         if not any(lv.client_limited for lv in marked_levels):
             return marked_levels, knee
         return marked_levels, find_knee(marked_levels)
+
+    def _asked(self, lv: LevelView) -> LevelLoad:
+        """What ``lv`` asked of the client: a closed loop's users (not judged where failures or an outage
+        held users back), an uncapped open loop's send shortfall."""
+        agg = self.levels.get(lv.level_id)
+        capped = agg is not None and agg.target.max_concurrency is not None
+        if lv.mode == "concurrency":
+            clean = lv.window_failed == 0 and lv.down_s == 0 and lv.workers_lost == 0
+            return LevelLoad(users=lv.value if clean else None)
+        if capped:
+            return LevelLoad()
+        return LevelLoad(send_shortfall=lv.send_shortfall, on_schedule=True)
 
     def notices_with(self, levels: Sequence[LevelView]) -> tuple[str, ...]:
         """The run's notices and one line per level the client limited, from those levels' own flags (the

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tui.engine.aggregate.advice import client_limit
+from tui.engine.aggregate.advice import client_limit, evidence_words
 from tui.engine.aggregate.attainment import capacity_level
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
@@ -171,7 +171,8 @@ class RampPolicy:
         if total and level.window_failed / total > self.max_error_share:
             return "errors", f"errors at {at}: {level.window_failed}/{total} failed"
         if level.client_limited:  # the client's plateau, not the server's: more load would measure it again
-            return "client", client_limit(at, workers, level.client_limit_cause or "cpu")
+            cause = level.client_limit_cause or "cpu"
+            return "client", client_limit(at, workers, cause, evidence_words(level.client_evidence))
         knee = find_knee(mine)
         if knee is not None and not self.has_slo:
             return "knee", _knee_line(self.mode, knee)

@@ -115,3 +115,28 @@ class CpuMeter:
         wall0, cpu0 = self.window_start
         self.window_start = (wall, cpu)
         return (cpu - cpu0) / (wall - wall0) if wall > wall0 else 0.0
+
+
+class InFlightMeter:
+    """The requests in flight, averaged over time since the last take: a closed loop whose users are not
+    all in flight spends time between requests, load the server never sees."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._at_ns = self._from_ns = time.perf_counter_ns()
+        self._area = 0
+        """In-flight count times ns, since `_from_ns`."""
+
+    def set(self, count: int) -> None:
+        """The count changed to ``count`` now."""
+        now = time.perf_counter_ns()
+        self._area += self.count * (now - self._at_ns)
+        self._at_ns, self.count = now, count
+
+    def take_window_mean(self) -> float | None:
+        """The mean count since the last call (None over no time); starts the next window."""
+        self.set(self.count)
+        span = self._at_ns - self._from_ns
+        mean = self._area / span if span > 0 else None
+        self._area, self._from_ns = 0, self._at_ns
+        return mean

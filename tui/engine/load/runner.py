@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from tui.engine.config import LoadTarget
 from tui.engine.load.backoff import SERVER_GONE, ArrivalGate, Backoff, Outcome
+from tui.engine.load.health import InFlightMeter
 from tui.engine.load.trace_pacing import TracePacer, TracePlace, WarmFn
 from tui.engine.wire import WorkerShare
 
@@ -132,6 +133,8 @@ class LoadRunner:
         self._slot_freed = asyncio.Event()
         self._stopping = False
         self.in_flight = 0
+        self.in_flight_meter = InFlightMeter()
+        """``in_flight`` averaged over each health window (the worker takes it)."""
         self._served = asyncio.Event()
         """Set (and replaced) when a request succeeds: wakes the users backing off after the server left."""
         self._awaiting_server = 0
@@ -305,6 +308,7 @@ class LoadRunner:
         entry: TraceRequest | None = None,
     ) -> Outcome | str | None:
         self.in_flight += 1
+        self.in_flight_meter.set(self.in_flight)
         try:
             if entry is None:
                 outcome = await self._issue(level_id, scheduled_ns, user)
@@ -312,6 +316,7 @@ class LoadRunner:
                 outcome = await self._issue(level_id, scheduled_ns, user, entry)
         finally:
             self.in_flight -= 1
+            self.in_flight_meter.set(self.in_flight)
             self._slot_freed.set()
         if _outcome(outcome).error_class is None:
             self.answered()

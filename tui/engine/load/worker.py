@@ -216,7 +216,12 @@ class Worker:
             self.health_window_at = now
             lag_p99, lag_mean = self.lag.take_window_ms()
             window = Health(
-                lag_p99, self.cpu.take_window_share(), len(asyncio.all_tasks()), self.idle_lag_ms, lag_mean
+                lag_p99,
+                self.cpu.take_window_share(),
+                len(asyncio.all_tasks()),
+                self.idle_lag_ms,
+                lag_mean,
+                self.runner.in_flight_meter.take_window_mean(),
             )
             self.idle_lag_ms = None  # sent once
         return Batch(
@@ -322,6 +327,7 @@ class Worker:
         await asyncio.sleep(IDLE_PROBE_S)  # no load yet: the machine's own lag, the threshold's base
         self.idle_lag_ms = self.lag.take_window_p99_ms()
         self.health_window_at = time.perf_counter()
+        self.runner.in_flight_meter.take_window_mean()  # the first window starts with it, after the probe
         self.cpu = CpuMeter()  # start measuring after set-up, which is not load-generation work
         batch_task = asyncio.ensure_future(self._batches())
         loop.add_reader(self.cmd.fileno(), self._on_command)

@@ -246,6 +246,17 @@ def session_files(folder: Path) -> list[Path]:
     return out
 
 
+def read_header(path: Path) -> dict[str, Any] | None:
+    """A session's header alone (its first line), or None for a file that has none to read."""
+    try:
+        for line, whole in _lines(path):
+            obj = orjson.loads(line) if whole else None
+            return obj if isinstance(obj, dict) and "session" in obj else None
+    except (OSError, SessionError, orjson.JSONDecodeError):
+        return None
+    return None
+
+
 def read_session(path: Path) -> Session:
     """Read ``path``; `SessionError` (one line) for a file that is not a session, or one too new."""
     path = Path(path)

@@ -20,7 +20,6 @@ from operator import attrgetter
 from pathlib import PurePath
 from typing import Any
 
-
 MODULES = (
     "tui.engine.wire",
     "tui.engine.records",
@@ -157,7 +156,8 @@ def _deltas(values: array[int]) -> list[int]:
     """``values`` as its first value and then each one's difference from the one before."""
     if not values:
         return []
-    import numpy as np  # here, not at the top: `tui.cli` reaches this module before it sets OPENBLAS_NUM_THREADS
+    # here, not at the top: `tui.cli` reaches this module before it sets OPENBLAS_NUM_THREADS
+    import numpy as np
 
     x = np.frombuffer(values, dtype=np.int64)
     out = np.empty_like(x)

@@ -65,6 +65,7 @@ class SessionRecorder:
         header = {
             "tokentop": __version__,
             "label": options.record_label,
+            **({"repeat": options.record_repeat} if options.record_repeat else {}),
             "started_at_s": started_at_s,
             "t0_ns": t0_ns,
             "url": target.base_url,

@@ -146,6 +146,7 @@ def level_of(
     """One level in vLLM's vocabulary (plus tokentop's keys); ``cost_per_hour``: its prices (USD)."""
     rate, trace = lv.mode == "rate", lv.mode == "trace"
     figures = None if server is None else _with_client_ttft(server.levels.get(lv.level_id), lv, extra)
+    ev = lv.client_evidence
     return rm.Level(
         level_id=lv.level_id,
         mode=lv.mode,
@@ -190,6 +191,9 @@ def level_of(
             max_cpu_share=extra.max_cpu_share,
             timing_bound_ms=_num(lv.client_lag_ms),
             timing_uncertain=lv.timing_uncertain,
+            limited_by=ev.limited_by if ev is not None and ev.limited_by else None,
+            mean_in_flight=_num(ev.in_flight) if ev is not None else None,
+            send_shortfall=_num(ev.send_shortfall) if ev is not None else None,
         ),
         sched_lag=stats_of(lv.sched_lag) if rate or trace else None,
         dropped_arrivals=lv.dropped,

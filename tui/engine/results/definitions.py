@@ -100,8 +100,11 @@ DEFINITIONS: dict[str, str] = {
     "second",
     "max_concurrent_requests": "as vLLM: the most requests sent in the window that were in flight during one "
     "second of it (a request counts in every second it touches)",
-    "client_saturated": "per level: the client limited the load over its window (a worker's CPU share over "
-    "cpu_threshold, or its mean loop lag 5 % or more of the median E2E), so no knee is taken from it; "
+    "client_saturated": "per level: the client limited the load over its window, so no knee is taken from "
+    "it; client.limited_by names the signs, each 5 % or more: cpu (a worker's CPU share over cpu_threshold), "
+    "loop_lag (closed loop: its mean loop lag of the median E2E), in_flight (closed loop: "
+    "client.mean_in_flight below the users), send_lag (uncapped open loop: client.send_shortfall, the share "
+    "of the schedule its sends fell behind); "
     "client.timing_bound_ms: every latency of the level is +- this (the loop lag p99 over its window), "
     "client.timing_uncertain: the figures it is 5 % or more of. client.saturated (run): a worker's "
     "event-loop lag p99 over lag_threshold_ms (4x its lag with no load at start, 1-10 ms) or CPU share over "

@@ -82,6 +82,13 @@ class LevelClient:
     """Every latency of the level is ``± timing_bound_ms`` (the loop lag p99 over its window)."""
     timing_uncertain: tuple[str, ...] = ()
     """The figures (``ttft_p99``, ...) the bound is 5 % or more of: distrust those."""
+    limited_by: tuple[str, ...] | None = field(default=None, metadata=key(omit_none=True))
+    """Where the client limited the load: the signs that showed it (``cpu``, ``loop_lag``, ``in_flight``,
+    ``send_lag``); absent where it did not."""
+    mean_in_flight: float | None = field(default=None, metadata=key(omit_none=True))
+    """A closed loop's requests in flight averaged over the window (absent where not judged)."""
+    send_shortfall: float | None = field(default=None, metadata=key(omit_none=True))
+    """An uncapped open loop's share of its schedule the sends fell behind (absent where not judged)."""
 
 
 @dataclass(frozen=True, kw_only=True)
