@@ -64,6 +64,8 @@ class BenchConfig:
     csv: Path | None = None
     plot: Path | None = None
     quiet: bool = False
+    reset_cache_between_levels: bool = False
+    """Ask the server to drop its prefix cache after each level's wind-down, so each level starts cold."""
 
     def level_duration_s(self, index: int) -> float | None:
         """How long level ``index`` (from 0) is held, or None when a request count ends it."""

@@ -75,6 +75,8 @@ class _RunClock:
     wind_down_s: list[float] = field(default_factory=list)
     said: set[str] = field(default_factory=set)
     """The outage and session lines already printed (each is said once)."""
+    cache_refused: bool = False
+    """The server refused a prefix-cache reset: no more are asked for."""
 
 
 TRACE_REQUESTS = 100
@@ -246,6 +248,8 @@ def _run(
         trace_requests = _trace_requests(config.workload)
         for i, load in enumerate(targets, 1):
             if i > 1:
+                if config.reset_cache_between_levels and not clock.cache_refused:
+                    _reset_cache(handle, progress, clock)
                 handle.set_load(load)
             duration_s = config.level_duration_s(i - 1)
             fatal = _run_level(
@@ -428,6 +432,17 @@ def _trace_requests(workload: WorkloadConfig) -> int | None:
     if workload.trace is None or workload.trace.loop:
         return None
     return sum(1 for _ in TraceFeed(workload.trace))
+
+
+def _reset_cache(handle: Engine, progress: Progress, clock: _RunClock) -> None:
+    """Between levels (nothing in flight): drop the server's prefix cache, saying so; after a refusal (its
+    line is said once, and is the run's notice) no more are asked for."""
+    reset = getattr(handle, "reset_cache", None)  # a load engine's (`EngineHandle.reset_cache`)
+    if reset is None:
+        return
+    outcome = reset()
+    progress.note(outcome.line)
+    clock.cache_refused = not outcome.done
 
 
 def _wind_down(handle: Engine, load: LoadTarget, timeout_s: float) -> str | None:

@@ -63,6 +63,11 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument(
+        "--reset-cache-between-levels",
+        action="store_true",
+        help="ask the server to drop its prefix cache before each level after the first (see --reset-cache)",
+    )
+    p.add_argument(
         "--sim-time-scale",
         type=positive_float,
         default=DemoConfig.time_scale,
@@ -98,6 +103,7 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
         csv=_path(ns.csv),
         plot=_path(ns.plot),
         quiet=ns.quiet,
+        reset_cache_between_levels=ns.reset_cache_between_levels,
     )
 
 

@@ -55,6 +55,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         slo_target=ns.slo_target,
         user_stagger_s=ns.user_stagger_ms / 1e3,
         isl_probe=ns.isl_probe,
+        reset_cache=ns.reset_cache,
         placement=placement_from_args(ns),
         **metrics,
     )
