@@ -95,3 +95,20 @@ def test_no_knee_while_the_best_is_the_highest_steady_level_says_still_rising() 
     levels = tuple(replace(lv, output_tps_ci=None) for lv in frozen.LEVELS[:2])  # 48 then 93 tok/s
     text = summary(frozen.snapshot(levels=levels, knee=None))
     assert "knee: not found (output throughput still rising at 2 users, the highest steady level)" in text
+
+
+def test_the_servers_counters_fill_in_the_hit_rate_and_a_warm_level_is_marked() -> None:
+    """A server that gives no ``cached_tokens`` per request still has its counters' rate; a level whose
+    unshared prompts hit the cache says "warm" after it (`LevelView.warm_cache`), as the app's column."""
+    from tui.app.widgets.level_table import cache_cell
+
+    first, second, *rest = (replace(lv, cache_hit_rate=None) for lv in frozen.snapshot().levels)
+    levels = (replace(first, warm_cache=True, cache_hit_rate=0.93), second, *rest)
+    by_counters = {second.level_id: 0.5}
+    header, rows = _header_and_rows(format_table(levels, by_counters))
+    assert "prefix cache" in header
+    assert rows[0].split()[-3:-1] == ["93%", "warm"]
+    assert rows[1].split()[-2] == "50%"  # by the server's counters
+    assert cache_cell(levels[0]) == "93% warm"
+    assert cache_cell(second, {"prefix_cache_hit_rate": 0.5}) == "50%"
+    assert cache_cell(second) == "-"

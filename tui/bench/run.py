@@ -276,13 +276,16 @@ def _run(
             handle.stop(finish_in_flight=False, timeout_s=2.0)
             snap = handle.snapshot()
             final = snap
-            if status != 1 and snap.levels:
-                print_or_drop(summary(snap))
+            results: Results | None = None
             if snap.levels and (snap.completed + snap.failed > 0 or _measured(snap)):
-                # the results, then the exports made from that same document (tui.engine.results)
                 interrupted = "SIGINT" if status == 130 else SIGNAL_STATUSES.get(status)
-                results = handle.results(interrupted=interrupted)
-                assert isinstance(results, Results)  # a load engine's, never a watch's
+                made = handle.results(interrupted=interrupted)
+                assert isinstance(made, Results)  # a load engine's, never a watch's
+                results = made
+            if status != 1 and snap.levels:
+                print_or_drop(summary(snap, _server_hits(results)))
+            if results is not None:
+                # the results, then the exports made from that same document (tui.engine.results)
                 if config.output is not None:
                     write_results(results, config.output)
                     if not config.quiet:
@@ -424,6 +427,13 @@ def _run_level(
     if ended_early is not None:
         say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
+
+
+def _server_hits(results: Results | None) -> dict[int, float | None]:
+    """Each level's prefix-cache hit rate by the server's counters, for the table."""
+    if results is None:
+        return {}
+    return {lv.level_id: lv.server.prefix_cache_hit_rate for lv in results.levels if lv.server is not None}
 
 
 def _trace_requests(workload: WorkloadConfig) -> int | None:

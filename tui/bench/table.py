@@ -4,6 +4,7 @@ A pure function of the final snapshot, so a test reads the text without running 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from tui.bench.progress import load_label
 from tui.engine.aggregate.metrics import why_no_knee
@@ -11,15 +12,18 @@ from tui.engine.snapshot import LevelView, Snapshot
 from tui.units import ms_figure
 
 
-def format_table(levels: tuple[LevelView, ...]) -> str:
-    """The end-of-run table (stdout)."""
+def format_table(levels: tuple[LevelView, ...], server_hits: Mapping[int, float | None] | None = None) -> str:
+    """The end-of-run table (stdout). ``server_hits``: each level's prefix-cache hit rate by the server's
+    counters (the results' ``server.prefix_cache_hit_rate``), shown where the requests gave no
+    ``cached_tokens``."""
     # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
     reasoning = any(math.isfinite(lv.reasoning_tokens) for lv in levels)
     cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
                              "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "± lag",
                              "tok/chunk", "steady")  # fmt: skip
     # A server that reports cached prompt tokens gets the prefix-cache hit rate (cached / prompt tokens).
-    cached = any(lv.cache_hit_rate is not None for lv in levels)
+    hits = {lv.level_id: hit_rate(lv, (server_hits or {}).get(lv.level_id)) for lv in levels}
+    cached = any(rate is not None for rate in hits.values())
     if reasoning:
         cols = (*cols[:9], "TTFA p50", *cols[9:])
     if cached:
@@ -54,8 +58,8 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
         if reasoning:
             row = (*row[:9], ms_figure(lv.ttfa.p50), *row[9:])
         if cached:
-            rate = lv.cache_hit_rate
-            hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column
+            rate = hits[lv.level_id]  # as the app's column: "warm" where unshared prompts hit the cache
+            hit = "-" if rate is None else f"{rate:.0%}" + (" warm" if lv.warm_cache else "")
             row = (*row[:-1], hit, row[-1])
         rows.append(row)
     widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
@@ -74,6 +78,14 @@ def format_table(levels: tuple[LevelView, ...]) -> str:
     return "\n".join(lines)
 
 
+def hit_rate(lv: LevelView, by_counters: float | None) -> float | None:
+    """A level's prefix-cache hit rate: the requests' ``cached_tokens`` first, else the server's counters."""
+    for rate in (lv.cache_hit_rate, by_counters):
+        if rate is not None and math.isfinite(rate):
+            return rate
+    return None
+
+
 def table_name(lv: LevelView) -> str:
     """A level as the table's first column names it: "c=8", "r=2.5/s", "x2"."""
     if lv.mode == "trace":
@@ -81,9 +93,10 @@ def table_name(lv: LevelView) -> str:
     return f"c={lv.value:g}" if lv.mode == "concurrency" else f"r={lv.value:g}/s"
 
 
-def summary(snap: Snapshot) -> str:
-    """The table and, under it, the knee, the errors and every warning the run had: what bench prints."""
-    lines = [format_table(snap.levels)]
+def summary(snap: Snapshot, server_hits: Mapping[int, float | None] | None = None) -> str:
+    """The table and, under it, the knee, the errors and every warning the run had: what bench prints
+    (``server_hits``: as `format_table`'s)."""
+    lines = [format_table(snap.levels, server_hits)]
     if snap.knee is not None:
         mode, v = snap.load.mode, snap.knee.value
         at = f"speed x{v:g}" if mode == "trace" else f"{v:g} {'users' if mode == 'concurrency' else 'req/s'}"
