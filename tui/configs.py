@@ -102,6 +102,8 @@ class BenchConfig:
     fresh_prompts: bool = True
     """Each repeat draws its own prompt salt, so none meets a cache the one before warmed (False with
     ``--repeat-prompts``: every run sends those prompts)."""
+    reset_cache_between_levels: bool = False
+    """Ask the server to drop its prefix cache after each level's wind-down, so each level starts cold."""
 
     def level_duration_s(self, index: int) -> float | None:
         """How long level ``index`` (from 0) is held, or None when a request count ends it."""

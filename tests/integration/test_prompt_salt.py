@@ -19,7 +19,9 @@ def _run(url: str, out: Path, *extra: str) -> dict[str, object]:
     r = bench("--url", url, "--concurrency", "2", "--requests", "8", "--isl", "64", "--osl", "8",
               "--output", str(out), "--quiet", *extra)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    return dict(json.loads(out.read_text()))
+    results = dict(json.loads(out.read_text()))
+    results["table_row"] = r.stdout.splitlines()[2]  # the level's row of the printed table
+    return results
 
 
 def _hit_rate(results: dict[str, object]) -> float:
@@ -42,6 +44,8 @@ def test_a_second_run_is_not_served_from_the_first_runs_cache(tmp_path: Path) ->
     # a warm cache under synthetic prompts is said, in the results as on the terminal
     assert not [n for n in first["notices"] + second["notices"] if "prefix cache" in n]  # type: ignore[operator]
     assert [n for n in again["notices"] if "prefix cache served" in n]  # type: ignore[attr-defined]
+    assert " warm " in str(again["table_row"])  # and the level is marked in the table
+    assert " warm " not in str(first["table_row"]) + str(second["table_row"])
     # lengths follow --seed whatever the salt: the runs stay comparable
     isl = [r["levels"][0]["mean_input_tokens"] for r in (first, second)]  # type: ignore[index]
     assert abs(isl[0] - isl[1]) <= 1.0

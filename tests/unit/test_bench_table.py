@@ -205,3 +205,20 @@ def test_with_an_slo_the_table_has_its_column_and_the_capacity_at_it_is_said() -
         frozen.snapshot(levels=levels), EngineOptions(slo_target=0.999)
     )
     assert "SLO" not in format_table(frozen.LEVELS) and "capacity" not in summary(frozen.snapshot())
+
+
+def test_the_servers_counters_fill_in_the_hit_rate_and_a_warm_level_is_marked() -> None:
+    """A server that gives no ``cached_tokens`` per request still has its counters' rate; a level whose
+    unshared prompts hit the cache says "warm" after it (`LevelView.warm_cache`), as the app's column."""
+    from tui.app.widgets.level_table import cache_cell
+
+    first, second, *rest = (replace(lv, cache_hit_rate=None) for lv in frozen.snapshot().levels)
+    levels = (replace(first, warm_cache=True, cache_hit_rate=0.93), second, *rest)
+    by_counters = {second.level_id: 0.5}
+    header, rows = _header_and_rows(format_table(levels, server_hits=by_counters))
+    assert "prefix cache" in header
+    assert rows[0].split()[-3:-1] == ["93%", "warm"]
+    assert rows[1].split()[-2] == "50%"  # by the server's counters
+    assert cache_cell(levels[0]) == "93% warm"
+    assert cache_cell(second, {"prefix_cache_hit_rate": 0.5}) == "50%"
+    assert cache_cell(second) == "-"

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
-from textual import events, on
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
 from textual.driver import Driver
@@ -383,6 +383,21 @@ class TokentopApp(App[int]):
         from tui.app.widgets.mark import MarkScreen
 
         self.push_screen(MarkScreen(), lambda label: mark(label) if label else None)
+
+    def action_reset_cache(self) -> None:
+        """Ask the server to drop its prefix cache; the engine then opens a fresh level at this load."""
+        if getattr(self.engine, "reset_cache", None) is None:  # a load engine's (`EngineHandle.reset_cache`)
+            self.notify("this engine cannot ask the server to drop its cache", title="cache", timeout=3)
+            return
+        self.notify("asking the server to drop its prefix cache…", title="cache", timeout=2)
+        self._reset_cache()
+
+    @work(thread=True, exclusive=True, group="cache-reset")
+    def _reset_cache(self) -> None:
+        """Off the UI thread: the reset is a few blocking requests."""
+        outcome = self.engine.reset_cache()  # type: ignore[attr-defined]  # checked in the action
+        severity = "information" if outcome.done else "warning"
+        self.call_from_thread(self.notify, outcome.line, title="cache", severity=severity, timeout=6)
 
     def action_inspect_request(self) -> None:
         """The palette's way to a request's detail: the lanes focused, the picked (else top) lane opened."""

@@ -21,6 +21,7 @@ BINDINGS: list[BindingType] = [
     Binding("p", "freeze_text", "freeze"),
     Binding("s", "save", "save"),
     Binding("b", "mark", "mark"),
+    Binding("c", "reset_cache", "cold", show=False),  # in `?` and the palette: the footer is full
     Binding("t", "next_theme", "theme"),
     Binding("ctrl+p", "command_palette", "palette", priority=True, tooltip="Open the command palette"),
     Binding("question_mark", "help", "help", key_display="?"),
@@ -67,6 +68,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("Save", "Results JSON with its CSV, vLLM files and plot, requests log, SVG screenshot (s)", "save"),
     ("Mark", "Add a labelled mark to the recorded session here, a replay seeks to it (b)", "mark"),
+    (
+        "Start cold",
+        "Ask the server to drop its prefix cache, then open a fresh level at this load (c)",
+        "reset_cache",
+    ),
     ("Next theme", "Cycle the themes folder (t)", "next_theme"),
     ("Help", "Keys and what every metric means (?)", "help"),
     ("Quit", "Cancel in-flight requests and exit (q)", "quit"),
@@ -87,6 +93,7 @@ WATCH_OFF = frozenset(
         "freeze_text",
         "inspect_request",
         "mark",
+        "reset_cache",
     }
 )
 """Actions that mean nothing while watching (no load, no lanes): disabled and left out of the footer."""

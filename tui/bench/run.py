@@ -76,6 +76,8 @@ class _RunClock:
     wind_down_s: list[float] = field(default_factory=list)
     said: set[str] = field(default_factory=set)
     """The outage and session lines already printed (each is said once)."""
+    cache_refused: bool = False
+    """The server refused a prefix-cache reset: no more are asked for."""
 
 
 def _level(snap: Snapshot, level_id: int) -> LevelView | None:
@@ -265,9 +267,13 @@ def _run(
         clock = _RunClock()
         trace_requests = _trace_requests(config.workload)
         for i, load in enumerate(targets, 1):
-            if i > 1 and not alternate:
-                for engine in [handle, *others]:
-                    engine.set_load(load)
+            if i > 1:
+                if config.reset_cache_between_levels and not clock.cache_refused:
+                    for engine in [handle, *others]:  # each side's server, with --ab
+                        _reset_cache(engine, progress, clock)
+                if not alternate:
+                    for engine in [handle, *others]:
+                        engine.set_load(load)
             duration_s = config.level_duration_s(i - 1)
             if alternate and config.ab is not None and duration_s:  # alternate has level times (tui.cli.ab)
                 said = f"[{i}/{len(targets)}] {load_label(load.mode, load.value)} · "
@@ -310,7 +316,7 @@ def _run(
                 if others and config.ab is not None:  # prints both sides' tables and their comparison
                     results = with_b(results, config.ab, handle, others[0], interrupted, status)
             if status != 1 and snap.levels and not others:
-                table = summary(snap, config.options, joules_per_token(results))
+                table = summary(snap, config.options, joules_per_token(results), _server_hits(results))
                 if feed is not None and feed.to_stdout:
                     say(table)  # stdout is the feed's: nothing else goes there
                 else:
@@ -461,12 +467,30 @@ def _feed_level(feed: LiveFeed, handle: Engine) -> None:
         feed.level(results, handle.level_id)
 
 
+def _server_hits(results: Results | None) -> dict[int, float | None]:
+    """Each level's prefix-cache hit rate by the server's counters, for the table."""
+    if results is None:
+        return {}
+    return {lv.level_id: lv.server.prefix_cache_hit_rate for lv in results.levels if lv.server is not None}
+
+
 def _trace_requests(workload: WorkloadConfig) -> int | None:
     """How many requests one pass of the workload's trace sends (the file streamed once, line by line);
     None without a trace, or for a looped one, which never runs out."""
     if workload.trace is None or workload.trace.loop:
         return None
     return sum(1 for _ in TraceFeed(workload.trace))
+
+
+def _reset_cache(handle: Engine, progress: Progress, clock: _RunClock) -> None:
+    """Between levels (nothing in flight): drop the server's prefix cache, saying so; after a refusal (its
+    line is said once, and is the run's notice) no more are asked for."""
+    reset = getattr(handle, "reset_cache", None)  # a load engine's (`EngineHandle.reset_cache`)
+    if reset is None:
+        return
+    outcome = reset()
+    progress.note(outcome.line)
+    clock.cache_refused = not outcome.done
 
 
 def _wind_down(handles: list[Engine], load: LoadTarget, timeout_s: float) -> str | None:

@@ -20,10 +20,13 @@ def format_table(
     cost_per_hour: float | None = None,
     joules: Mapping[int, float] | None = None,
     api: str = "chat",
+    server_hits: Mapping[int, float | None] | None = None,
 ) -> str:
     """The end-of-run table (stdout); ``cost_per_hour``: a $/Mtok column after out tok/s; ``joules``: J per
-    output token by level id (the results' ``server.gpu``), a column after it where any level has one.
-    Embeddings (``api``) have no output: their own table (`embeddings_table`)."""
+    output token by level id (the results' ``server.gpu``), a column after it where any level has one;
+    ``server_hits``: each level's prefix-cache hit rate by the server's counters (the results'
+    ``server.prefix_cache_hit_rate``), shown where the requests gave no ``cached_tokens``. Embeddings
+    (``api``) have no output: their own table (`embeddings_table`)."""
     if api == "embeddings":
         return embeddings_table(levels)
     # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
@@ -32,7 +35,8 @@ def format_table(
                              "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "± lag",
                              "tok/chunk", "steady")  # fmt: skip
     # A server that reports cached prompt tokens gets the prefix-cache hit rate (cached / prompt tokens).
-    cached = any(lv.cache_hit_rate is not None for lv in levels)
+    hits = {lv.level_id: hit_rate(lv, (server_hits or {}).get(lv.level_id)) for lv in levels}
+    cached = any(rate is not None for rate in hits.values())
     # With an SLO: the share of the window's requests that met it, its Wilson 95 % interval, and the output
     # tok/s of those requests (goodput), beside the throughput it is a share of.
     slo = any(lv.slo is not None for lv in levels)
@@ -74,8 +78,8 @@ def format_table(
         if reasoning:
             row = (*row[:9], ms_figure(lv.ttfa.p50), *row[9:])
         if cached:
-            rate = lv.cache_hit_rate
-            hit = "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"  # as the app's column
+            rate = hits[lv.level_id]  # as the app's column: "warm" where unshared prompts hit the cache
+            hit = "-" if rate is None else f"{rate:.0%}" + (" warm" if lv.warm_cache else "")
             row = (*row[:-1], hit, row[-1])
         if joules:
             j = joules.get(lv.level_id)
@@ -173,6 +177,14 @@ def capacity_line(levels: tuple[LevelView, ...], target: float) -> str | None:
     return f"capacity at SLO: {load_label(best.mode, best.value)}, {goodput} ({rule})"
 
 
+def hit_rate(lv: LevelView, by_counters: float | None) -> float | None:
+    """A level's prefix-cache hit rate: the requests' ``cached_tokens`` first, else the server's counters."""
+    for rate in (lv.cache_hit_rate, by_counters):
+        if rate is not None and math.isfinite(rate):
+            return rate
+    return None
+
+
 def table_name(lv: LevelView) -> str:
     """A level as the table's first column names it: "c=8", "r=2.5/s", "x2"."""
     if lv.mode == "trace":
@@ -181,12 +193,16 @@ def table_name(lv: LevelView) -> str:
 
 
 def summary(
-    snap: Snapshot, options: EngineOptions | None = None, joules: Mapping[int, float] | None = None
+    snap: Snapshot,
+    options: EngineOptions | None = None,
+    joules: Mapping[int, float] | None = None,
+    server_hits: Mapping[int, float | None] | None = None,
 ) -> str:
     """The table and, under it, the knee, the capacity at an SLO and its price, the errors and every warning
-    the run had: what bench prints. ``options``: the run's price and SLO; ``joules``: `format_table`'s."""
+    the run had: what bench prints. ``options``: the run's price and SLO; ``joules``, ``server_hits``:
+    `format_table`'s."""
     cost = None if options is None else options.cost_per_hour
-    lines = [format_table(snap.levels, cost, joules, snap.endpoint)]
+    lines = [format_table(snap.levels, cost, joules, snap.endpoint, server_hits)]
     if snap.endpoint == "embeddings":
         pass  # the knee is read on output throughput, which embeddings have none of
     elif snap.knee is not None:

@@ -79,6 +79,11 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
         "takes the N sessions as one side (the noise between runs)",
     )
     p.add_argument(
+        "--reset-cache-between-levels",
+        action="store_true",
+        help="ask the server to drop its prefix cache before each level after the first (see --reset-cache)",
+    )
+    p.add_argument(
         "--sim-time-scale",
         type=positive_float,
         default=DemoConfig.time_scale,
@@ -125,6 +130,7 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
         ab=ab,
         repeat=ns.repeat,
         fresh_prompts=ns.repeat_prompts is None,
+        reset_cache_between_levels=ns.reset_cache_between_levels,
     )
 
 

@@ -63,6 +63,7 @@ def engine_options_from_args(ns: argparse.Namespace) -> EngineOptions:
         cost_per_hour=ns.cost_per_hour,
         user_stagger_s=ns.user_stagger_ms / 1e3,
         isl_probe=ns.isl_probe,
+        reset_cache=ns.reset_cache,
         placement=placement_from_args(ns),
         on_worker_loss=ns.on_node_loss,
         **metrics,

@@ -46,6 +46,12 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
         help="send exactly an earlier run's prompts (its prompt salt, or its results file), to measure the "
         "prefix cache it left; by default each run's prompts are its own",
     )
+    w.add_argument(
+        "--reset-cache",
+        action="store_true",
+        help="start cold: ask the server to drop its prefix cache before the load starts (vLLM needs "
+        "VLLM_SERVER_DEV_MODE=1)",
+    )
     _add_shape_args(p)
     _add_trace_args(p)
     # exact input lengths: a local tokenizer, or a probe of the server's own count

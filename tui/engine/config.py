@@ -296,6 +296,9 @@ class EngineOptions:
     isl_probe: bool = False
     """Before the workers start, send a few one-token requests to learn how many prompt tokens the server
     counts for the synthetic prompt (chat template included), so the first requests hit ``--isl`` too."""
+    reset_cache: bool = False
+    """Before the workers start (after the ISL probe), ask the server to drop its prefix cache
+    (`tui.engine.host.cache_reset`), so the run starts cold."""
     test_block_loop_ms: float = 0.0
     """Tests only: block each worker's event loop this long every batch (starves the engine on purpose)."""
     test_block_loop_idle: bool = False

@@ -240,6 +240,9 @@ class LevelView:
     (``usage.prompt_tokens_details.cached_tokens``); None when it reported none."""
     cache_hit_rate: float | None = None
     """``cached_tokens`` / prompt tokens of the requests that reported it; None when none did."""
+    warm_cache: bool = False
+    """Prompts asked to share no prefix were served from the prefix cache beyond what the chat template
+    explains (`tui.engine.control.checks.unexpected_hits`): a warm cache's TTFT. Set by the run's checks."""
     dropped: int = 0
     """Open-loop arrivals due while the server's failures held the arrivals, never sent (not in ``failed``;
     `tui.engine.load.backoff.ArrivalGate`)."""

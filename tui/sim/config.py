@@ -35,6 +35,8 @@ class SimConfig:
     prefix_cache: bool = True
     """Serve prompts' leading blocks from a prefix cache and report ``cached_tokens``, as vLLM does by
     default (`tui.sim.prefix_cache`)."""
+    cache_reset: bool = True
+    """Serve ``POST /reset_prefix_cache`` (vLLM's, with ``VLLM_SERVER_DEV_MODE=1``); False answers 404."""
 
 
 def config_from_args(ns: argparse.Namespace) -> SimConfig:
@@ -68,4 +70,5 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         exit_with_parent=ns.exit_with_parent,
         keep_alive_s=keep_alive_s,
         prefix_cache=ns.prefix_cache,
+        cache_reset=ns.cache_reset,
     )

@@ -76,6 +76,12 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
         help="no prefix cache: never report cached prompt tokens (as vLLM with --no-enable-prefix-caching)",
     )
     p.add_argument(
+        "--no-cache-reset",
+        dest="cache_reset",
+        action="store_false",
+        help="answer POST /reset_prefix_cache with 404, as vLLM does without VLLM_SERVER_DEV_MODE=1",
+    )
+    p.add_argument(
         "--keep-alive",
         type=non_negative_float,
         default=SimConfig.keep_alive_s,

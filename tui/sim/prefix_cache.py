@@ -32,6 +32,14 @@ class PrefixCache:
     def __init__(self, capacity_blocks: int) -> None:
         self.capacity_blocks = max(1, capacity_blocks)
         self._blocks: OrderedDict[int, None] = OrderedDict()
+        self.queries = 0
+        """Prompt tokens looked up, and those served (vLLM's ``prefix_cache_queries``/``hits`` counters)."""
+        self.hits = 0
+
+    def reset(self) -> None:
+        """Drop every block (vLLM's ``POST /reset_prefix_cache``): the next prompts start cold. The counters
+        go on, as vLLM's do."""
+        self._blocks.clear()
 
     def lookup_insert(self, hashes: Sequence[int], prompt_tokens: int) -> int:
         """Prompt tokens served from the cache for a prompt of these blocks (whole leading blocks held, and
@@ -47,4 +55,7 @@ class PrefixCache:
             blocks[h] = None
         while len(blocks) > self.capacity_blocks:
             blocks.popitem(last=False)
-        return max(0, min(hits * BLOCK_TOKENS, prompt_tokens - 1))
+        cached = max(0, min(hits * BLOCK_TOKENS, prompt_tokens - 1))
+        self.queries += prompt_tokens
+        self.hits += cached
+        return cached

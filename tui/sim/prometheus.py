@@ -11,6 +11,8 @@ meets the same text here as on a real server and the tests can hold its figures 
 | `vllm:num_preemptions_total` | counter | recompute preemptions when the KV cache ran out |
 | `vllm:prompt_tokens_total` | counter | prompt tokens of admitted requests |
 | `vllm:generation_tokens_total` | counter | tokens produced by engine steps |
+| `vllm:prefix_cache_queries_total` | counter | prompt tokens looked up in the prefix cache (when it is on) |
+| `vllm:prefix_cache_hits_total` | counter | of those, the tokens it served (`tui.sim.prefix_cache`) |
 | `vllm:request_success_total` | counter | requests finished, by `finished_reason` (stop, length) |
 | `vllm:time_to_first_token_seconds` | histogram | arrival -> first token written, observed then |
 | `vllm:inter_token_latency_seconds` | histogram | engine-step gaps of decoding sequences, per step |
@@ -131,11 +133,18 @@ class ServerMetrics:
         self.success[finish_reason] = self.success.get(finish_reason, 0) + 1
 
     def render(
-        self, model: str, running: int, sched: SchedulerState, prompt_tokens: int, generation_tokens: int
+        self,
+        model: str,
+        running: int,
+        sched: SchedulerState,
+        prompt_tokens: int,
+        generation_tokens: int,
+        prefix: tuple[int, int] | None = None,
     ) -> bytes:
-        """The whole exposition text, in the order vLLM writes it (gauges, counters, histograms)."""
+        """The whole exposition text, in the order vLLM writes it (gauges, counters, histograms);
+        ``prefix``: the prefix cache's (queries, hits) in tokens, None without one."""
         labels = f'model_name="{model}"'
-        rows = (
+        rows: tuple[tuple[str, str, float], ...] = (
             ("gauge", "vllm:num_requests_running", running),
             ("gauge", "vllm:num_requests_waiting", sched.num_waiting),
             ("gauge", "vllm:kv_cache_usage_perc", round(sched.kv_usage, 6)),
@@ -143,6 +152,11 @@ class ServerMetrics:
             ("counter", "vllm:prompt_tokens_total", prompt_tokens),
             ("counter", "vllm:generation_tokens_total", generation_tokens),
         )
+        if prefix is not None:
+            rows += (
+                ("counter", "vllm:prefix_cache_queries_total", prefix[0]),
+                ("counter", "vllm:prefix_cache_hits_total", prefix[1]),
+            )
         parts = [f"# TYPE {name} {kind}\n{name}{{{labels}}} {value}\n" for kind, name, value in rows]
         parts.append("# TYPE vllm:request_success_total counter\n")
         parts += [

@@ -1,9 +1,10 @@
 """The simulator: routes requests, admits generations (EOS length, faults, rejections) and keeps the counters.
 
 Endpoints: `GET /v1/models`, `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses` (OpenAI
-Responses), `/v1/messages` (Anthropic Messages), `/v1/embeddings`, plus `GET /health` and a
-vLLM-style `GET /metrics` (`tui.sim.prometheus`; 404 with `metrics=False`). Without `ignore_eos` an answer
-stops at a seeded EOS length, never before `min_tokens`.
+Responses), `/v1/messages` (Anthropic Messages), `/v1/embeddings`, plus `GET /health`, a vLLM-style
+`GET /metrics` (`tui.sim.prometheus`; 404 with `metrics=False`) and vLLM's `POST /reset_prefix_cache`
+(empties the prefix cache; 404 with `cache_reset=False`). Without `ignore_eos` an answer stops at a seeded
+EOS length, never before `min_tokens`.
 """
 
 from __future__ import annotations
@@ -187,6 +188,9 @@ class Simulator:
                     err.anthropic = api == "messages"
                     raise
                 return
+            if path == "/reset_prefix_cache" and self.config.cache_reset:
+                self._reset_prefix_cache(proto, method, keep_alive)
+                return
             if path in ("/v1/models", "/health", "/metrics"):
                 if method != "GET":
                     raise HttpError(
@@ -217,6 +221,19 @@ class Simulator:
             proto.send(
                 response(err.status, err.body(), keep_alive=keep_alive, headers=err.headers), keep_alive
             )
+
+    def _reset_prefix_cache(self, proto: HttpProtocol, method: str, keep_alive: bool) -> None:
+        """vLLM's dev-mode endpoint: drop every cached block, answer ``{"success": true}``."""
+        if method != "POST":
+            raise HttpError(
+                405,
+                f"Method {method} not allowed on /reset_prefix_cache",
+                code="method_not_allowed",
+                headers=(("allow", "POST"),),
+            )
+        if self.prefix_cache is not None:
+            self.prefix_cache.reset()
+        proto.send(response(200, b'{"success":true}', keep_alive=keep_alive), keep_alive)
 
     def _generate(
         self, proto: HttpProtocol, api: str, headers: dict[str, str], body: bytes, keep_alive: bool
@@ -347,4 +364,5 @@ class Simulator:
             sched,
             self.counters["prompt_tokens"],
             self.counters["generation_tokens"],
+            None if self.prefix_cache is None else (self.prefix_cache.queries, self.prefix_cache.hits),
         )

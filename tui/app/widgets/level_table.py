@@ -55,7 +55,8 @@ output tok/s of those requests."""
 COST_COLUMN = ("cost", "$/Mtok")
 """With ``--cost-per-hour``: after tok/s, the price of a million output tokens at it."""
 CACHE_COLUMN = ("cache", "prefix cache")
-"""Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens)."""
+"""Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens, per request
+or in its counters)."""
 FIXED_COLUMNS = 1
 """The level column stays put when the table scrolls sideways, so every row still says its load."""
 CELL_PADDING = 2
@@ -144,7 +145,7 @@ def server_means(
     kept after the poller's ring has dropped its scrapes (`LevelFigures`)."""
     if view is None or not view.readings:
         return {}
-    figures = figures if figures is not None else LevelFigures(ServerView.gauge_means)
+    figures = figures if figures is not None else LevelFigures(ServerView.table_figures)
     return figures.of(view, level_spans_ns(levels, t0_ns, now_ns))
 
 
@@ -155,7 +156,7 @@ class ServerMeans:
     def __init__(self) -> None:
         self._key: object = None
         self._means: dict[int, dict[str, float | None]] = {}
-        self._figures: LevelFigures[dict[str, float | None]] = LevelFigures(ServerView.gauge_means)
+        self._figures: LevelFigures[dict[str, float | None]] = LevelFigures(ServerView.table_figures)
 
     def of(
         self, view: ServerView | None, levels: tuple[LevelView, ...], t0_ns: int, now_ns: int
@@ -202,7 +203,7 @@ def level_cells(
         "srv": server_cell(server),
         "len": lengths(level) if not whole_answers else units.rate(level.mean_isl, 0),
         "ttfa": triple(level.ttfa),
-        "cache": cache_cell(level),
+        "cache": cache_cell(level, server),
         "base": base_cell(level, base),
         "slo": slo_cell(level),
         "cost": units.dollars(usd_per_mtok(cost_per_hour, level.output_tps)),
@@ -238,10 +239,22 @@ def base_cell(level: LevelView, base: Mapping[str, Any] | None) -> str:
     return " ".join(parts)
 
 
-def cache_cell(level: LevelView) -> str:
-    """The share of prompt tokens the server's prefix cache served ("-" where it reported none)."""
-    rate = level.cache_hit_rate
-    return "-" if rate is None or not math.isfinite(rate) else f"{rate:.0%}"
+def cache_cell(level: LevelView, server: Mapping[str, float | None] | None = None) -> str:
+    """The share of prompt tokens the server's prefix cache served: by the requests' ``cached_tokens``, else
+    by the server's counters over the level (``server``); "warm" after it where prompts that share no prefix
+    hit it (`LevelView.warm_cache`); "-" where neither reported any."""
+    rate = level_hit_rate(level, server)
+    if rate is None:
+        return "-"
+    return f"{rate:.0%}" + (" warm" if level.warm_cache else "")
+
+
+def level_hit_rate(level: LevelView, server: Mapping[str, float | None] | None) -> float | None:
+    """The level's prefix-cache hit rate: the requests' own count first, else the server's counters."""
+    for rate in (level.cache_hit_rate, (server or {}).get("prefix_cache_hit_rate")):
+        if rate is not None and math.isfinite(rate):
+            return rate
+    return None
 
 
 def lengths(level: LevelView) -> str:
@@ -294,7 +307,7 @@ class LevelTable(DataTable[Text]):
         if self.border_title != title:
             self.border_title = title
         every = WHOLE_ANSWER_COLUMNS if whole_answers else COLUMNS
-        if any(lv.cache_hit_rate is not None for lv in levels):
+        if any(level_hit_rate(lv, (server or {}).get(lv.level_id)) is not None for lv in levels):
             at = [key for key, _ in every].index("len") + 1
             every = (*every[:at], CACHE_COLUMN, *every[at:])  # beside ISL/OSL, not off at the far right
         if any(lv.slo is not None for lv in levels):  # beside tok/s: goodput is its share that met the SLO

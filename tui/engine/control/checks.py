@@ -63,7 +63,8 @@ def unexpected_hits(view: LevelView, workload: WorkloadConfig, named_share: floa
 
 
 class CacheCheck:
-    """Called with each snapshot's levels; says it once for the run (the first level it holds for).
+    """Called with each snapshot's levels; says it once for the run (the first level it holds for), and
+    names every level it holds for (`warm`), for the level tables' mark.
     ``named_share``: a trace's share of prompt tokens in named blocks (`unexpected_hits`)."""
 
     def __init__(self, named_share: float = 0.0) -> None:
@@ -79,6 +80,12 @@ class CacheCheck:
                 self._said = True
                 return [message]
         return []
+
+    def warm(self, levels: Sequence[LevelView], workload: WorkloadConfig) -> frozenset[int]:
+        """The ids of the levels served from a warm cache (`unexpected_hits`)."""
+        return frozenset(
+            v.level_id for v in levels if unexpected_hits(v, workload, self.named_share) is not None
+        )
 
 
 # --- lengths -----------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import ConfigGuard
+from tui.engine.host.cache_reset import ResetOutcome, reset_prefix_cache
 from tui.engine.host.isl_probe import probe_isl, skip_reason
 from tui.engine.host.pool import PoolError
 from tui.engine.host.probe import Probed, ProbeError, probe_models
@@ -98,6 +99,8 @@ class EngineHandle:
         self._session_lost: Lost | None = None
         self.ramp: RampVerdict | None = None
         """What the latest auto ramp said when it stopped (`record_ramp`), for results."""
+        self._reset_refused = False
+        """A refused cache reset has been said (once a run: each later one would say the same)."""
 
     # --- Engine protocol ------------------------------------------------------------------------
 
@@ -165,6 +168,34 @@ class EngineHandle:
             self._workers.trace.retarget(target, now, new_level=new_level)
             self._workers.send_shares(self.core)
             self._workers.reader.await_views(self.core.store)
+
+    def reset_cache(self) -> ResetOutcome:
+        """Ask the server to drop its prefix cache (`tui.engine.host.cache_reset`; blocking, seconds at
+        most: call it off the UI thread), then, while load runs, open a fresh level at the same load, so
+        the cold level is measured apart from the warm one. The session gets a mark; a refusal is a notice
+        (once a run)."""
+        view = self.core.scrape.latest()
+        outcome = reset_prefix_cache(self.target, view.kind if view is not None else None)
+        with self._lock:
+            self._after_reset(outcome)
+            if not outcome.done or not self._started or self._stopping or self.core.load.paused:
+                return outcome
+            now = time.perf_counter_ns()
+            self.core.level_id += 1
+            self._begin_level(self.core.level_id, self.core.load, now)
+            self._workers.trace.retarget(self.core.load, now, new_level=True)
+            self._workers.send_shares(self.core)
+            self._workers.reader.await_views(self.core.store)
+        return outcome
+
+    def _after_reset(self, outcome: ResetOutcome) -> None:
+        """Under the lock: a done reset marks the session; a refused one is a notice, once a run."""
+        if outcome.done:
+            if self._session is not None:
+                self._session.mark(time.perf_counter_ns(), "prefix cache dropped")
+        elif not self._reset_refused:
+            self._reset_refused = True
+            self._note(outcome.line)
 
     def record_ramp(self, verdict: RampVerdict) -> None:
         """What the auto ramp said when it stopped: kept for results (the latest ramp's), and a notice."""
@@ -335,6 +366,10 @@ class EngineHandle:
                 share = named_block_share(self.workload.trace)
                 with self._lock:
                     self.core.cache.named_share = share
+            if self.options.reset_cache:  # after the ISL probe's prompts: the run starts cold
+                outcome = reset_prefix_cache(self.target)
+                with self._lock:
+                    self._after_reset(outcome)
             with self._lock:
                 if self._stopping:
                     return

@@ -81,7 +81,8 @@ class RunCore:
 
     def snapshot(self, now_ns: int, workload: WorkloadConfig | None, *, cache: bool = True) -> Snapshot:
         """The store's state now with the run's header fields; with a ``workload``, a level off its asked
-        lengths (and, with ``cache``, prompts served from the prefix cache) gets its notice first."""
+        lengths (and, with ``cache``, prompts served from the prefix cache) gets its notice first, and with
+        ``cache`` a level served from a warm cache is marked (`LevelView.warm_cache`)."""
         snap = self.store.snapshot(
             now_ns,
             base_url=display_url(self.target.base_url),
@@ -92,11 +93,17 @@ class RunCore:
             level_id=self.level_id,
             fatal=self.fatal,
         )
+        levels = snap.levels
         if workload is not None:
-            self.flag_levels(snap.levels, workload, cache=cache)
-        self.scrape.keep_level_summaries(snap.levels, self.store.t0_ns, now_ns)
+            self.flag_levels(levels, workload, cache=cache)
+            if cache and (warm := self.cache.warm(levels, workload)):
+                levels = tuple(replace(lv, warm_cache=True) if lv.level_id in warm else lv for lv in levels)
+        self.scrape.keep_level_summaries(levels, self.store.t0_ns, now_ns)
         return replace(
-            snap, notices=self.store.notices_with(snap.levels), recent_errors=tuple(self.store.recent_errors)
+            snap,
+            levels=levels,
+            notices=self.store.notices_with(levels),
+            recent_errors=tuple(self.store.recent_errors),
         )
 
     def flag_levels(

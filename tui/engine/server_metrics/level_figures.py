@@ -43,7 +43,7 @@ def level_spans_ns(levels: Iterable[LevelView], t0_ns: int, now_ns: int) -> list
 
 
 class LevelFigures(Generic[T]):
-    """``compute(view, t_from_ns, t_to_ns)`` per level (`ServerView.gauge_means` for the table,
+    """``compute(view, t_from_ns, t_to_ns)`` per level (`ServerView.table_figures` for the table,
     `ServerView.level_summary` for results), frozen per level as the module says. One user at a time: each
     face thread keeps its own."""
 

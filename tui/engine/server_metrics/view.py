@@ -348,6 +348,24 @@ class ServerView:
         """Each gauge signal time-averaged over [t_from_ns, t_to_ns] (cheap: for a table row per level)."""
         return {s: gauge_mean(self.readings, s, t_from_ns, t_to_ns) for s in GAUGES}
 
+    def table_figures(self, t_from_ns: int, t_to_ns: int) -> dict[str, float | None]:
+        """`gauge_means`, and the prefix-cache hit rate from the counters' increase over the window: a level
+        table's row (the hit rate for a server that does not give ``cached_tokens`` per request)."""
+        figures = self.gauge_means(t_from_ns, t_to_ns)
+        server_map = MAPS.get(self.kind)
+        figures["prefix_cache_hit_rate"] = (
+            rate_signal(
+                server_map,
+                around(self.readings, t_from_ns, t_to_ns),
+                "prefix_cache_hit_rate",
+                t_from_ns,
+                t_to_ns,
+            )
+            if server_map is not None
+            else None
+        )
+        return figures
+
     def level_summary(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
         """The server's figures over one load level's window, for results: time-averaged gauges
         (`running_mean`, ...), rates, latency quantiles in ms, the server kind and what was found."""

@@ -1,4 +1,5 @@
-"""Against a real server (llama.cpp, vLLM, ...), when ``TOKENTOP_REAL_URL`` names one; skipped otherwise.
+"""Against any real server (llama.cpp, vLLM, ...), when ``TOKENTOP_REAL_URL`` names one; skipped otherwise
+(the `real` suite: `tests/real/conftest.py`).
 
 The simulator is the ground truth for timings, but only a real tokenizer and chat template prove that the
 ISL calibration works on something tokentop did not write. ../shared/realserver starts llama.cpp with Gemma 3
@@ -8,24 +9,19 @@ ISL calibration works on something tokentop did not write. ../shared/realserver 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.support.engine_helpers import bench
+from tests.support.real_servers import Server
 
-REAL_URL = os.environ.get("TOKENTOP_REAL_URL")
-pytestmark = [
-    pytest.mark.skipif(not REAL_URL, reason="set TOKENTOP_REAL_URL to run against a real server"),
-    pytest.mark.timeout(300),
-]
+pytestmark = pytest.mark.timeout(300)
 
 
-def test_isl_and_osl_are_exact_by_the_servers_usage(tmp_path: Path) -> None:
-    assert REAL_URL is not None
+def test_isl_and_osl_are_exact_by_the_servers_usage(any_server: Server, tmp_path: Path) -> None:
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
-    r = bench("--url", REAL_URL, "--concurrency", "1", "--requests", "6", "--isl", "200", "--osl", "32",
+    r = bench("--url", any_server.url, "--concurrency", "1", "--requests", "6", "--isl", "200", "--osl", "32",
               "--output", str(out), "--requests-log", str(log), timeout_s=240)  # fmt: skip
     assert r.returncode == 0, r.stderr
     (level,) = json.loads(out.read_text())["levels"]
