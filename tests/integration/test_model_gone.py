@@ -44,6 +44,9 @@ def test_the_guard_counts_404s_naming_the_model_in_a_row() -> None:
     )
     assert guard.see([gone]) is None  # once
     assert ConfigGuard(has_key=False).see([gone] * 9) is None  # no model known: nothing to name
+    # never served in this run: not gone, never there; the store's "every request fails" says it, in the
+    # server's own words
+    assert ConfigGuard(has_key=False, model=MODEL).see([gone] * 9) is None
 
 
 def test_a_model_unloaded_mid_run_is_one_line_and_the_load_stops() -> None:

@@ -1,6 +1,7 @@
 """tokentop's own telemetry, from one short bench against the simulator: its ``/metrics`` scraped while the
-bench runs, its final figures checked against the level the results saved, and its spans, received by a
-small OTLP/HTTP receiver, checked against the ``traceparent`` each request carried to the simulator."""
+bench runs, its final figures checked against the level the results saved and the live feed's lines (with
+the level's price), and its spans, received by a small OTLP/HTTP receiver, checked against the
+``traceparent`` each request carried to the simulator."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.timeout(90)
 
 OSL = 8
 REQUESTS = 12
+COST_PER_HOUR = 4.0
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -69,6 +71,10 @@ class Run:
     """What the OTLP receiver was sent."""
     seen: dict[str, str] = field(default_factory=dict)
     """The simulator's truth log: each client request id and the ``traceparent`` it came with."""
+    feed: list[dict[str, Any]] = field(default_factory=list)
+    """The ``--live-jsonl`` lines, in order."""
+    saved: dict[str, Any] = field(default_factory=dict)
+    """The results file as JSON."""
 
 
 class Scraper(threading.Thread):
@@ -144,6 +150,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             ["bench", "--url", sim.url, "--concurrency", "2", "--requests", str(REQUESTS), "--osl", str(OSL),
              "--isl", "16", "--no-isl-probe", "--no-record", "--no-server-metrics", "--quiet",
              "--slo-ttft-ms", "1000", "--serve-metrics-port", str(port), "--otlp-endpoint", receiver.url,
+             "--live-jsonl", str(tmp / "feed.jsonl"), "--cost-per-hour", str(COST_PER_HOUR),
              "-o", str(tmp / "results.json")]
         )  # fmt: skip
         scraper.start()
@@ -165,7 +172,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     lines = [json.loads(line) for line in truth.read_text().splitlines()]
     seen = {t["client_request_id"]: t["traceparent"] for t in lines}
     assert set(receiver.paths) == {"/v1/traces"}
-    yield Run(status, results, scraper.scrapes, final, handle, receiver.spans, seen)
+    feed = [json.loads(line) for line in (tmp / "feed.jsonl").read_text().splitlines()]
+    saved = json.loads((tmp / "results.json").read_text())
+    yield Run(status, results, scraper.scrapes, final, handle, receiver.spans, seen, feed, saved)
 
 
 def test_the_endpoint_serves_the_client_view_while_the_bench_runs(run: Run) -> None:
@@ -195,6 +204,19 @@ def test_the_final_figures_are_the_saved_levels(run: Run) -> None:
     assert value(f, "tokentop_level_slo_attainment_ratio", bound="low") == level.slo.attainment_low
     assert 0 <= value(f, "tokentop_client_cpu_ratio") <= 1.5
     assert value(f, "tokentop_client_loop_lag_p99_seconds") >= 0
+
+
+def test_the_scrapes_the_feed_and_the_saved_level_agree_and_the_price_is_exact(run: Run) -> None:
+    """One run with every outlet at once: the feed's last line is the results file, its last level line the
+    saved level, whose figures the endpoint served; the price is cost / 3600 / tok/s x 10^6 to the bit."""
+    assert run.feed[-1] == {"event": "results", "results": run.saved}
+    (level,) = run.saved["levels"]
+    assert [line["level"] for line in run.feed if line["event"] == "level"] == [level]
+    final = run.final
+    assert value(final, "tokentop_level_requests_completed") == level["completed"]
+    assert value(final, "tokentop_requests_completed_total") == run.saved["totals"]["completed"]
+    assert level["usd_per_mtok_output"] == COST_PER_HOUR / 3600 / level["output_throughput"] * 1e6
+    assert run.saved["config"]["cost_per_hour"] == COST_PER_HOUR
 
 
 def test_the_histograms_count_every_request_in_seconds(run: Run) -> None:

@@ -58,6 +58,9 @@ class ConfigGuard:
         self.in_a_row = 0
         """Credential rejections in a row."""
         self.tls_in_a_row = 0
+        self.served = False
+        """Some request succeeded: only then can the model have gone away (a model 404'd from the first
+        request is the store's "every request fails", with the server's own words)."""
         self.tripped = False
 
     def see(self, records: Iterable[RequestRecord]) -> str | None:
@@ -69,6 +72,7 @@ class ConfigGuard:
         for rec in records:
             if rec.status == "ok":
                 self.in_a_row = self.tls_in_a_row = self.model_in_a_row = 0
+                self.served = True
             elif names_model(rec, self.model):
                 self.model_in_a_row += 1
             elif rec.status == "error" and rec.http_status in AUTH_STATUSES:
@@ -88,7 +92,7 @@ class ConfigGuard:
                 f"{what} (HTTP {status}, {self.in_a_row} requests in a row): load stopped; "
                 "check --api-key or $OPENAI_API_KEY"
             )
-        if self.model_in_a_row >= self.model_after:
+        if self.served and self.model_in_a_row >= self.model_after:
             self.tripped = True
             return (
                 f"the server no longer serves model {self.model} (HTTP 404 on {self.model_in_a_row} requests "
