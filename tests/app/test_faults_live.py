@@ -478,7 +478,9 @@ async def test_a_fault_in_some_streams_is_named_and_the_run_goes_on(
     assert message in errors, errors
     assert fatal == "" and "▶ running" in status, (fatal, status)
     classes = re.findall(r"\d+ ([a-z_0-9]+)", errors.split("last:")[0])
-    assert set(classes) == {error_class}, errors  # named once, under its own class
+    # named once, under its own class; a good request past its 3 s timeout on a loaded machine (seen once in
+    # CI's first pass, both cores busy) is not a misnamed fault
+    assert set(classes) - {"timeout"} == {error_class}, errors
 
 
 @pytest.mark.parametrize("served", ["malformed"], indirect=True)

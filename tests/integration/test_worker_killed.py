@@ -46,7 +46,13 @@ def test_a_killed_worker_is_one_line_its_requests_counted_and_the_load_goes_on(t
             _, before, _ = wait_for(handle, worker_1_busy, 30, "worker 1 with requests in flight")
             pid = handle._workers.pool._procs[1].pid  # type: ignore[attr-defined]
             os.kill(pid, signal.SIGKILL)
-            _, snap, _ = wait_for(handle, lambda s: any("killed by" in n for n in s.notices), 10, "the line")
+            # the notice is said at once, the level's views at their next refresh (every 100 ms): both
+            _, snap, _ = wait_for(
+                handle,
+                lambda s: any("killed by" in n for n in s.notices) and s.levels[0].workers_lost == 1,
+                10,
+                "the line and level 1's lost worker",
+            )
             (line,) = [n for n in snap.notices if "killed by" in n]
             said = re.fullmatch(
                 r"engine worker 1 \(of 2\) killed by SIGKILL at [\d.]+ s "
