@@ -222,3 +222,12 @@ def test_the_servers_counters_fill_in_the_hit_rate_and_a_warm_level_is_marked() 
     assert cache_cell(levels[0]) == "93% warm"
     assert cache_cell(second, {"prefix_cache_hit_rate": 0.5}) == "50%"
     assert cache_cell(second) == "-"
+
+
+def test_the_time_to_first_answer_column_is_for_levels_that_reasoned() -> None:
+    """vLLM's Responses API reports 0 reasoning tokens for any model: no TTFA column for that, one as soon
+    as some level's requests reasoned."""
+    plain = [replace(lv, cache_hit_rate=None, reasoning_tokens=0.0) for lv in frozen.snapshot().levels]
+    assert "TTFA" not in format_table(tuple(plain))
+    plain[1] = replace(plain[1], reasoning_tokens=120.0)
+    assert "TTFA p50" in format_table(tuple(plain))

@@ -29,8 +29,9 @@ def format_table(
     (``api``) have no output: their own table (`embeddings_table`)."""
     if api == "embeddings":
         return embeddings_table(levels)
-    # A reasoning model's answer starts after its thinking: time to first answer token gets a column then.
-    reasoning = any(math.isfinite(lv.reasoning_tokens) for lv in levels)
+    # A reasoning model's answer starts after its thinking: time to first answer token gets a column then
+    # (not for a server that reports 0 reasoning tokens, as vLLM's Responses API does for every model).
+    reasoning = any(math.isfinite(lv.reasoning_tokens) and lv.reasoning_tokens > 0 for lv in levels)
     cols: tuple[str, ...] = ("level", "done", "fail", "ISL", "OSL", "req/s", "out tok/s", "TTFT p50",
                              "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "± lag",
                              "tok/chunk", "steady")  # fmt: skip
