@@ -23,6 +23,7 @@ from typing import IO, Any
 import orjson
 
 from tui.configs import UsageError
+from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
 from tui.engine.recording.file import WHY
 from tui.engine.results.build import LevelExtras, level_of
@@ -81,6 +82,12 @@ class LiveFeed:
         if found is not None and level_id not in self._said:
             self._said.add(level_id)
             self._level(found)
+
+    def level_ended(self, engine: Engine) -> None:
+        """The level ``engine`` just wound down, as its results have it now (all its requests are in)."""
+        results = engine.results()
+        if isinstance(results, Results):
+            self.level(results, engine.level_id)
 
     def results(self, results: Results) -> None:
         """The end: a line for each level not yet said (the last, a cut one), then the document."""

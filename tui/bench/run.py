@@ -33,7 +33,7 @@ from tui.bench.level_end import counted, default_requests, level_done
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.repeats import repeat_config
 from tui.bench.table import summary
-from tui.bench.writing import joules_per_token, write_run_exports, write_run_plot
+from tui.bench.writing import joules_per_token, server_hit_rates, write_run_exports, write_run_plot
 from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.api import Engine, EngineFactory
@@ -291,7 +291,7 @@ def _run(
                 fatal = _wind_down([handle, *others], load, target.timeout_s + 5.0)
                 clock.wind_down_s.append(time.monotonic() - wind_down_from)
                 if feed is not None and fatal is None and i < len(targets):  # the last: from the results
-                    _feed_level(feed, handle)
+                    feed.level_ended(handle)
             if fatal is not None:
                 progress.done()
                 print(f"tokentop: error: {fatal}", file=err)
@@ -316,7 +316,7 @@ def _run(
                 if others and config.ab is not None:  # prints both sides' tables and their comparison
                     results = with_b(results, config.ab, handle, others[0], interrupted, status)
             if status != 1 and snap.levels and not others:
-                table = summary(snap, config.options, joules_per_token(results), _server_hits(results))
+                table = summary(snap, config.options, joules_per_token(results), server_hit_rates(results))
                 if feed is not None and feed.to_stdout:
                     say(table)  # stdout is the feed's: nothing else goes there
                 else:
@@ -458,20 +458,6 @@ def _run_level(
     if ended_early is not None:
         say(f"tokentop: warning: {load_label(load.mode, load.value)}: {ended_early}: level ended early")
     return None
-
-
-def _feed_level(feed: LiveFeed, handle: Engine) -> None:
-    """The level just wound down, as the results have it now (all its requests are in)."""
-    results = handle.results()
-    if isinstance(results, Results):
-        feed.level(results, handle.level_id)
-
-
-def _server_hits(results: Results | None) -> dict[int, float | None]:
-    """Each level's prefix-cache hit rate by the server's counters, for the table."""
-    if results is None:
-        return {}
-    return {lv.level_id: lv.server.prefix_cache_hit_rate for lv in results.levels if lv.server is not None}
 
 
 def _trace_requests(workload: WorkloadConfig) -> int | None:

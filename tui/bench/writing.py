@@ -1,5 +1,5 @@
 """What a finished bench run writes besides its results file: the exports and the plot made from that same
-document (each side's with ``--ab``), and the end table's J/tok column."""
+document (each side's with ``--ab``), and the end table's J/tok and server hit-rate columns."""
 
 from __future__ import annotations
 
@@ -53,3 +53,11 @@ def joules_per_token(results: Results | None) -> dict[int, float]:
         if j is not None:
             out[lv.level_id] = float(j)
     return out
+
+
+def server_hit_rates(results: Results | None) -> dict[int, float | None]:
+    """Each level's prefix-cache hit rate by the server's counters (the table's, where the requests gave no
+    ``cached_tokens``)."""
+    if results is None:
+        return {}
+    return {lv.level_id: lv.server.prefix_cache_hit_rate for lv in results.levels if lv.server is not None}
