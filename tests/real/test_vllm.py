@@ -37,11 +37,13 @@ def _levels(out: Path) -> list[dict[str, Any]]:
     return list(json.loads(out.read_text())["levels"])
 
 
-@pytest.mark.parametrize("endpoint", ["chat", "completions"])
-def test_streams_count_osl_and_isl_by_usage(vllm: Server, endpoint: str, tmp_path: Path) -> None:
-    """Under ignore_eos vLLM streams special tokens as empty chunks: OSL is the usage's, exactly."""
+@pytest.mark.parametrize("api", ["chat", "completions", "responses"])
+def test_streams_count_osl_and_isl_by_usage(vllm: Server, api: str, tmp_path: Path) -> None:
+    """Under ignore_eos vLLM streams special tokens as empty chunks: OSL is the usage's, exactly; its
+    Responses API (``response.completed``'s ``usage``) too. (Its Messages API drops ``ignore_eos``: its OSL
+    follows EOS, so it has no exact OSL to check.)"""
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
-    r = bench("--url", vllm.url, "--endpoint", endpoint, "--concurrency", "2", "--requests", "2",
+    r = bench("--url", vllm.url, "--api", api, "--concurrency", "2", "--requests", "2",
               "--isl", "64", "--osl", "12", "--output", str(out), "--requests-log", str(log),
               timeout_s=540)  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -106,9 +108,10 @@ def test_running_and_waiting_against_max_num_seqs_and_ttft_in_parts(vllm: Server
     assert parts is not None and parts["count"] >= 20 and not parts["missing"], parts
     whole, queue, prefill = parts["server_ttft_ms"], parts["queue_ms"], parts["prefill_ms"]
     assert queue > 0 and prefill > 0  # 4 of 20 waited for a slot
-    # queue + prefill make most of the whole; the rest is the API server's own (tokenising, the hop to the
-    # engine): 1.7 s of 28 s (6 %) with the machine at a load of 20, so not held to less than 15 %
-    assert 0 <= parts["server_other_ms"] <= 0.15 * whole, parts
+    # queue + prefill make most of the whole; the rest is the API server's own (tokenising 20 prompts that
+    # came at once, the hop to the engine): 1.7 s of 28 s (6 %) with the machine at a load of 20, 1.29 s of
+    # 5.36 s (24 %) on a quiet one, where the engine's parts shrink and the API server's do not: under half
+    assert 0 <= parts["server_other_ms"] <= 0.5 * whole, parts
 
 
 def test_prefix_cache_counts_and_the_reset(vllm: Server) -> None:
