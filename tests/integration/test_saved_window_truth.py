@@ -228,9 +228,17 @@ def test_an_ended_levels_saved_figures_do_not_change_as_later_levels_run(tmp_pat
     ):
         wait_for(handle, lambda s: s.levels and s.levels[0].steady, 30, "level 1 steady")
         handle.set_load(LoadTarget(concurrency=8))
-        # a request of level 1 still in flight caps its window: wait until none is
+        # a request of level 1 still in flight caps its window: wait until none is; and its timing bound is
+        # judged once a health window (2 s) covers its end: wait for that too
         wait_for(
-            handle, lambda s: s.levels[0].ended_s is not None and s.levels[0].in_flight == 0, 30, "drain"
+            handle,
+            lambda s: (
+                s.levels[0].ended_s is not None
+                and s.levels[0].in_flight == 0
+                and s.levels[0].client_lag_ms is not None
+            ),
+            30,
+            "drain and the level's timing bound",
         )
         saved = [to_json(handle.results())["levels"][0]]
         for users in (16, 4):
