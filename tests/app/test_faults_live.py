@@ -47,9 +47,11 @@ TICK_S = 0.1
 STARTED_WITHIN_S = 20.0
 """From the app's start to the first figure on screen: the worker process is spawned and imports the
 engine first (about a second; more on a busy 2-core machine)."""
-SHOWN_WITHIN_S = 3.0
+SHOWN_WITHIN_S = 8.0
 """From the server committing a fault to the screen naming it: a worker batch (0.1 s) and a tick; measured
-0.4-0.6 s on a quiet machine, up to 1.9 s at a load average of 16 on 2 cores."""
+0.4-0.6 s on a quiet machine, up to 1.9 s at a load average of 16 on 2 cores, 0.5-1.3 s beside four busy
+loops, and 4.9 s once in CI's first pass (six test processes, both cores never idle). A fault named only at
+its request's timeout or the level's end would take longer still (the stall row adds the 3 s timeout)."""
 PACE_S = 0.02
 """Between the events of a successful stream: about 7 requests a second per user."""
 TIMEOUT_S = 3.0
