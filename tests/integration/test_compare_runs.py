@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import made_once
+from tests.support.engine_helpers import tokentop
 from tui.engine.sessions.compare import comparison
 from tui.sim.launch import SimServer
 
@@ -100,9 +101,7 @@ def test_repeats_on_one_side_are_compared_as_one_and_let_a_p99_be_judged(runs: P
 
 
 def _compare(*args: str, state: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(ENV, XDG_STATE_HOME=str(state)) if state is not None else ENV
-    return subprocess.run([sys.executable, "-m", "tui", "compare", *args],
-                          capture_output=True, text=True, timeout=90, check=False, env=env)  # fmt: skip
+    return tokentop("compare", *args, timeout_s=90, env={"XDG_STATE_HOME": str(state) if state else None})
 
 
 def test_compare_finds_a_session_by_its_label_or_its_file_name(runs: Path, tmp_path: Path) -> None:
@@ -133,8 +132,7 @@ def test_results_files_say_why_they_are_unjudged_and_warnings_print_once(runs: P
 
 
 def test_sessions_lists_a_session_recorded_under_any_name(runs: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "tui", "sessions", "--dir", str(runs)],
-                          capture_output=True, text=True, timeout=60, check=False, env=ENV)  # fmt: skip
+    done = tokentop("sessions", "--dir", str(runs))
     assert done.returncode == 0, done.stderr
     for name in ("same1.run", "same2.run", "slower.run"):
         assert str(runs / name) in done.stdout

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import jsonschema
 import orjson
 import pytest
 
+from tests.support.engine_helpers import tokentop
 from tests.unit.test_aiperf_export import AIPERF_RECORD_SCHEMA
 from tui.engine.results.files import read_results
 
@@ -21,9 +20,7 @@ SIM = ["--sim-profile", "tiny-cpu", "--sim-time-scale", "10", "--isl", "32", "--
 
 
 def _tokentop(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY="")
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=100,
-                          env=env, check=False)  # fmt: skip
+    return tokentop(*args, timeout_s=100)
 
 
 def test_aiperf_records_of_a_run_are_its_requests_on_the_wall_clock(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.engine_helpers import tokentop
+
 pytestmark = pytest.mark.timeout(150)
 SUFFIX = ".tokentop-session.gz"
 
@@ -37,8 +39,7 @@ def _bench(session: Path, *, fsize: int | None = None) -> subprocess.CompletedPr
 
 
 def _sessions(folder: Path) -> str:
-    cmd = [sys.executable, "-m", "tui", "sessions", "--dir", str(folder)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    done = tokentop("sessions", "--dir", str(folder))
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import made_once
-from tests.support.engine_helpers import bench
+from tests.support.engine_helpers import bench, tokentop
 from tui.engine.host.playback_engine import PlaybackEngine
 from tui.engine.recording.file import SessionError, read_session
 from tui.engine.recording.plain_json import Decoder
@@ -121,8 +121,7 @@ def test_kill_9_mid_run_leaves_a_session_that_replays_up_to_its_last_second(
 
 
 def test_sessions_lists_each_with_its_label_model_and_levels(recorded: dict[str, Path]) -> None:
-    done = subprocess.run([sys.executable, "-m", "tui", "sessions", "--dir", str(recorded["fast"].parent)],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = tokentop("sessions", "--dir", str(recorded["fast"].parent))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:4] == ["date", "label", "url", "model"]
@@ -159,11 +158,8 @@ def test_compare_reads_results_files_and_says_their_differences_are_unjudged(
     recorded: dict[str, Path], tmp_path: Path
 ) -> None:
     folder = recorded["fast"].parent
-    done = subprocess.run(
-        [sys.executable, "-m", "tui", "compare", str(folder / "slow.json"), str(recorded["fast"]),
-         "--markdown", "--plot", str(tmp_path / "c.svg")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = tokentop("compare", str(folder / "slow.json"), str(recorded["fast"]), "--markdown", "--plot",
+                    str(tmp_path / "c.svg"))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "| output tok/s |" in done.stdout and "unjudged" in done.stdout
     assert "warning: model differs" in done.stderr
@@ -171,22 +167,19 @@ def test_compare_reads_results_files_and_says_their_differences_are_unjudged(
     svg = (tmp_path / "c.svg").read_text()
     assert svg.count("<polyline") == 2
     pair = [str(folder / "slow.json"), str(recorded["fast"])]
-    text = subprocess.run([sys.executable, "-m", "tui", "compare", *pair],
-                          capture_output=True, text=True, timeout=60, check=False).stdout  # fmt: skip
+    text = tokentop("compare", *pair).stdout
     chart = text[text.index("output tok/s by load") :].splitlines()
     assert len(chart) == 1 + 2 * 2  # a line per run per load
     slow_bar, fast_bar = chart[1].split()[1], chart[2].split()[0]
     assert set(slow_bar) == {"#"} and set(fast_bar) == {"="} and len(fast_bar) > len(slow_bar)
     twice = [str(recorded["fast"])] * 2
-    as_json = subprocess.run([sys.executable, "-m", "tui", "compare", *twice, "--json"],
-                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    as_json = tokentop("compare", *twice, "--json")
     assert json.loads(as_json.stdout)["pairs"][0]["levels"][0]["differences"][0]["verdict"] == "within noise"
 
 
 def test_a_results_file_given_where_a_session_is_needed_is_one_line(recorded: dict[str, Path]) -> None:
     results = recorded["fast"].parent / "fast.json"
-    done = subprocess.run([sys.executable, "-m", "tui", "replay", str(results)],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = tokentop("replay", str(results))
     assert done.returncode == 1
     assert done.stderr == f"tokentop: error: {results}: a results file, not a session (sessions are " \
                           f"*.tokentop-session.gz)\n"  # fmt: skip
@@ -196,9 +189,7 @@ def test_the_mooncake_export_holds_each_request_at_its_time(
     recorded: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "trace.jsonl"
-    export = ["-m", "tui", "export", str(recorded["fast"]), "--to", "mooncake", "--out", str(out)]
-    export = [sys.executable, *export]
-    done = subprocess.run(export, capture_output=True, text=True, timeout=60, check=False)
+    done = tokentop("export", str(recorded["fast"]), "--to", "mooncake", "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     session = read_session(recorded["fast"])
@@ -217,16 +208,14 @@ def test_the_mooncake_export_holds_each_request_at_its_time(
     # the results exports take a session too: its results rebuilt by replaying it
     appended = tmp_path / "levels.jsonl"
     vllm_args = ["export", str(recorded["fast"]), "--to", "vllm", "--append", "--out", str(appended)]
-    vllm = subprocess.run([sys.executable, "-m", "tui", *vllm_args],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    vllm = tokentop(*vllm_args)
     assert vllm.returncode == 0, vllm.stderr
     levels = [json.loads(x) for x in appended.read_text().splitlines()]
     written = json.loads((recorded["fast"].parent / "fast.json").read_text())["levels"]
     assert [lv["max_concurrency"] for lv in levels] == [2, 4]
     assert [lv["output_throughput"] for lv in levels] == [lv["output_throughput"] for lv in written]
     results_file = recorded["fast"].parent / "fast.json"
-    no_trace = subprocess.run([sys.executable, "-m", "tui", "export", str(results_file), "--to", "mooncake"],
-                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    no_trace = tokentop("export", str(results_file), "--to", "mooncake")
     assert no_trace.returncode == 1 and "needs a session" in no_trace.stderr
 
 
@@ -255,11 +244,7 @@ def test_a_sessions_mooncake_trace_replays_in_tokentops_trace_replay(
     """The exported trace reads back with the recorded lengths and times, and `bench --trace` sends its
     requests with those lengths at those relative times."""
     trace = tmp_path / "trace.jsonl"
-    export = ["-m", "tui", "export", str(recorded["fast"]), "--to", "mooncake", "--out", str(trace)]
-    assert (
-        subprocess.run([sys.executable, *export], capture_output=True, timeout=60, check=False).returncode
-        == 0
-    )
+    assert tokentop("export", str(recorded["fast"]), "--to", "mooncake", "--out", str(trace)).returncode == 0
     reader = MooncakeReader()
     lines = [reader.parse(line) for line in trace.read_text().splitlines()]
     wanted = lines[:12]

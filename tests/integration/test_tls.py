@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tests.support.engine_helpers import tokentop
 from tests.support.scripted_server import ScriptedServer
 from tests.support.tls_server import (
     HAVE_OPENSSL,
@@ -99,9 +99,8 @@ async def test_a_ca_bundle_that_trusts_another_certificate_still_fails(
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    cmd = [sys.executable, "-m", "tui", "bench", "--requests", "2", "--quiet", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=45, env=env, check=False)
+    no_proxy: dict[str, str | None] = {k: None for k in os.environ if k.lower().endswith("_proxy")}
+    return tokentop("bench", "--requests", "2", "--quiet", *args, timeout_s=45, env=no_proxy)
 
 
 def test_bench_end_to_end_fails_by_default_and_passes_with_ca_cert(pair: SelfSigned) -> None:

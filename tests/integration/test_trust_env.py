@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.engine_helpers import tokentop
 from tests.support.scripted_server import ScriptedServer
 from tests.support.tls_server import (
     HAVE_OPENSSL,
@@ -196,10 +195,9 @@ def test_an_unreadable_ssl_cert_file_is_one_usage_line(
 
 
 def test_bench_refuses_a_socks_proxy_in_one_line() -> None:
-    env = {k: v for k, v in os.environ.items() if k.lower() not in PROXY_VARS}
+    env: dict[str, str | None] = {k: None for k in os.environ if k.lower() in PROXY_VARS}
     env["ALL_PROXY"] = "socks5://127.0.0.1:1"
-    cmd = [sys.executable, "-m", "tui", "bench", "--url", UPSTREAM, "--requests", "1"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=env, check=False)
+    r = tokentop("bench", "--url", UPSTREAM, "--requests", "1", timeout_s=30, env=env)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "socks5:// proxy" in r.stderr
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.pty_app import PtyApp
-from tests.support.engine_helpers import logged_lines
+from tests.support.engine_helpers import logged_lines, tokentop
 from tui.cli import build_parser
 from tui.cli.watch import watch_config
 from tui.configs import UsageError
@@ -61,11 +59,7 @@ def test_watching_sends_no_request_and_reads_the_server(tmp_path: Path) -> None:
     ],
 )
 def test_bad_watch_flags_get_one_line_and_exit_2(args: list[str], needle: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
-    out = subprocess.run(
-        [sys.executable, "-m", "tui", "watch", *args],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, check=False, env=env,
-    )  # fmt: skip
+    out = tokentop("watch", *args, timeout_s=30, env={"OPENAI_BASE_URL": None})
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr

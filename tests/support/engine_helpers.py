@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -105,17 +107,84 @@ def joined(requests_log: Path, truth_log: Path) -> list[tuple[dict[str, Any], di
 
 
 def bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """`tokentop bench ARGS` in a subprocess, with no API key or base URL from the environment (an empty
-    value counts as unset); never raises on exit."""
-    env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL="")
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "bench", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        check=False,
-    )
+    """`tokentop bench ARGS`, with no API key or base URL from the environment (an empty value counts as
+    unset); never raises on exit. Run in this process (`tokentop`): a bench process of its own costs
+    ~0.6 s of CPU in imports alone, and the suite runs ~200 of them. Tests that need the process itself (a
+    signal, the process list, output while it runs) start one with `bench_process_argv`."""
+    return tokentop("bench", *args, timeout_s=timeout_s)
+
+
+def bench_process_argv(*args: str) -> list[str]:
+    """The command line of `tokentop bench ARGS` as a process of its own."""
+    return [sys.executable, "-m", "tui", "bench", *args]
+
+
+def tokentop(
+    *argv: str, timeout_s: float = 60.0, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`tokentop ARGV` run by its own `main` in this process, as a process would see it: file descriptors 1
+    and 2 (and so the engine workers it spawns) and ``sys.stdout``/``sys.stderr`` go to files read back
+    afterwards, neither is a terminal, $OPENAI_API_KEY and $OPENAI_BASE_URL are empty (``env`` sets more;
+    None unsets), and argparse's exits are statuses. Fails the test when it took longer than ``timeout_s``
+    (a hang is ended by pytest-timeout) or left a thread running."""
+    from tui.cli.main import main
+
+    changes: dict[str, str | None] = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", **(env or {})}
+    saved_env = {k: os.environ.get(k) for k in changes}
+    threads_before = set(threading.enumerate())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        saved_fds = os.dup(1), os.dup(2)
+        saved_streams = sys.stdout, sys.stderr
+        t0 = time.monotonic()
+        try:
+            _set_env(changes)
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115 (closed below, fd kept)
+            sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+            try:
+                status = main(list(argv))
+            except SystemExit as exc:  # argparse's --help and bad flags
+                status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if exc.code is not None and not isinstance(exc.code, int):
+                    print(exc.code, file=sys.stderr)
+        finally:
+            elapsed = time.monotonic() - t0
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+                stream.close()
+            sys.stdout, sys.stderr = saved_streams
+            for fd, saved in zip((1, 2), saved_fds, strict=True):
+                os.dup2(saved, fd)
+                os.close(saved)
+            _set_env(saved_env)
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read().decode(errors="replace"))
+    assert elapsed < timeout_s, f"tokentop {' '.join(argv)} took {elapsed:.1f} s, over its {timeout_s} s"
+    _assert_no_thread_left(threads_before, list(argv))
+    return subprocess.CompletedProcess([sys.executable, "-m", "tui", *argv], status, texts[0], texts[1])
+
+
+def _set_env(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _assert_no_thread_left(before: set[threading.Thread], argv: list[str], wait_s: float = 5.0) -> None:
+    """A face run in a process of its own could leave a daemon thread behind unseen; here it would keep
+    running into the next test. Threads still ending are given ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    for thread in set(threading.enumerate()) - before:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert not left, f"tokentop {' '.join(argv)} left threads running: {left}"
 
 
 async def run_requests(

@@ -148,23 +148,20 @@ def test_results_without_a_clock_say_so() -> None:
 
 
 def test_the_subcommand_needs_the_requests_log(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
+    from tests.support.engine_helpers import tokentop
     from tui.engine.results.files import write_results
 
     results = _results()
     saved = write_results(results, tmp_path / "run.json")
-    base = [sys.executable, "-m", "tui", "export", str(saved), "--to", "aiperf"]
-    r = subprocess.run(base, capture_output=True, text=True, timeout=30, check=False)
+    base = ["export", str(saved), "--to", "aiperf"]
+    r = tokentop(*base)
     assert r.returncode == 2 and "--requests-log" in r.stderr and len(r.stderr.splitlines()) == 1
     log = tmp_path / "requests.jsonl"
     log.write_bytes(
         b"".join(orjson.dumps(rec) + b"\n" for rec in _log(results) if rec is not None) + b"{torn"
     )
     out = tmp_path / "profile_export.jsonl"
-    r = subprocess.run([*base, "--requests-log", str(log), "--out", str(out)],
-                       capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    r = tokentop(*base, "--requests-log", str(log), "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(out) and "1 malformed line(s) skipped" in r.stderr
     lines = out.read_bytes().splitlines()

@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from tests.support import frozen
+from tests.support.engine_helpers import tokentop
 from tests.unit.results_data import frozen_results
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.config_record import run_info
@@ -184,14 +185,12 @@ def test_vllm_carries_the_peaks_it_lacked() -> None:
 
 def test_the_export_subcommand_writes_each_export_of_a_saved_file(tmp_path: Path) -> None:
     import subprocess
-    import sys
 
     results = _results()
     saved = write_results(results, tmp_path / "run.json")
 
     def export(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tui", "export", str(saved), *args],
-                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        return tokentop("export", str(saved), *args)
 
     r = export("--to", "vllm")
     assert r.returncode == 0, r.stderr
@@ -205,8 +204,7 @@ def test_the_export_subcommand_writes_each_export_of_a_saved_file(tmp_path: Path
     r = export("--to", "llmd")
     assert r.returncode == 0 and len(list((tmp_path / "run-llmd").glob("*.json"))) == len(results.levels)
     (tmp_path / "bad.json").write_text("{}")
-    r = subprocess.run([sys.executable, "-m", "tui", "export", str(tmp_path / "bad.json"), "--to", "csv"],
-                       capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    r = tokentop("export", str(tmp_path / "bad.json"), "--to", "csv")
     assert r.returncode == 1 and "not a tokentop results file" in r.stderr and len(r.stderr.splitlines()) == 1
     r = export("--to", "csv", "--append")
     assert r.returncode == 2 and "--append" in r.stderr

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.support.engine_helpers import tokentop
 from tests.unit.results_data import frozen_results
 from tui.engine.aggregate.level_histograms import compact_histogram
 from tui.engine.results.build import histograms_of
@@ -170,15 +169,13 @@ def test_x_positions() -> None:
 def test_from_a_saved_results_file(tmp_path: Path) -> None:
     results = _results()
     saved = write_results(results, tmp_path / "run.json")
-    r = subprocess.run([sys.executable, "-m", "tui", "plot", str(saved)],
-                       capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    r = tokentop("plot", str(saved))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(tmp_path / "run.svg")
     assert (tmp_path / "run.svg").read_text(encoding="utf-8") == throughput_svg(read_results(saved))
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
-    args = [sys.executable, "-m", "tui", "plot", str(bad), "--out", str(tmp_path / "x.svg")]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    r = tokentop("plot", str(bad), "--out", str(tmp_path / "x.svg"))
     assert r.returncode == 1 and not (tmp_path / "x.svg").exists()
     assert "not a tokentop results file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     out = write_plot(results, tmp_path / "direct.svg")

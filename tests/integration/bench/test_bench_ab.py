@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.engine_helpers import tokentop
 from tui.engine.results.files import read_results
 from tui.sim.launch import SimServer
 
@@ -27,12 +26,9 @@ A_SCALE, B_SCALE = 4.0, 2.0
 def ab_bench(tmp: Path, a_url: str, b_url: str, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """`tokentop bench --url A --ab B`, short levels, B's key in the environment: the run, its results."""
     out = tmp / "results.json"
-    env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL="", TOKENTOP_AB_API_KEY=SECRET)
-    r = subprocess.run(
-        [sys.executable, "-m", "tui", "bench", "--url", a_url, "--ab", b_url, "--duration", "2.5",
-         "--isl", "16", "--osl", "24", "--no-isl-probe", "--quiet", "-o", str(out), *args],
-        capture_output=True, text=True, timeout=100, env=env, check=False,
-    )  # fmt: skip
+    r = tokentop("bench", "--url", a_url, "--ab", b_url, "--duration", "2.5", "--isl", "16", "--osl", "24",
+                 "--no-isl-probe", "--quiet", "-o", str(out), *args, timeout_s=100,
+                 env={"TOKENTOP_AB_API_KEY": SECRET})  # fmt: skip
     assert r.returncode == 0, r.stderr
     return r, out
 

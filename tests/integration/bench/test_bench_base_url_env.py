@@ -4,14 +4,13 @@ first line) instead of starting the demo simulator; ``--url`` wins over it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.engine_helpers import tokentop
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -25,15 +24,7 @@ def sim() -> Iterator[SimServer]:
 
 
 def _bench(base_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY="", OPENAI_BASE_URL=base_url)
-    return subprocess.run(
-        [sys.executable, "-m", "tui", "bench", *args],
-        capture_output=True,
-        text=True,
-        timeout=45,
-        env=env,
-        check=False,
-    )
+    return tokentop("bench", *args, timeout_s=45, env={"OPENAI_BASE_URL": base_url})
 
 
 def test_the_variable_is_used_and_named_in_the_first_line(sim: SimServer, tmp_path: Path) -> None:

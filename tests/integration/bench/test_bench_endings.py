@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.engine_helpers import logged_lines
+from tests.support.engine_helpers import bench, logged_lines
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -116,8 +116,7 @@ def test_unwritable_outputs_fail_in_one_line_before_any_load(tmp_path: Path) -> 
             ("--requests-log", tmp_path),
             ("--requests-log", Path("/proc/version")),  # exists, cannot be written even by root
         ):
-            args = _cmd("--url", server.url, flag, str(path), "--requests", "2")
-            r = subprocess.run(args, capture_output=True, text=True, timeout=30, env=_env(), check=False)
+            r = bench("--url", server.url, flag, str(path), "--requests", "2", timeout_s=30)
             assert r.returncode == 2, (flag, path, r.stderr)
             assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"tokentop: error: {flag}"), r.stderr
             assert r.stdout == ""
@@ -128,11 +127,8 @@ def test_full_disk_under_the_requests_log_still_writes_the_results(tmp_path: Pat
     """/dev/full takes the open and fails every write with ENOSPC, like a full disk: one line, exit 1, and
     the results (on a healthy disk) written whole."""
     out = tmp_path / "results.json"
-    r = subprocess.run(
-        _cmd("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--requests", "4",
-             "--osl", "8", "--output", str(out), "--requests-log", "/dev/full", "--quiet"),
-        capture_output=True, text=True, timeout=60, env=_env(), check=False,
-    )  # fmt: skip
+    r = bench("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--requests", "4",
+              "--osl", "8", "--output", str(out), "--requests-log", "/dev/full", "--quiet")  # fmt: skip
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("tokentop: error:")]
@@ -160,11 +156,8 @@ def test_full_disk_under_the_results_keeps_the_log_and_says_so(tmp_path: Path) -
         finally:
             os.close(fd)
         log = tmp_path / "requests.jsonl"
-        r = subprocess.run(
-            _cmd("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--requests", "4",
-                 "--osl", "8", "--output", str(out), "--requests-log", str(log), "--quiet"),
-            capture_output=True, text=True, timeout=60, env=_env(), check=False,
-        )  # fmt: skip
+        r = bench("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--requests", "4",
+                  "--osl", "8", "--output", str(out), "--requests-log", str(log), "--quiet")  # fmt: skip
         assert r.returncode == 1, r.stderr
         assert "Traceback" not in r.stderr
         errors = [line for line in r.stderr.splitlines() if line.startswith("tokentop: error:")]
@@ -178,8 +171,7 @@ def test_full_disk_under_the_results_keeps_the_log_and_says_so(tmp_path: Path) -
 
 def test_a_run_in_which_nothing_completed_says_why_and_exits_1(tmp_path: Path) -> None:
     with FaultServer(500) as server:
-        r = subprocess.run(_cmd("--url", server.url, "--concurrency", "2", "--duration", "2", "--quiet"),
-                           capture_output=True, text=True, timeout=60, env=_env(), check=False)  # fmt: skip
+        r = bench("--url", server.url, "--concurrency", "2", "--duration", "2", "--quiet")
     assert r.returncode == 1, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("tokentop: error: no request completed: ") and "http_5xx" in last, r.stderr

@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.engine_helpers import bench
 from tests.support.fault_server import FaultServer
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
@@ -20,17 +18,11 @@ pytestmark = pytest.mark.timeout(90)
 SECRET = "sk-faults-" + "k3y" * 60  # ~190 characters: a prefix of it must not leak either
 
 
-def _bench(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPENAI_API_KEY="")
-    cmd = [sys.executable, "-m", "tui", "bench", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-
-
 @pytest.mark.parametrize("status", [401, 403])
 def test_a_rejected_key_stops_every_worker_at_once(status: int) -> None:
     with FaultServer(status) as server:
         t0 = time.monotonic()
-        r = _bench("--url", server.url, "--api-key", SECRET, "--concurrency", "8", "--workers", "2",
+        r = bench("--url", server.url, "--api-key", SECRET, "--concurrency", "8", "--workers", "2",
                    "--duration", "60", "--quiet")  # fmt: skip
         elapsed_s = time.monotonic() - t0
         hits = server.hits
@@ -69,7 +61,7 @@ def test_the_handle_pauses_all_workers_on_a_rejected_key() -> None:
 def test_429_with_retry_after_is_honoured_per_user() -> None:
     users, duration_s = 4, 3
     with FaultServer(429, headers={"retry-after": "1"}) as server:
-        r = _bench("--url", server.url, "--concurrency", str(users), "--duration", str(duration_s), "--quiet")
+        r = bench("--url", server.url, "--concurrency", str(users), "--duration", str(duration_s), "--quiet")
         hits = server.hits
     # each user: one request, then one a second: about users x (duration + 1), not hundreds per second
     assert hits <= users * (duration_s + 2), hits
@@ -80,7 +72,7 @@ def test_429_with_retry_after_is_honoured_per_user() -> None:
 def test_5xx_backs_off_per_user() -> None:
     users, duration_s = 4, 3
     with FaultServer(500) as server:
-        r = _bench("--url", server.url, "--concurrency", str(users), "--duration", str(duration_s), "--quiet")
+        r = bench("--url", server.url, "--concurrency", str(users), "--duration", str(duration_s), "--quiet")
         hits = server.hits
     # exponential from 50 ms, capped: about 8 requests per user in 3 s (without it: thousands)
     assert hits <= users * 15, hits
@@ -93,7 +85,7 @@ def test_a_long_key_echoed_by_the_server_leaks_nowhere(tmp_path: Path) -> None:
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
     echo = json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}. See the docs."}}).encode()
     with FaultServer(400, body=echo) as server:
-        r = _bench("--url", server.url, "--api-key", SECRET, "--concurrency", "2", "--duration", "1",
+        r = bench("--url", server.url, "--api-key", SECRET, "--concurrency", "2", "--duration", "1",
                    "--output", str(out), "--requests-log", str(log), "--quiet")  # fmt: skip
         assert server.auth_seen and all(a == f"Bearer {SECRET}" for a in server.auth_seen)  # it was sent
     texts = {"stdout": r.stdout, "stderr": r.stderr, "results": out.read_text(), "log": log.read_text()}
@@ -105,7 +97,7 @@ def test_a_long_key_echoed_by_the_server_leaks_nowhere(tmp_path: Path) -> None:
 def test_credentials_in_the_url_are_refused_in_one_line() -> None:
     with FaultServer(200) as server:
         url = server.url.replace("http://", "http://alice:hunter2-PASS@")
-        r = _bench("--url", url, "--requests", "2")
+        r = bench("--url", url, "--requests", "2")
         assert server.hits == 0
     assert r.returncode == 2
     assert (

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from tests.support.engine_helpers import bench
 
 pytestmark = pytest.mark.timeout(90)
 NS = {"s": "http://www.w3.org/2000/svg"}
@@ -19,9 +18,7 @@ SIM = ["--sim-profile", "tiny-cpu", "--sim-time-scale", "10", "--isl", "32", "--
 def test_bench_writes_the_plot_of_its_results(tmp_path: Path) -> None:
     out, plot = tmp_path / "results.json", tmp_path / "curve.svg"
     args = ["--concurrency", "1,4", "--requests", "12", *SIM, "--output", str(out), "--plot", str(plot)]
-    env = dict(os.environ, OPENAI_API_KEY="")
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", *args], capture_output=True, text=True,
-                       timeout=80, env=env, check=False)  # fmt: skip
+    r = bench(*args, timeout_s=80)
     assert r.returncode == 0, r.stderr
     assert f"plot written to {plot}" in r.stderr
     results = json.loads(out.read_text())
@@ -61,9 +58,7 @@ def test_an_unwritable_plot_is_one_line_and_exit_1_with_the_results_kept(tmp_pat
         "--plot",
         str(tmp_path / "plot.svg"),
     ]
-    env = dict(os.environ, OPENAI_API_KEY="")
-    r = subprocess.run([sys.executable, "-m", "tui", "bench", *args], capture_output=True, text=True,
-                       timeout=80, env=env, check=False)  # fmt: skip
+    r = bench(*args, timeout_s=80)
     assert r.returncode == 1, r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("tokentop: error:")]
     assert len(errors) == 1 and "cannot write the plot" in errors[0], r.stderr

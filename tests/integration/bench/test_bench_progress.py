@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from tests.support.engine_helpers import bench
+
 pytestmark = pytest.mark.timeout(90)
 SIM = ("--sim-time-scale", "20", "--isl", "16", "--osl", "16")
 
@@ -68,11 +70,7 @@ def test_on_a_terminal_one_line_is_redrawn_within_the_width() -> None:
 
 
 def test_off_a_terminal_duration_is_said_in_seconds() -> None:
-    env = dict(os.environ, OPENAI_API_KEY="")
-    r = subprocess.run(
-        [sys.executable, "-m", "tui", "bench", "--rate", "4", "--duration", "1.5", *SIM],
-        capture_output=True, text=True, timeout=60, env=env, check=False,
-    )  # fmt: skip
+    r = bench("--rate", "4", "--duration", "1.5", *SIM)
     assert r.returncode == 0, r.stderr
     assert "\r" not in r.stderr and "\x1b" not in r.stderr
     lines = r.stderr.splitlines()
