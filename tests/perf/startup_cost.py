@@ -4,7 +4,7 @@ command and every engine worker, and most of what CI's tests pay for their ~500 
     python tests/perf/startup_cost.py [--runs 8] [--before DIR]
 
 Each figure is one child's user+sys CPU seconds (`resource.getrusage` of the children, read around it),
-the mean and the least of ``--runs`` runs, the kinds interleaved so a busy machine's spells fall on all:
+the mean, median and least of ``--runs`` runs, the kinds interleaved so a busy machine's spells fall on all:
 
 - ``bench``: `python -m tui bench --url http://127.0.0.1:9 --requests 1` (refused: start, parse, probe, exit);
 - ``worker``: one engine worker spawned as the face spawns it (`spawn_worker`), told to stop at once, joined
@@ -107,6 +107,10 @@ def sim() -> float:
     return _cpu() - before
 
 
+def _cell(variant: str, values: list[float]) -> str:
+    return f"{variant} {statistics.fmean(values):.3f} / {statistics.median(values):.3f} / {min(values):.3f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=8)
@@ -130,11 +134,12 @@ def main() -> int:
                 for variant, path in variants:
                     with _pythonpath(path):
                         figures[kind, variant].append(measure())
-    print(f"CPU s per process (user+sys), {args.runs} runs each: mean / min")
+    print(f"CPU s per process (user+sys), {args.runs} runs each: mean / median / min")
     for kind in kinds:
-        cells = [
-            f"{v} {statistics.fmean(figures[kind, v]):.3f} / {min(figures[kind, v]):.3f}" for v, _ in variants
-        ]
+        cells = [_cell(v, figures[kind, v]) for v, _ in variants]
+        if args.before:  # run i of "after" beside run i of "before": the pairs' own noise mostly cancels
+            pairs = zip(figures[kind, "after"], figures[kind, "before"], strict=True)
+            cells.append(f"paired change, median {statistics.median(a - b for a, b in pairs):+.3f}")
         print(f"{kind:<14}" + "   ".join(cells))
     return 0
 
