@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from tui.configs import OwnMetrics, UsageError
-from tui.engine.telemetry.endpoint import MetricsEndpoint, MetricsEndpointError
+
+if TYPE_CHECKING:
+    from tui.engine.telemetry.endpoint import MetricsEndpoint
 
 
 @contextlib.contextmanager
@@ -17,6 +20,9 @@ def serving_metrics(config: OwnMetrics) -> Iterator[MetricsEndpoint | None]:
     if config.port is None:
         yield None
         return
+    # lazy: prometheus_client and a WSGI server, ~25 ms of a face's start, only for --metrics-port
+    from tui.engine.telemetry.endpoint import MetricsEndpoint, MetricsEndpointError
+
     try:
         endpoint = MetricsEndpoint(config.host, config.port)
     except MetricsEndpointError as exc:

@@ -14,7 +14,7 @@ import pytest
 from tests.support.engine_helpers import running_handle, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.probe import probe_server
-from tui.engine.load.runner import split_load
+from tui.engine.load.split import split_load
 from tui.engine.remote.agent import CLOSED, NodeAgent
 from tui.engine.remote.clock import estimate_offset
 from tui.engine.snapshot import Snapshot

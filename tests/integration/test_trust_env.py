@@ -186,12 +186,15 @@ async def test_ssl_cert_file_is_honoured_unless_told_not_to(
 def test_an_unreadable_ssl_cert_file_is_one_usage_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Where a connection can be TLS; a plain-http target reads no CA bundle, so a broken one is no error."""
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
-    ns = build_parser().parse_args(["bench", "--url", "http://127.0.0.1:9"])
+    ns = build_parser().parse_args(["bench", "--url", "https://127.0.0.1:9"])
     with pytest.raises(UsageError, match=r"SSL_CERT_FILE=.*missing\.pem.*--no-trust-env"):
         target_from_args(ns)
-    ns = build_parser().parse_args(["bench", "--url", "http://127.0.0.1:9", "--no-trust-env"])
+    ns = build_parser().parse_args(["bench", "--url", "https://127.0.0.1:9", "--no-trust-env"])
     assert target_from_args(ns).trust_env is False
+    ns = build_parser().parse_args(["bench", "--url", "http://127.0.0.1:9"])
+    assert target_from_args(ns).trust_env is True
 
 
 def test_bench_refuses_a_socks_proxy_in_one_line() -> None:

@@ -27,6 +27,7 @@ FLAG_READERS = {
     # argparse types
     "tui/argtypes.py",
     # the command layer: the parser, each command's flags and the readers into typed configs
+    "tui/cli/__init__.py",
     "tui/cli/ab.py",
     "tui/cli/bench.py",
     "tui/cli/calibrate.py",

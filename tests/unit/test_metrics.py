@@ -10,7 +10,7 @@ import pytest
 from tui.engine.aggregate import metrics as m
 from tui.engine.aggregate.series import MetricSeries, Reservoir, Timeline
 from tui.engine.config import LoadMode, LoadTarget
-from tui.engine.load.runner import split_load
+from tui.engine.load.split import split_load
 from tui.engine.snapshot import LevelView, Stats
 
 MS = 1_000_000

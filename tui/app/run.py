@@ -9,18 +9,20 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.theme import Theme
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.configs import LiveConfig, UsageError
 from tui.demo import DemoError, running_demo
-from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.outputs import check_outputs
 from tui.own_metrics import serving_metrics
 from tui.signals import Terminated, exit_status, signals_as_interrupt
 from tui.terminal import say
+
+if TYPE_CHECKING:
+    from tui.engine.telemetry.endpoint import MetricsEndpoint
 
 
 def run(config: LiveConfig) -> int:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tui import units
 from tui.bench.ab import Sessions, plan_sides, run_turns, with_b
@@ -45,12 +45,14 @@ from tui.engine.host.probe import Probed, ProbeError, probe_models
 from tui.engine.results.files import write_results
 from tui.engine.results.model import Results
 from tui.engine.snapshot import LevelView, Snapshot
-from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.engine.traces import TraceFeed
 from tui.outputs import check_outputs
 from tui.own_metrics import serving_metrics
 from tui.signals import SIGNAL_STATUSES, exit_status, signals_as_interrupt
 from tui.terminal import print_or_drop, say
+
+if TYPE_CHECKING:
+    from tui.engine.telemetry.endpoint import MetricsEndpoint
 
 POLL_S = 0.25
 """The face's tick: how often bench looks at a snapshot."""

@@ -2,6 +2,28 @@
 (`tui.configs`), and `main`, which dispatches. Only `tui.__main__` (and the ``tokentop`` script) import it;
 no face does (a contract in ``pyproject.toml``)."""
 
-from tui.cli.main import build_parser, main
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`tui.cli.main.main`, loaded when called: ``spawn`` runs the ``tokentop`` script again in every engine
+    worker, whose ``from tui.cli import main`` would otherwise load the whole command layer there too."""
+    from tui.cli.main import main as run  # lazy: see above
+
+    return run(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`tui.cli.main.build_parser`, loaded when called (as `main`)."""
+    from tui.cli.main import build_parser as build  # lazy: see `main`
+
+    return build()
+
 
 __all__ = ["build_parser", "main"]

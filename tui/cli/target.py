@@ -266,7 +266,7 @@ def api_key_from_args(ns: argparse.Namespace) -> str | None:
 def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     """``--ca-cert``, ``--insecure`` and ``--no-trust-env``, each checked here in one line (a bundle that
     cannot be read, a SOCKS proxy in the environment) rather than on the first request."""
-    from tui.engine.network import ProxyError, proxy_for, ssl_context
+    from tui.engine.network import ProxyError, proxy_for, ssl_context, tls_possible
 
     ca_cert: str | None = ns.ca_cert
     insecure: bool = ns.insecure
@@ -276,7 +276,8 @@ def _with_trust(ns: argparse.Namespace, target: TargetConfig) -> TargetConfig:
     trust_env = ns.trust_env and not target.demo
     target = replace(target, ca_cert=ca_cert, insecure=insecure, trust_env=trust_env)
     try:
-        ssl_context(target)  # also for http://: both transports build one, and a bad one would fail there
+        if ca_cert or tls_possible(target):  # a plain-http target's transports load no CA bundle
+            ssl_context(target)
     except (OSError, ssl.SSLError) as exc:
         if isinstance(exc, ssl.SSLError):
             reason = str(exc.reason or exc).replace("_", " ").lower()  # "no certificate or crl found"

@@ -41,6 +41,29 @@ def ssl_context(target: TargetConfig) -> ssl.SSLContext:
     return _context(target.insecure, target.ca_cert, target.trust_env, env, _file_version(target.ca_cert))
 
 
+def transport_context(target: TargetConfig, url: str | None = None) -> ssl.SSLContext:
+    """The TLS context of a transport to ``url`` (the target's by default): `ssl_context` where a connection
+    can be TLS (an https URL, or any proxy), else one that trusts nothing.
+
+    No request here follows a redirect, so a plain-http transport without a proxy never makes a TLS
+    connection. Loading the CA bundle for it anyway cost every face and worker ~25-50 ms of CPU; the
+    stand-in loads nothing and, if it were ever used, would refuse every server rather than trust one."""
+    if tls_possible(target, url):
+        return ssl_context(target)
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def tls_possible(target: TargetConfig, url: str | None = None) -> bool:
+    """A connection to ``url`` (the target's by default) can be TLS: an https URL, or a proxy (one that
+    cannot be used counts: `proxy_for` says why where it is used)."""
+    if urlsplit(url or target.base_url).scheme.lower() == "https":
+        return True
+    try:
+        return proxy_for(target) is not None
+    except ProxyError:
+        return True
+
+
 def _file_version(path: str | None) -> tuple[int, int] | None:
     try:
         st = os.stat(path) if path else None
@@ -134,7 +157,8 @@ def sync_client(target: TargetConfig, timeout: httpx.Timeout) -> httpx.Client:
     return httpx.Client(transport=sync_transport(target), timeout=timeout, trust_env=False)
 
 
-def sync_transport(target: TargetConfig) -> httpx.HTTPTransport:
+def sync_transport(target: TargetConfig, url: str | None = None) -> httpx.HTTPTransport:
     """A blocking transport to the target that trusts and routes as the workers do (also for a client that
-    sets its own headers, such as the server-metrics poller's ``transport=``)."""
-    return httpx.HTTPTransport(verify=ssl_context(target), proxy=proxy_for(target), retries=0)
+    sets its own headers, such as the server-metrics poller's ``transport=``); ``url``: where it goes, when
+    not to the target's base URL (the poller's ``--metrics-url``)."""
+    return httpx.HTTPTransport(verify=transport_context(target, url), proxy=proxy_for(target), retries=0)

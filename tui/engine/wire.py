@@ -61,7 +61,7 @@ class WorkerSpec:
 
 @dataclass(frozen=True)
 class WorkerShare:
-    """One worker's part of the load target (`tui.engine.load.runner.split_load` makes them)."""
+    """One worker's part of the load target (`tui.engine.load.split.split_load` makes them)."""
 
     level_id: int
     mode: LoadMode = "concurrency"

@@ -5,7 +5,7 @@ without a jump, and a pause holds the replay's place until it resumes."""
 from __future__ import annotations
 
 from tui.engine.config import LoadTarget
-from tui.engine.load.trace_pacing import TracePlace
+from tui.engine.load.split import TracePlace
 
 START_LEAD_NS = 20_000_000
 """A new speed takes effect this long after the handle says so, so every worker has its share before the

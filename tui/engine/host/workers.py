@@ -15,7 +15,7 @@ from tui.engine.host.pool import LostNodes, Pool, PoolError, lost_line, placemen
 from tui.engine.host.reader import Reader
 from tui.engine.host.trace_clock import TraceClock
 from tui.engine.host.worker_pool import WorkerPool, ensure_resource_tracker
-from tui.engine.load.runner import split_load
+from tui.engine.load.split import split_load
 from tui.engine.wire import ApplyShare, Batch, Stop, WorkerLost, WorkerSpec
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Load control inside one engine worker: closed-loop users and open-loop arrivals, reconciled to a target.
 
-The handle splits the user's `LoadTarget` over the workers (`split_load`); each worker's `LoadRunner`
-reconciles toward its `WorkerShare` (`tui.engine.wire`, as it crosses to the worker process):
+The handle splits the user's `LoadTarget` over the workers (`tui.engine.load.split`); each worker's
+`LoadRunner` reconciles toward its `WorkerShare` (`tui.engine.wire`, as it crosses to the worker process):
 
 - closed loop: N users, each sending its next request as soon as its last one ends. Raising N starts the new
   users a few ms apart (``stagger_step_s`` each, the whole step spread over at most ``stagger_max_s``, users
@@ -33,10 +33,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
-from tui.engine.config import LoadTarget
 from tui.engine.load.backoff import SERVER_GONE, ArrivalGate, Backoff, Outcome
 from tui.engine.load.health import InFlightMeter
-from tui.engine.load.trace_pacing import TracePacer, TracePlace, WarmFn
+from tui.engine.load.trace_pacing import TracePacer, WarmFn
 from tui.engine.wire import WorkerShare
 
 if TYPE_CHECKING:
@@ -46,48 +45,6 @@ if TYPE_CHECKING:
 
 PROBER_CHECK_S = 1.0
 """How often a user waiting for a gone server checks that someone still probes it."""
-
-
-def split_load(
-    target: LoadTarget,
-    workers: int,
-    level_id: int,
-    seed: int = 0,
-    trace: TracePlace | None = None,
-) -> list[WorkerShare]:
-    """Split ``target`` over ``workers`` as evenly as possible: N users -> N//W each, the first N%W one more;
-    rate R -> R/W each (or in proportion to each worker's part of ``max_concurrency`` when capped); a trace
-    by its requests (each worker its W-th of them: `tui.engine.traces.TraceFeed`), all on one timeline,
-    ``trace``."""
-    shares = []
-    caps: list[int | None] = [None] * workers
-    if target.max_concurrency is not None:
-        caps = [target.max_concurrency // workers + (1 if i < target.max_concurrency % workers else 0)
-                for i in range(workers)]  # fmt: skip
-    total_cap = sum(c for c in caps if c is not None) if target.max_concurrency is not None else None
-    for i in range(workers):
-        users = target.concurrency // workers + (1 if i < target.concurrency % workers else 0)
-        cap = caps[i]
-        rate = target.rate * (cap or 0) / total_cap if total_cap else target.rate / workers
-        phase = (i / target.rate) if target.rate > 0 else 0.0
-        shares.append(
-            WorkerShare(
-                level_id=level_id,
-                mode=target.mode,
-                concurrency=users,
-                rate=rate,
-                arrival=target.arrival,
-                max_concurrency=cap,
-                paused=target.paused,
-                phase_s=phase,
-                seed=seed * 1000 + i,
-                speed=target.speed,
-                trace_anchor_ns=trace.anchor_ns if trace is not None else None,
-                trace_pos_ns=trace.pos_ns if trace is not None else 0,
-                trace_epoch=trace.epoch if trace is not None else 0,
-            )
-        )
-    return shares
 
 
 class IssueFn(Protocol):

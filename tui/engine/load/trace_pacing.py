@@ -1,11 +1,11 @@
 """A worker's trace pacing: its share of a trace's requests, each sent at its own time on the trace's
 timeline, which the speed knob bends without a jump.
 
-The handle anchors the timeline for all workers alike (`TracePlace`: at ``anchor_ns``, the replay is
-``pos_ns`` into the trace) and each request at trace time t is due at ``anchor + (t - pos) / speed``. A new
-speed re-anchors where the replay is, so nothing is skipped or sent twice: the request this worker was
-waiting on keeps its place and is simply due sooner or later. A new epoch (bench's sweep, a level played
-from the start) opens the trace again and skips to ``pos_ns``.
+The handle anchors the timeline for all workers alike (`tui.engine.load.split.TracePlace`: at
+``anchor_ns``, the replay is ``pos_ns`` into the trace) and each request at trace time t is due at
+``anchor + (t - pos) / speed``. A new speed re-anchors where the replay is, so nothing is skipped or sent
+twice: the request this worker was waiting on keeps its place and is simply due sooner or later. A new
+epoch (bench's sweep, a level played from the start) opens the trace again and skips to ``pos_ns``.
 
 Sends are stamped against their schedule as every open-loop arrival's (`RequestRecord.scheduled_ns`); a
 worker that falls more than `BEHIND_MS` behind says so, at most once every `BEHIND_NOTICE_S`.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import NamedTuple
 
 from tui.engine.config import TraceConfig
 from tui.engine.traces import TraceError, TraceFeed, TraceRequest
@@ -28,14 +27,6 @@ BEHIND_NOTICE_S = 10.0
 LEAD_NS = 3_000_000
 """A request is started this long before its time: its prompt and body are built by then, and the client
 holds it to the moment (`tui.engine.stream.hold.wait_until_ns`), so building costs the schedule nothing."""
-
-
-class TracePlace(NamedTuple):
-    """Where the replay is on the wall clock: at ``anchor_ns`` it is ``pos_ns`` into the trace."""
-
-    anchor_ns: int | None
-    pos_ns: int
-    epoch: int
 
 
 WARM_CONNECTIONS = 2

@@ -461,5 +461,6 @@ def poller_for(
         history=history,
         gpu=gpu,
         on_scrape=on_scrape,
-        transport=sync_transport(target),  # the same trust (--ca-cert, --insecure, proxies) as the load
+        # the same trust (--ca-cert, --insecure, proxies) as the load, for the URL it scrapes
+        transport=sync_transport(target, options.metrics_url),
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import httpx
 
 from tui.engine.config import TargetConfig
-from tui.engine.network import proxy_for, ssl_context
+from tui.engine.network import proxy_for, transport_context
 from tui.engine.records import RequestRecord
 
 if TYPE_CHECKING:
@@ -73,7 +73,10 @@ def protocol_streams(target: TargetConfig, url: str, headers: dict[str, str]) ->
     from tui.engine.stream.protocol_request import ProtocolStreams
 
     pool = ConnectionPool(
-        url, ssl_context(target), connect_timeout_s=target.connect_timeout_s, read_timeout_s=target.timeout_s
+        url,
+        transport_context(target),
+        connect_timeout_s=target.connect_timeout_s,
+        read_timeout_s=target.timeout_s,
     )
     return ProtocolStreams(pool, url, headers)
 
@@ -90,7 +93,7 @@ def make_client(target: TargetConfig, transport: str | None = None) -> httpx.Asy
     if chosen == "protocol":  # the client for everything but the streams, and for the proxy fallback
         chosen = transport_choice("aiohttp")
     # One trust and proxy decision for both transports, the same the face's probe made (`network`).
-    ctx = ssl_context(target)
+    ctx = transport_context(target)
     proxy = proxy_for(target)
     tx: httpx.AsyncBaseTransport
     if chosen == "aiohttp":
