@@ -27,6 +27,7 @@ import tui.bench.run as bench
 from tests.support.ports import free_port
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
+from tui.engine.host.canary import CANARY_WORKER, max_in_flight
 from tui.engine.host.handle import EngineHandle
 from tui.engine.records import RequestRecord
 from tui.engine.results.files import read_results
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.timeout(90)
 
 OSL = 8
 COST_PER_HOUR = 4.0
+CANARY_RATE = 4.0
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 """The simulator's GPU energy counter (mJ), as a DCGM exporter names it."""
 
@@ -69,7 +71,9 @@ class Run:
     """The collector's families over the engine's last snapshot (after the run)."""
     handle: EngineHandle
     spans: list[Span] = field(default_factory=list)
-    """What the OTLP receiver was sent."""
+    """What the OTLP receiver was sent for the load's requests."""
+    canary_spans: list[Span] = field(default_factory=list)
+    """... and for the canary user's, apart."""
     seen: dict[str, str] = field(default_factory=dict)
     """The simulator's truth log: each client request id and the ``traceparent`` it came with."""
     feed: list[dict[str, Any]] = field(default_factory=list)
@@ -135,8 +139,8 @@ class Receiver(ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """One bench: 2 users for 3 s, a TTFT SLO, tokentop's metrics on a free port, scraped throughout, its
-    spans sent to a receiver, its live feed to a file, a price per hour, and the server's metrics read (the
-    simulated GPU's energy counter among them)."""
+    spans sent to a receiver, its live feed to a file, a price per hour, the server's metrics read (the
+    simulated GPU's energy counter among them) and a canary user beside the load."""
     tmp = tmp_path_factory.mktemp("telemetry")
     made: list[EngineHandle] = []
 
@@ -155,7 +159,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
              "--isl", "16", "--no-isl-probe", "--no-record", "--quiet",
              "--slo-ttft-ms", "1000", "--serve-metrics-port", str(port), "--otlp-endpoint", receiver.url,
              "--live-jsonl", str(tmp / "feed.jsonl"), "--cost-per-hour", str(COST_PER_HOUR),
-             "-o", str(tmp / "results.json")]
+             "--canary-rate", str(CANARY_RATE), "-o", str(tmp / "results.json")]
         )  # fmt: skip
         scraper.start()
         try:
@@ -180,7 +184,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     assert set(receiver.paths) == {"/v1/traces"}
     feed = [json.loads(line) for line in (tmp / "feed.jsonl").read_text().splitlines()]
     saved = json.loads((tmp / "results.json").read_text())
-    yield Run(status, results, scraper.scrapes, final, handle, receiver.spans, seen, feed, saved, energy_mj)
+    canary = [s for s in receiver.spans if "tokentop.canary" in _attrs(s)]
+    load = [s for s in receiver.spans if "tokentop.canary" not in _attrs(s)]
+    yield Run(status, results, scraper.scrapes, final, handle, load, canary, seen, feed, saved, energy_mj)
 
 
 def test_the_endpoint_serves_the_client_view_while_the_bench_runs(run: Run) -> None:
@@ -278,6 +284,25 @@ def test_one_span_per_request_named_by_the_traceparent_the_server_saw(run: Run) 
         assert span.kind == Span.SPAN_KIND_CLIENT
         assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
     assert len({s.trace_id for s in run.spans}) == sent, "each request is a trace of its own"
+
+
+def test_the_canarys_requests_carry_a_traceparent_and_get_spans_of_their_own(run: Run) -> None:
+    sent = {rid: parent for rid, parent in run.seen.items() if rid.startswith(f"{CANARY_WORKER}-")}
+    assert sent, "the canary sent nothing in the run"
+    assert all(sent.values()), "a canary request came without a traceparent"
+    by_request = {_attrs(span)["tokentop.request.id"]: span for span in run.canary_spans}
+    assert len(by_request) == len(run.canary_spans) and set(by_request) <= set(sent)
+    # a span per finished canary request: only those cut off by the stop have none
+    assert len(sent) - len(by_request) <= max_in_flight(CANARY_RATE)
+    load_traces = {s.trace_id for s in run.spans}
+    for request_id, span in by_request.items():
+        _, trace_id, parent_id, _ = sent[request_id].split("-")
+        assert (span.trace_id.hex(), span.span_id.hex()) == (trace_id, parent_id)
+        assert span.trace_id not in load_traces
+        attrs = _attrs(span)
+        assert attrs["tokentop.canary"] is True and "tokentop.level.id" not in attrs
+        if "error.type" not in attrs:
+            assert attrs["gen_ai.usage.output_tokens"] == 1
 
 
 def test_the_spans_carry_the_genai_attributes(run: Run) -> None:
