@@ -1,17 +1,22 @@
 """The live app's own ``/metrics`` (``--serve-metrics-port``) while it runs: the real `TokentopApp` under
 Pilot, its engine made from the live command's flags as `tokentop` makes it (`tui.app.run.live_engine`),
 against the simulator. Each scrape lies between two engine snapshots; a load key's new level and target are
-served at once; paused and drained, the scrape, the engine's snapshot and the status bar say the same."""
+served at once; paused and drained, the scrape, the engine's snapshot and the status bar say the same.
+`tokentop watch` serves what a watch has: its run and its canary, no load."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from textual.pilot import Pilot
 
 from tests.app.test_faults_live import flat, until
 from tests.integration.test_own_telemetry import Samples, parse, value
@@ -19,8 +24,10 @@ from tests.support.ports import free_port
 from tui.app.app import TokentopApp
 from tui.app.run import app_settings, live_engine
 from tui.app.themes import load_themes
+from tui.app.watch import watch_engine
 from tui.cli import build_parser
 from tui.cli.live import live_config
+from tui.cli.watch import watch_config
 from tui.engine.snapshot import Snapshot
 from tui.own_metrics import serving_metrics
 from tui.sim.launch import SimServer
@@ -39,6 +46,14 @@ async def scrape(url: str) -> Samples:
     response = await asyncio.to_thread(httpx.get, url, timeout=5.0)
     response.raise_for_status()
     return parse(response.text)
+
+
+async def wait_for(pilot: Pilot[Any], what: str, ok: Callable[[], bool], timeout_s: float) -> None:
+    """Let the app run (its own tick draws it) until ``ok()``; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        await pilot.pause(0.1)
 
 
 def sent(snap: Snapshot) -> int:
@@ -62,7 +77,7 @@ async def test_the_live_apps_metrics_are_its_engines_figures_as_it_runs(
             engine.start()
             app = TokentopApp(engine, settings)
             async with app.run_test(size=(160, 48)) as pilot:
-                await until(app, pilot, "completions", lambda _: engine.snapshot().completed >= 6, 40.0)
+                await wait_for(pilot, "completions", lambda: engine.snapshot().completed >= 6, 40.0)
                 # running: each counter served lies between the snapshots taken either side of the scrape
                 before = engine.snapshot()
                 running = await scrape(url)
@@ -84,7 +99,7 @@ async def test_the_live_apps_metrics_are_its_engines_figures_as_it_runs(
                 assert value(raised, "tokentop_target_users") == stepped.value
                 # paused and drained: the scrape, the engine and the status bar agree to the request
                 await pilot.press("space")
-                await until(app, pilot, "the load drained", lambda _: engine.snapshot().in_flight == 0, 30.0)
+                await wait_for(pilot, "the load drained", lambda: engine.snapshot().in_flight == 0, 30.0)
                 shown, _ = await until(app, pilot, "the pause", lambda t: "paused" in t, 5.0)
                 snap = engine.snapshot()
                 paused = await scrape(url)
@@ -104,3 +119,30 @@ async def test_the_live_apps_metrics_are_its_engines_figures_as_it_runs(
     levels = {lv.level_id: lv for lv in snap.levels}
     assert value(paused, "tokentop_level_requests_completed") == levels[2].window_completed
     assert value(paused, "tokentop_e2e_seconds_count") == snap.completed
+
+
+def test_a_watch_serves_its_run_and_no_load_it_does_not_send(sim: SimServer) -> None:
+    """`tokentop watch`, its engine made from the watch's flags as the command makes it: the endpoint serves
+    the run's info (the model the server's view names), and no request counters, target, level or client
+    health: it sends no load (it served a paused load and a loop lag of 0 it never measured before). Its
+    canary's figures are served as the bench's are (test_own_telemetry; the families: test_own_metrics)."""
+    ns = build_parser().parse_args(
+        ["watch", "--url", sim.url, "--interval", "0.2", "--serve-metrics-port", str(free_port())]
+    )
+    config = watch_config(ns)
+    with serving_metrics(config.own_metrics) as metrics:
+        assert metrics is not None
+        engine = watch_engine(config, metrics)
+        try:
+            engine.start()
+            deadline = time.monotonic() + 20.0
+            while not engine.model and time.monotonic() < deadline:  # named by the first scrape
+                threading.Event().wait(0.05)
+            assert engine.model, "no scrape of the simulator's /metrics within 20 s"
+            served = httpx.get(f"http://127.0.0.1:{metrics.port}/metrics", timeout=5.0).text
+        finally:
+            engine.stop()
+    samples = parse(served)
+    assert {name for name, _ in samples} == {"tokentop_info"}
+    ((_, labels),) = samples
+    assert dict(labels)["model"] == engine.model and dict(labels)["server"] == sim.url

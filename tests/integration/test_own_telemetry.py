@@ -32,8 +32,11 @@ from tui.engine.host.handle import EngineHandle
 from tui.engine.records import RequestRecord
 from tui.engine.results.files import read_results
 from tui.engine.results.model import Results
+from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.telemetry import otlp
+from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.engine.telemetry.prometheus import SnapshotCollector
+from tui.own_metrics import serve_engine
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -82,6 +85,10 @@ class Run:
     """The results file as JSON."""
     energy_mj: float = 0.0
     """The simulator's GPU energy counter (mJ) as it served it after the run."""
+    canary_served: Samples = field(default_factory=dict)
+    """A scrape of the handle served as the faces serve it (`serve_engine`), after the run."""
+    canary: CanaryFigures | None = None
+    """The canary's figures in the engine's view at that scrape."""
 
 
 class Scraper(threading.Thread):
@@ -179,6 +186,21 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     final = parse(generate_latest(registry).decode())
+    # the canary's figures as served after the run: the 10 s window moves on, so a scrape between two equal
+    # views of it is theirs
+    canary_scrape: tuple[Samples, CanaryFigures | None] = ({}, None)
+    endpoint = MetricsEndpoint("127.0.0.1", 0)
+    serve_engine(endpoint, handle)
+    try:
+        for _ in range(3):
+            before = handle.server_view()
+            scraped = parse(httpx.get(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=5).text)
+            after = handle.server_view()
+            if before is not None and after is not None and before.canary == after.canary:
+                canary_scrape = (scraped, before.canary)
+                break
+    finally:
+        endpoint.close()
     lines = [json.loads(line) for line in truth.read_text().splitlines()]
     seen = {t["client_request_id"]: t["traceparent"] for t in lines}
     assert set(receiver.paths) == {"/v1/traces"}
@@ -186,7 +208,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     saved = json.loads((tmp / "results.json").read_text())
     canary = [s for s in receiver.spans if "tokentop.canary" in _attrs(s)]
     load = [s for s in receiver.spans if "tokentop.canary" not in _attrs(s)]
-    yield Run(status, results, scraper.scrapes, final, handle, load, canary, seen, feed, saved, energy_mj)
+    yield Run(status, results, scraper.scrapes, final, handle, load, canary, seen, feed, saved, energy_mj,
+              *canary_scrape)  # fmt: skip
 
 
 def test_the_endpoint_serves_the_client_view_while_the_bench_runs(run: Run) -> None:
@@ -284,6 +307,21 @@ def test_one_span_per_request_named_by_the_traceparent_the_server_saw(run: Run) 
         assert span.kind == Span.SPAN_KIND_CLIENT
         assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
     assert len({s.trace_id for s in run.spans}) == sent, "each request is a trace of its own"
+
+
+def test_the_canarys_figures_are_served_as_the_engine_sees_them(run: Run) -> None:
+    busy = [s for s in run.scrapes if ("tokentop_canary_requests", ()) in s]
+    assert busy and all(value(s, "tokentop_canary_target_requests_per_second") == CANARY_RATE for s in busy)
+    canary, served = run.canary, run.canary_served
+    assert canary is not None and canary.n >= 1, "the canary's window moved on three times running"
+    assert value(served, "tokentop_canary_requests") == canary.n
+    assert value(served, "tokentop_canary_errors") == canary.errors
+    for stat, ms in (("mean", canary.mean_ms), ("p99", canary.p99_ms), ("last", canary.last_ms)):
+        assert ms is not None and value(served, "tokentop_canary_ttft_seconds", stat=stat) == ms / 1e3
+    # the load's figures beside them are the final snapshot's
+    assert value(served, "tokentop_requests_completed_total") == value(
+        run.final, "tokentop_requests_completed_total"
+    )
 
 
 def test_the_canarys_requests_carry_a_traceparent_and_get_spans_of_their_own(run: Run) -> None:

@@ -18,7 +18,7 @@ from tui.configs import LiveConfig, UsageError
 from tui.demo import DemoError, running_demo
 from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.outputs import check_outputs
-from tui.own_metrics import serving_metrics
+from tui.own_metrics import serve_engine, serving_metrics
 from tui.signals import Terminated, exit_status, signals_as_interrupt
 from tui.terminal import say
 
@@ -106,8 +106,7 @@ def live_engine(config: LiveConfig, target: TargetConfig, metrics: MetricsEndpoi
 
     engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
                           requests_log=config.requests_log, options=config.options)  # fmt: skip
-    if metrics is not None:
-        metrics.serve(engine.snapshot)
+    serve_engine(metrics, engine)
     return engine
 
 
