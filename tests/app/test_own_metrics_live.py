@@ -28,6 +28,7 @@ from tui.app.watch import watch_engine
 from tui.cli import build_parser
 from tui.cli.live import live_config
 from tui.cli.watch import watch_config
+from tui.engine.host.handle import EngineHandle
 from tui.engine.snapshot import Snapshot
 from tui.own_metrics import serving_metrics
 from tui.sim.launch import SimServer
@@ -53,6 +54,35 @@ async def wait_for(pilot: Pilot[Any], what: str, ok: Callable[[], bool], timeout
     deadline = time.monotonic() + timeout_s
     while not ok():
         assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        await pilot.pause(0.1)
+
+
+def figures(snap: Snapshot) -> tuple[object, ...]:
+    """What the paused scrape is held to: the counters, in flight, the level, its window's count and the
+    whole run's E2E count (the last two from the views the reader publishes every half second)."""
+    level = next((lv for lv in snap.levels if lv.level_id == snap.level_id), None)
+    window = None if level is None else level.window_completed
+    counters = (snap.completed, snap.failed, snap.cancelled, snap.in_flight, snap.output_tokens)
+    return (*counters, snap.input_tokens, snap.level_id, window, sum(snap.e2e_hist.counts))
+
+
+async def settled_scrape(
+    pilot: Pilot[Any], engine: EngineHandle, url: str, timeout_s: float
+) -> tuple[Samples, Snapshot]:
+    """A scrape between two snapshots 0.2 s apart with the same `figures`, nothing in flight and the views
+    caught up with the counters (every completion in the E2E histogram): the load drained and its last
+    batches in (in flight reads 0 for a moment before a request sent at the pause is in), and the views,
+    which lag the counters by up to `Store.heavy_interval_s`, republished since."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        first = engine.snapshot()
+        if first.in_flight == 0 and sum(first.e2e_hist.counts) == first.completed:
+            scraped = await scrape(url)
+            await pilot.pause(0.2)
+            then = engine.snapshot()
+            if figures(then) == figures(first):
+                return scraped, then
+        assert time.monotonic() < deadline, f"the paused load never settled: {figures(engine.snapshot())}"
         await pilot.pause(0.1)
 
 
@@ -99,11 +129,8 @@ async def test_the_live_apps_metrics_are_its_engines_figures_as_it_runs(
                 assert value(raised, "tokentop_target_users") == stepped.value
                 # paused and drained: the scrape, the engine and the status bar agree to the request
                 await pilot.press("space")
-                await wait_for(pilot, "the load drained", lambda: engine.snapshot().in_flight == 0, 30.0)
+                paused, snap = await settled_scrape(pilot, engine, url, 30.0)
                 shown, _ = await until(app, pilot, "the pause", lambda t: "paused" in t, 5.0)
-                snap = engine.snapshot()
-                paused = await scrape(url)
-                assert engine.snapshot().completed == snap.completed  # nothing moves while paused
                 screen = flat(shown)
                 await pilot.press("q")
         finally:
