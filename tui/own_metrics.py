@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from tui.configs import OwnMetrics, UsageError
 
 if TYPE_CHECKING:
+    from tui.engine.api import Engine
+    from tui.engine.server_metrics.view import CanaryFigures
     from tui.engine.telemetry.endpoint import MetricsEndpoint
 
 
@@ -31,3 +33,16 @@ def serving_metrics(config: OwnMetrics) -> Iterator[MetricsEndpoint | None]:
         yield endpoint
     finally:
         endpoint.close()
+
+
+def serve_engine(metrics: MetricsEndpoint | None, engine: Engine, *, load: bool = True) -> None:
+    """Serve ``engine``'s snapshots and its canary user's figures on ``metrics`` (if any); not ``load``: an
+    engine that sends none (`tokentop watch`)."""
+    if metrics is None:
+        return
+
+    def canary() -> CanaryFigures | None:
+        view = engine.server_view()
+        return view.canary if view is not None else None
+
+    metrics.serve(engine.snapshot, canary=canary, load=load)

@@ -8,6 +8,7 @@ from textual.binding import Binding
 from tests.app.conftest import MakeApp, screen_text, settle
 from tests.app.test_server_pane import _view as server_view
 from tests.support.fake_engine import FakeEngine
+from tests.unit.test_cost_energy import LEVEL_POWER_W, energy_view
 from tui import units
 from tui.app.app import TokentopApp
 from tui.app.widgets.footer import FooterEntry, KeyFooter, fit_entries
@@ -141,17 +142,30 @@ async def test_the_level_table_shows_whole_values_and_the_server_pane_its_last_r
         assert app._server.scrollable_content_region.height >= SERVER_ROWS
 
 
-async def test_with_a_price_the_level_table_shows_each_levels_dollars_per_million_tokens_beside_tok_s(
+async def test_with_a_price_and_energy_the_level_table_shows_dollars_and_joules_per_token_beside_tok_s(
     engine: FakeEngine, make_app: MakeApp
 ) -> None:
+    """$/Mtok with --cost-per-hour; J/tok beside it once the GPUs' energy counter covers a level (a fake
+    DCGM exporter's readings over the first three levels: the fourth, still running, has none yet)."""
     app = make_app(cost_per_hour=3.5)
     async with app.run_test(size=(200, 60)) as pilot:
         await settle(pilot)
         app.poll(force=True)
         await settle(pilot)
         shown = [key for key, _ in app._table.columns_shown]
-        assert shown[shown.index("tps") + 1] == "cost"
+        assert shown[shown.index("tps") + 1] == "cost" and "joule" not in shown  # no energy read yet
         text = screen_text(app)
         for level in engine.snap.levels:  # the price of each level's rate, as the results write it
             assert units.dollars(3.5 / 3600 / level.output_tps * 1e6) in text
+        engine.server = energy_view()
+        app.poll(force=True)
+        await settle(pilot)
+        shown = [key for key, _ in app._table.columns_shown]
+        assert shown[shown.index("tps") + 1 :][:2] == ["cost", "joule"]
+        lines = screen_text(app).splitlines()
+    assert any("J/tok" in line for line in lines)
+    for level in engine.snap.levels[:3]:
+        price = units.dollars(3.5 / 3600 / level.output_tps * 1e6)
+        row = next(line for line in lines if f"{level.value:g} users" in line and price in line)
+        assert f"{LEVEL_POWER_W[level.level_id] / level.output_tps:.3g}" in row.split(), row
     assert level_cells(engine.snap.levels[0], 1, None, "chunk")["cost"] == "-"  # no price, no figure

@@ -27,18 +27,23 @@ import tui.bench.run as bench
 from tests.support.ports import free_port
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
+from tui.engine.host.canary import CANARY_WORKER, max_in_flight
 from tui.engine.host.handle import EngineHandle
 from tui.engine.records import RequestRecord
 from tui.engine.results.files import read_results
 from tui.engine.results.model import Results
+from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.telemetry import otlp
+from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.engine.telemetry.prometheus import SnapshotCollector
+from tui.own_metrics import serve_engine
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
 
 OSL = 8
 COST_PER_HOUR = 4.0
+CANARY_RATE = 4.0
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 """The simulator's GPU energy counter (mJ), as a DCGM exporter names it."""
 
@@ -69,7 +74,9 @@ class Run:
     """The collector's families over the engine's last snapshot (after the run)."""
     handle: EngineHandle
     spans: list[Span] = field(default_factory=list)
-    """What the OTLP receiver was sent."""
+    """What the OTLP receiver was sent for the load's requests."""
+    canary_spans: list[Span] = field(default_factory=list)
+    """... and for the canary user's, apart."""
     seen: dict[str, str] = field(default_factory=dict)
     """The simulator's truth log: each client request id and the ``traceparent`` it came with."""
     feed: list[dict[str, Any]] = field(default_factory=list)
@@ -78,6 +85,10 @@ class Run:
     """The results file as JSON."""
     energy_mj: float = 0.0
     """The simulator's GPU energy counter (mJ) as it served it after the run."""
+    canary_served: Samples = field(default_factory=dict)
+    """A scrape of the handle served as the faces serve it (`serve_engine`), after the run."""
+    canary: CanaryFigures | None = None
+    """The canary's figures in the engine's view at that scrape."""
 
 
 class Scraper(threading.Thread):
@@ -135,8 +146,8 @@ class Receiver(ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """One bench: 2 users for 3 s, a TTFT SLO, tokentop's metrics on a free port, scraped throughout, its
-    spans sent to a receiver, its live feed to a file, a price per hour, and the server's metrics read (the
-    simulated GPU's energy counter among them)."""
+    spans sent to a receiver, its live feed to a file, a price per hour, the server's metrics read (the
+    simulated GPU's energy counter among them) and a canary user beside the load."""
     tmp = tmp_path_factory.mktemp("telemetry")
     made: list[EngineHandle] = []
 
@@ -155,7 +166,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
              "--isl", "16", "--no-isl-probe", "--no-record", "--quiet",
              "--slo-ttft-ms", "1000", "--serve-metrics-port", str(port), "--otlp-endpoint", receiver.url,
              "--live-jsonl", str(tmp / "feed.jsonl"), "--cost-per-hour", str(COST_PER_HOUR),
-             "-o", str(tmp / "results.json")]
+             "--canary-rate", str(CANARY_RATE), "-o", str(tmp / "results.json")]
         )  # fmt: skip
         scraper.start()
         try:
@@ -175,12 +186,30 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     final = parse(generate_latest(registry).decode())
+    # the canary's figures as served after the run: the 10 s window moves on, so a scrape between two equal
+    # views of it is theirs
+    canary_scrape: tuple[Samples, CanaryFigures | None] = ({}, None)
+    endpoint = MetricsEndpoint("127.0.0.1", 0)
+    serve_engine(endpoint, handle)
+    try:
+        for _ in range(3):
+            before = handle.server_view()
+            scraped = parse(httpx.get(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=5).text)
+            after = handle.server_view()
+            if before is not None and after is not None and before.canary == after.canary:
+                canary_scrape = (scraped, before.canary)
+                break
+    finally:
+        endpoint.close()
     lines = [json.loads(line) for line in truth.read_text().splitlines()]
     seen = {t["client_request_id"]: t["traceparent"] for t in lines}
     assert set(receiver.paths) == {"/v1/traces"}
     feed = [json.loads(line) for line in (tmp / "feed.jsonl").read_text().splitlines()]
     saved = json.loads((tmp / "results.json").read_text())
-    yield Run(status, results, scraper.scrapes, final, handle, receiver.spans, seen, feed, saved, energy_mj)
+    canary = [s for s in receiver.spans if "tokentop.canary" in _attrs(s)]
+    load = [s for s in receiver.spans if "tokentop.canary" not in _attrs(s)]
+    yield Run(status, results, scraper.scrapes, final, handle, load, canary, seen, feed, saved, energy_mj,
+              *canary_scrape)  # fmt: skip
 
 
 def test_the_endpoint_serves_the_client_view_while_the_bench_runs(run: Run) -> None:
@@ -278,6 +307,40 @@ def test_one_span_per_request_named_by_the_traceparent_the_server_saw(run: Run) 
         assert span.kind == Span.SPAN_KIND_CLIENT
         assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
     assert len({s.trace_id for s in run.spans}) == sent, "each request is a trace of its own"
+
+
+def test_the_canarys_figures_are_served_as_the_engine_sees_them(run: Run) -> None:
+    busy = [s for s in run.scrapes if ("tokentop_canary_requests", ()) in s]
+    assert busy and all(value(s, "tokentop_canary_target_requests_per_second") == CANARY_RATE for s in busy)
+    canary, served = run.canary, run.canary_served
+    assert canary is not None and canary.n >= 1, "the canary's window moved on three times running"
+    assert value(served, "tokentop_canary_requests") == canary.n
+    assert value(served, "tokentop_canary_errors") == canary.errors
+    for stat, ms in (("mean", canary.mean_ms), ("p99", canary.p99_ms), ("last", canary.last_ms)):
+        assert ms is not None and value(served, "tokentop_canary_ttft_seconds", stat=stat) == ms / 1e3
+    # the load's figures beside them are the final snapshot's
+    assert value(served, "tokentop_requests_completed_total") == value(
+        run.final, "tokentop_requests_completed_total"
+    )
+
+
+def test_the_canarys_requests_carry_a_traceparent_and_get_spans_of_their_own(run: Run) -> None:
+    sent = {rid: parent for rid, parent in run.seen.items() if rid.startswith(f"{CANARY_WORKER}-")}
+    assert sent, "the canary sent nothing in the run"
+    assert all(sent.values()), "a canary request came without a traceparent"
+    by_request = {_attrs(span)["tokentop.request.id"]: span for span in run.canary_spans}
+    assert len(by_request) == len(run.canary_spans) and set(by_request) <= set(sent)
+    # a span per finished canary request: only those cut off by the stop have none
+    assert len(sent) - len(by_request) <= max_in_flight(CANARY_RATE)
+    load_traces = {s.trace_id for s in run.spans}
+    for request_id, span in by_request.items():
+        _, trace_id, parent_id, _ = sent[request_id].split("-")
+        assert (span.trace_id.hex(), span.span_id.hex()) == (trace_id, parent_id)
+        assert span.trace_id not in load_traces
+        attrs = _attrs(span)
+        assert attrs["tokentop.canary"] is True and "tokentop.level.id" not in attrs
+        if "error.type" not in attrs:
+            assert attrs["gen_ai.usage.output_tokens"] == 1
 
 
 def test_the_spans_carry_the_genai_attributes(run: Run) -> None:

@@ -19,7 +19,9 @@ from tui.engine.results.csv import levels_csv
 from tui.engine.results.files import parse_document, to_json
 from tui.engine.results.model import Results
 from tui.engine.server_metrics.gpu import energy_record, gpu_gauges
+from tui.engine.server_metrics.kinds import VLLM
 from tui.engine.server_metrics.parse import parse_text
+from tui.engine.server_metrics.view import OK, ServerView, read
 from tui.engine.snapshot import SloView
 from tui.sim.dcgm import IDLE_W, MAX_W, GpuModel
 from tui.sim.perf_model import PROFILES
@@ -179,3 +181,53 @@ def test_nvmls_total_energy_is_the_same_counter_and_absent_where_the_gpu_has_non
         old = NvmlSource(nvml(not_supported)).read(client)
     assert (gauges["energy_j@0"], gauges["energy_j@1"], gauges["energy_j"]) == (1000.0, 2000.0, 3000.0)
     assert not any(key.startswith("energy_j") for key in old) and old["power_w"] == 600.0
+
+
+S = 1_000_000_000
+LEVEL_POWER_W = {1: 300.0, 2: 450.0, 3: 700.0}
+"""The GPU's draw during each of the frozen run's first three levels (0-10, 10-20, 20-30 s)."""
+
+
+def energy_view() -> ServerView:
+    """A fake DCGM exporter's power gauge and energy counter (mJ), read every 2 s over the frozen run's first
+    three levels, the counter rising at each level's own power."""
+    readings = []
+    energy_mj = 1_000_000.0
+    for t in range(0, 31, 2):
+        if t:
+            energy_mj += LEVEL_POWER_W[(t - 1) // 10 + 1] * 2 * 1e3
+        text = (
+            "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+            f'DCGM_FI_DEV_POWER_USAGE{{gpu="0"}} {LEVEL_POWER_W[min(t // 10 + 1, 3)]}\n'
+            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"
+            f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0"}} {energy_mj}\n'
+        )
+        readings.append(read(parse_text(text), t * S, VLLM))
+    return ServerView(status=OK, url="http://127.0.0.1:9400/metrics", kind=VLLM, readings=tuple(readings))
+
+
+def test_the_level_tables_joules_per_token_is_the_saved_levels() -> None:
+    """The app's J/tok cell, from the table's server figures over each level, is the
+    ``joules_per_output_token`` the results save for that level: one reckoning of the same readings."""
+    from tui.app.widgets.level_table import joule_cell, level_cells, level_joules, server_means
+    from tui.engine.server_metrics.level_figures import level_spans_ns
+
+    snap = frozen.snapshot()
+    view = energy_view()
+    now = 30 * S
+    table = server_means(view, snap.levels, 0, now)
+    spans = level_spans_ns(snap.levels, 0, now)
+    summaries = {s.level_id: view.level_summary(s.t_from_ns, s.t_to_ns) for s in spans}
+    views = [(lv, LevelExtras()) for lv in snap.levels]
+    server = ServerSummary(run={}, levels=summaries)
+    doc = build_results(frozen_info(), snap, views, ClientSummary(1.0, 0.2, saturated=False), server=server)
+    saved = {lv.level_id: (lv.server.gpu or {}) if lv.server else {} for lv in doc.levels}
+    for lv in snap.levels[:3]:
+        joules = level_joules(lv, table[lv.level_id])
+        assert joules is not None and joules == saved[lv.level_id]["joules_per_output_token"]
+        assert joules == pytest.approx(LEVEL_POWER_W[lv.level_id] / lv.output_tps, rel=1e-12)
+        cells = level_cells(lv, snap.level_id, None, "chunk", table[lv.level_id])
+        assert cells["joule"] == f"{joules:.3g}" == joule_cell(lv, table[lv.level_id])
+    # no energy counter (a server without a DCGM exporter), or a level too short for a rate: no figure
+    assert level_cells(snap.levels[0], 4, None, "chunk", {"running": 2.0})["joule"] == "-"
+    assert joule_cell(replace(snap.levels[0], output_tps=math.nan), table[1]) == "-"

@@ -17,6 +17,7 @@ from tui.cli.bench import bench_config
 from tui.configs import OwnMetrics, UsageError
 from tui.engine.aggregate import metrics as m
 from tui.engine.config import LoadTarget
+from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.snapshot import Histogram, LevelView, SloView, Snapshot, Stats
 from tui.engine.telemetry.prometheus import SnapshotCollector, histogram_family
 from tui.own_metrics import serving_metrics
@@ -49,9 +50,14 @@ def _snapshot() -> Snapshot:
     )  # fmt: skip
 
 
-def _exposition(snap: Snapshot) -> str:
+CANARY = CanaryFigures(rate=2.0, n=15, mean_ms=40.0, p99_ms=90.0, last_ms=None, errors=1)
+
+
+def _exposition(snap: Snapshot, *, canary: CanaryFigures | None = CANARY, load: bool = True) -> str:
     collector = SnapshotCollector()
     collector.source = lambda: snap
+    collector.canary = lambda: canary
+    collector.load = load
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     return generate_latest(registry).decode()
@@ -75,6 +81,20 @@ def test_every_name_follows_prometheus_rules_and_no_secret_is_served() -> None:
     assert samples[("tokentop_target_users", ())] == 4
     assert samples[("tokentop_level_slo_attainment_ratio", (("bound", "low"),))] == 0.6
     assert samples[("tokentop_output_tokens_total", ())] == 640
+    assert samples[("tokentop_canary_ttft_seconds", (("stat", "p99"),))] == 0.09
+    assert ("tokentop_canary_ttft_seconds", (("stat", "last"),)) not in samples  # none yet: absent, not 0
+
+
+def test_a_watch_serves_its_run_and_canary_and_no_load_it_does_not_send() -> None:
+    """`tokentop watch` sends no load: no request counters, target, level or client health (a paused load
+    and a loop lag of 0 it never measured were served before); the canary's figures are its client view."""
+    names = {f.name for f in text_string_to_metric_families(_exposition(_snapshot(), load=False))}
+    canary = {"target_requests_per_second", "requests", "errors", "ttft_seconds"}
+    assert names == {"tokentop_info", *(f"tokentop_canary_{name}" for name in canary)}
+    alone = {
+        f.name for f in text_string_to_metric_families(_exposition(_snapshot(), load=False, canary=None))
+    }
+    assert alone == {"tokentop_info"}
 
 
 def test_a_histogram_counts_each_value_under_its_bound_in_seconds() -> None:

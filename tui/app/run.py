@@ -17,11 +17,14 @@ from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.configs import LiveConfig, UsageError
 from tui.demo import DemoError, running_demo
 from tui.outputs import check_outputs
-from tui.own_metrics import serving_metrics
+from tui.own_metrics import serve_engine, serving_metrics
 from tui.signals import Terminated, exit_status, signals_as_interrupt
 from tui.terminal import say
 
 if TYPE_CHECKING:
+    from tui.app.settings import AppSettings
+    from tui.engine.config import TargetConfig
+    from tui.engine.host.handle import EngineHandle
     from tui.engine.telemetry.endpoint import MetricsEndpoint
 
 
@@ -66,30 +69,11 @@ def _run_app(
         print(f"tokentop: {config.server.note}", file=sys.stderr)
 
     from tui.app.app import TokentopApp
-    from tui.app.settings import AppSettings
-    from tui.engine.host.handle import EngineHandle
 
-    engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
-                          requests_log=config.requests_log, options=config.options)  # fmt: skip
-    if metrics is not None:
-        metrics.serve(engine.snapshot)
+    engine = live_engine(config, target, metrics)
     try:
         engine.start()
-        settings = AppSettings(
-            themes=themes,
-            theme=theme,
-            output=config.output,
-            requests_log=config.requests_log,
-            freeze_gc=True,
-            slo_ttft_ms=config.options.slo_ttft_ms,
-            slo_tpot_ms=config.options.slo_tpot_ms,
-            slo_e2e_ms=config.options.slo_e2e_ms,
-            slo_target=config.options.slo_target,
-            cost_per_hour=config.options.cost_per_hour,
-            schedule=config.schedule,
-            baseline=config.baseline,
-        )
-        app = TokentopApp(engine, settings)
+        app = TokentopApp(engine, app_settings(config, themes, theme))
         signalled: list[int] = []
 
         def on_signal(signum: int) -> None:
@@ -113,6 +97,37 @@ def _run_app(
         return result if isinstance(result, int) else (app.return_code or 0)
     finally:
         engine.stop()
+
+
+def live_engine(config: LiveConfig, target: TargetConfig, metrics: MetricsEndpoint | None) -> EngineHandle:
+    """The live app's engine (not started), its snapshots served on ``metrics`` (tokentop's own
+    ``/metrics``) from now on."""
+    from tui.engine.host.handle import EngineHandle
+
+    engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
+                          requests_log=config.requests_log, options=config.options)  # fmt: skip
+    serve_engine(metrics, engine)
+    return engine
+
+
+def app_settings(config: LiveConfig, themes: dict[str, Theme], theme: str) -> AppSettings:
+    """What the live app takes from its config."""
+    from tui.app.settings import AppSettings
+
+    return AppSettings(
+        themes=themes,
+        theme=theme,
+        output=config.output,
+        requests_log=config.requests_log,
+        freeze_gc=True,
+        slo_ttft_ms=config.options.slo_ttft_ms,
+        slo_tpot_ms=config.options.slo_tpot_ms,
+        slo_e2e_ms=config.options.slo_e2e_ms,
+        slo_target=config.options.slo_target,
+        cost_per_hour=config.options.cost_per_hour,
+        schedule=config.schedule,
+        baseline=config.baseline,
+    )
 
 
 def _write_frame_stats(app: Any) -> None:

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.configs import UsageError, WatchConfig
 from tui.outputs import check_outputs
-from tui.own_metrics import serving_metrics
+from tui.own_metrics import serve_engine, serving_metrics
 from tui.terminal import say
+
+if TYPE_CHECKING:
+    from tui.engine.host.watch_engine import WatchEngine
+    from tui.engine.telemetry.endpoint import MetricsEndpoint
 
 
 def run(config: WatchConfig) -> int:
@@ -29,12 +34,9 @@ def run(config: WatchConfig) -> int:
     )
     from tui.app.app import TokentopApp
     from tui.app.settings import AppSettings
-    from tui.engine.host.watch_engine import WatchEngine
 
-    engine = WatchEngine(config.target, config.options)
     with serving_metrics(config.own_metrics) as metrics:
-        if metrics is not None:
-            metrics.serve(engine.snapshot)
+        engine = watch_engine(config, metrics)
         engine.start()
         try:
             settings = AppSettings(themes=themes, theme=theme.name, output=config.output, freeze_gc=True,
@@ -46,3 +48,13 @@ def run(config: WatchConfig) -> int:
             return result if isinstance(result, int) else (app.return_code or 0)
         finally:
             engine.stop()
+
+
+def watch_engine(config: WatchConfig, metrics: MetricsEndpoint | None) -> WatchEngine:
+    """The watch's engine (not started), served on ``metrics`` (tokentop's own ``/metrics``): it sends no
+    load, so only its run and its canary user's figures."""
+    from tui.engine.host.watch_engine import WatchEngine
+
+    engine = WatchEngine(config.target, config.options)
+    serve_engine(metrics, engine, load=False)
+    return engine

@@ -47,7 +47,7 @@ from tui.engine.results.model import Results
 from tui.engine.snapshot import LevelView, Snapshot
 from tui.engine.traces import TraceFeed
 from tui.outputs import check_outputs
-from tui.own_metrics import serving_metrics
+from tui.own_metrics import serve_engine, serving_metrics
 from tui.signals import SIGNAL_STATUSES, exit_status, signals_as_interrupt
 from tui.terminal import print_or_drop, say
 
@@ -256,8 +256,7 @@ def _run(
                                     probe=False)  # fmt: skip
             if handle is None:
                 handle = engine
-                if metrics is not None:
-                    metrics.serve(engine.snapshot)  # A's figures: B's are in the results' ab section
+                serve_engine(metrics, engine)  # A's figures: B's are in the results' ab section
             else:
                 others.append(engine)
             engine.start()

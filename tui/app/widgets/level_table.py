@@ -12,7 +12,7 @@ from textual.widgets import DataTable
 
 from tui import units
 from tui.app.widgets.styles import ComponentStyles
-from tui.engine.aggregate.cost import usd_per_mtok
+from tui.engine.aggregate.cost import joules_per_token, usd_per_mtok
 from tui.engine.server_metrics.level_figures import LevelFigures, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
@@ -54,6 +54,9 @@ SLO_COLUMN = ("slo", "SLO met (95% CI) goodput")
 output tok/s of those requests."""
 COST_COLUMN = ("cost", "$/Mtok")
 """With ``--cost-per-hour``: after tok/s, the price of a million output tokens at it."""
+ENERGY_COLUMN = ("joule", "J/tok")
+"""Once some level has the GPUs' energy over its window (a DCGM exporter's or NVML's counter): after
+tok/s (and $/Mtok), the joules per output token at it, as the results' level saves it."""
 CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens, per request
 or in its counters)."""
@@ -63,8 +66,8 @@ CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "base", "slo", "cost", "ttft", "itl", "tpot", "e2e", "lag", "err", "rps",
-                "srv", "ureq", "state", "n", "len", "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "base", "slo", "cost", "joule", "ttft", "itl", "tpot", "e2e", "lag", "err",
+                "rps", "srv", "ureq", "state", "n", "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
@@ -207,7 +210,21 @@ def level_cells(
         "base": base_cell(level, base),
         "slo": slo_cell(level),
         "cost": units.dollars(usd_per_mtok(cost_per_hour, level.output_tps)),
+        "joule": joule_cell(level, server),
     }
+
+
+def level_joules(level: LevelView, server: Mapping[str, float | None] | None) -> float | None:
+    """The GPUs' energy over the level's window (``server``'s ``energy_j`` over ``energy_s``) per output
+    token at its tok/s: the results' ``joules_per_output_token``; None without an energy reading."""
+    server = server or {}
+    return joules_per_token(server.get("energy_j"), server.get("energy_s"), level.output_tps)
+
+
+def joule_cell(level: LevelView, server: Mapping[str, float | None] | None) -> str:
+    """J per output token to three figures, as bench's table ("-" where there is none)."""
+    joules = level_joules(level, server)
+    return "-" if joules is None else f"{joules:.3g}"
 
 
 def lag_cell(level: LevelView) -> str:
@@ -313,6 +330,11 @@ class LevelTable(DataTable[Text]):
         if any(lv.slo is not None for lv in levels):  # beside tok/s: goodput is its share that met the SLO
             at = [key for key, _ in every].index("tps") + 1
             every = (*every[:at], SLO_COLUMN, *every[at:])
+        if not whole_answers and any(
+            (server or {}).get(lv.level_id, {}).get("energy_j") is not None for lv in levels
+        ):
+            at = [key for key, _ in every].index("tps") + 1  # beside tok/s, the rate it is per
+            every = (*every[:at], ENERGY_COLUMN, *every[at:])
         if self.cost_per_hour is not None:  # beside tok/s, the rate it prices
             at = [key for key, _ in every].index("tps") + 1
             every = (*every[:at], COST_COLUMN, *every[at:])

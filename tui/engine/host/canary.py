@@ -78,10 +78,13 @@ class Canary:
         rate: float,
         *,
         words: int = 32,
-        on_record: Callable[[dict[str, Any]], None] | None = None,
+        on_record: Callable[[RequestRecord], None] | None = None,
         window_s: float = 10.0,
         transport: str | None = None,
+        trace_key: str = "",
     ) -> None:
+        """``on_record``: each finished canary request, taken in on the face's side; ``trace_key``: the
+        run's (`EngineOptions.trace_key`): each canary request carries a ``traceparent``, as the load's do."""
         if rate <= 0:
             raise ValueError("the canary rate must be positive")
         self.target = target
@@ -90,6 +93,7 @@ class Canary:
         self.window_s = window_s
         self._on_record = on_record
         self._transport = transport
+        self._trace_key = trace_key
         self._samples: deque[tuple[int, float | None]] = deque(maxlen=KEPT)
         """(sent_ns, TTFT ms, or None for a failure) of each finished canary request."""
         self._proc: Any = None
@@ -106,7 +110,15 @@ class Canary:
             self._stop = ctx.Event()
             self._proc = ctx.Process(
                 target=canary_main,
-                args=(self.target, self.rate, self.words, self._transport, data_w, self._stop),
+                args=(
+                    self.target,
+                    self.rate,
+                    self.words,
+                    self._transport,
+                    self._trace_key,
+                    data_w,
+                    self._stop,
+                ),
                 name="tokentop-canary",
                 daemon=True,
             )
@@ -137,10 +149,10 @@ class Canary:
                 return
             try:
                 while data.poll():
-                    sent_ns, ttft_ms, line = data.recv()
+                    sent_ns, ttft_ms, record = data.recv()
                     self._samples.append((sent_ns, ttft_ms))
                     if self._on_record is not None:
-                        self._on_record(line)
+                        self._on_record(record)
             except (EOFError, OSError):
                 self._data = None  # the process ended: what it sent is in
 
@@ -180,10 +192,16 @@ class Canary:
 
 
 def canary_main(
-    target: TargetConfig, rate: float, words: int, transport: str | None, data: Connection, stop: Any
+    target: TargetConfig,
+    rate: float,
+    words: int,
+    transport: str | None,
+    trace_key: str,
+    data: Connection,
+    stop: Any,
 ) -> None:
     """The canary process: send until ``stop`` is set (or the face is gone), each finished request's
-    (sent_ns, TTFT ms or None, requests-log line) into ``data``. Set up as a load worker is (the same
+    (sent_ns, TTFT ms or None, its `RequestRecord`) into ``data``. Set up as a load worker is (the same
     loop, the same collector settings, nothing printed on the face's terminal, Ctrl-C left to the face),
     so its stamps are as true as the load's."""
     from tui.engine.load.worker import GC_YOUNG_THRESHOLD, _run_loop
@@ -198,7 +216,7 @@ def canary_main(
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 50)
     try:
-        _run_loop(_CanaryLoop(target, rate, words, transport, data, stop).main())
+        _run_loop(_CanaryLoop(target, rate, words, transport, trace_key, data, stop).main())
     finally:
         data.close()
 
@@ -210,10 +228,12 @@ class _CanaryLoop:
         rate: float,
         words: int,
         transport: str | None,
+        trace_key: str,
         data: Connection,
         stop: Any,
     ) -> None:
         self.target, self.rate, self.words, self.transport = target, rate, words, transport
+        self.trace_key = trace_key
         self.data, self.stop = data, stop
         self.parent = os.getppid()
 
@@ -225,8 +245,9 @@ class _CanaryLoop:
         try:
             model = await self._resolve_model(client)
             session = RequestSession(
-                client, self.target, CanaryWorkload(self.words), model, worker=CANARY_WORKER
-            )
+                client, self.target, CanaryWorkload(self.words), model, worker=CANARY_WORKER,
+                trace_key=self.trace_key,
+            )  # fmt: skip
             tasks: set[asyncio.Task[None]] = set()
             interval_s = 1.0 / self.rate
             limit = max_in_flight(self.rate)
@@ -272,8 +293,6 @@ class _CanaryLoop:
         ttft = record.ttft_ns
         ok = record.status == "ok" and ttft is not None
         try:
-            self.data.send(
-                (record.sent_ns, ttft / 1e6 if ok and ttft is not None else None, record.to_json())
-            )
+            self.data.send((record.sent_ns, ttft / 1e6 if ok and ttft is not None else None, record))
         except (OSError, ValueError):
             self.stop.set()  # the face is gone

@@ -40,6 +40,7 @@ from tui.engine.wire import Batch, WorkerLost
 if TYPE_CHECKING:
     from tui.engine.recording.file import Lost
     from tui.engine.recording.recorder import SessionRecorder
+    from tui.engine.records import RequestRecord
     from tui.engine.results.build import RunInfo
     from tui.engine.results.model import Results
     from tui.engine.telemetry.otlp import Spans
@@ -432,14 +433,16 @@ class EngineHandle:
         if not self._stopping and self.core.fatal is None:
             self.core.fatal = message
 
-    def _canary_record(self, record: dict[str, Any]) -> None:
-        """A finished canary request's line: into the requests log only (never the store: no level counts
-        it)."""
+    def _canary_record(self, record: RequestRecord) -> None:
+        """A finished canary request: into the requests log and a span of its own, marked the canary's
+        (never the store: no level counts it)."""
         with self._lock:
-            log = self._log
+            log, spans = self._log, self._spans
         error = log.write_canary(record) if log is not None else None
         if error is not None and not self._stopping:
             self.core.fatal = error
+        if spans is not None:
+            spans.add((record,), canary=True)
 
     def _take(self, batch: Batch) -> None:
         """A worker's batch: into the store and the requests log; the guard or the store may halt the load."""

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
 
 from tui.engine.aggregate.store import Store
 from tui.engine.records import RequestRecord, RequestsLog
@@ -187,14 +186,14 @@ class RequestsLogFile:
             return f"cannot write the requests log: {exc}"
         return None
 
-    def write_canary(self, line: dict[str, Any]) -> str | None:
+    def write_canary(self, record: RequestRecord) -> str | None:
         """Append a canary request's line (`tui.engine.host.canary`), marked ``"canary": true`` (its level 0
         is none of the load's); the reason the first time writing fails, else None."""
         log = self._log
         if log is None:
             return None
         try:
-            log.write_json({**line, "canary": True})
+            log.write_json({**record.to_json(), "canary": True})
         except (OSError, ValueError) as exc:
             self._log = None
             return f"cannot write the requests log: {exc}"

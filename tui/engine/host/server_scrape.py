@@ -11,6 +11,7 @@ from tui.engine.config import EngineOptions, TargetConfig
 
 if TYPE_CHECKING:
     from tui.engine.host.canary import Canary
+    from tui.engine.records import RequestRecord
     from tui.engine.server_metrics import ServerMetricsPoller, ServerView
     from tui.engine.server_metrics.level_figures import LevelFigures, LevelSpan
     from tui.engine.snapshot import LevelView
@@ -43,7 +44,7 @@ class ServerScrape:
         options: EngineOptions,
         *,
         on_notice: Callable[[str], None],
-        on_canary_record: Callable[[dict[str, Any]], None] | None = None,
+        on_canary_record: Callable[[RequestRecord], None] | None = None,
         canary_words: int = 32,
         on_scrape: Callable[[int, str, Mapping[str, float]], None] | None = None,
     ) -> None:
@@ -51,7 +52,8 @@ class ServerScrape:
         the poller's one-line notices (metrics missing, log unwritable) go to ``on_notice``, and each
         scrape's time, body and GPU gauges to ``on_scrape`` (a session records them). With
         ``options.canary_rate``, start the canary too (prompts of ``canary_words`` words), each finished
-        canary request's requests-log line going to ``on_canary_record``."""
+        canary request's record going to ``on_canary_record`` (with ``options.trace_key``, each canary request
+        carries a ``traceparent``, as the load's do)."""
         if self._poller is not None:
             return
         from tui.engine.server_metrics.poller import poller_for
@@ -65,6 +67,7 @@ class ServerScrape:
                 words=canary_words,
                 on_record=on_canary_record,
                 transport=options.transport,
+                trace_key=options.trace_key,
             ).start()
 
         if options.server_metrics_log is not None:

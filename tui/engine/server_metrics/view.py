@@ -16,7 +16,7 @@ from itertools import pairwise
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from tui.engine.server_metrics.gpu import ENERGY, energy_record, gpu_gauges, gpu_record
+from tui.engine.server_metrics.gpu import ENERGY, GPU_SIGNALS, energy_record, gpu_gauges, gpu_record
 from tui.engine.server_metrics.kinds import GAUGES, HISTOGRAMS, MAPS, RATES, UNKNOWN, ServerMap
 from tui.engine.server_metrics.parse import Buckets, Family, histogram, label_values, total
 from tui.engine.server_metrics.parts import estimates, histogram_record, ttft_parts
@@ -348,10 +348,22 @@ class ServerView:
         """Each gauge signal time-averaged over [t_from_ns, t_to_ns] (cheap: for a table row per level)."""
         return {s: gauge_mean(self.readings, s, t_from_ns, t_to_ns) for s in GAUGES}
 
+    def level_energy(self, t_from_ns: int, t_to_ns: int) -> dict[str, float | None]:
+        """The GPUs' ``energy_j`` and ``energy_s`` over a window (`gpu.energy_record` of the readings inside
+        it), where the latest reading has GPU gauges and the energy counter, else nothing: the one reckoning
+        of the results' level and the level table's row."""
+        last = self.readings[-1].gauges if self.readings else {}
+        if ENERGY not in last or not any(s in last for s in GPU_SIGNALS):
+            return {}
+        inside = tuple(r for r in around(self.readings, t_from_ns, t_to_ns) if t_from_ns <= r.t_ns <= t_to_ns)
+        return energy_record(_gauge_points(inside, ENERGY))
+
     def table_figures(self, t_from_ns: int, t_to_ns: int) -> dict[str, float | None]:
-        """`gauge_means`, and the prefix-cache hit rate from the counters' increase over the window: a level
-        table's row (the hit rate for a server that does not give ``cached_tokens`` per request)."""
+        """`gauge_means`, the prefix-cache hit rate from the counters' increase over the window and the
+        GPUs' energy (`level_energy`): a level table's row (the hit rate for a server that does not give
+        ``cached_tokens`` per request)."""
         figures = self.gauge_means(t_from_ns, t_to_ns)
+        figures.update(self.level_energy(t_from_ns, t_to_ns))
         server_map = MAPS.get(self.kind)
         figures["prefix_cache_hit_rate"] = (
             rate_signal(
@@ -393,8 +405,8 @@ class ServerView:
             summary["ttft_parts"]["between_ns"] = (inside[0].t_ns, inside[-1].t_ns)
         last_gauges = self.readings[-1].gauges if self.readings else {}
         summary["gpu"] = gpu_record(lambda s: gauge_mean(self.readings, s, t_from_ns, t_to_ns), last_gauges)
-        if summary["gpu"] is not None and ENERGY in last_gauges:
-            summary["gpu"].update(energy_record(_gauge_points(tuple(inside), ENERGY)))
+        if summary["gpu"] is not None:
+            summary["gpu"].update(self.level_energy(t_from_ns, t_to_ns))
         summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
         return summary
 

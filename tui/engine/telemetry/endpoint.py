@@ -12,6 +12,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.snapshot import Snapshot
 from tui.engine.telemetry.prometheus import SnapshotCollector
 
@@ -56,8 +57,18 @@ class MetricsEndpoint:
         self.port: int = self._server.server_port
         """The port bound (the one asked for, or the free one port 0 found)."""
 
-    def serve(self, snapshot: Callable[[], Snapshot]) -> None:
-        """From now on each scrape reads ``snapshot()``: the engine's, safe to call from another thread."""
+    def serve(
+        self,
+        snapshot: Callable[[], Snapshot],
+        *,
+        canary: Callable[[], CanaryFigures | None] | None = None,
+        load: bool = True,
+    ) -> None:
+        """From now on each scrape reads ``snapshot()``: the engine's, safe to call from another thread;
+        ``canary()``, the canary user's live figures (None: no canary); not ``load``: the engine sends none
+        (`tokentop watch`), so no load or client figures are served."""
+        self._collector.canary = canary
+        self._collector.load = load
         self._collector.source = snapshot
 
     def close(self) -> None:

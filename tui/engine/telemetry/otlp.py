@@ -36,16 +36,20 @@ FLUSH_AT_END_S = 2.0
 
 
 def span_attributes(
-    record: RequestRecord, *, model: str, endpoint: str, host: str, port: int | None
+    record: RequestRecord, *, model: str, endpoint: str, host: str, port: int | None, canary: bool = False
 ) -> dict[str, Any]:
-    """The span's attributes: GenAI semantic-convention names where they exist, the rest ``tokentop.*``."""
+    """The span's attributes: GenAI semantic-convention names where they exist, the rest ``tokentop.*``.
+    A ``canary`` request (`tui.engine.host.canary`) is no level's: ``tokentop.canary`` instead of a level."""
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": OPERATIONS.get(endpoint, endpoint),
         "gen_ai.request.model": model,
         "server.address": host,
-        "tokentop.level.id": record.level_id,
         "tokentop.request.id": record.client_request_id,
     }
+    if canary:
+        attrs["tokentop.canary"] = True
+    else:
+        attrs["tokentop.level.id"] = record.level_id
     if port is not None:
         attrs["server.port"] = port
     if record.input_tokens is not None:
@@ -134,12 +138,13 @@ class Spans:
         self.model = ""
         """The model the spans name, set once resolved."""
 
-    def add(self, records: Sequence[RequestRecord]) -> None:
-        """One span per record, queued for the batch processor (which drops past its queue's bound)."""
+    def add(self, records: Sequence[RequestRecord], *, canary: bool = False) -> None:
+        """One span per record, queued for the batch processor (which drops past its queue's bound);
+        ``canary``: the canary user's requests, marked so."""
         for record in records:
-            self._processor.on_end(self._span(record))
+            self._processor.on_end(self._span(record, canary))
 
-    def _span(self, record: RequestRecord) -> ReadableSpan:
+    def _span(self, record: RequestRecord, canary: bool) -> ReadableSpan:
         trace_id, span_id = trace_ids(self._key, record.worker, record.seq)
         context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
         operation = OPERATIONS.get(self._endpoint_kind, self._endpoint_kind)
@@ -153,7 +158,12 @@ class Spans:
             context=context,
             resource=self._resource,
             attributes=span_attributes(
-                record, model=self.model, endpoint=self._endpoint_kind, host=self._host, port=self._port
+                record,
+                model=self.model,
+                endpoint=self._endpoint_kind,
+                host=self._host,
+                port=self._port,
+                canary=canary,
             ),
             kind=SpanKind.CLIENT,
             status=status,

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from tui import __version__
 from tui.engine.redact import display_url
+from tui.engine.server_metrics.view import CanaryFigures
 from tui.engine.snapshot import Histogram, LevelView, Snapshot
 
 PREFIX = "tokentop_"
@@ -63,8 +64,9 @@ def current_level(snap: Snapshot) -> LevelView | None:
     return None
 
 
-def families(snap: Snapshot) -> Iterator[Metric]:
-    """Every metric family of ``snap``."""
+def families(snap: Snapshot, *, load: bool = True, canary: CanaryFigures | None = None) -> Iterator[Metric]:
+    """Every metric family of ``snap``: the run's info, the load's and client's figures where tokentop sends
+    load (not ``load``: `tokentop watch`, which has neither), and the ``canary`` user's where one runs."""
     info = GaugeMetricFamily(
         PREFIX + "info",
         "The run: tokentop's version, the server (without credentials or query values), model and API.",
@@ -72,6 +74,14 @@ def families(snap: Snapshot) -> Iterator[Metric]:
     )
     info.add_metric([__version__, display_url(snap.base_url), snap.model, snap.endpoint], 1)
     yield info
+    if load:
+        yield from _client(snap)
+    if canary is not None:
+        yield from _canary(canary)
+
+
+def _client(snap: Snapshot) -> Iterator[Metric]:
+    """What the load's requests did, the load asked for, the current level and the client's health."""
     sent = snap.completed + snap.failed + snap.cancelled + snap.in_flight
     yield CounterMetricFamily(PREFIX + "requests_sent", "Requests sent (finished or in flight).", value=sent)
     yield CounterMetricFamily(PREFIX + "requests_completed", "Requests that succeeded.", value=snap.completed)
@@ -174,15 +184,42 @@ def _health(snap: Snapshot) -> Iterator[Metric]:
     )
 
 
+def _canary(figures: CanaryFigures) -> Iterator[Metric]:
+    """The canary user's TTFT over its live window (`tui.engine.host.canary`): the TTFT a new user would see
+    now, from its one-token requests beside the load (or, watching, the only ones tokentop sends)."""
+    yield GaugeMetricFamily(
+        PREFIX + "canary_target_requests_per_second", "The canary user's requests/s asked for.", figures.rate
+    )
+    yield GaugeMetricFamily(
+        PREFIX + "canary_requests", "Canary requests with a first token in the live window.", figures.n
+    )
+    yield GaugeMetricFamily(
+        PREFIX + "canary_errors", "Canary requests that failed in the live window.", figures.errors
+    )
+    ttft = GaugeMetricFamily(
+        PREFIX + "canary_ttft_seconds",
+        "The canary's TTFT over the live window (mean, p99) and its latest; absent before one came in.",
+        labels=["stat"],
+    )
+    for stat, ms in (("mean", figures.mean_ms), ("p99", figures.p99_ms), ("last", figures.last_ms)):
+        if ms is not None:
+            ttft.add_metric([stat], ms / 1e3)
+    yield ttft
+
+
 class SnapshotCollector(Collector):
     """A Prometheus collector that takes one snapshot per scrape (None: no engine yet, only the info)."""
 
     def __init__(self) -> None:
         self.source: Callable[[], Snapshot] | None = None
         """Set once the engine exists; the endpoint is bound before it, so a busy port fails first."""
+        self.canary: Callable[[], CanaryFigures | None] | None = None
+        """The canary user's live figures, read with each snapshot (None, or None read: no canary)."""
+        self.load = True
+        """False for an engine that sends no load (`tokentop watch`): only the info and the canary."""
 
     def collect(self) -> Iterator[Metric]:
-        source = self.source
+        source, canary = self.source, self.canary
         if source is None:
             return iter(())
-        return families(source())
+        return families(source(), load=self.load, canary=canary() if canary is not None else None)
