@@ -5,7 +5,9 @@ the first hit the cache, so a request that does not (``cached_tokens`` 0) after 
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +105,43 @@ def test_the_engines_reset_opens_a_fresh_level_that_starts_cold(sim: SimServer, 
     cold = [x for x in records[1:] if x["cached_tokens"] == 0]
     assert len(cold) == 1, [(x["level"], x["cached_tokens"]) for x in records]
     assert json.dumps(handle.snapshot().notices).count("refused") == 0
+
+
+class _SlotsWithoutSavePath(http.server.BaseHTTPRequestHandler):
+    """llama.cpp's `llama-server` without ``--slot-save-path``: lists its slots, answers 501 to any action."""
+
+    def do_GET(self) -> None:
+        self._answer(200, [{"id": 0, "is_processing": False}, {"id": 1, "is_processing": False}])
+
+    def do_POST(self) -> None:
+        message = "This server does not support slots action. Start it with `--slot-save-path`"
+        self._answer(501, {"error": {"code": 501, "message": message, "type": "not_supported_error"}})
+
+    def _answer(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_llamacpp_without_a_slot_save_path_is_a_refusal_saying_how_to_enable_it() -> None:
+    """Found against the real llama-server: a slot erase answers 501 unless it was started with
+    --slot-save-path; that is a refusal with the way to enable it, not a failed reset."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlotsWithoutSavePath)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        outcome = reset_prefix_cache(TargetConfig(base_url=url), "llamacpp")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert not outcome.done and "\n" not in outcome.line
+    assert "refused" in outcome.line and "/slots: 501" in outcome.line
+    assert "--slot-save-path" in outcome.line

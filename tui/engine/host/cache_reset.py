@@ -7,7 +7,8 @@ has its own way, none of them part of the OpenAI API:
 
 - vLLM: ``POST /reset_prefix_cache`` (served only when started with ``VLLM_SERVER_DEV_MODE=1``);
 - SGLang: ``POST /flush_cache``;
-- llama.cpp: ``POST /slots/{id}?action=erase`` for each slot ``GET /slots`` lists (with ``--slots``).
+- llama.cpp: ``POST /slots/{id}?action=erase`` for each slot ``GET /slots`` lists (it takes slot actions
+  only when started with ``--slot-save-path``, else 501).
 
 The server kind from its ``/metrics`` picks one; unknown, each is tried in that order until one is served.
 A server that serves none (404/405 everywhere) gets one line saying so and how to turn it on. Blocking, a
@@ -27,13 +28,14 @@ from tui.engine.redact import mask_secret
 
 TIMEOUT_S = 10.0
 """Each request's bound: vLLM answers at once, but a busy server may take a moment to free its blocks."""
-REFUSED = (404, 405)
-"""What a server that does not serve an endpoint answers (FastAPI: 404 unknown, 405 another method)."""
+REFUSED = (404, 405, 501)
+"""What a server that does not serve an endpoint answers (FastAPI: 404 unknown, 405 another method;
+llama.cpp: 501 for a slot action without ``--slot-save-path``)."""
 ENDPOINTS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache", "llamacpp": "/slots"}
 """Each server kind's way, tried in this order when the kind is unknown."""
 HOW_TO_ENABLE = (
     "vLLM serves POST /reset_prefix_cache only when started with VLLM_SERVER_DEV_MODE=1 in its environment; "
-    "llama.cpp erases its slots with --slots"
+    "llama.cpp erases its slots only when started with --slot-save-path DIR"
 )
 
 
