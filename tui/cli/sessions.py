@@ -178,7 +178,26 @@ def _plain(x: Any) -> Any:
 
 
 def _load_name(key: list[Any] | tuple[Any, ...]) -> str:
+    if key[0] == "trace":
+        return f"x{key[1]:g} speed"
     return f"{key[1]:g} users" if key[0] == "concurrency" else f"{key[1]:g} req/s"
+
+
+def capacity_words(caps: list[dict[str, Any]]) -> str:
+    """A side's capacity at SLO (``capacity_at_slo`` of each of its runs): "24 users (880 tok/s)"; over
+    repeats, the range of their loads and their mean goodput; "none of its levels" where none met it."""
+    met = [c for c in caps if c.get("level_id") is not None and isinstance(c.get("value"), int | float)]
+    if not met:
+        return "none of its levels"
+    mode = met[0].get("mode") or "concurrency"
+    low, high = min(c["value"] for c in met), max(c["value"] for c in met)
+    words = (
+        _load_name((mode, low)) if low == high else f"{_load_name((mode, low))} to {_load_name((mode, high))}"
+    )
+    goodput = [c["output_goodput"] for c in met if isinstance(c.get("output_goodput"), int | float)]
+    if goodput:
+        words += f" ({sum(goodput) / len(goodput):,.0f} tok/s)"
+    return words + (f" in {len(met)} of its {len(caps)} runs" if len(met) < len(caps) else "")
 
 
 def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
@@ -192,6 +211,9 @@ def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
     for pair in data["pairs"]:
         lines.append("")
         lines.append(f"{pair['other']} vs {pair['base']}")
+        if (cap := pair.get("capacity")) is not None:
+            lines.append(f"capacity at SLO: {pair['base']} serves {capacity_words(cap['base'])}, "
+                         f"{pair['other']} {capacity_words(cap['other'])}")  # fmt: skip
         if not pair["levels"]:
             lines.append("no level of the same load in both")
         reasons = sorted({d.reason for lv in pair["levels"] for d in lv["differences"]

@@ -52,7 +52,10 @@ DEFINITIONS: dict[str, str] = {
     "and failed ones (a failure counts against) and met those meeting every objective; attainment_low and "
     "attainment_high its Wilson 95 % interval; cut: the level's cancelled requests, in no share; "
     "request_goodput and output_goodput: requests/s and output tokens/s of the met ones over the window",
-    "slo_target": "the attainment the auto ramp's capacity at SLO needs from its 95 % lower bound",
+    "slo_target": "the attainment the capacity at SLO needs from its 95 % lower bound",
+    "capacity_at_slo": "with an SLO: the highest load whose attainment's 95 % lower bound met slo_target, "
+    "over every level (as bench's capacity line): its level_id (null: none did), mode, value (users, req/s "
+    "or speed-up), output_goodput and request_goodput (its slo's)",
     "usd_per_mtok_output": "with --cost-per-hour: cost_per_hour / 3600 / output_throughput * 1e6, dollars "
     "per million output tokens; usd_per_mtok_input the same over total_input_tokens / duration (the "
     "whole price on each kind: they do not add); slo.usd_per_mtok_goodput over output_goodput",

@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from tui.engine.results.ab import AbLevel
+from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.codec import key
 from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.level_server import LevelServer
@@ -320,7 +321,7 @@ class Config:
     slo_tpot_ms: float | None = None
     slo_e2e_ms: float | None = field(default=None, metadata=key(omit_none=True))
     slo_target: float | None = field(default=None, metadata=key(omit_none=True))
-    """With an SLO: the attainment the auto ramp's capacity needs."""
+    """With an SLO: the attainment the capacity at SLO needs (its 95 % lower bound)."""
     min_window_s: float | None = None
     min_steady_requests: int | None = None
     workload: Workload | None = None
@@ -455,6 +456,8 @@ class Results:
     saturation: Saturation
     ramp: Ramp | None = field(default=None, metadata=key(omit_none=True))
     """The auto ramp's verdict when one stopped by itself in the run (the latest); absent otherwise."""
+    capacity_at_slo: CapacityAtSlo | None = field(default=None, metadata=key(omit_none=True))
+    """With an SLO: its capacity over every level of the run; absent without one."""
     cost_at_slo: CostAtSlo | None = field(default=None, metadata=key(omit_none=True))
     client: Client = field(default_factory=Client)
     totals: Totals
