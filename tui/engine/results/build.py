@@ -25,6 +25,7 @@ from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.definitions import DEFINITIONS
 from tui.engine.results.level_server import level_server
 from tui.engine.results.population import population
+from tui.engine.results.repeat import RepeatSet
 from tui.engine.snapshot import Knee, LevelView, RampVerdict, SloView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
 
@@ -374,6 +375,9 @@ def build_results(
         started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(info.started_at_s)),
         interrupted=interrupted is not None,
         interrupted_by=interrupted,
+        repeat=None
+        if options.repeat_of is None
+        else RepeatSet(set_id=options.repeat_of[0], run=options.repeat_of[1], runs=options.repeat_of[2]),
         target=rm.Target(url=safe_url(info.url), model=info.model, endpoint=info.endpoint),
         config=rm.Config(
             isl=workload.isl,

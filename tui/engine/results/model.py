@@ -20,6 +20,7 @@ from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.codec import key
 from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.level_server import LevelServer
+from tui.engine.results.repeat import RepeatSet
 from tui.engine.results.watch_model import WatchResults
 
 Mode = Literal["concurrency", "rate", "trace"]
@@ -449,6 +450,7 @@ class Results:
     interrupted: bool = False
     interrupted_by: str | None = None
     """Why the run was cut short ("quit", "SIGINT", ...); None when it finished."""
+    repeat: RepeatSet | None = field(default=None, metadata=key(omit_none=True))
     target: Target
     config: Config
     definitions: dict[str, str] = field(default_factory=dict)
