@@ -22,22 +22,64 @@ S = 1_000_000_000
 MS = 1_000_000
 
 
+WINDOW = (2 * S, 7 * S)
+"""A level's 5 s window; its schedule runs from 0 to 10 s."""
+
+
+def _shortfall(due_ns: np.ndarray, lag_ms: np.ndarray, rate: float, constant: bool = True) -> float | None:
+    """`send_shortfall` over the sends made inside `WINDOW` (sent = due + lag), as a level view picks them."""
+    sent_ns = due_ns + (lag_ms * MS).astype(np.int64)
+    inside = (sent_ns >= WINDOW[0]) & (sent_ns < WINDOW[1])
+    return send_shortfall(sent_ns[inside], lag_ms[inside], WINDOW, int(inside.sum()), rate, constant=constant)
+
+
+def _poisson(rate: float, seed: int) -> np.ndarray:
+    """A Poisson schedule over 10 s."""
+    gaps = np.random.default_rng(seed).exponential(1 / rate, int(rate * 12))
+    due = np.cumsum(gaps)
+    return (due[due < 10] * S).astype(np.int64)
+
+
 def test_sends_on_their_schedule_fall_behind_by_nothing() -> None:
-    """Jitter, one stall caught up, or every send late alike: the load the server sees is the schedule's."""
-    due_ns = np.arange(100, dtype=np.int64) * 40 * MS  # 25 req/s
-    jitter = np.random.default_rng(1).uniform(0.05, 3.0, 100)
-    stalled = jitter.copy()
-    stalled[30:40] += 200.0  # a 200 ms stall, then the due sends go out at once
-    for lag in (jitter, stalled, jitter + 500.0):
-        shortfall = send_shortfall(due_ns + (lag * MS).astype(np.int64), lag)
-        assert shortfall is not None and shortfall < 0.01, shortfall
-    assert send_shortfall(due_ns[:7], jitter[:7]) is None  # too few sends to say
+    """Jitter, one stall caught up, or every send late alike: the load the server sees is the schedule's;
+    and a Poisson schedule's draw (250 due in the window, give or take 16) is not read as a shortfall."""
+    constant = np.arange(250, dtype=np.int64) * 40 * MS  # 25 req/s
+    for due_ns, rate, is_constant in ((constant, 25.0, True), (_poisson(50.0, 3), 50.0, False)):
+        jitter = np.random.default_rng(1).uniform(0.05, 3.0, due_ns.size)
+        stalled = jitter.copy()
+        stalled[(due_ns > 3 * S) & (due_ns < 3.2 * S)] += 200.0  # a 200 ms stall, then the sends go at once
+        for lag in (jitter, stalled, jitter + 500.0):
+            shortfall = _shortfall(due_ns, lag, rate, is_constant)
+            assert shortfall is not None and shortfall < 0.01, shortfall
+    assert send_shortfall(constant[:7], np.ones(7), WINDOW, 7, 25.0, constant=True) is None  # too few to say
 
 
 def test_sends_made_at_four_fifths_of_the_schedule_are_a_fifth_behind() -> None:
-    due_ns = np.arange(100, dtype=np.int64) * 40 * MS  # due at 25 req/s, sent at 20
-    sent_ns = np.arange(100, dtype=np.int64) * 50 * MS
-    assert send_shortfall(sent_ns, (sent_ns - due_ns) / MS) == pytest.approx(0.2, abs=0.01)
+    due_ns = np.arange(250, dtype=np.int64) * 40 * MS  # due at 25 req/s, sent at 20
+    lag_ms = (np.arange(250) * 50 * MS - due_ns) / MS
+    assert _shortfall(due_ns, lag_ms, 25.0) == pytest.approx(0.2, abs=0.01)
+    assert _shortfall(due_ns, lag_ms, 25.0, constant=False) == pytest.approx(0.2, abs=0.01)
+
+
+def test_a_client_that_slowed_late_in_the_window_is_read_by_the_sends_it_did_not_make() -> None:
+    """As measured (`bench --rate 50,600 --arrival constant`, a busy machine): on time for the window's
+    first 3 s, then sending at 60 % of the schedule: 420 of 500 sent, 16 % short. The lag's growth between
+    the window's halves read 4 %: most of it came after the second half's median send. A Poisson schedule's
+    arrivals after the last one sent are its rate's, give or take their draw (here 80 +- 9 of 500)."""
+    for due_ns, rate, constant in ((np.arange(1000, dtype=np.int64) * 10 * MS, 100.0, True),
+                                   (_poisson(100.0, 5), 100.0, False)):  # fmt: skip
+        due_s = due_ns / S
+        sent_s = np.where(due_s < 5, due_s, 5 + (due_s - 5) / 0.6)  # from 5 s (3 s into the window): 60 %
+        lag_ms = (sent_s - due_s) * 1e3
+        sent_ns = (sent_s * S).astype(np.int64)
+        inside = (sent_ns >= WINDOW[0]) & (sent_ns < WINDOW[1])
+        truth = 1 - inside.sum() / (rate * 5)  # the draw's own count where it is Poisson
+        if not constant:
+            truth = 1 - inside.sum() / np.sum((due_ns >= WINDOW[0]) & (due_ns < WINDOW[1]))
+        assert truth == pytest.approx(0.16, abs=0.02)
+        assert _shortfall(due_ns, lag_ms, rate, constant) == pytest.approx(
+            truth, abs=0.005 if constant else 0.02
+        )
 
 
 def _windows(*per_worker: list[Health]) -> Saturation:

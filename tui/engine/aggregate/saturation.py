@@ -302,24 +302,44 @@ def _medians(pairs: Iterable[tuple[int, float]]) -> dict[int, float]:
     return {worker: statistics.median(v) for worker, v in by.items()}
 
 
-def send_shortfall(sent_ns: npt.NDArray[np.int64], lag_ms: npt.NDArray[np.float64]) -> float | None:
-    """How far an open loop's sends fell behind their schedule over a window, as a share of it: the growth
-    of the send lag (sent minus scheduled) from the window's first half to its second, over the schedule
-    time between them. A lag that stays put (every send late alike, or a stall caught up) cuts no load; one
-    that grows means fewer sends than the schedule. None below `SEND_SAMPLES` sends."""
+def send_shortfall(
+    sent_ns: npt.NDArray[np.int64],
+    lag_ms: npt.NDArray[np.float64],
+    window_ns: tuple[int, int],
+    sends: int,
+    rate: float | None,
+    *,
+    constant: bool = False,
+    workers: int = 1,
+) -> float | None:
+    """How far an open loop's sends fell short of its schedule over a window: 1 - sent / scheduled, the
+    ``sends`` made in the window (``sent_ns`` and ``lag_ms``, sent minus scheduled, are those or a uniform
+    sample of them) against the arrivals due in it. A lag that stays put carries out of the window what it
+    carried in and cuts no load; one that grows does, wherever in the window it grew (the lag's growth
+    between the window's halves, read before, missed most of it when the client slowed late).
+
+    A constant schedule's arrivals are ``rate`` times the window, give or take one per worker (so that many
+    more sends are allowed). A drawn one's (Poisson; a trace's, ``rate`` None) are counted from the sends,
+    so the draw's noise is not read as a shortfall: those sent in the window less the share due before it
+    (a backlog carried in), plus those due before the last send yet not sent: ``rate`` (a trace's own over
+    the window) times that send's lag. None below `SEND_SAMPLES` sends."""
+    start, end = window_ns
+    span_s = (end - start) / 1e9
     known = np.isfinite(lag_ms)
     sent, lag = sent_ns[known], lag_ms[known]
-    if sent.size < SEND_SAMPLES:
+    if sends < SEND_SAMPLES or sent.size < SEND_SAMPLES or span_s <= 0:
         return None
-    order = np.argsort(sent, kind="stable")
-    lag = lag[order]
-    due_ms = sent[order] / 1e6 - lag
-    half = sent.size // 2
-    span_ms = float(np.median(due_ms[-half:]) - np.median(due_ms[:half]))
-    if span_ms <= 0:
+    if constant and rate:
+        return max(0.0, 1 - (sends + workers) / (rate * span_s))
+    due = sent - (lag * 1e6).astype(np.int64)
+    on_time = sends * (1 - float(np.mean(due < start)))  # due in the window and sent in it
+    last = int(np.argmax(due))  # the schedule's furthest point the sends reached
+    if rate is None:
+        rate = on_time / ((int(due[last]) - start) / 1e9) if due[last] > start else None
+    if not rate:
         return None
-    growth = float(np.median(lag[-half:]) - np.median(lag[:half])) / span_ms
-    return max(0.0, growth / (1 + growth))  # lag growing g per scheduled ms: 1 of 1 + g sends made
+    scheduled = on_time + rate * min(max(0.0, float(lag[last])) / 1e3, span_s)
+    return max(0.0, 1 - sends / scheduled) if scheduled > 0 else None
 
 
 FIGURES_JUDGED = ("ttft", "tpot", "itl_chunk", "e2el")
