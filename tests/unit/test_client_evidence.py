@@ -168,13 +168,15 @@ def _rate_batch(t_ns: int, first_id: int, n: int, due_ms: float, sent_ms: float)
     return Batch(0, t_ns, 1, records=records, health_window=_health(None), health=_health(None))
 
 
-def _rate_level_after(sent_ms: float, cap: int | None) -> Store:
-    """A 25 req/s open loop whose requests were sent every ``sent_ms`` over 10 s, its health windows quiet."""
+def _rate_level_after(sent_ms: float, cap: int | None, dropped: int = 0) -> Store:
+    """A 25 req/s open loop whose requests were sent every ``sent_ms`` over 10 s, its health windows quiet;
+    ``dropped`` arrivals a second held off by the back-off."""
     st = Store(0, workers=1, heavy_interval_s=0.0)
     st.begin_level(1, LoadTarget(mode="rate", rate=25.0, arrival="constant", max_concurrency=cap), 0)
     sent_per_s = round(1000 / sent_ms)
     for second in range(10):
-        st.ingest(_rate_batch((second + 1) * S, second * sent_per_s, sent_per_s, 40.0, sent_ms))
+        batch = _rate_batch((second + 1) * S, second * sent_per_s, sent_per_s, 40.0, sent_ms)
+        st.ingest(batch._replace(dropped=dropped))
     st.end_level(10 * S)
     return st
 
@@ -182,7 +184,7 @@ def _rate_level_after(sent_ms: float, cap: int | None) -> Store:
 def test_an_open_level_sent_behind_its_schedule_is_the_clients_and_says_so() -> None:
     """Due at 25 req/s, sent at 20 with the workers quiet: the level is the client's by its sends, the
     notice says how far behind, and the results save the sign and the figure. With a cap the same lag
-    is the slots' wait, the server's doing: not judged."""
+    is the slots' wait, the server's doing: not judged; so are sends the back-off dropped on purpose."""
     st = _rate_level_after(50.0, cap=None)
     meta = dict(
         base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None
@@ -207,6 +209,10 @@ def test_an_open_level_sent_behind_its_schedule_is_the_clients_and_says_so() -> 
     capped.refresh_views(11 * S, force=True)
     (held,) = capped.snapshot(11 * S, **meta).levels
     assert held.send_shortfall is None and not held.client_limited
+    backed_off = _rate_level_after(50.0, cap=None, dropped=5)
+    backed_off.refresh_views(11 * S, force=True)
+    (dropped,) = backed_off.snapshot(11 * S, **meta).levels
+    assert dropped.send_shortfall == pytest.approx(0.2, abs=0.02) and not dropped.client_limited
 
 
 def test_the_in_flight_meter_averages_over_time_not_over_changes(monkeypatch: pytest.MonkeyPatch) -> None:
