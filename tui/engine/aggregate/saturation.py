@@ -67,7 +67,11 @@ DEFAULT_LAG_MS = 2.0
 
 
 SEND_SAMPLES = 8
-"""Sends a level needs before its send shortfall is judged (half of them on each side of the window)."""
+"""Sends a level needs before its send shortfall is judged; the lag at each end of the window is the median
+of this many sends there (a send held up alone does not move it)."""
+DRAW_SDS = 3.0
+"""A Poisson schedule's count of arrivals in a window is read as at least this many of its standard
+deviations (its square root) more than its expectation before sends short of it are a shortfall."""
 
 
 class LevelLoad(NamedTuple):
@@ -316,13 +320,14 @@ def send_shortfall(
     ``sends`` made in the window (``sent_ns`` and ``lag_ms``, sent minus scheduled, are those or a uniform
     sample of them) against the arrivals due in it. A lag that stays put carries out of the window what it
     carried in and cuts no load; one that grows does, wherever in the window it grew (the lag's growth
-    between the window's halves, read before, missed most of it when the client slowed late).
+    between the medians of the window's halves, read before, missed most of it when the client slowed late).
 
     A constant schedule's arrivals are ``rate`` times the window, give or take one per worker (so that many
-    more sends are allowed). A drawn one's (Poisson; a trace's, ``rate`` None) are counted from the sends,
-    so the draw's noise is not read as a shortfall: those sent in the window less the share due before it
-    (a backlog carried in), plus those due before the last send yet not sent: ``rate`` (a trace's own over
-    the window) times that send's lag. None below `SEND_SAMPLES` sends."""
+    more sends are allowed). A Poisson one's count is uncertain by its square root, so its figure is the
+    larger of two that do not read the draw as a shortfall: the count less `DRAW_SDS` of those, and the
+    lag's growth from the window's first sends to its last per second between them (exact while they keep
+    their order, low where sends overtake each other, as while many new connections open). A trace's
+    (``rate`` None) is the latter. None below `SEND_SAMPLES` sends."""
     start, end = window_ns
     span_s = (end - start) / 1e9
     known = np.isfinite(lag_ms)
@@ -331,15 +336,14 @@ def send_shortfall(
         return None
     if constant and rate:
         return max(0.0, 1 - (sends + workers) / (rate * span_s))
-    due = sent - (lag * 1e6).astype(np.int64)
-    on_time = sends * (1 - float(np.mean(due < start)))  # due in the window and sent in it
-    last = int(np.argmax(due))  # the schedule's furthest point the sends reached
-    if rate is None:
-        rate = on_time / ((int(due[last]) - start) / 1e9) if due[last] > start else None
+    order = np.argsort(sent, kind="stable")
+    ends = (order[:SEND_SAMPLES], order[-SEND_SAMPLES:])
+    (t0, lag0), (t1, lag1) = ((np.median(sent[i]) / 1e6, np.median(lag[i])) for i in ends)
+    by_lag = max(0.0, min(1.0, float(lag1 - lag0) / float(t1 - t0))) if t1 > t0 else 0.0
     if not rate:
-        return None
-    scheduled = on_time + rate * min(max(0.0, float(lag[last])) / 1e3, span_s)
-    return max(0.0, 1 - sends / scheduled) if scheduled > 0 else None
+        return by_lag
+    due = rate * span_s
+    return max(by_lag, 1 - (sends + DRAW_SDS * math.sqrt(due)) / due)
 
 
 FIGURES_JUDGED = ("ttft", "tpot", "itl_chunk", "e2el")
