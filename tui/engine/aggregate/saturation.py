@@ -70,8 +70,8 @@ SEND_SAMPLES = 8
 """Sends a level needs before its send shortfall is judged; the lag at each end of the window is the median
 of this many sends there (a send held up alone does not move it)."""
 DRAW_SDS = 3.0
-"""A Poisson schedule's count of arrivals in a window is read as at least this many of its standard
-deviations (its square root) more than its expectation before sends short of it are a shortfall."""
+"""A Poisson schedule's arrivals in a window are taken as its rate times the window plus this many standard
+deviations (the count's square root): a low draw is not read as sends the client could not make."""
 
 
 class LevelLoad(NamedTuple):

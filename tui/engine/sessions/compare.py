@@ -11,7 +11,8 @@ so a change too small to matter is never a verdict. A p99 is judged only between
 a side), from `bounded_from` samples a side, and only where its difference exceeds both clients' timing
 error (their event-loop lag p99s added): a tail is where a busy machine's stalls land, and one run cannot
 show how much its tail moves from run to run (identical runs here: ITL p99 -66 % to +170 %). A results
-file carries no per-request samples: its differences are shown, unjudged, with the reason.
+file carries no per-request samples: its differences are shown, unjudged, with the reason. Where both sides
+saved a capacity at SLO (`Results.capacity_at_slo`), each pair carries both sides'.
 """
 
 from __future__ import annotations
@@ -331,8 +332,8 @@ def capacities(group: Group) -> list[dict[str, Any]] | None:
 
 
 def _capacity_pair(base: Group, other: Group) -> dict[str, Any] | None:
-    """Both sides' capacities at SLO, where both have them; with the SLOs they were measured against, which
-    differ only with a warning (`_slo_mismatch`)."""
+    """Both sides' capacities at SLO (each run's), where both have them; under different SLOs only with a
+    warning (`_slo_mismatch`)."""
     a, b = capacities(base), capacities(other)
     return None if a is None or b is None else {"base": a, "other": b}
 
