@@ -194,6 +194,8 @@ class CompareConfig:
     """The smallest change that is a verdict (`tui.engine.sessions.compare.THRESHOLD_PCT`)."""
     plot: Path | None = None
     """Also write both curves to this SVG."""
+    notes: tuple[str, ...] = ()
+    """A line per side given as one results file and taken as its ``bench --repeat`` set (or alone)."""
 
 
 @dataclass(frozen=True)

@@ -22,22 +22,91 @@ S = 1_000_000_000
 MS = 1_000_000
 
 
+WINDOW = (2 * S, 7 * S)
+"""A level's 5 s window; its schedule runs from 0 to 10 s."""
+
+
+def _shortfall(due_ns: np.ndarray, lag_ms: np.ndarray, rate: float, constant: bool = True) -> float | None:
+    """`send_shortfall` over the sends made inside `WINDOW` (sent = due + lag), as a level view picks them."""
+    sent_ns = due_ns + (lag_ms * MS).astype(np.int64)
+    inside = (sent_ns >= WINDOW[0]) & (sent_ns < WINDOW[1])
+    return send_shortfall(sent_ns[inside], lag_ms[inside], WINDOW, int(inside.sum()), rate, constant=constant)
+
+
+def _poisson(rate: float, seed: int) -> np.ndarray:
+    """A Poisson schedule over 10 s."""
+    gaps = np.random.default_rng(seed).exponential(1 / rate, int(rate * 12))
+    due = np.cumsum(gaps)
+    return (due[due < 10] * S).astype(np.int64)
+
+
 def test_sends_on_their_schedule_fall_behind_by_nothing() -> None:
-    """Jitter, one stall caught up, or every send late alike: the load the server sees is the schedule's."""
-    due_ns = np.arange(100, dtype=np.int64) * 40 * MS  # 25 req/s
-    jitter = np.random.default_rng(1).uniform(0.05, 3.0, 100)
-    stalled = jitter.copy()
-    stalled[30:40] += 200.0  # a 200 ms stall, then the due sends go out at once
-    for lag in (jitter, stalled, jitter + 500.0):
-        shortfall = send_shortfall(due_ns + (lag * MS).astype(np.int64), lag)
-        assert shortfall is not None and shortfall < 0.01, shortfall
-    assert send_shortfall(due_ns[:7], jitter[:7]) is None  # too few sends to say
+    """Jitter, one stall caught up, or every send late alike: the load the server sees is the schedule's;
+    and a Poisson schedule's draw (250 due in the window, give or take 16) is not read as a shortfall."""
+    constant = np.arange(250, dtype=np.int64) * 40 * MS  # 25 req/s
+    for due_ns, rate, is_constant in ((constant, 25.0, True), (_poisson(50.0, 3), 50.0, False)):
+        jitter = np.random.default_rng(1).uniform(0.05, 3.0, due_ns.size)
+        stalled = jitter.copy()
+        stalled[(due_ns > 3 * S) & (due_ns < 3.2 * S)] += 200.0  # a 200 ms stall, then the sends go at once
+        for lag in (jitter, stalled, jitter + 500.0):
+            shortfall = _shortfall(due_ns, lag, rate, is_constant)
+            assert shortfall is not None and shortfall < 0.01, shortfall
+    assert send_shortfall(constant[:7], np.ones(7), WINDOW, 7, 25.0, constant=True) is None  # too few to say
 
 
 def test_sends_made_at_four_fifths_of_the_schedule_are_a_fifth_behind() -> None:
-    due_ns = np.arange(100, dtype=np.int64) * 40 * MS  # due at 25 req/s, sent at 20
-    sent_ns = np.arange(100, dtype=np.int64) * 50 * MS
-    assert send_shortfall(sent_ns, (sent_ns - due_ns) / MS) == pytest.approx(0.2, abs=0.01)
+    due_ns = np.arange(250, dtype=np.int64) * 40 * MS  # due at 25 req/s, sent at 20
+    lag_ms = (np.arange(250) * 50 * MS - due_ns) / MS
+    assert _shortfall(due_ns, lag_ms, 25.0) == pytest.approx(0.2, abs=0.01)
+    # Poisson's (and a trace's) by the lag's growth: the median of the last sends' lags is a few sends old
+    assert _shortfall(due_ns, lag_ms, 25.0, constant=False) == pytest.approx(0.2, abs=0.015)
+
+
+def test_a_client_that_slowed_late_in_the_window_is_read_by_the_sends_it_did_not_make() -> None:
+    """As measured (`bench --rate 50,600 --arrival constant`, a busy machine): on time for the window's
+    first 3 s, then sending at 60 % of the schedule: 420 of 500 sent, 16 % short. The lag's growth between
+    the window's halves read 4 %: most of it came after the second half's median send. A Poisson schedule
+    is read by the lag's growth from the window's first sends to its last (its count is 500 +- 22)."""
+    for due_ns, rate, constant in ((np.arange(1000, dtype=np.int64) * 10 * MS, 100.0, True),
+                                   (_poisson(100.0, 5), 100.0, False)):  # fmt: skip
+        due_s = due_ns / S
+        sent_s = np.where(due_s < 5, due_s, 5 + (due_s - 5) / 0.6)  # from 5 s (3 s into the window): 60 %
+        lag_ms = (sent_s - due_s) * 1e3
+        sent_ns = (sent_s * S).astype(np.int64)
+        inside = (sent_ns >= WINDOW[0]) & (sent_ns < WINDOW[1])
+        truth = 1 - inside.sum() / (rate * 5)  # the draw's own count where it is Poisson
+        if not constant:
+            truth = 1 - inside.sum() / np.sum((due_ns >= WINDOW[0]) & (due_ns < WINDOW[1]))
+        assert truth == pytest.approx(0.16, abs=0.02)
+        assert _shortfall(due_ns, lag_ms, rate, constant) == pytest.approx(
+            truth, abs=0.005 if constant else 0.02
+        )
+
+
+def test_sends_that_overtake_each_other_are_read_by_their_count() -> None:
+    """As measured (`--arrival poisson --rate 600`, a busy machine opening connections): each send goes to
+    an arrival already due but not in their order, so the lag of the last sends is no backlog's: 2/3 of
+    3,000 due were sent and the lags' growth reads far less; the count less three of its deviations
+    (3 x 55 of 3,000) reads most of it."""
+    rng = np.random.default_rng(7)
+    due_ns = _poisson(600.0, 11)
+    sends_ns = np.sort(rng.uniform(0, 10, 4000) * S).astype(np.int64)
+    waiting: list[int] = []
+    pairs = []
+    k = 0
+    for t in sends_ns:  # each send takes a random one of the arrivals due by then
+        while k < due_ns.size and due_ns[k] <= t:
+            waiting.append(int(due_ns[k]))
+            k += 1
+        if waiting:
+            pairs.append((int(t), waiting.pop(int(rng.integers(len(waiting))))))
+    sent, due = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
+    inside = (sent >= WINDOW[0]) & (sent < WINDOW[1])
+    truth = 1 - inside.sum() / np.sum((due_ns >= WINDOW[0]) & (due_ns < WINDOW[1]))
+    assert truth == pytest.approx(1 / 3, abs=0.03)
+    lag = (sent - due)[inside] / MS
+    got = send_shortfall(sent[inside], lag, WINDOW, int(inside.sum()), 600.0)
+    assert got is not None and truth - 0.08 < got <= truth + 0.01
 
 
 def _windows(*per_worker: list[Health]) -> Saturation:
@@ -126,13 +195,15 @@ def _rate_batch(t_ns: int, first_id: int, n: int, due_ms: float, sent_ms: float)
     return Batch(0, t_ns, 1, records=records, health_window=_health(None), health=_health(None))
 
 
-def _rate_level_after(sent_ms: float, cap: int | None) -> Store:
-    """A 25 req/s open loop whose requests were sent every ``sent_ms`` over 10 s, its health windows quiet."""
+def _rate_level_after(sent_ms: float, cap: int | None, dropped: int = 0) -> Store:
+    """A 25 req/s open loop whose requests were sent every ``sent_ms`` over 10 s, its health windows quiet;
+    ``dropped`` arrivals a second held off by the back-off."""
     st = Store(0, workers=1, heavy_interval_s=0.0)
     st.begin_level(1, LoadTarget(mode="rate", rate=25.0, arrival="constant", max_concurrency=cap), 0)
     sent_per_s = round(1000 / sent_ms)
     for second in range(10):
-        st.ingest(_rate_batch((second + 1) * S, second * sent_per_s, sent_per_s, 40.0, sent_ms))
+        batch = _rate_batch((second + 1) * S, second * sent_per_s, sent_per_s, 40.0, sent_ms)
+        st.ingest(batch._replace(dropped=dropped))
     st.end_level(10 * S)
     return st
 
@@ -140,7 +211,7 @@ def _rate_level_after(sent_ms: float, cap: int | None) -> Store:
 def test_an_open_level_sent_behind_its_schedule_is_the_clients_and_says_so() -> None:
     """Due at 25 req/s, sent at 20 with the workers quiet: the level is the client's by its sends, the
     notice says how far behind, and the results save the sign and the figure. With a cap the same lag
-    is the slots' wait, the server's doing: not judged."""
+    is the slots' wait, the server's doing: not judged; so are sends the back-off dropped on purpose."""
     st = _rate_level_after(50.0, cap=None)
     meta = dict(
         base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=1, fatal=None
@@ -165,6 +236,10 @@ def test_an_open_level_sent_behind_its_schedule_is_the_clients_and_says_so() -> 
     capped.refresh_views(11 * S, force=True)
     (held,) = capped.snapshot(11 * S, **meta).levels
     assert held.send_shortfall is None and not held.client_limited
+    backed_off = _rate_level_after(50.0, cap=None, dropped=5)
+    backed_off.refresh_views(11 * S, force=True)
+    (dropped,) = backed_off.snapshot(11 * S, **meta).levels
+    assert dropped.send_shortfall == pytest.approx(0.2, abs=0.02) and not dropped.client_limited
 
 
 def test_the_in_flight_meter_averages_over_time_not_over_changes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,7 @@ SECRET = "sk-results-secret-0d15ea5e"
 # writes exactly these, in this order, so scripts that read results files keep working.
 TOP_KEYS = [
     "tool", "version", "started_at", "interrupted", "interrupted_by", "target", "config", "definitions",
-    "levels", "saturation", "client", "totals", "fatal", "notices", "server",
+    "levels", "saturation", "capacity_at_slo", "client", "totals", "fatal", "notices", "server",
 ]  # fmt: skip
 CONFIG_KEYS = [
     "isl", "osl", "fixed_osl", "seed", "prompt_salt", "timeout_s", "workers", "header_names", "extra_body",

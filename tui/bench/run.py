@@ -31,7 +31,7 @@ from tui.bench.ab import Sessions, plan_sides, run_turns, with_b
 from tui.bench.feed import LiveFeed
 from tui.bench.level_end import counted, default_requests, level_done
 from tui.bench.progress import LevelProgress, Progress, load_label
-from tui.bench.repeats import repeat_config
+from tui.bench.repeats import repeat_config, set_id
 from tui.bench.table import summary
 from tui.bench.writing import joules_per_token, server_hit_rates, write_run_exports, write_run_plot
 from tui.configs import BenchConfig
@@ -159,7 +159,8 @@ def run(
     """`tokentop bench`. See the module docstring for exit codes. ``engine_factory`` and ``probe`` (which
     checks the server and returns the model) are the real engine's unless a test gives others."""
     progress = Progress(sys.stderr, config.quiet)
-    runs = [repeat_config(config, k) for k in range(1, config.repeat + 1)]
+    the_set = set_id(config)
+    runs = [repeat_config(config, k, the_set) for k in range(1, config.repeat + 1)]
     for each in runs:
         check_outputs(
             output=each.output,

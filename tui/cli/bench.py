@@ -76,7 +76,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
         default=BenchConfig.repeat,
         metavar="N",
         help="run the whole sweep N times: outputs and sessions get -1 .. -N, and `tokentop compare LABEL` "
-        "takes the N sessions as one side (the noise between runs)",
+        "(or one of the results files) takes the N runs as one side (the noise between runs)",
     )
     p.add_argument(
         "--reset-cache-between-levels",

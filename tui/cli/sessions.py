@@ -4,8 +4,10 @@ flags, the reader into its typed config (`tui.configs`) and its run; a bad file 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -59,6 +61,11 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         help="the smallest change that is better/worse, in percent",
     )
     p.add_argument("--plot", metavar="PATH.svg", help="also write both curves to this SVG")
+    p.add_argument(
+        "--no-repeat-sets",
+        action="store_true",
+        help="a results file of a bench --repeat set is that run alone (by default: the whole set beside it)",
+    )
     form = p.add_mutually_exclusive_group()
     form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
     form.add_argument("--json", action="store_true", help="the comparison as JSON")
@@ -71,9 +78,71 @@ def compare_config(ns: argparse.Namespace) -> CompareConfig:
         raise UsageError("compare needs at least two runs")
     form: CompareForm = "json" if ns.json else "markdown" if ns.markdown else "text"
     sides = tuple(tuple(p for part in run.split(",") if part for p in find_runs(part)) for run in ns.runs)
+    notes: tuple[str, ...] = ()
+    if len(sides) > 1 and not ns.no_repeat_sets:
+        sides, notes = repeat_sets(sides)
     return CompareConfig(
-        runs=sides, form=form, plot=Path(ns.plot) if ns.plot else None, threshold_pct=ns.threshold
+        runs=sides,
+        form=form,
+        plot=Path(ns.plot) if ns.plot else None,
+        threshold_pct=ns.threshold,
+        notes=notes,
     )
+
+
+def _repeat_of(path: Path) -> tuple[str, int, int] | None:
+    """A results file's place in a ``bench --repeat`` set (its ``repeat``: set id, run, runs), or None: a
+    session, a single run, or a file compare will say it cannot read."""
+    try:
+        with path.open("rb") as f:
+            if f.read(1) != b"{":  # a session
+                return None
+            doc = json.loads(b"{" + f.read())
+    except (OSError, ValueError):
+        return None
+    rep = doc.get("repeat") if isinstance(doc, dict) else None
+    if not isinstance(rep, dict):
+        return None
+    the_set, run, runs = rep.get("set_id"), rep.get("run"), rep.get("runs")
+    if not isinstance(the_set, str) or not isinstance(run, int) or not isinstance(runs, int) or runs < 2:
+        return None
+    return the_set, run, runs
+
+
+Sides = tuple[tuple[Path, ...], ...]
+
+
+def repeat_sets(sides: Sides) -> tuple[Sides, tuple[str, ...]]:
+    """Each side that is one results file of a ``bench --repeat`` set, as the whole set: the files numbered
+    beside it (`tui.bench.repeats.repeat_path`) that carry its set id; and a line per such side saying so.
+    Not where another side holds a file of the same set: then each is compared as given, run against run."""
+    from tui.bench.repeats import repeat_path, unnumbered
+
+    of = {p: _repeat_of(p) for side in sides for p in side}
+    sets = [{got[0] for got in (of[p] for p in side) if got is not None} for side in sides]
+    holders = Counter(s for held in sets for s in held)
+    out: list[tuple[Path, ...]] = []
+    notes: list[str] = []
+    for side in sides:
+        got = of[side[0]] if len(side) == 1 else None
+        if got is None:
+            out.append(side)
+            continue
+        (path,), (the_set, run, runs) = side, got
+        said = f"{path.name}: one of a set of {runs}, compared"
+        base = unnumbered(path, run)
+        found = [] if base is None else [repeat_path(base, k) for k in range(1, runs + 1)]
+        found = [p for p in found if p == path or (p.is_file() and (_repeat_of(p) or ("",))[0] == the_set)]
+        if holders[the_set] > 1:
+            notes.append(f"{said} alone (another side holds one of its set)")
+        elif len(found) < 2:
+            notes.append(f"{said} alone (no other run of its set beside it)")
+        else:
+            some = "" if len(found) == runs else f" ({len(found)} of them beside it)"
+            notes.append(f"{said} as the set{some} (--no-repeat-sets: alone)")
+            side = tuple(found)
+        out.append(side)
+    return tuple(out), tuple(notes)
 
 
 def _one_line(command: Callable[[C], int]) -> Callable[[C], int]:
@@ -178,7 +247,26 @@ def _plain(x: Any) -> Any:
 
 
 def _load_name(key: list[Any] | tuple[Any, ...]) -> str:
+    if key[0] == "trace":
+        return f"x{key[1]:g} speed"
     return f"{key[1]:g} users" if key[0] == "concurrency" else f"{key[1]:g} req/s"
+
+
+def capacity_words(caps: list[dict[str, Any]]) -> str:
+    """A side's capacity at SLO (``capacity_at_slo`` of each of its runs): "24 users (880 tok/s)"; over
+    repeats, the range of their loads and their mean goodput; "none of its levels" where none met it."""
+    met = [c for c in caps if c.get("level_id") is not None and isinstance(c.get("value"), int | float)]
+    if not met:
+        return "none of its levels"
+    mode = met[0].get("mode") or "concurrency"
+    low, high = min(c["value"] for c in met), max(c["value"] for c in met)
+    words = (
+        _load_name((mode, low)) if low == high else f"{_load_name((mode, low))} to {_load_name((mode, high))}"
+    )
+    goodput = [c["output_goodput"] for c in met if isinstance(c.get("output_goodput"), int | float)]
+    if goodput:
+        words += f" ({sum(goodput) / len(goodput):,.0f} tok/s)"
+    return words + (f" in {len(met)} of its {len(caps)} runs" if len(met) < len(caps) else "")
 
 
 def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
@@ -192,6 +280,9 @@ def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
     for pair in data["pairs"]:
         lines.append("")
         lines.append(f"{pair['other']} vs {pair['base']}")
+        if (cap := pair.get("capacity")) is not None:
+            lines.append(f"capacity at SLO: {pair['base']} serves {capacity_words(cap['base'])}, "
+                         f"{pair['other']} {capacity_words(cap['other'])}")  # fmt: skip
         if not pair["levels"]:
             lines.append("no level of the same load in both")
         reasons = sorted({d.reason for lv in pair["levels"] for d in lv["differences"]
@@ -215,9 +306,8 @@ def format_comparison(data: dict[str, Any], *, markdown: bool) -> str:
 
 
 def compare_command(config: CompareConfig) -> int:
-    """The comparison on stdout in ``config.form``; warnings on stderr unless it is JSON."""
-    import json
-
+    """The comparison on stdout in ``config.form`` (after a line per side taken as a repeat set); warnings on
+    stderr unless it is JSON."""
     from tui.engine.sessions.ab import saved_comparison
     from tui.engine.sessions.compare import comparison
 
@@ -230,10 +320,12 @@ def compare_command(config: CompareConfig) -> int:
 
         config.plot.write_text(curves_svg(data["curves"]))
     if config.form == "json":
-        print(json.dumps(data, default=_plain, indent=1))
+        print(json.dumps({**data, "notes": list(config.notes)}, default=_plain, indent=1))
     else:
         for w in data["warnings"]:
             print(f"tokentop: warning: {w}", file=sys.stderr)
+        for note in config.notes:
+            print(note)
         print(format_comparison(data, markdown=config.form == "markdown"))
         if config.form == "text":
             from tui.engine.sessions.compare_plot import curves_text

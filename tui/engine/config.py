@@ -325,6 +325,9 @@ class EngineOptions:
     record_repeat: str = ""
     """The set of repeated runs this session is one of (``bench --repeat``), alike in each: `tokentop
     compare` takes them all as one side when named by their label; "" for a single run."""
+    repeat_of: tuple[str, int, int] | None = None
+    """``bench --repeat``: (the set's id, this run, of how many), saved in the results' ``repeat``, so
+    `tokentop compare` given one results file of the set takes the set; None for a single run."""
 
 
 def normalise_base_url(url: str, *, add_v1: bool = True) -> str:

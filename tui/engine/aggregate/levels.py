@@ -417,7 +417,7 @@ def level_view(
         e2el=m.stats(pick["e2e_ms"]),
         tokens_per_chunk=float(tpc.mean()) if tpc.size else float("nan"),
         sched_lag=m.stats(pick["sched_lag_ms"]),
-        send_shortfall=_send_shortfall(lv.target, pick),
+        send_shortfall=_send_shortfall(lv, pick, (a_from, a_to), completed + failed),
         errors=tuple(sorted(lv.errors.items())),
         window_s=duration_s,
         window_from_s=(a_from - t0_ns) / 1e9,
@@ -442,12 +442,17 @@ def level_view(
     return view, extra
 
 
-def _send_shortfall(target: LoadTarget, pick: Mapping[str, npt.NDArray[Any]]) -> float | None:
-    """An uncapped open loop's sends behind their schedule (`send_shortfall`); with a cap a send also
-    waits for a free slot, the server's doing, so it is not the client's sign."""
-    if target.mode == "concurrency" or target.max_concurrency is not None:
+def _send_shortfall(
+    lv: LevelAgg, pick: Mapping[str, Any], window_ns: tuple[int, int], sends: int
+) -> float | None:
+    """An uncapped open loop's sends short of its schedule over the window (`send_shortfall`); with a cap a
+    send also waits for a free slot, the server's doing, so it is not the client's sign."""
+    load, workers = lv.target, max(1, len(lv.applied_ns))  # a constant schedule's step is one a worker
+    if load.mode == "concurrency" or load.max_concurrency is not None:
         return None
-    return send_shortfall(pick["sent_ns"], pick["sched_lag_ms"])
+    rate, constant = (load.rate, load.arrival == "constant") if load.mode == "rate" else (None, False)
+    lag = pick["sched_lag_ms"]
+    return send_shortfall(pick["sent_ns"], lag, window_ns, sends, rate, constant=constant, workers=workers)
 
 
 def _lengths(

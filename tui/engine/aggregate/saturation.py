@@ -67,7 +67,11 @@ DEFAULT_LAG_MS = 2.0
 
 
 SEND_SAMPLES = 8
-"""Sends a level needs before its send shortfall is judged (half of them on each side of the window)."""
+"""Sends a level needs before its send shortfall is judged; the lag at each end of the window is the median
+of this many sends there (a send held up alone does not move it)."""
+DRAW_SDS = 3.0
+"""A Poisson schedule's arrivals in a window are taken as its rate times the window plus this many standard
+deviations (the count's square root): a low draw is not read as sends the client could not make."""
 
 
 class LevelLoad(NamedTuple):
@@ -302,24 +306,44 @@ def _medians(pairs: Iterable[tuple[int, float]]) -> dict[int, float]:
     return {worker: statistics.median(v) for worker, v in by.items()}
 
 
-def send_shortfall(sent_ns: npt.NDArray[np.int64], lag_ms: npt.NDArray[np.float64]) -> float | None:
-    """How far an open loop's sends fell behind their schedule over a window, as a share of it: the growth
-    of the send lag (sent minus scheduled) from the window's first half to its second, over the schedule
-    time between them. A lag that stays put (every send late alike, or a stall caught up) cuts no load; one
-    that grows means fewer sends than the schedule. None below `SEND_SAMPLES` sends."""
+def send_shortfall(
+    sent_ns: npt.NDArray[np.int64],
+    lag_ms: npt.NDArray[np.float64],
+    window_ns: tuple[int, int],
+    sends: int,
+    rate: float | None,
+    *,
+    constant: bool = False,
+    workers: int = 1,
+) -> float | None:
+    """How far an open loop's sends fell short of its schedule over a window: 1 - sent / scheduled, the
+    ``sends`` made in the window (``sent_ns`` and ``lag_ms``, sent minus scheduled, are those or a uniform
+    sample of them) against the arrivals due in it. A lag that stays put carries out of the window what it
+    carried in and cuts no load; one that grows does, wherever in the window it grew (the lag's growth
+    between the medians of the window's halves, read before, missed most of it when the client slowed late).
+
+    A constant schedule's arrivals are ``rate`` times the window, give or take one per worker (so that many
+    more sends are allowed). A Poisson one's count is uncertain by its square root, so its figure is the
+    larger of two that do not read the draw as a shortfall: the count less `DRAW_SDS` of those, and the
+    lag's growth from the window's first sends to its last per second between them (exact while they keep
+    their order, low where sends overtake each other, as while many new connections open). A trace's
+    (``rate`` None) is the latter. None below `SEND_SAMPLES` sends."""
+    start, end = window_ns
+    span_s = (end - start) / 1e9
     known = np.isfinite(lag_ms)
     sent, lag = sent_ns[known], lag_ms[known]
-    if sent.size < SEND_SAMPLES:
+    if sends < SEND_SAMPLES or sent.size < SEND_SAMPLES or span_s <= 0:
         return None
+    if constant and rate:
+        return max(0.0, 1 - (sends + workers) / (rate * span_s))
     order = np.argsort(sent, kind="stable")
-    lag = lag[order]
-    due_ms = sent[order] / 1e6 - lag
-    half = sent.size // 2
-    span_ms = float(np.median(due_ms[-half:]) - np.median(due_ms[:half]))
-    if span_ms <= 0:
-        return None
-    growth = float(np.median(lag[-half:]) - np.median(lag[:half])) / span_ms
-    return max(0.0, growth / (1 + growth))  # lag growing g per scheduled ms: 1 of 1 + g sends made
+    ends = (order[:SEND_SAMPLES], order[-SEND_SAMPLES:])
+    (t0, lag0), (t1, lag1) = ((np.median(sent[i]) / 1e6, np.median(lag[i])) for i in ends)
+    by_lag = max(0.0, min(1.0, float(lag1 - lag0) / float(t1 - t0))) if t1 > t0 else 0.0
+    if not rate:
+        return by_lag
+    due = rate * span_s
+    return max(by_lag, 1 - (sends + DRAW_SDS * math.sqrt(due)) / due)
 
 
 FIGURES_JUDGED = ("ttft", "tpot", "itl_chunk", "e2el")

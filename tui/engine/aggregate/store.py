@@ -440,7 +440,8 @@ class Store:
 
     def _asked(self, lv: LevelView) -> LevelLoad:
         """What ``lv`` asked of the client: a closed loop's users (not judged where failures or an outage
-        held users back), an uncapped open loop's send shortfall."""
+        held users back), an uncapped open loop's send shortfall (not judged where the back-off dropped
+        arrivals on purpose, an outage held them, or a worker's share was lost)."""
         agg = self.levels.get(lv.level_id)
         capped = agg is not None and agg.target.max_concurrency is not None
         if lv.mode == "concurrency":
@@ -448,7 +449,8 @@ class Store:
             return LevelLoad(users=lv.value if clean else None)
         if capped:
             return LevelLoad()
-        return LevelLoad(send_shortfall=lv.send_shortfall, on_schedule=True)
+        held = lv.dropped > 0 or lv.down_s > 0 or lv.workers_lost > 0
+        return LevelLoad(send_shortfall=None if held else lv.send_shortfall, on_schedule=True)
 
     def notices_with(self, levels: Sequence[LevelView]) -> tuple[str, ...]:
         """The run's notices and one line per level the client limited, from those levels' own flags (the

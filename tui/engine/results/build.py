@@ -20,10 +20,12 @@ from tui.engine.aggregate.metrics import KNEE_RULE, KNEE_TOLERANCE
 from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.redact import display_url
 from tui.engine.results import model as rm
+from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.definitions import DEFINITIONS
 from tui.engine.results.level_server import level_server
 from tui.engine.results.population import population
+from tui.engine.results.repeat import RepeatSet
 from tui.engine.snapshot import Knee, LevelView, RampVerdict, SloView, Snapshot
 from tui.engine.snapshot import Stats as ViewStats
 
@@ -273,6 +275,25 @@ def _with_energy(figures: dict[str, Any] | None, lv: LevelView) -> dict[str, Any
     return {**figures, "gpu": {**gpu, **per_token}}
 
 
+def capacity_at_slo(
+    views: Sequence[LevelView], levels: Sequence[rm.Level], options: EngineOptions
+) -> CapacityAtSlo | None:
+    """With an SLO: the highest load whose attainment's lower bound met the target, and its saved goodput."""
+    if not _any_slo(options):
+        return None
+    best = capacity_level(views, options.slo_target)
+    if best is None:
+        return CapacityAtSlo(level_id=None)
+    slo = next(lv for lv in levels if lv.level_id == best.level_id).slo
+    return CapacityAtSlo(
+        level_id=best.level_id,
+        mode=best.mode,
+        value=best.value,
+        output_goodput=None if slo is None else slo.output_goodput,
+        request_goodput=None if slo is None else slo.request_goodput,
+    )
+
+
 def cost_at_slo(
     views: Sequence[LevelView], levels: Sequence[rm.Level], options: EngineOptions
 ) -> CostAtSlo | None:
@@ -354,6 +375,9 @@ def build_results(
         started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(info.started_at_s)),
         interrupted=interrupted is not None,
         interrupted_by=interrupted,
+        repeat=None
+        if options.repeat_of is None
+        else RepeatSet(set_id=options.repeat_of[0], run=options.repeat_of[1], runs=options.repeat_of[2]),
         target=rm.Target(url=safe_url(info.url), model=info.model, endpoint=info.endpoint),
         config=rm.Config(
             isl=workload.isl,
@@ -386,6 +410,7 @@ def build_results(
             rule=KNEE_RULE.format(tol=KNEE_TOLERANCE),
         ),
         ramp=None if ramp is None else ramp_of(ramp),
+        capacity_at_slo=capacity_at_slo([lv for lv, _ in views], levels, options),
         cost_at_slo=cost_at_slo([lv for lv, _ in views], levels, options),
         client=rm.Client(
             workers=info.workers,

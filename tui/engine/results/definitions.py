@@ -52,7 +52,10 @@ DEFINITIONS: dict[str, str] = {
     "and failed ones (a failure counts against) and met those meeting every objective; attainment_low and "
     "attainment_high its Wilson 95 % interval; cut: the level's cancelled requests, in no share; "
     "request_goodput and output_goodput: requests/s and output tokens/s of the met ones over the window",
-    "slo_target": "the attainment the auto ramp's capacity at SLO needs from its 95 % lower bound",
+    "slo_target": "the attainment the capacity at SLO needs from its 95 % lower bound",
+    "capacity_at_slo": "with an SLO: the highest load whose attainment's 95 % lower bound met slo_target, "
+    "over every level (as bench's capacity line): its level_id (null: none did), mode, value (users, req/s "
+    "or speed-up), output_goodput and request_goodput (its slo's)",
     "usd_per_mtok_output": "with --cost-per-hour: cost_per_hour / 3600 / output_throughput * 1e6, dollars "
     "per million output tokens; usd_per_mtok_input the same over total_input_tokens / duration (the "
     "whole price on each kind: they do not add); slo.usd_per_mtok_goodput over output_goodput",
@@ -103,8 +106,8 @@ DEFINITIONS: dict[str, str] = {
     "client_saturated": "per level: the client limited the load over its window, so no knee is taken from "
     "it; client.limited_by names the signs, each 5 % or more: cpu (a worker's CPU share over cpu_threshold), "
     "loop_lag (closed loop: its mean loop lag of the median E2E), in_flight (closed loop: "
-    "client.mean_in_flight below the users), send_lag (uncapped open loop: client.send_shortfall, the share "
-    "of the schedule its sends fell behind); "
+    "client.mean_in_flight below the users), send_lag (uncapped open loop: client.send_shortfall, 1 - the "
+    "requests sent in the window / the arrivals its schedule had due in it); "
     "client.timing_bound_ms: every latency of the level is +- this (the loop lag p99 over its window), "
     "client.timing_uncertain: the figures it is 5 % or more of. client.saturated (run): a worker's "
     "event-loop lag p99 over lag_threshold_ms (4x its lag with no load at start, 1-10 ms) or CPU share over "

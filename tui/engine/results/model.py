@@ -16,9 +16,11 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from tui.engine.results.ab import AbLevel
+from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.codec import key
 from tui.engine.results.cost import CostAtSlo
 from tui.engine.results.level_server import LevelServer
+from tui.engine.results.repeat import RepeatSet
 from tui.engine.results.watch_model import WatchResults
 
 Mode = Literal["concurrency", "rate", "trace"]
@@ -320,7 +322,7 @@ class Config:
     slo_tpot_ms: float | None = None
     slo_e2e_ms: float | None = field(default=None, metadata=key(omit_none=True))
     slo_target: float | None = field(default=None, metadata=key(omit_none=True))
-    """With an SLO: the attainment the auto ramp's capacity needs."""
+    """With an SLO: the attainment the capacity at SLO needs (its 95 % lower bound)."""
     min_window_s: float | None = None
     min_steady_requests: int | None = None
     workload: Workload | None = None
@@ -448,6 +450,7 @@ class Results:
     interrupted: bool = False
     interrupted_by: str | None = None
     """Why the run was cut short ("quit", "SIGINT", ...); None when it finished."""
+    repeat: RepeatSet | None = field(default=None, metadata=key(omit_none=True))
     target: Target
     config: Config
     definitions: dict[str, str] = field(default_factory=dict)
@@ -455,6 +458,8 @@ class Results:
     saturation: Saturation
     ramp: Ramp | None = field(default=None, metadata=key(omit_none=True))
     """The auto ramp's verdict when one stopped by itself in the run (the latest); absent otherwise."""
+    capacity_at_slo: CapacityAtSlo | None = field(default=None, metadata=key(omit_none=True))
+    """With an SLO: its capacity over every level of the run; absent without one."""
     cost_at_slo: CostAtSlo | None = field(default=None, metadata=key(omit_none=True))
     client: Client = field(default_factory=Client)
     totals: Totals

@@ -11,7 +11,8 @@ so a change too small to matter is never a verdict. A p99 is judged only between
 a side), from `bounded_from` samples a side, and only where its difference exceeds both clients' timing
 error (their event-loop lag p99s added): a tail is where a busy machine's stalls land, and one run cannot
 show how much its tail moves from run to run (identical runs here: ITL p99 -66 % to +170 %). A results
-file carries no per-request samples: its differences are shown, unjudged, with the reason.
+file carries no per-request samples: its differences are shown, unjudged, with the reason. Where both sides
+saved a capacity at SLO (`Results.capacity_at_slo`), each pair carries both sides'.
 """
 
 from __future__ import annotations
@@ -320,6 +321,36 @@ def mismatches(groups: Sequence[Group]) -> list[str]:
     return out
 
 
+SLO_KEYS = (("TTFT", "slo_ttft_ms"), ("TPOT", "slo_tpot_ms"), ("E2E", "slo_e2e_ms"), ("target", "slo_target"))
+
+
+def capacities(group: Group) -> list[dict[str, Any]] | None:
+    """Each run's capacity at SLO as its results saved it (``capacity_at_slo``), or None where a run has
+    none (no SLO, or a file written before it was saved)."""
+    caps = [r.doc.get("capacity_at_slo") for r in group.runs]
+    return [c for c in caps if isinstance(c, dict)] if all(isinstance(c, dict) for c in caps) else None
+
+
+def _capacity_pair(base: Group, other: Group) -> dict[str, Any] | None:
+    """Both sides' capacities at SLO (each run's), where both have them; under different SLOs only with a
+    warning (`_slo_mismatch`)."""
+    a, b = capacities(base), capacities(other)
+    return None if a is None or b is None else {"base": a, "other": b}
+
+
+def _slo_mismatch(base: Group, other: Group) -> list[str]:
+    """Where two sides' capacities at SLO were met under different objectives (or targets)."""
+    if _capacity_pair(base, other) is None:
+        return []
+    x, y = base.runs[0], other.runs[0]
+    out = []
+    for what, key in SLO_KEYS:
+        a, b = (x.doc.get("config") or {}).get(key), (y.doc.get("config") or {}).get(key)
+        if a != b:
+            out.append(f"SLO {what} differs: {x.name} has {a!r}, {y.name} has {b!r} (capacity at SLO)")
+    return out
+
+
 def comparison(
     sides: Sequence[Path | Sequence[Path]], threshold_pct: float = THRESHOLD_PCT
 ) -> dict[str, Any]:
@@ -337,13 +368,18 @@ def comparison(
             for g in groups
             for r in g.runs
         ],
-        "warnings": mismatches(groups),
+        "warnings": mismatches(groups) + [w for g in groups[1:] for w in _slo_mismatch(groups[0], g)],
         "noise": f"{CONFIDENCE:.0%} interval of the change ({ROUNDS}-round bootstrap over time blocks of "
         f"each window, {BLOCK_S:g} s or {MIN_BLOCKS} a window, and over a side's repeats); a verdict only "
         f"beyond ±{threshold_pct:g} %",
         "threshold_pct": threshold_pct,
         "pairs": [
-            {"base": groups[0].name, "other": g.name, "levels": compare_levels(groups[0], g, threshold_pct)}
+            {
+                "base": groups[0].name,
+                "other": g.name,
+                "capacity": _capacity_pair(groups[0], g),
+                "levels": compare_levels(groups[0], g, threshold_pct),
+            }
             for g in groups[1:]
         ],
         "curves": [
