@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-# As `tui.cli.main` sets it for tokentop's own processes: the engines the tests start in this process
+# As `tui.cli.dispatch.main` sets it for tokentop's own processes: the engines the tests start in this process
 # spawn workers that would otherwise each start a BLAS thread per core as they import numpy.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 

@@ -127,7 +127,7 @@ def tokentop(
     afterwards, neither is a terminal, $OPENAI_API_KEY and $OPENAI_BASE_URL are empty (``env`` sets more;
     None unsets), and argparse's exits are statuses. Fails the test when it took longer than ``timeout_s``
     (a hang is ended by pytest-timeout) or left a thread running."""
-    from tui.cli.main import main
+    from tui.cli.dispatch import main
 
     changes: dict[str, str | None] = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", **(env or {})}
     saved_env = {k: os.environ.get(k) for k in changes}

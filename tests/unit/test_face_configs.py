@@ -35,7 +35,7 @@ FLAG_READERS = {
     "tui/cli/help.py",
     "tui/cli/live.py",
     "tui/cli/load.py",
-    "tui/cli/main.py",
+    "tui/cli/dispatch.py",
     "tui/cli/metrics.py",
     "tui/cli/ray_check.py",
     "tui/cli/record.py",

@@ -30,7 +30,7 @@ def _loaded(code: str, names: tuple[str, ...]) -> list[str]:
 def test_the_tokentop_scripts_import_loads_no_command() -> None:
     """``spawn`` runs the ``tokentop`` script again in every engine worker, and the script's first line is
     ``from tui.cli import main``: that must not load the command layer (~0.15 s of CPU a worker)."""
-    assert _loaded("from tui.cli import main", ("tui.cli.main", "tui.configs", "argparse")) == []
+    assert _loaded("from tui.cli import main", ("tui.cli.dispatch", "tui.configs", "argparse")) == []
 
 
 def test_a_bench_face_loads_none_of_its_workers_code() -> None:
@@ -39,7 +39,7 @@ def test_a_bench_face_loads_none_of_its_workers_code() -> None:
     code = (
         "import multiprocessing.context\n"
         "multiprocessing.context.SpawnProcess.start = lambda self: None  # no process: what starting loads\n"
-        "import tui.bench.run, tui.cli.main\n"
+        "import tui.bench.run, tui.cli.dispatch\n"
         "from tui.engine.config import EngineOptions, TargetConfig, WorkloadConfig\n"
         "from tui.engine.host.worker_pool import spawn_worker\n"
         "from tui.engine.wire import WorkerSpec\n"

@@ -12,16 +12,17 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`tui.cli.main.main`, loaded when called: ``spawn`` runs the ``tokentop`` script again in every engine
-    worker, whose ``from tui.cli import main`` would otherwise load the whole command layer there too."""
-    from tui.cli.main import main as run  # lazy: see above
+    """`tui.cli.dispatch.main`, loaded when called: ``spawn`` runs the ``tokentop`` script again in every
+    engine worker, whose ``from tui.cli import main`` would otherwise load the whole command layer there too.
+    (The module is not ``tui.cli.main``: importing it would replace this function on the package.)"""
+    from tui.cli.dispatch import main as run  # lazy: see above
 
     return run(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """`tui.cli.main.build_parser`, loaded when called (as `main`)."""
-    from tui.cli.main import build_parser as build  # lazy: see `main`
+    """`tui.cli.dispatch.build_parser`, loaded when called (as `main`)."""
+    from tui.cli.dispatch import build_parser as build  # lazy: see `main`
 
     return build()
 
