@@ -16,6 +16,8 @@ from textual.theme import Theme
 from tui.app.themes import ThemeError, load_themes, resolve_theme
 from tui.configs import LiveConfig, UsageError
 from tui.demo import DemoError, running_demo
+from tui.engine.api import Engine
+from tui.engine.config import TargetConfig
 from tui.engine.telemetry.endpoint import MetricsEndpoint
 from tui.outputs import check_outputs
 from tui.own_metrics import serving_metrics
@@ -65,10 +67,8 @@ def _run_app(
 
     from tui.app.app import TokentopApp
     from tui.app.settings import AppSettings
-    from tui.engine.host.handle import EngineHandle
 
-    engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
-                          requests_log=config.requests_log, options=config.options)  # fmt: skip
+    engine = make_engine(config, target)
     if metrics is not None:
         metrics.serve(engine.snapshot)
     try:
@@ -111,6 +111,23 @@ def _run_app(
         return result if isinstance(result, int) else (app.return_code or 0)
     finally:
         engine.stop()
+
+
+def make_engine(config: LiveConfig, target: TargetConfig) -> Engine:
+    """The app's engine against ``target``, not started: one `EngineHandle`, or with ``--ab`` a pair of them
+    under the same keys (`tui.engine.ab.pair`), B's requests log and session beside A's."""
+    from tui.engine.host.handle import EngineHandle
+
+    engine: Engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
+                                  requests_log=config.requests_log, options=config.options)  # fmt: skip
+    if (ab := config.ab) is not None:
+        from tui.engine.ab.pair import AbPair, b_file, b_options
+
+        log = None if config.requests_log is None else b_file(config.requests_log)
+        b = EngineHandle(ab.target, config.workload, config.load, workers=config.workers, requests_log=log,
+                         options=b_options(config.options))  # fmt: skip
+        engine = AbPair(engine, b, mode=ab.mode, threshold_pct=ab.threshold_pct)
+    return engine
 
 
 def _write_frame_stats(app: Any) -> None:
