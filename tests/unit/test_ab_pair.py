@@ -7,8 +7,11 @@ from array import array
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from tests.support.fake_engine import FakeEngine
 from tui.app.widgets.level_table import ab_cell
+from tui.engine.ab import pair as pair_module
 from tui.engine.ab.pair import b_file, paired
 from tui.engine.records import RequestRecord
 from tui.engine.results.ab import AbDifference, AbLevel
@@ -67,3 +70,13 @@ def test_the_tables_ab_cell_says_bs_figure_its_change_and_the_verdict() -> None:
     assert ab_cell(level, "SLO attainment") == "50% -50% worse"
     assert ab_cell(level, "TTFT p50 ms") == "- unjudged"
     assert ab_cell(level, "ITL p50 ms") == ab_cell(None, "output tok/s") == "-"
+
+
+def test_a_level_stops_keeping_samples_at_the_cap_and_says_it_is_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pair_module, "MAX_STAMPS", 6)
+    pair = pair_module.AbPair(FakeEngine(), FakeEngine())  # type: ignore[arg-type]  # a fake: no run
+    pair._keep(0, [_record(1, 0, [5, 5, 5]), _record(2, 300, [20, 20]), _record(3, 600, [1])])
+    assert pair._samples[0][1].stamps == 7  # 4, then 3 more while under the cap; the third request no more
+    assert pair._full((1, 1)) and not pair._full((2, 2))

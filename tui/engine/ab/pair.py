@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 
 JUDGE_EVERY_S = 2.0
 """How often the levels not yet final are judged again (off the face's thread)."""
-MAX_STAMPS = 4_000_000
-"""A side's level keeps at most this many chunk stamps (32 MB); past it, its verdict stays as last judged."""
+MAX_STAMPS = 100_000
+"""A side's level keeps at most this many chunk stamps; past it, the level's verdict stays as last judged.
+The bootstrap weighs every gap in each of its rounds (100 at once: 80 MB for this many), and a level this
+long has long since been judged (20 s of 8 users at 200 tok/s each is 32,000)."""
 SIDES = ("A", "B")
 
 
@@ -222,7 +224,7 @@ class AbPair:
             t0 = (self.a.t0_ns, self.b.t0_ns)
             for a_lv, b_lv in paired(a_doc.get("levels", []), b_doc.get("levels", [])):
                 ids = (int(a_lv["level_id"]), int(b_lv["level_id"]))
-                if ids[0] in self._dropped[0] and ids in self._verdicts:
+                if ids in self._verdicts and (ids[0] in self._dropped[0] or self._full(ids)):
                     continue
                 sides = [(lv, self._blocks(side, lv, t0[side])) for side, lv in enumerate((a_lv, b_lv))]
                 judged = judge_live(sides[0], sides[1], self.threshold_pct)
@@ -249,6 +251,12 @@ class AbPair:
             if samples is None or lo is None or hi is None:
                 return {}
             return samples.blocks(t0_ns + lo * 1e9, t0_ns + hi * 1e9)
+
+    def _full(self, ids: tuple[int, int]) -> bool:
+        """A side of these levels keeps no more samples (`MAX_STAMPS`)."""
+        with self._lock:
+            kept = [self._samples[side].get(level_id) for side, level_id in enumerate(ids)]
+        return any(k is not None and k.stamps >= MAX_STAMPS for k in kept)
 
     def _idle(self, ids: tuple[int, int]) -> bool:
         """No request of these levels is in flight on its side (an answer that ends late still counts)."""
