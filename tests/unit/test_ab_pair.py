@@ -12,7 +12,7 @@ import pytest
 from tests.support.fake_engine import FakeEngine
 from tui.app.widgets.level_table import ab_cell
 from tui.engine.ab import pair as pair_module
-from tui.engine.ab.pair import b_file, paired
+from tui.engine.ab.pair import b_file, b_session, paired
 from tui.engine.records import RequestRecord
 from tui.engine.results.ab import AbDifference, AbLevel
 from tui.engine.sessions.samples import LevelSamples
@@ -57,7 +57,8 @@ def test_a_level_pairs_with_bs_level_of_the_same_load_visited_as_often() -> None
 
 def test_bs_files_sit_beside_as() -> None:
     assert b_file(Path("/x/requests.jsonl")) == Path("/x/requests-b.jsonl")
-    assert b_file(Path("/x/run.tokentop-session.gz")) == Path("/x/run-b.tokentop-session.gz")
+    assert b_session(Path("/x/run.tokentop-session.gz")) == Path("/x/run-b.tokentop-session.gz")
+    assert b_session(Path("/x/run.gz")) == Path("/x/run-b.tokentop-session.gz")
 
 
 def test_the_tables_ab_cell_says_bs_figure_its_change_and_the_verdict() -> None:

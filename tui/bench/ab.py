@@ -21,6 +21,7 @@ from tui import units
 from tui.bench.progress import Progress, load_label
 from tui.bench.table import summary
 from tui.configs import AbConfig, BenchConfig
+from tui.engine.ab.pair import b_file, b_options
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.probe import Probed, ProbeError
@@ -56,10 +57,8 @@ def sessions_for(options: EngineOptions) -> Sessions:
     if a_path is None:
         temporary = Path(tempfile.mkdtemp(prefix="tokentop-ab-"))
         a_path = str(temporary / f"a{SUFFIX}")
-    a = Path(a_path)
-    stem = a.name.removesuffix(SUFFIX) if a.name.endswith(SUFFIX) else a.stem
-    b_path = a.with_name(f"{stem}-b{SUFFIX}")
-    return Sessions(replace(options, record=str(a)), replace(options, record=str(b_path)), temporary)
+    a = replace(options, record=a_path)
+    return Sessions(a, b_options(a), temporary)
 
 
 @dataclass(frozen=True)
@@ -103,8 +102,8 @@ def both_sides(config: BenchConfig, a: TargetConfig, b: TargetConfig, sessions: 
 
 
 def b_side(path: Path | None) -> Path | None:
-    """B's file beside A's: ``requests.jsonl`` -> ``requests-b.jsonl``."""
-    return None if path is None else path.with_name(f"{path.stem}-b{path.suffix}")
+    """B's file beside A's (`b_file`), if A has one."""
+    return None if path is None else b_file(path)
 
 
 def judged(ab: AbConfig, a_session: Path, b_session: Path, b_results: Results) -> Ab:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.drift_server import DriftServer
 from tests.support.engine_helpers import tokentop
-from tui.engine.ab.pair import b_file
+from tui.engine.ab.pair import b_session
 from tui.engine.sessions.ab import turns
 from tui.engine.sessions.compare import Group, compare_levels, load_run
 
@@ -37,7 +37,7 @@ def test_alternate_cancels_a_drift_that_one_hold_after_another_shows(tmp_path: P
     # within ±8 %, intervals about -35 to +75 %)
     assert {m: verdicts[m] for m in JUDGED} == dict.fromkeys(JUDGED, "within noise"), level
     # the same sessions judged as two runs one after the other: A's first turn, then B's, the load alike
-    a_first, b_first = (turns(load_run(path))[0] for path in (session, b_file(session)))
+    a_first, b_first = (turns(load_run(path))[0] for path in (session, b_session(session)))
     (row,) = compare_levels(Group([a_first]), Group([b_first]))
     naive = {d.metric: d.verdict for d in row["differences"]}
     # B ran later, so slower: +26 to +38 % on the latencies, interval's lower end +18 % or more (tok/s,

@@ -41,16 +41,19 @@ SIDES = ("A", "B")
 
 
 def b_file(path: Path) -> Path:
-    """B's file beside A's: ``requests.jsonl`` -> ``requests-b.jsonl``, ``run.tokentop-session.gz`` ->
-    ``run-b.tokentop-session.gz``."""
-    if path.name.endswith(SUFFIX):
-        return path.with_name(f"{path.name.removesuffix(SUFFIX)}-b{SUFFIX}")
+    """B's file beside A's: ``requests.jsonl`` -> ``requests-b.jsonl``."""
     return path.with_name(f"{path.stem}-b{path.suffix}")
+
+
+def b_session(path: Path) -> Path:
+    """B's session beside A's: ``run.tokentop-session.gz`` or ``run.gz`` -> ``run-b.tokentop-session.gz``."""
+    stem = path.name.removesuffix(SUFFIX) if path.name.endswith(SUFFIX) else path.stem
+    return path.with_name(f"{stem}-b{SUFFIX}")
 
 
 def b_options(options: EngineOptions) -> EngineOptions:
     """B's engine options: A's, B's session recorded beside A's (none when A records none)."""
-    return replace(options, record=None if options.record is None else str(b_file(Path(options.record))))
+    return replace(options, record=None if options.record is None else str(b_session(Path(options.record))))
 
 
 @dataclass(frozen=True)
