@@ -130,6 +130,8 @@ class LiveConfig:
     baseline: Baseline | None = None
     """Another run drawn beside this one (``--baseline``)."""
     own_metrics: OwnMetrics = field(default_factory=OwnMetrics)
+    ab: AbConfig | None = None
+    """A second endpoint under the same load (``--ab``, in parallel), judged level by level, or None."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from tui.app.watch import watch_engine
 from tui.cli import build_parser
 from tui.cli.live import live_config
 from tui.cli.watch import watch_config
-from tui.engine.host.handle import EngineHandle
+from tui.engine.api import Engine
 from tui.engine.snapshot import Snapshot
 from tui.own_metrics import serving_metrics
 from tui.sim.launch import SimServer
@@ -67,7 +67,7 @@ def figures(snap: Snapshot) -> tuple[object, ...]:
 
 
 async def settled_scrape(
-    pilot: Pilot[Any], engine: EngineHandle, url: str, timeout_s: float
+    pilot: Pilot[Any], engine: Engine, url: str, timeout_s: float
 ) -> tuple[Samples, Snapshot]:
     """A scrape between two snapshots 0.2 s apart with the same `figures`, nothing in flight and the views
     caught up with the counters (every completion in the E2E histogram): the load drained and its last

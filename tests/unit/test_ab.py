@@ -16,6 +16,7 @@ from tui.bench.ab import ab_table, run_turns, sessions_for
 from tui.bench.progress import Progress
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
+from tui.cli.live import live_config
 from tui.cli.sessions import run_compare
 from tui.configs import CompareConfig, UsageError
 from tui.engine.config import EngineOptions, LoadTarget
@@ -72,6 +73,27 @@ def test_unusable_ab_flags_are_one_line(
     with pytest.raises(UsageError) as info:
         _config("--url", "http://a:8000", *args, monkeypatch=monkeypatch)
     assert message in str(info.value) and "pw" not in str(info.value)
+
+
+def test_the_live_app_reads_ab_in_parallel_only_and_not_beside_a_baseline(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOKENTOP_AB_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    parser = build_parser()
+    config = live_config(parser.parse_args(["live", "--url", "http://a:8000", "--ab", "b:9000"]))
+    assert (
+        config.ab is not None
+        and config.ab.mode == "parallel"
+        and config.ab.target.base_url == "http://b:9000/v1"
+    )
+    with pytest.raises(SystemExit):  # alternate's turns are bench's: argparse names the one choice
+        parser.parse_args(["live", "--ab", "http://b", "--ab-mode", "alternate"])
+    assert "invalid choice: 'alternate'" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--ab draws B where --baseline"):
+        live_config(
+            parser.parse_args(["live", "--url", "http://a", "--ab", "http://b", "--baseline", "x.json"])
+        )
 
 
 def test_each_side_records_a_session_beside_the_users_or_in_a_temporary_folder(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
@@ -37,9 +38,11 @@ from tui.app.widgets.level_table import LevelTable, ServerMeans
 from tui.app.widgets.server_pane import ServerPane
 from tui.app.widgets.status import FatalBanner, StatusBar, UiState, fatal_hint
 from tui.app.widgets.streams import StreamLanes
+from tui.engine.ab.pair import AbView
 from tui.engine.api import Engine
 from tui.engine.config import LoadTarget
-from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, Snapshot
+from tui.engine.results.ab import AbLevel
+from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, LaneView, LevelView, Snapshot
 
 GC_MIDDLE_EVERY = 3
 """The app collects its middle generation every this many young collections (Python's default: 10)."""
@@ -51,6 +54,17 @@ class StartsInBackground(Protocol):
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
         """True once the workers are started or the start failed; ``timeout_s=0`` only looks."""
+        ...
+
+
+@runtime_checkable
+class ShowsAb(Protocol):
+    """An engine over two endpoints (`tui.engine.ab.pair.AbPair`): B beside A, and the verdicts."""
+
+    b: Engine
+
+    def ab_view(self) -> AbView:
+        """B's snapshot and server, and each level as last judged."""
         ...
 
 
@@ -131,6 +145,13 @@ class TokentopApp(App[int]):
             self._curve.baseline = baseline.points
             self._table.baseline = baseline.level_for
         self._plots = PlotCadence((self._curve, self._ttft, self._itl), threaded=settings.plot_thread)
+        self._pair = engine if isinstance(engine, ShowsAb) else None
+        """``--ab``: the engine over both endpoints; the curve, lanes, table and server pane show B too."""
+        self._ab: AbView | None = None
+        if self._pair is not None:
+            self._curve.baseline, self._curve.names = self._b_points, ("A", "B")
+            self._table.ab = self._ab_level
+            self._server.side = "A"
 
     def get_driver_class(self) -> type[Driver]:
         driver = super().get_driver_class()
@@ -190,6 +211,10 @@ class TokentopApp(App[int]):
         if not self._started and isinstance(self.engine, StartsInBackground):
             self._started = self.engine.wait_ready(0.0)
         fresh = force or self._snap is None or snap.seq != self._snap.seq
+        if self._pair is not None:
+            ab = self._pair.ab_view()
+            fresh = fresh or self._ab is None or ab.b.seq != self._ab.b.seq or ab.levels != self._ab.levels
+            self._ab = ab
         self._snap = snap
         self.auto_load.tick(snap)
         with self.batch_update():
@@ -225,12 +250,37 @@ class TokentopApp(App[int]):
         if snap.fatal and self._stopped_at_s is None:
             self._stopped_at_s = snap.elapsed_s
         self._status.show(snap, self._ui_state())
-        self._lanes.show(snap.lanes, snap.in_flight, whole_answers=snap.endpoint == "embeddings")
+        self._lanes.show(*self._lanes_of(snap), whole_answers=snap.endpoint == "embeddings")
         self._errors.show(snap)
-        self._server.show(self.engine.server_view(), snap)
+        ab = self._ab
+        if ab is not None and self._server.side == "B":
+            self._server.show(ab.b_server, ab.b)
+        else:
+            self._server.show(self.engine.server_view(), snap)
         self._curve.show(snap)
         self._ttft.show(snap, self.window_s, self.convention)
         self._itl.show(snap, self.window_s, self.convention)
+
+    def _lanes_of(self, snap: Snapshot) -> tuple[tuple[LaneView, ...], int]:
+        """The lanes and the count in flight; with ``--ab`` both sides', each lane marked A or B."""
+        if self._ab is None:
+            return snap.lanes, snap.in_flight
+        b = self._ab.b
+        lanes = tuple(replace(lane, side=side) for side, s in (("A", snap), ("B", b)) for lane in s.lanes)
+        return lanes, snap.in_flight + b.in_flight
+
+    def _b_points(self, mode: str) -> list[tuple[float, float]]:
+        """B's curve: (load, tok/s) of its latest level at each load of ``mode``."""
+        if self._ab is None:
+            return []
+        latest = {lv.value: lv.output_tps for lv in self._ab.b.levels if lv.mode == mode and lv.value > 0}
+        return sorted((v, tps) for v, tps in latest.items() if math.isfinite(tps))
+
+    def _ab_level(self, level: LevelView) -> AbLevel | None:
+        """A's level as judged against B's at its load, once it has been."""
+        if self._ab is None:
+            return None
+        return next((lv for lv in self._ab.levels if lv.a_level_id == level.level_id), None)
 
     def _show_slow(self, snap: Snapshot, *, force: bool) -> None:
         """Plots and the table: only when visible and changed, spread over ticks so that no tick pays for
@@ -281,6 +331,8 @@ class TokentopApp(App[int]):
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "server_side" and self._pair is None:
+            return False
         return not (self.watch_only and action in keys.WATCH_OFF)
 
     def _footer_offers(self, action: str) -> bool:
@@ -352,6 +404,12 @@ class TokentopApp(App[int]):
         self._apply_layout()
         self.call_after_refresh(self._redraw_plots)
 
+    def action_server_side(self) -> None:
+        """With ``--ab``: the server pane shows the other endpoint's server."""
+        self._server.side = "B" if self._server.side == "A" else "A"
+        if self._snap is not None:
+            self._show_fast(self._snap)
+
     def action_freeze_text(self) -> None:
         lanes = self._lanes
         lanes.frozen = not lanes.frozen
@@ -407,7 +465,10 @@ class TokentopApp(App[int]):
     @on(StreamLanes.Open)
     def open_request(self, message: StreamLanes.Open) -> None:
         levels = self._snap.levels if self._snap is not None else ()  # a lane's level began before it
-        self.push_screen(RequestDetailScreen(message.request_id, self.engine.detail, levels=levels))
+        engine = self._pair.b if self._pair is not None and message.side == "B" else self.engine
+        if engine is not self.engine and self._ab is not None:
+            levels = self._ab.b.levels
+        self.push_screen(RequestDetailScreen(message.request_id, engine.detail, levels=levels))
 
     # --- files and quitting -----------------------------------------------------------------------
 

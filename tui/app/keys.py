@@ -22,6 +22,7 @@ BINDINGS: list[BindingType] = [
     Binding("s", "save", "save"),
     Binding("b", "mark", "mark"),
     Binding("c", "reset_cache", "cold", show=False),  # in `?` and the palette: the footer is full
+    Binding("e", "server_side", "A/B server", show=False),  # with --ab only
     Binding("t", "next_theme", "theme"),
     Binding("ctrl+p", "command_palette", "palette", priority=True, tooltip="Open the command palette"),
     Binding("question_mark", "help", "help", key_display="?"),
@@ -73,6 +74,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Ask the server to drop its prefix cache, then open a fresh level at this load (c)",
         "reset_cache",
     ),
+    ("Server pane: A or B", "With --ab: show B's server, or A's again (e)", "server_side"),
     ("Next theme", "Cycle the themes folder (t)", "next_theme"),
     ("Help", "Keys and what every metric means (?)", "help"),
     ("Quit", "Cancel in-flight requests and exit (q)", "quit"),
@@ -94,6 +96,7 @@ WATCH_OFF = frozenset(
         "inspect_request",
         "mark",
         "reset_cache",
+        "server_side",
     }
 )
 """Actions that mean nothing while watching (no load, no lanes): disabled and left out of the footer."""

@@ -23,8 +23,8 @@ from tui.terminal import say
 
 if TYPE_CHECKING:
     from tui.app.settings import AppSettings
+    from tui.engine.api import Engine
     from tui.engine.config import TargetConfig
-    from tui.engine.host.handle import EngineHandle
     from tui.engine.telemetry.endpoint import MetricsEndpoint
 
 
@@ -99,13 +99,10 @@ def _run_app(
         engine.stop()
 
 
-def live_engine(config: LiveConfig, target: TargetConfig, metrics: MetricsEndpoint | None) -> EngineHandle:
-    """The live app's engine (not started), its snapshots served on ``metrics`` (tokentop's own
-    ``/metrics``) from now on."""
-    from tui.engine.host.handle import EngineHandle
-
-    engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
-                          requests_log=config.requests_log, options=config.options)  # fmt: skip
+def live_engine(config: LiveConfig, target: TargetConfig, metrics: MetricsEndpoint | None) -> Engine:
+    """The live app's engine (`make_engine`, not started), its snapshots served on ``metrics`` (tokentop's
+    own ``/metrics``) from now on."""
+    engine = make_engine(config, target)
     serve_engine(metrics, engine)
     return engine
 
@@ -128,6 +125,23 @@ def app_settings(config: LiveConfig, themes: dict[str, Theme], theme: str) -> Ap
         schedule=config.schedule,
         baseline=config.baseline,
     )
+
+
+def make_engine(config: LiveConfig, target: TargetConfig) -> Engine:
+    """The app's engine against ``target``, not started: one `EngineHandle`, or with ``--ab`` a pair of them
+    under the same keys (`tui.engine.ab.pair`), B's requests log and session beside A's."""
+    from tui.engine.host.handle import EngineHandle
+
+    engine: Engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
+                                  requests_log=config.requests_log, options=config.options)  # fmt: skip
+    if (ab := config.ab) is not None:
+        from tui.engine.ab.pair import AbPair, b_file, b_options
+
+        log = None if config.requests_log is None else b_file(config.requests_log)
+        b = EngineHandle(ab.target, config.workload, config.load, workers=config.workers, requests_log=log,
+                         options=b_options(config.options))  # fmt: skip
+        engine = AbPair(engine, b, mode=ab.mode, threshold_pct=ab.threshold_pct)
+    return engine
 
 
 def _write_frame_stats(app: Any) -> None:

@@ -44,7 +44,8 @@ def save_run_files(
 
     The exports are made from the results file as written (read back), so they can never disagree with it:
     ``BASE.csv``, the directory ``BASE-vllm/`` and ``BASE-plot.svg``, as bench's ``--csv``,
-    ``--vllm-results`` and ``--plot`` write them (a watch, with no load levels, has no plot)."""
+    ``--vllm-results`` and ``--plot`` write them (a watch, with no load levels, has no plot); with ``--ab``,
+    B's beside them (``BASE-b.csv``...)."""
     save_dir.mkdir(parents=True, exist_ok=True)
     base = snapshot_base(save_dir, now or datetime.now())
     results_path = engine.write_results(base.with_suffix(".json"))
@@ -55,6 +56,12 @@ def save_run_files(
     )
     if isinstance(results, Results):
         saved.append(write_plot(results, base.with_name(base.name + "-plot.svg")))
+    if isinstance(results, Results) and results.ab is not None:  # --ab: B's own, as bench writes them
+        b, b_base = results.ab.b, base.with_name(base.name + "-b")
+        saved += write_exports(
+            b, vllm_dir=b_base.with_name(b_base.name + "-vllm"), csv_path=b_base.with_suffix(".csv")
+        )
+        saved.append(write_plot(b, b_base.with_name(b_base.name + "-plot.svg")))
     if requests_log is not None and requests_log.exists():
         saved.append(Path(shutil.copyfile(requests_log, base.with_suffix(".jsonl"))))
     saved.append(Path(screenshot(base.name + ".svg", str(save_dir))))
@@ -110,5 +117,6 @@ def quit_notes(
     if lost is not None:  # the disk failed under the recording: say what it holds, not "recorded"
         notes.append(lost.exit_line())
     elif recorded is not None:
-        notes.append(f"session recorded to {recorded}")
+        b_recorded = getattr(getattr(engine, "b", None), "session_path", None)  # --ab's B
+        notes.append(f"session recorded to {recorded}" + (f" (B: {b_recorded})" if b_recorded else ""))
     return notes

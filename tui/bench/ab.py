@@ -3,8 +3,9 @@
 Two engines, one per endpoint, each a whole `EngineHandle` with its own workers, store and session; the
 level loop steers both alike. One engine with two targets would thread a side through every record, every
 aggregate and every results key; two engines reuse all of it, and each side's figures are exactly what a
-run against it alone would report. Each side records a session, so the verdicts are `tokentop compare`'s
-own, taken from the two sessions: the same statistics, the same rules.
+run against it alone would report. The verdicts are `tokentop compare`'s own statistics and rules: in
+parallel judged by the live app's `tui.engine.ab.pair.AbPair` from the samples the requests left, in turns
+from the two sessions both sides record.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tui import units
 from tui.bench.progress import Progress, load_label
 from tui.bench.table import summary
 from tui.configs import AbConfig, BenchConfig
+from tui.engine.ab.pair import AbPair, b_file, b_options
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.probe import Probed, ProbeError
@@ -38,7 +40,7 @@ SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms", SLO_METRIC)
 @dataclass
 class Sessions:
     """Where each side records its session: beside the user's (B's with ``-b``), or in a temporary folder
-    that `cleanup` removes when the user asked for none (the verdicts need both)."""
+    that `cleanup` removes when the user asked for none (the verdicts on turns need both)."""
 
     a: EngineOptions
     b: EngineOptions
@@ -49,17 +51,18 @@ class Sessions:
             shutil.rmtree(self.temporary, ignore_errors=True)
 
 
-def sessions_for(options: EngineOptions) -> Sessions:
-    """Both sides' engine options, each recording its own session."""
+def sessions_for(options: EngineOptions, *, needed: bool = True) -> Sessions:
+    """Both sides' engine options, each recording its own session; none unless asked for or ``needed``
+    (turns are judged from the sessions, parallel levels by the pair as they run)."""
     temporary = None
     a_path = options.record
+    if a_path is None and not needed:
+        return Sessions(options, options)
     if a_path is None:
         temporary = Path(tempfile.mkdtemp(prefix="tokentop-ab-"))
         a_path = str(temporary / f"a{SUFFIX}")
-    a = Path(a_path)
-    stem = a.name.removesuffix(SUFFIX) if a.name.endswith(SUFFIX) else a.stem
-    b_path = a.with_name(f"{stem}-b{SUFFIX}")
-    return Sessions(replace(options, record=str(a)), replace(options, record=str(b_path)), temporary)
+    a = replace(options, record=a_path)
+    return Sessions(a, b_options(a), temporary)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def plan_sides(
     b = probe_b(config.ab.target, progress, probe)
     if b is None:
         return [], None
-    sessions = sessions_for(config.options)
+    sessions = sessions_for(config.options, needed=config.ab.mode == "alternate")
     return both_sides(config, a, b, sessions), sessions
 
 
@@ -103,8 +106,8 @@ def both_sides(config: BenchConfig, a: TargetConfig, b: TargetConfig, sessions: 
 
 
 def b_side(path: Path | None) -> Path | None:
-    """B's file beside A's: ``requests.jsonl`` -> ``requests-b.jsonl``."""
-    return None if path is None else path.with_name(f"{path.stem}-b{path.suffix}")
+    """B's file beside A's (`b_file`), if A has one."""
+    return None if path is None else b_file(path)
 
 
 def judged(ab: AbConfig, a_session: Path, b_session: Path, b_results: Results) -> Ab:
@@ -175,13 +178,27 @@ def probe_b(
     return replace(target, model=probed.model)
 
 
+def paired_judge(ab: AbConfig | None, engines: list[Engine]) -> AbPair | None:
+    """``parallel``: the live app's judge over both engines (`AbPair`), made before they start so it keeps
+    the samples of every record; None for one side, or for turns (judged from the sessions)."""
+    if ab is None or ab.mode != "parallel" or len(engines) != 2:
+        return None
+    return AbPair(engines[0], engines[1], mode=ab.mode, threshold_pct=ab.threshold_pct)
+
+
 def with_b(
-    results: Results, ab: AbConfig, a: Engine, b: Engine, interrupted: str | None, status: int
+    results: Results,
+    ab: AbConfig,
+    sides: tuple[Engine, Engine, AbPair | None],
+    interrupted: str | None,
+    status: int,
 ) -> Results:
-    """A's results with the ``ab`` section (B's own document and each level judged from both sessions),
-    and both sides' tables and the comparison printed."""
+    """A's results with the ``ab`` section (B's own document and each level judged: in parallel by the
+    pair, as the app judges; in turns from both sessions), and both sides' tables and the comparison
+    printed."""
     from tui.engine.recording.file import SessionError
 
+    a, b, pair = sides
     b_results, a_snap, b_snap = b.results(interrupted=interrupted), a.snapshot(), b.snapshot()
     assert isinstance(b_results, Results)
     if ab.mode == "alternate":  # a side's paused start, before its first turn, is no level
@@ -189,12 +206,16 @@ def with_b(
         a_snap, b_snap = (replace(s, levels=tuple(lv for lv in s.levels if lv.completed + lv.failed))
                           for s in (a_snap, b_snap))  # fmt: skip
     a_session, b_session = getattr(a, "session_path", None), getattr(b, "session_path", None)
-    if a_session is None or b_session is None:
+    if pair is not None:
+        levels = pair.judge(results, b_results)
+        section = Ab(mode=ab.mode, threshold_pct=ab.threshold_pct, b=b_results, levels=levels)
+    elif a_session is None or b_session is None:
         return replace(results, notices=(*results.notices, "A/B: a side recorded no session: not judged"))
-    try:
-        section = judged(ab, a_session, b_session, b_results)
-    except SessionError as exc:
-        return replace(results, notices=(*results.notices, f"A/B: not judged: {exc}"))
+    else:
+        try:
+            section = judged(ab, a_session, b_session, b_results)
+        except SessionError as exc:
+            return replace(results, notices=(*results.notices, f"A/B: not judged: {exc}"))
     if status != 1 and section.levels:
         print_or_drop(f"A: {results.target.url}\n{summary(a_snap)}\n\n{b_line(section)}\n{summary(b_snap)}"
                       f"\n\n{ab_table(section, results)}")  # fmt: skip

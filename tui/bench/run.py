@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tui import units
-from tui.bench.ab import Sessions, plan_sides, run_turns, with_b
+from tui.bench.ab import Sessions, paired_judge, plan_sides, run_turns, with_b
 from tui.bench.feed import LiveFeed
 from tui.bench.level_end import counted, default_requests, level_done
 from tui.bench.progress import LevelProgress, Progress, load_label
@@ -36,6 +36,7 @@ from tui.bench.table import summary
 from tui.bench.writing import joules_per_token, server_hit_rates, write_run_exports, write_run_plot
 from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
+from tui.engine.ab.pair import AbPair
 from tui.engine.api import Engine, EngineFactory
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.control.guard import down_s_since, open_outage, outage_outlasted, persistent_failure
@@ -228,6 +229,7 @@ def _run(
     handle: Engine | None = None
     others: list[Engine] = []  # B's engine with --ab: steered as A's is
     sessions: Sessions | None = None
+    pair: AbPair | None = None  # parallel --ab: judges B against A as the app does
     final: Snapshot | None = None
     status = 0
     try:
@@ -250,18 +252,15 @@ def _run(
         if not sides:
             return 1  # B cannot be used (the error said why)
         alternate = config.ab is not None and config.ab.mode == "alternate"
-        for side in sides:
-            # probed above (so an unusable target fails before any file is created): not again
-            engine = engine_factory(side.target, side.workload, side.load, workers=config.workers,
-                                    requests_log=side.requests_log, options=side.options,
-                                    probe=False)  # fmt: skip
-            if handle is None:
-                handle = engine
-                serve_engine(metrics, engine)  # A's figures: B's are in the results' ab section
-            else:
-                others.append(engine)
+        # probed above (so an unusable target fails before any file is created): not again
+        engines = [engine_factory(side.target, side.workload, side.load, workers=config.workers,
+                                  requests_log=side.requests_log, options=side.options, probe=False)
+                   for side in sides]  # fmt: skip
+        handle, others = engines[0], engines[1:]
+        serve_engine(metrics, handle)  # A's figures: B's are in the results' ab section
+        pair = paired_judge(config.ab, engines)  # before either starts: it keeps every record's samples
+        for engine in engines:
             engine.start()
-        assert handle is not None
         for engine, side in zip([handle, *others], sides, strict=True):
             if config.options.isl_probe and skip_reason(config.workload) is None:
                 _wait_for_the_probe(engine, progress, side.target)
@@ -316,7 +315,7 @@ def _run(
                 assert isinstance(doc, Results)  # a load engine's, never a watch's
                 results = doc
                 if others and config.ab is not None:  # prints both sides' tables and their comparison
-                    results = with_b(results, config.ab, handle, others[0], interrupted, status)
+                    results = with_b(results, config.ab, (handle, others[0], pair), interrupted, status)
             if status != 1 and snap.levels and not others:
                 table = summary(snap, config.options, joules_per_token(results), server_hit_rates(results))
                 if feed is not None and feed.to_stdout:

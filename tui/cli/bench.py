@@ -108,8 +108,8 @@ def bench_config(ns: argparse.Namespace) -> BenchConfig:
     workload = workload_from_args(ns)
     server = run_target_from_args(ns, time_scale=ns.sim_time_scale)
     ab = ab_from_args(ns, server.target)
-    if ab is not None and ns.ray is not None:
-        raise UsageError("--ab runs its two sides' workers here: drop --ray")
+    if ab is not None and ab.mode == "alternate" and ns.duration is None and ns.schedule is None:
+        raise UsageError("--ab-mode alternate holds each side for --duration S a level, in turns: give it")
     return BenchConfig(
         server=server,
         workload=workload,

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from tui.argtypes import positive_float, positive_int
+from tui.cli.ab import ab_from_args, add_ab_args
 from tui.cli.cluster import add_ray_args
 from tui.cli.load import add_engine_args, engine_options_from_args
 from tui.cli.metrics import add_metrics_args
@@ -62,6 +63,7 @@ def add_live_args(p: argparse.ArgumentParser) -> None:
     add_schedule_arg(p)
     add_baseline_arg(p)
     add_ray_args(p, on_node_loss="continue")
+    add_ab_args(p, modes=("parallel",))  # alternate's turns are bench's
 
 
 def live_config(ns: argparse.Namespace) -> LiveConfig:
@@ -73,6 +75,9 @@ def live_config(ns: argparse.Namespace) -> LiveConfig:
         load = initial_load(ns, demo=server.demo is not None)
     else:
         load, changes = schedule.changes[0].target, tuple((c.at_s, c.target) for c in schedule.changes[1:])
+    ab = ab_from_args(ns, server.target)
+    if ab is not None and ns.baseline is not None:
+        raise UsageError("--ab draws B where --baseline would draw its run: give one of them")
     return LiveConfig(
         server=server,
         workload=workload_from_args(ns),
@@ -85,6 +90,7 @@ def live_config(ns: argparse.Namespace) -> LiveConfig:
         schedule=changes,
         baseline=baseline_from_args(ns),
         own_metrics=own_metrics_from_args(ns),
+        ab=ab,
     )
 
 

@@ -86,6 +86,8 @@ class LaneView:
     reasoning_tail: str = ""
     """The end of the reasoning text, as much as fits before `text_tail` in the same few hundred characters
     (all of them while no answer has come): the reasoning precedes the answer."""
+    side: str = ""
+    """Which endpoint's request, "A" or "B", where a face shows two (``--ab``); "" with one."""
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,10 @@ class ThroughputCurve(PlotPane):
         self._tps = 0.0
         self._mode = "concurrency"
         self.baseline: Callable[[str], list[tuple[float, float]]] | None = None
-        """``--baseline``: its (load, tok/s) points in a mode, drawn as a second series."""
+        """``--baseline`` (or ``--ab``'s B): its (load, tok/s) points in a mode, drawn as a second series."""
         self._baseline: tuple[tuple[float, float], ...] = ()
+        self.names = ("total", "baseline")
+        """The legend's names of this run's series and the second one (``("A", "B")`` with ``--ab``)."""
         self.component_style = ComponentStyles(self)
 
     def show(self, snap: Snapshot) -> None:
@@ -78,13 +80,13 @@ class ThroughputCurve(PlotPane):
         line.append(value, style="bold")
         line.append(rest, style="dim")
         legend = Text(no_wrap=True, overflow="ellipsis")
-        legend.append("• total tok/s (left)", style=self.component_style("curve--total"))
+        legend.append(f"• {self.names[0]} tok/s (left)", style=self.component_style("curve--total"))
         legend.append("  ")
         legend.append("· per req (right)", style=self.component_style("curve--per-request"))
         if any(lv.slo is not None for lv in self._levels):
             legend.append("  ◦ goodput", style=self.component_style("curve--total"))
         if self.baseline is not None:
-            legend.append("  ∘ baseline", style=self.component_style("curve--baseline"))
+            legend.append(f"  ∘ {self.names[1]}", style=self.component_style("curve--baseline"))
         if self._knee is not None:
             unit = {"concurrency": "users", "trace": "x speed"}.get(self._mode, "req/s")
             knee_style = self.component_style("curve--knee")

@@ -13,8 +13,10 @@ from textual.widgets import DataTable
 from tui import units
 from tui.app.widgets.styles import ComponentStyles
 from tui.engine.aggregate.cost import joules_per_token, usd_per_mtok
+from tui.engine.results.ab import AbLevel
 from tui.engine.server_metrics.level_figures import LevelFigures, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
+from tui.engine.sessions.ab import SLO_METRIC
 from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -60,14 +62,26 @@ tok/s (and $/Mtok), the joules per output token at it, as the results' level sav
 CACHE_COLUMN = ("cache", "prefix cache")
 """Shown after ISL/OSL once some level has a hit rate (the server reports cached prompt tokens, per request
 or in its counters)."""
+AB_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ab_tps", "B tok/s vs A"),
+    ("ab_ttft", "B TTFT p50 vs A"),
+    ("ab_tpot", "B TPOT p50 vs A"),
+    ("ab_itl", "B ITL p50 vs A"),
+)
+"""With ``--ab``: after tok/s, B's figure at the level, its change from A's and the verdict."""
+AB_SLO_COLUMN = ("ab_slo", "B SLO met vs A")
+AB_METRICS = {"ab_tps": "output tok/s", "ab_ttft": "TTFT p50 ms", "ab_tpot": "TPOT p50 ms",
+              "ab_itl": "ITL p50 ms", "ab_slo": SLO_METRIC}  # fmt: skip
+"""Each A/B column's figure among the judged ones (`tui.engine.sessions.compare.METRICS`)."""
 FIXED_COLUMNS = 1
 """The level column stays put when the table scrolls sideways, so every row still says its load."""
 CELL_PADDING = 2
 """A DataTable column is its widest cell plus one space each side."""
 
 
-FIT_PRIORITY = ("level", "tps", "base", "slo", "cost", "joule", "ttft", "itl", "tpot", "e2e", "lag", "err",
-                "rps", "srv", "ureq", "state", "n", "len", "cache", "ttfa")  # fmt: skip
+FIT_PRIORITY = ("level", "tps", "ab_tps", "ab_ttft", "ab_tpot", "ab_itl", "ab_slo", "base", "slo", "cost",
+                "joule", "ttft", "itl", "tpot", "e2e", "lag", "err", "rps", "srv", "ureq", "state", "n",
+                "len", "cache", "ttfa")  # fmt: skip
 """Which columns a pane too narrow for all keeps first: the load, its throughput and latencies."""
 
 
@@ -182,10 +196,11 @@ def level_cells(
     cost_per_hour: float | None = None,
     *,
     whole_answers: bool = False,
+    ab: AbLevel | None = None,
 ) -> dict[str, str]:
     """Pure: the text of each cell of a level's row (``base``: the baseline's level at its load;
     ``cost_per_hour``: its price, USD; ``whole_answers``: embeddings, whose throughput is input tok/s and
-    whose length the ISL alone)."""
+    whose length the ISL alone; ``ab``: the level judged on both sides)."""
     marks = ("▶ " if level.level_id == current_id else "  ") + level_label(level)
     if knee is not None and knee.level_id == level.level_id:
         marks += " ◆"
@@ -211,7 +226,18 @@ def level_cells(
         "slo": slo_cell(level),
         "cost": units.dollars(usd_per_mtok(cost_per_hour, level.output_tps)),
         "joule": joule_cell(level, server),
+        **{key: ab_cell(ab, metric) for key, metric in AB_METRICS.items()},
     }
+
+
+def ab_cell(level: AbLevel | None, metric: str) -> str:
+    """ "193.8 -41% worse": B's figure, its change from A's and the verdict ("-" before it is judged)."""
+    d = None if level is None else next((d for d in level.differences if d.metric == metric), None)
+    if d is None:
+        return "-"
+    b = ("-" if d.b is None else f"{d.b:.0%}") if metric == SLO_METRIC else units.figure(d.b)
+    pct = "" if d.change_pct is None else f" {d.change_pct:+.0f}%"
+    return f"{b}{pct} {d.verdict}"
 
 
 def level_joules(level: LevelView, server: Mapping[str, float | None] | None) -> float | None:
@@ -295,6 +321,8 @@ class LevelTable(DataTable[Text]):
         """Set before mounting (``--baseline``): the baseline's level for a level, and its column shows."""
         self.cost_per_hour: float | None = None
         """Set before mounting (``--cost-per-hour``): the $/Mtok column shows."""
+        self.ab: Callable[[LevelView], AbLevel | None] | None = None
+        """Set before mounting (``--ab``): a level as judged on both sides, and the A/B columns show."""
         self._columns = COLUMNS
         """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate); in the
         wide layout only those that fit whole (`fitting`), the small one scrolls sideways instead."""
@@ -341,7 +369,11 @@ class LevelTable(DataTable[Text]):
         if self.baseline is not None:  # beside tok/s, the figure it compares first
             at = [key for key, _ in every].index("tps") + 1
             every = (*every[:at], BASE_COLUMN, *every[at:])
-        baseline = self.baseline
+        if self.ab is not None:  # beside tok/s, B's figures against A's
+            at = [key for key, _ in every].index("tps") + 1
+            slo = (AB_SLO_COLUMN,) if any(lv.slo is not None for lv in levels) else ()
+            every = (*every[:at], *AB_COLUMNS, *slo, *every[at:])
+        baseline, ab = self.baseline, self.ab
         all_cells = {
             lv.level_id: level_cells(
                 lv,
@@ -352,6 +384,7 @@ class LevelTable(DataTable[Text]):
                 baseline(lv) if baseline is not None else None,
                 self.cost_per_hour,
                 whole_answers=whole_answers,
+                ab=ab(lv) if ab is not None else None,
             )
             for lv in levels
         }

@@ -204,6 +204,8 @@ class ServerPane(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._key: object = None
+        self.side = ""
+        """Which endpoint's server is shown, "A" or "B", with ``--ab`` ("" with one)."""
 
     def show(self, view: ServerView | None, snap: Snapshot | None) -> None:
         """Redraw if the view or the client's TTFT changed (a scrape a second: cheap)."""
@@ -215,16 +217,18 @@ class ServerPane(Static):
             client,
             canary,
             self.content_region.width,
+            self.side,
         )
         if key == self._key:
             return
         self._key = key
         inner = self.content_region.width or 38
         self.update(server_content(view, snap, spark_width=min(max(8, inner - 18), 40), width=inner))
+        server = f"server {self.side}" if self.side else "server"
         if view is None:
-            self.border_title = "server"
+            self.border_title = server
             self.border_subtitle = ""
         else:
             model = f" · {view.model}" if view.model else ""
-            self.border_title = f"server · {view.kind}{model}"
+            self.border_title = f"{server} · {view.kind}{model}"
             self.border_subtitle = reset_badge(view) or ""

@@ -36,6 +36,11 @@ def tail_cells(text: str, width: int) -> str:
     return "".join(reversed(out))
 
 
+def _key(lane: LaneView) -> tuple[str, int]:
+    """A lane's identity: two endpoints number their requests alike."""
+    return (lane.side, lane.request_id)
+
+
 _STATE_ORDER = {"streaming": 0, "waiting": 1, "error": 2, "ok": 3, "cancelled": 3}
 _IN_FLIGHT = ("streaming", "waiting")
 
@@ -81,7 +86,8 @@ def lane_meta(lane: LaneView) -> str:
     """The fixed-width columns before a lane's text: id, age, TTFT, tokens/s."""
     ttft = f"{lane.ttft_ms:5.0f}ms" if lane.ttft_ms is not None else "     - "
     tps = f"{lane.tokens_per_s:5.1f}t/s" if lane.tokens_per_s is not None else "     -   "
-    return f"#{lane.request_id:<6d}{lane.age_s:5.1f}s {ttft} {tps} "
+    side = f"{lane.side} " if lane.side else ""
+    return f"{side}#{lane.request_id:<6d}{lane.age_s:5.1f}s {ttft} {tps} "
 
 
 class StreamLanes(Widget, can_focus=True):
@@ -109,25 +115,26 @@ class StreamLanes(Widget, can_focus=True):
     """When True the lanes stop updating (the `p` key) so text can be read."""
 
     class Open(Message):
-        """The user asked to inspect a request."""
+        """The user asked to inspect a request (``side``: of which endpoint, with two)."""
 
-        def __init__(self, request_id: int) -> None:
+        def __init__(self, request_id: int, side: str = "") -> None:
             super().__init__()
             self.request_id = request_id
+            self.side = side
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._lanes: tuple[LaneView, ...] = ()
         self._source: tuple[LaneView, ...] = ()
         self._in_flight = 0
-        self._selected: int | None = None
+        self._selected: tuple[str, int] | None = None
         self._whole = False
         """The lanes are requests answered whole (embeddings), not streams of text."""
         self._note = ""
         self.component_style = ComponentStyles(self, on_change=self.refresh_rows)
         self._rows: list[Strip] | None = None
         self._rows_key: object = None
-        """Request id under the cursor; kept across updates so a lane does not jump away."""
+        """Side and request id under the cursor; kept across updates so a lane does not jump away."""
 
     def show(self, lanes: tuple[LaneView, ...], in_flight: int, *, whole_answers: bool = False) -> None:
         """The snapshot's lanes and its in-flight count (what the "+N more" row counts up to).
@@ -138,13 +145,16 @@ class StreamLanes(Widget, can_focus=True):
         self._source = lanes
         # In-flight lanes first (oldest on top), then errors, then the recently finished: when rows run
         # out, what is still streaming is what stays on screen.
-        self._lanes = tuple(sorted(lanes, key=lambda lane: (_STATE_ORDER[lane.state], lane.request_id)))
+        self._lanes = tuple(
+            sorted(lanes, key=lambda lane: (_STATE_ORDER[lane.state], lane.side, lane.request_id))
+        )
         self._in_flight = in_flight
         self.refresh_rows()
 
     @property
-    def selected(self) -> int | None:
-        return self._selected if any(lane.request_id == self._selected for lane in self._lanes) else None
+    def selected(self) -> tuple[str, int] | None:
+        """The side and request id of the lane under the cursor, if it is still shown."""
+        return self._selected if any(_key(lane) == self._selected for lane in self._lanes) else None
 
     def watch_frozen(self, frozen: bool) -> None:
         self.border_subtitle = "frozen: p resumes" if frozen else self._note
@@ -200,7 +210,7 @@ class StreamLanes(Widget, can_focus=True):
             else:
                 parts.append(("– cancelled", self.component_style("lanes--cancelled")))
             row = strip(*parts)
-            rows.append(row.apply_style(cursor) if lane.request_id == selected else row)
+            rows.append(row.apply_style(cursor) if _key(lane) == selected else row)
         if more:
             rows.append(strip((f"+{more} more in flight", self.component_style("lanes--more"))))
         return rows
@@ -222,7 +232,7 @@ class StreamLanes(Widget, can_focus=True):
         lanes, _ = self._visible()
         if not lanes:
             return
-        ids = [lane.request_id for lane in lanes]
+        ids = [_key(lane) for lane in lanes]
         if self._selected in ids:
             index = max(0, min(len(ids) - 1, ids.index(self._selected) + delta))
         else:
@@ -233,8 +243,8 @@ class StreamLanes(Widget, can_focus=True):
     def action_open(self) -> None:
         if self.selected is None:
             self.action_cursor(1)
-        if self.selected is not None:
-            self.post_message(self.Open(self.selected))
+        if (selected := self.selected) is not None:
+            self.post_message(self.Open(selected[1], selected[0]))
 
     def action_leave(self) -> None:
         self.screen.set_focus(None)
@@ -252,9 +262,9 @@ class StreamLanes(Widget, can_focus=True):
         offset = event.get_content_offset(self)
         row = -1 if offset is None else offset.y
         if 0 <= row < len(lanes):
-            request_id = lanes[row].request_id
-            if request_id == self._selected and self.has_focus:
-                self.post_message(self.Open(request_id))
-            self._selected = request_id
+            key = _key(lanes[row])
+            if key == self._selected and self.has_focus:
+                self.post_message(self.Open(key[1], key[0]))
+            self._selected = key
             self.focus()
             self.refresh()

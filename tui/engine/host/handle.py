@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from tui.engine.host.probe import Probed, ProbeError, probe_models
 from tui.engine.host.reader import RequestsLogFile
 from tui.engine.host.run_core import RUN_READS, RunCore, new_store, write_results
 from tui.engine.host.workers import Workers
+from tui.engine.records import RequestRecord
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 from tui.engine.traces.sharing import named_block_share
 from tui.engine.wire import Batch, WorkerLost
@@ -102,6 +104,9 @@ class EngineHandle:
         """What the latest auto ramp said when it stopped (`record_ramp`), for results."""
         self._reset_refused = False
         """A refused cache reset has been said (once a run: each later one would say the same)."""
+        self.record_listeners: list[Callable[[Sequence[RequestRecord]], None]] = []
+        """Called with each batch's finished records on the reader thread, outside the lock (a live A/B
+        keeps its samples so: `tui.engine.ab.pair`)."""
 
     # --- Engine protocol ------------------------------------------------------------------------
 
@@ -463,6 +468,8 @@ class EngineHandle:
             self.core.fatal = error
         if spans is not None and records:
             spans.add(records)
+        for listener in self.record_listeners if records else ():
+            listener(records)
 
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.recording.file import SessionError
 from tui.engine.results.ab import AbDifference, AbLevel
 from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, load_key, load_run
+from tui.engine.sessions.samples import Blocks
 
 if TYPE_CHECKING:
     from tui.engine.results.model import Level
@@ -29,6 +30,19 @@ def judge_turns(a_session: Path, b_session: Path, threshold_pct: float) -> tuple
     are its repeats, so the noise is over its turns and their time blocks, and drift shared by both
     sides' turns cancels."""
     return _ab_levels(Group(turns(load_run(a_session))), Group(turns(load_run(b_session))), threshold_pct)
+
+
+def judge_live(
+    a: tuple[dict[str, Any], dict[str, Blocks]],
+    b: tuple[dict[str, Any], dict[str, Blocks]],
+    threshold_pct: float,
+) -> AbLevel | None:
+    """One level both sides ran, judged as `judge_levels` judges it: each side its results' level and the
+    samples of its steady window, kept as the records came (`tui.engine.sessions.samples`)."""
+    runs = [Run(Path(name), {"levels": [lv]}, {int(lv["level_id"]): blocks}) for name, (lv, blocks) in
+            (("A", a), ("B", b))]  # fmt: skip
+    levels = _ab_levels(Group(runs[:1]), Group(runs[1:]), threshold_pct)
+    return levels[0] if levels else None
 
 
 def turns(run: Run) -> list[Run]:

@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from tui.engine.aggregate.run_noise import CONFIDENCE, ROUNDS, Side, bounded_from, change_interval, verdict
 from tui.engine.recording.file import SessionError, read_session
+from tui.engine.sessions.samples import BLOCK_S, MIN_BLOCKS, Blocks, LevelSamples
 
 THRESHOLD_PCT = 10.0
 """The smallest change that is a verdict. Identical runs on this shared 2-core machine (the same bench twice
@@ -47,16 +45,10 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("ITL p99 ms", "p99_itl_ms", "itl", False),
 )
 """What is compared per level; ITL is vLLM's chunk gap."""
-BLOCK_S = 1.0
-MIN_BLOCKS = 8
-MIN_BLOCK_S = 0.25
-"""Blocks of `BLOCK_S`, shorter where the window would hold fewer than `MIN_BLOCKS`, never under
-`MIN_BLOCK_S` (a request's whole stream should mostly fit one block); a level with fewer than
-`JUDGED_BLOCKS` blocks is not judged."""
 JUDGED_BLOCKS = 4
+"""A level with fewer blocks (`tui.engine.sessions.samples.block_seconds`) is not judged."""
 TAIL_RUNS = 2
 SERVER = (("running", "running_mean"), ("waiting", "waiting_mean"), ("KV", "kv_usage_mean"))
-Blocks = list[npt.NDArray[np.float64]]
 
 
 @dataclass
@@ -108,75 +100,24 @@ def load_run(path: Path, *, samples: bool = True) -> Run:
     return Run(path, doc, session_samples(replay, doc) if samples else {}, cut=session.cut)
 
 
-def block_seconds(window_s: float) -> float:
-    """How long a noise block is in a window of ``window_s`` seconds."""
-    return max(MIN_BLOCK_S, min(BLOCK_S, window_s / MIN_BLOCKS))
-
-
 def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, Blocks]]:
-    """Each level's samples over its steady window, by time block: a request's TTFT and TPOT in the block
-    it was sent in, a gap in the block its chunk landed in, and each block's token and request rates."""
+    """Each level's samples over its steady window, by time block (`LevelSamples.blocks`), from the
+    session's records."""
     t0 = replay.config.t0_ns
     windows = {
         int(lv["level_id"]): (t0 + lv["window_from_s"] * 1e9, t0 + lv["window_to_s"] * 1e9)
         for lv in doc.get("levels", [])
         if lv.get("window_from_s") is not None and lv.get("window_to_s") is not None
     }
-    acc: dict[int, dict[str, list[Any]]] = {
-        i: {k: [] for k in ("ttft", "ttft_at", "tpot", "tpot_at", "itl", "itl_at", "ends", "chunks")}
-        for i in windows
-    }
+    kept = {level_id: LevelSamples() for level_id in windows}
     decode = replay.config.decoder
     for e in replay.session.events:
         if e.get("k") != "b":
             continue
         for rec in decode._build("Batch", e["b"]).records:
-            span = windows.get(rec.level_id)
-            if span is None or rec.status != "ok":
-                continue
-            a = acc[rec.level_id]
-            if span[0] <= rec.end_ns <= span[1]:
-                a["ends"].append(rec.end_ns)
-            chunks = (
-                np.frombuffer(rec.chunk_ns, dtype=np.int64) if len(rec.chunk_ns) else np.empty(0, np.int64)
-            )
-            inside = chunks[(chunks >= span[0]) & (chunks <= span[1])]
-            a["chunks"].append(inside)
-            if len(chunks) > 1:
-                a["itl"].append(np.diff(chunks) / 1e6)
-                a["itl_at"].append(chunks[1:])
-            if not span[0] <= rec.sent_ns <= span[1] or rec.first_content_ns is None:
-                continue
-            a["ttft"].append((rec.first_content_ns - rec.sent_ns) / 1e6)
-            a["ttft_at"].append(rec.sent_ns)
-            n = rec.output_tokens if rec.output_tokens is not None else len(chunks)
-            if n > 1:
-                a["tpot"].append((rec.end_ns - rec.first_content_ns) / 1e6 / (n - 1))
-                a["tpot_at"].append(rec.sent_ns)
-    out: dict[int, dict[str, Blocks]] = {}
-    for level_id, a in acc.items():
-        lo, hi = windows[level_id]
-        width_ns = block_seconds((hi - lo) / 1e9) * 1e9
-        edges = lo + width_ns * np.arange(int((hi - lo) // width_ns) + 1)
-        per_s = 1e9 / width_ns
-
-        def blocks(values: Any, at: Any, edges: Any = edges) -> Blocks:
-            v = np.concatenate(values) if values and isinstance(values[0], np.ndarray) else np.asarray(values)
-            t = np.concatenate(at) if at and isinstance(at[0], np.ndarray) else np.asarray(at)
-            which = np.searchsorted(edges, t, side="right") - 1
-            return [np.asarray(v[which == i], float) for i in range(len(edges) - 1)]
-
-        landed = np.concatenate(a["chunks"]) if a["chunks"] else np.empty(0)
-        tok = np.histogram(landed, edges)[0] * per_s if len(edges) > 1 else np.empty(0)
-        req = np.histogram(np.asarray(a["ends"]), edges)[0] * per_s if len(edges) > 1 else np.empty(0)
-        out[level_id] = {
-            "ttft": blocks(a["ttft"], a["ttft_at"]),
-            "tpot": blocks(a["tpot"], a["tpot_at"]),
-            "itl": blocks(a["itl"], a["itl_at"]),
-            "tok_rate": [np.array([x], float) for x in tok],
-            "req_rate": [np.array([x], float) for x in req],
-        }
-    return out
+            if (samples := kept.get(rec.level_id)) is not None:
+                samples.add(rec)
+    return {level_id: samples.blocks(*windows[level_id]) for level_id, samples in kept.items()}
 
 
 @dataclass(frozen=True)
