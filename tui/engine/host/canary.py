@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -108,20 +109,9 @@ class Canary:
             ctx = multiprocessing.get_context("spawn")
             data_r, data_w = ctx.Pipe(duplex=False)
             self._stop = ctx.Event()
-            self._proc = ctx.Process(
-                target=canary_main,
-                args=(
-                    self.target,
-                    self.rate,
-                    self.words,
-                    self._transport,
-                    self._trace_key,
-                    data_w,
-                    self._stop,
-                ),
-                name="tokentop-canary",
-                daemon=True,
-            )
+            loop = _CanaryLoop(self.target, self.rate, self.words, self._transport, self._trace_key, data_w,
+                               self._stop, parent=os.getpid())  # fmt: skip
+            self._proc = ctx.Process(target=canary_main, args=(loop,), name="tokentop-canary", daemon=True)
             self._proc.start()
             data_w.close()
             self._data = data_r
@@ -191,17 +181,9 @@ class Canary:
         }
 
 
-def canary_main(
-    target: TargetConfig,
-    rate: float,
-    words: int,
-    transport: str | None,
-    trace_key: str,
-    data: Connection,
-    stop: Any,
-) -> None:
-    """The canary process: send until ``stop`` is set (or the face is gone), each finished request's
-    (sent_ns, TTFT ms or None, its `RequestRecord`) into ``data``. Set up as a load worker is (the same
+def canary_main(loop: _CanaryLoop) -> None:
+    """The canary process: send until its ``stop`` is set (or the face is gone), each finished request's
+    (sent_ns, TTFT ms or None, its `RequestRecord`) into its ``data``. Set up as a load worker is (the same
     loop, the same collector settings, nothing printed on the face's terminal, Ctrl-C left to the face),
     so its stamps are as true as the load's."""
     from tui.engine.load.worker import GC_YOUNG_THRESHOLD, _run_loop
@@ -216,26 +198,23 @@ def canary_main(
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 50)
     try:
-        _run_loop(_CanaryLoop(target, rate, words, transport, trace_key, data, stop).main())
+        _run_loop(loop.main())
     finally:
-        data.close()
+        loop.data.close()
 
 
+@dataclass
 class _CanaryLoop:
-    def __init__(
-        self,
-        target: TargetConfig,
-        rate: float,
-        words: int,
-        transport: str | None,
-        trace_key: str,
-        data: Connection,
-        stop: Any,
-    ) -> None:
-        self.target, self.rate, self.words, self.transport = target, rate, words, transport
-        self.trace_key = trace_key
-        self.data, self.stop = data, stop
-        self.parent = os.getppid()
+    """What the canary process runs: made by the face (``parent`` its pid) and handed to the process whole."""
+
+    target: TargetConfig
+    rate: float
+    words: int
+    transport: str | None
+    trace_key: str
+    data: Connection
+    stop: Any
+    parent: int
 
     def stopping(self) -> bool:
         return bool(self.stop.is_set()) or os.getppid() != self.parent
