@@ -161,6 +161,8 @@ class TokentopApp(App[int]):
         return dict(APP_VARIABLE_DEFAULTS)
 
     def compose(self) -> ComposeResult:
+        # The layout's classes on the screen before its panes are styled, not after (a second styling pass).
+        self._apply_layout(self.size)
         yield self._fatal
         yield self._status
         yield from body(

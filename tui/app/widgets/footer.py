@@ -55,6 +55,8 @@ class KeyFooter(Footer):
         """Whether an action is worth a place now: a key can stay live (and say why it does nothing) while
         the footer leaves it out."""
         self._width = 0
+        self._drawn: list[FooterEntry] | None = None
+        """What the keys on screen were composed from (None before the bindings are ready)."""
 
     def entries(self) -> list[FooterEntry]:
         """The active, shown bindings, one per action, in the binding chain's order."""
@@ -74,8 +76,23 @@ class KeyFooter(Footer):
 
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:
+            self._drawn = None
             return
-        yield from self._keys(self.shown())
+        self._drawn = self.shown()
+        yield from self._keys(self._drawn)
+
+    async def recompose(self) -> None:
+        """Rebuild the keys only when what they show changed: the bindings change (and ask for a rebuild)
+        several times as the app starts and on every screen push and pop, mostly to the same keys, and each
+        rebuild removes, mounts and styles every key again."""
+        if (
+            self._bindings_ready
+            and self._drawn is not None
+            and self.is_attached
+            and self.shown() == self._drawn
+        ):
+            return
+        await super().recompose()
 
     def _keys(self, entries: Iterable[FooterEntry]) -> Iterable[FooterKey]:
         """The keys, compact like the footer. Set, not `data_bind`-ed as Textual's footer does: each binding
