@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,9 @@ class PlaybackEngine:
         self.target = self.config.target
         self._wall_ns = wall_ns
         self._events = session.events
-        self._times = [int(e["t"]) for e in self._events]
+        self._times = list(accumulate((int(e["t"]) for e in self._events), max))
+        """When each event is seen: its time, or an earlier-written one's if later (a view computed at its
+        time is written once done, maybe after a scrape stamped meanwhile; bisect needs them sorted)."""
         self.marks: list[tuple[int, str]] = [(int(e["t"]), str(e["label"])) for e in session.of_kind("mark")]
         self.level_starts: list[tuple[int, int]] = [
             (int(e["t"]), int(e["id"])) for e in session.of_kind("level") if e.get("op") == "begin"
@@ -90,8 +93,6 @@ class PlaybackEngine:
         self._stamps = LaneStamps(self._records, self.config.decoder)
         self._pos = 0
         self._now = cfg.t0_ns
-        self._ended = False
-        """Past the end marker: the live engine had stopped, and its snapshots computed their own views."""
 
     def now_ns(self) -> int:
         """The replay clock (the recording's ``perf_counter_ns``), advanced by the wall clock while
@@ -192,8 +193,6 @@ class PlaybackEngine:
             core.store.ingest(self._stamps.restore(decode._build("Batch", e["b"])))
         elif kind == "v":
             core.store.refresh_views(t, force=bool(e.get("force")))
-        elif kind == "end":
-            self._ended = True
         elif kind == "level":
             if e.get("op") == "begin":
                 core.level_id = int(e["id"])
@@ -242,11 +241,8 @@ class PlaybackEngine:
 
     def snapshot(self) -> Snapshot:
         """The state at the replay clock, summarised as the live handle did, with the views it had computed
-        by then (recomputed at the recorded moments, never here)."""
-        now = self.now_ns()
-        if self._ended:
-            self.core.store.refresh_views(now)
-        return self.core.snapshot(now, self.workload, cache=False)
+        by then (recomputed at the recorded moments, never here: a stopped engine's are its last ones)."""
+        return self.core.snapshot(self.now_ns(), self.workload, cache=False)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         return self.core.store.detail(request_id, self._now)
