@@ -518,7 +518,7 @@ async def test_a_rejected_fixed_osl_field_is_dropped_with_a_notice(
     notice = (
         "server rejected ignore_eos/min_tokens (HTTP 400); sending without them, so output lengths may vary"
     )
-    assert "failed 0" in status and "▶ running" in status, status
+    assert "failed 0" in status and "▶ running" in status, (status, errors)
     assert errors.startswith(f"no errors last: {notice}"), errors  # a notice, not a failure
     assert errors.count("ignore_eos") == 1, errors  # once, however many requests were rejected
 
