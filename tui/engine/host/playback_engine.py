@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Sequence
-from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,9 +57,7 @@ class PlaybackEngine:
         self.target = self.config.target
         self._wall_ns = wall_ns
         self._events = session.events
-        self._times = list(accumulate((int(e["t"]) for e in self._events), max))
-        """When each event is seen: its time, or an earlier-written one's if later (a view computed at its
-        time is written once done, maybe after a scrape stamped meanwhile; bisect needs them sorted)."""
+        self._times = [int(e["t"]) for e in self._events]
         self.marks: list[tuple[int, str]] = [(int(e["t"]), str(e["label"])) for e in session.of_kind("mark")]
         self.level_starts: list[tuple[int, int]] = [
             (int(e["t"]), int(e["id"])) for e in session.of_kind("level") if e.get("op") == "begin"
@@ -191,8 +188,8 @@ class PlaybackEngine:
         core = self.core
         if kind == "b":
             core.store.ingest(self._stamps.restore(decode._build("Batch", e["b"])))
-        elif kind == "v":
-            core.store.refresh_views(t, force=bool(e.get("force")))
+        elif kind == "v":  # computed "at" (its "t" may be later: a file's times never go back)
+            core.store.refresh_views(int(e.get("at", t)), force=bool(e.get("force")))
         elif kind == "level":
             if e.get("op") == "begin":
                 core.level_id = int(e["id"])
