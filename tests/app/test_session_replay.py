@@ -96,7 +96,7 @@ async def test_a_replay_shows_the_figures_the_live_app_showed(tmp_path: Path) ->
             app.poll(force=True)
             await settle(pilot)
             shown = _shown(app)
-            assert shown == live, _differences(shown, live)
+            assert shown == live, (at_s == end_s, _differences(shown, live))
         # the replay's keys: to the start, then to the next level, to the mark, and back a level
         replay.seek(replay.config.t0_ns)
         ((mark_ns, label),) = replay.marks
@@ -132,6 +132,19 @@ def test_a_replay_clock_plays_at_its_speed() -> None:
     wall[0] += 10**12
     assert replay.now_ns() == replay.end_ns and not replay.playing
     assert time.perf_counter_ns() > 0
+
+
+def test_views_are_replayed_at_the_moment_they_were_computed() -> None:
+    """A view is written once computed, and a scrape stamped meanwhile, written first, moves its ``t`` later
+    (a file's times never go back): the replay computes it at its ``at``, as live did (at ``t`` its rolling
+    windows slid on: the replay's TTFT and ITL counts differed from the live app's)."""
+    session = _tiny_session()
+    t0, s = session.header["t0_ns"], 10**9
+    session.events[:0] = [{"k": "v", "t": t0 + 5 * s, "at": t0 + 3 * s, "force": True}]
+    replay = PlaybackEngine(session)
+    replay.pause()
+    replay.seek(t0 + 6 * s)
+    assert replay.core.store.views.histograms_ns == t0 + 3 * s
 
 
 @pytest.mark.parametrize("record_text", [False, True])

@@ -277,3 +277,26 @@ def test_a_level_that_ended_before_any_health_window_is_judged_once_one_comes() 
     st.ingest(Batch(0, 6 * S, 2, health_window=Health(1.0, 0.05, 0, None, 0.1, 4.0)))
     st.refresh_views(6 * S, force=True)
     assert st.snapshot(6 * S, **meta).levels[0].client_lag_ms == 7.0  # fixed once judged
+
+
+def test_an_ended_levels_judgement_does_not_hang_on_when_snapshots_were_taken() -> None:
+    """A session records the views' refreshes, not the snapshots: the live app, which took one just after a
+    level ended, and its replay, which took none until later, fix the same judgement (fixed at a snapshot, a
+    window that straddled the end counted in the replay only: a * mark the live app had not shown)."""
+    meta = dict(
+        base_url="u", model="m", endpoint="chat", demo=False, load=LoadTarget(), level_id=2, fatal=None
+    )
+    shown = []
+    for snapshot_at_the_end in (True, False):
+        st = Store(0, workers=1, heavy_interval_s=0.0)
+        st.begin_level(1, LoadTarget(concurrency=2), 0)
+        st.ingest(Batch(0, 2 * S, 2, health_window=Health(1.0, 0.05, 0, None, 0.1, 2.0)))
+        st.begin_level(2, LoadTarget(concurrency=4), 3 * S)
+        st.refresh_views(3 * S, force=True)
+        if snapshot_at_the_end:
+            st.snapshot(3 * S, **meta)
+        # 2-3.8 s: its middle is in level 1, it arrived after the level ended and its views were published
+        st.ingest(Batch(0, int(3.8 * S), 2, health_window=Health(9.0, 0.05, 0, None, 0.1, 4.0)))
+        st.refresh_views(4 * S)
+        shown.append(st.snapshot(4 * S, **meta).levels[0].client_lag_ms)
+    assert shown == [1.0, 1.0]

@@ -106,8 +106,7 @@ class Store:
         self.lanes = Lanes(max_lanes)
         self.saturation = Saturation(t0_ns, workers, lag_threshold_ms, cpu_threshold)
         self._ended_client: dict[int, LevelClient] = {}
-        """An ended level's client judgement, fixed when first taken after its end once a health window
-        covers it (a later window that straddled the end never changes what was saved for it)."""
+        """An ended level's client judgement, fixed once (`_judge_ended`): later windows never move it."""
         self.live = LiveRates(t0_ns)
         self.completed = 0
         self.failed = 0
@@ -304,9 +303,8 @@ class Store:
     # --- the costly views ---------------------------------------------------------------------
 
     def refresh_views(self, now_ns: int, *, force: bool = False) -> Views:
-        """Recompute the level views and histograms if older than `heavy_interval_s` (or the levels
-        changed; everything with ``force``), publish them, and return the current bundle. Called by one
-        thread at a time: the handle's reader while it runs, else whoever asks for a snapshot."""
+        """Recompute the level views and histograms if older than `heavy_interval_s` (or the levels changed;
+        all with ``force``), publish and return them. One thread at a time: the reader, else a snapshot's."""
         inputs = ViewInputs(
             t0_ns=self.t0_ns,
             in_flight_sent=self.lanes.sent_by_level(),
@@ -322,8 +320,10 @@ class Store:
         if self._views.due(now_ns, force=force):
             self.fold()
         views = self._views.refresh(now_ns, self._levels, self._series, inputs, force=force)
-        if views is not before and self.on_views is not None:
-            self.on_views(now_ns, force)
+        if views is not before:
+            self._judge_ended(views.levels)
+            if self.on_views is not None:
+                self.on_views(now_ns, force)
         return views
 
     @property
@@ -402,13 +402,9 @@ class Store:
         now_s = (now_ns - self.t0_ns) / 1e9
         marked = []
         for lv in levels:
-            judged: LevelClient | None = (
-                self._ended_client.get(lv.level_id) if lv.ended_s is not None else None
-            )
+            judged = self._ended_client.get(lv.level_id) if lv.ended_s is not None else None
             if judged is None:
                 judged = self.saturation.level_client(lv.span_s(now_s), lv.e2el.p50, self._asked(lv))
-                if lv.ended_s is not None and judged is not None:  # not before a window covers it
-                    self._ended_client[lv.level_id] = judged
             if judged is None:
                 marked.append(lv)
                 continue
@@ -437,6 +433,15 @@ class Store:
         if not any(lv.client_limited for lv in marked_levels):
             return marked_levels, knee
         return marked_levels, find_knee(marked_levels)
+
+    def _judge_ended(self, levels: tuple[LevelView, ...]) -> None:
+        """Fix each ended level's judgement at the first views published after its end that a window covers:
+        a session records that moment (not a snapshot's: fixed there, its replay showed other * marks)."""
+        for lv in levels:
+            if lv.ended_s is not None and lv.level_id not in self._ended_client:
+                judged = self.saturation.level_client(lv.span_s(lv.ended_s), lv.e2el.p50, self._asked(lv))
+                if judged is not None:  # not before a window covers it
+                    self._ended_client[lv.level_id] = judged
 
     def _asked(self, lv: LevelView) -> LevelLoad:
         """What ``lv`` asked of the client: a closed loop's users (not judged where failures or an outage

@@ -265,12 +265,13 @@ class EngineHandle:
 
         While the reader thread runs, it alone recomputes the costly views (`Store.refresh_views`) and this
         only reads the latest published ones, so a face calling it on its UI thread pays only for assembling
-        them (about 1 ms rather than up to ~20 ms). Before the reader starts and after it ends (the final
-        results after `stop`), nobody else would, so this refreshes them when due."""
+        them (about 1 ms rather than up to ~20 ms). Before the reader starts and after it ends, nobody else
+        would, so this refreshes them when due; once stopped, never: the views `stop` computed last are the
+        run's (the rolling windows would slide on, unrecorded, and its replay show other figures)."""
         with self._lock:
             now = time.perf_counter_ns()
             self._see_session_lost()
-            if not self._workers.reader.owns_views:
+            if not self._workers.reader.owns_views and not self.stopped:
                 self.core.store.refresh_views(now)
             return self.core.snapshot(now, self.workload)
 
@@ -319,6 +320,8 @@ class EngineHandle:
             self._workers.send_stop(finish_in_flight, timeout_s)
         self._workers.join(timeout_s)
         with self._lock:
+            # every batch is in: the run's last views, which snapshots show from now on
+            self.core.store.refresh_views(time.perf_counter_ns(), force=True)
             self._workers.close()
             if self._log is not None:
                 error = self._log.close()

@@ -90,8 +90,6 @@ class PlaybackEngine:
         self._stamps = LaneStamps(self._records, self.config.decoder)
         self._pos = 0
         self._now = cfg.t0_ns
-        self._ended = False
-        """Past the end marker: the live engine had stopped, and its snapshots computed their own views."""
 
     def now_ns(self) -> int:
         """The replay clock (the recording's ``perf_counter_ns``), advanced by the wall clock while
@@ -190,10 +188,8 @@ class PlaybackEngine:
         core = self.core
         if kind == "b":
             core.store.ingest(self._stamps.restore(decode._build("Batch", e["b"])))
-        elif kind == "v":
-            core.store.refresh_views(t, force=bool(e.get("force")))
-        elif kind == "end":
-            self._ended = True
+        elif kind == "v":  # computed "at" (its "t" may be later: a file's times never go back)
+            core.store.refresh_views(int(e.get("at", t)), force=bool(e.get("force")))
         elif kind == "level":
             if e.get("op") == "begin":
                 core.level_id = int(e["id"])
@@ -242,11 +238,8 @@ class PlaybackEngine:
 
     def snapshot(self) -> Snapshot:
         """The state at the replay clock, summarised as the live handle did, with the views it had computed
-        by then (recomputed at the recorded moments, never here)."""
-        now = self.now_ns()
-        if self._ended:
-            self.core.store.refresh_views(now)
-        return self.core.snapshot(now, self.workload, cache=False)
+        by then (recomputed at the recorded moments, never here: a stopped engine's are its last ones)."""
+        return self.core.snapshot(self.now_ns(), self.workload, cache=False)
 
     def detail(self, request_id: int) -> RequestDetail | None:
         return self.core.store.detail(request_id, self._now)

@@ -106,11 +106,12 @@ class SessionRecorder:
         self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch._replace(lanes=lanes))["v"])
 
     def views(self, t_ns: int, force: bool) -> None:
-        """The store published new views computed at ``t_ns`` (`Store.on_views`)."""
+        """The store published new views computed at ``t_ns`` (`Store.on_views`), kept as ``at``: the
+        event's ``t`` may be moved later (a scrape stamped while they were computed was written first)."""
         if force:
-            self._event("v", t_ns, force=True)
+            self._event("v", t_ns, at=t_ns, force=True)
         else:
-            self._event("v", t_ns)
+            self._event("v", t_ns, at=t_ns)
 
     def level(self, op: str, t_ns: int, level_id: int = 0, target: LoadTarget | None = None) -> None:
         """``begin`` (a new level at ``target``) or ``end`` (the current level ends: pause, stop)."""
