@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar
 
 from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -20,6 +20,7 @@ from textual.screen import Screen
 
 from tui.app import control, keys
 from tui.app.autoload import AutoLoad
+from tui.app.engine_kinds import ShowsAb, StartsInBackground
 from tui.app.frames import FrameStats
 from tui.app.plot_cadence import PlotCadence
 from tui.app.ramp_result import RampResult, load_label
@@ -46,26 +47,6 @@ from tui.engine.snapshot import ITL_CONVENTIONS, WINDOWS_S, ItlConvention, LaneV
 
 GC_MIDDLE_EVERY = 3
 """The app collects its middle generation every this many young collections (Python's default: 10)."""
-
-
-@runtime_checkable
-class StartsInBackground(Protocol):
-    """An engine that checks the server and starts its workers after `start` returns (`EngineHandle`)."""
-
-    def wait_ready(self, timeout_s: float = 30.0) -> bool:
-        """True once the workers are started or the start failed; ``timeout_s=0`` only looks."""
-        ...
-
-
-@runtime_checkable
-class ShowsAb(Protocol):
-    """An engine over two endpoints (`tui.engine.ab.pair.AbPair`): B beside A, and the verdicts."""
-
-    b: Engine
-
-    def ab_view(self) -> AbView:
-        """B's snapshot and server, and each level as last judged."""
-        ...
 
 
 class TokentopApp(App[int]):
