@@ -7,22 +7,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.support.engine_helpers import bench, logged_lines
+from tests.support.engine_helpers import bench, bench_process_argv, logged_lines
 from tests.support.fault_server import FaultServer
 
 pytestmark = pytest.mark.timeout(90)
 CHILDREN_GONE_S = 10.0
-
-
-def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tui", "bench", *args]
 
 
 def _env() -> dict[str, str]:
@@ -52,8 +47,23 @@ def _assert_gone(children: list[psutil.Process]) -> None:
 
 
 def _sim_bench(out: Path, log: Path, *extra: str) -> list[str]:
-    return _cmd("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--duration", "60",
-                "--osl", "64", "--output", str(out), "--requests-log", str(log), *extra)  # fmt: skip
+    return bench_process_argv(
+        "--sim-profile",
+        "flat",
+        "--sim-time-scale",
+        "4",
+        "--concurrency",
+        "2",
+        "--duration",
+        "60",
+        "--osl",
+        "64",
+        "--output",
+        str(out),
+        "--requests-log",
+        str(log),
+        *extra,
+    )
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
@@ -87,8 +97,22 @@ def test_closed_stdout_pipe_ends_cleanly(tmp_path: Path) -> None:
     """`tokentop bench ... | head -0`: the reader is gone before the table is printed; the results are still
     written, no traceback, exit 0, and no child is left behind."""
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
-    args = _cmd("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--requests", "4",
-                "--osl", "8", "--output", str(out), "--requests-log", str(log))  # fmt: skip
+    args = bench_process_argv(
+        "--sim-profile",
+        "flat",
+        "--sim-time-scale",
+        "4",
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--osl",
+        "8",
+        "--output",
+        str(out),
+        "--requests-log",
+        str(log),
+    )
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # like `| head -0`
@@ -185,8 +209,21 @@ def test_kill_9_leaves_no_engine_worker_and_a_valid_log(tmp_path: Path) -> None:
 
     log = tmp_path / "requests.jsonl"
     with SimServer("flat", time_scale=4.0) as sim:
-        args = _cmd("--url", sim.url, "--concurrency", "4", "--workers", "2", "--duration", "60",
-                    "--osl", "32", "--requests-log", str(log), "--quiet")  # fmt: skip
+        args = bench_process_argv(
+            "--url",
+            sim.url,
+            "--concurrency",
+            "4",
+            "--workers",
+            "2",
+            "--duration",
+            "60",
+            "--osl",
+            "32",
+            "--requests-log",
+            str(log),
+            "--quiet",
+        )
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
         try:
             assert _wait_for(lambda: logged_lines(log) >= 8, 30)
@@ -207,8 +244,20 @@ def test_a_closed_stderr_pipe_does_not_end_the_run_badly(tmp_path: Path) -> None
     """`tokentop bench ... 2>&1 | head -2`: the progress lines' reader goes away mid-run; the run still ends
     with its results written and exit 0."""
     out = tmp_path / "results.json"
-    args = _cmd("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2", "--requests", "4",
-                "--osl", "8", "--output", str(out))  # fmt: skip
+    args = bench_process_argv(
+        "--sim-profile",
+        "flat",
+        "--sim-time-scale",
+        "4",
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--osl",
+        "8",
+        "--output",
+        str(out),
+    )
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env())
     assert proc.stdout is not None
     proc.stdout.readline()  # the first progress line, then the reader leaves
