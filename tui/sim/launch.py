@@ -85,9 +85,12 @@ class SimServer:
         deadline = time.monotonic() + timeout_s
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # A session of its own: a signal to this process's group (Ctrl-C, `timeout`) reaches us, and we
+        # stop the simulator after the streams in flight are recorded, rather than it dying under them.
         self.process = subprocess.Popen(
-            self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env
-        )
+            self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env,
+            start_new_session=True,
+        )  # fmt: skip
         try:
             self.url = self._read_url(deadline)
             self._wait_models(deadline)

@@ -66,18 +66,29 @@ def _sim_bench(out: Path, log: Path, *extra: str) -> list[str]:
     )
 
 
-@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-def test_sigterm_and_sighup_end_like_ctrl_c(tmp_path: Path, sig: signal.Signals, status: int) -> None:
+@pytest.mark.parametrize(
+    ("sig", "status", "to_group"),
+    [(signal.SIGTERM, 143, False), (signal.SIGHUP, 129, False), (signal.SIGTERM, 143, True)],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-to-the-group"],
+)
+def test_sigterm_and_sighup_end_like_ctrl_c(
+    tmp_path: Path, sig: signal.Signals, status: int, to_group: bool
+) -> None:
     """In-flight requests are recorded as cancelled, the table and results are written, the status is
-    128 + the signal, and neither the simulator nor the engine worker outlives bench."""
+    128 + the signal, and neither the simulator nor the engine worker outlives bench. Sent to the whole
+    process group (as `timeout` does), the worker and the simulator are not killed under the face: the
+    face stops them, so nothing is "killed" and the streams in flight are still cancelled, not lost."""
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
     proc = subprocess.Popen(_sim_bench(out, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env())  # fmt: skip
+                            env=_env(), start_new_session=to_group)  # fmt: skip
     try:
         assert _wait_for(lambda: logged_lines(log) >= 4, 30)
         children = _children(proc.pid)
         assert len(children) >= 2  # the simulator and one engine worker (plus multiprocessing's helper)
-        proc.send_signal(sig)
+        if to_group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:
@@ -85,11 +96,14 @@ def test_sigterm_and_sighup_end_like_ctrl_c(tmp_path: Path, sig: signal.Signals,
             proc.wait()
     assert proc.returncode == status, stderr
     assert f"terminated by {sig.name}" in stderr and "Traceback" not in stderr
+    assert "killed by" not in stderr and "lost" not in stderr
     assert "c=2" in stdout
     res = json.loads(out.read_text())
     assert res["totals"]["completed"] >= 4
-    statuses = [json.loads(line)["status"] for line in log.read_text().splitlines()]
-    assert "cancelled" in statuses  # the two in flight when the signal came
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    cancelled = [r for r in records if r["status"] == "cancelled"]
+    assert cancelled  # the two in flight when the signal came, cancelled by their worker, not lost with it
+    assert {r["error_class"] for r in cancelled} == {"cancelled"}, cancelled[0]
     _assert_gone(children)
 
 

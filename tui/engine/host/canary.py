@@ -16,7 +16,6 @@ import gc
 import math
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from collections import deque
@@ -124,7 +123,7 @@ class Canary:
         self._stop.set()
         self._proc.join(timeout_s)
         if self._proc.is_alive():
-            self._proc.terminate()
+            self._proc.kill()  # it ignores SIGTERM (`leave_signals_to_the_face`)
             self._proc.join(1.0)
         self._take_results()
         if self._data is not None:
@@ -186,9 +185,9 @@ def canary_main(loop: _CanaryLoop) -> None:
     (sent_ns, TTFT ms or None, its `RequestRecord`) into its ``data``. Set up as a load worker is (the same
     loop, the same collector settings, nothing printed on the face's terminal, Ctrl-C left to the face),
     so its stamps are as true as the load's."""
-    from tui.engine.load.worker import GC_YOUNG_THRESHOLD, _run_loop
+    from tui.engine.load.worker import GC_YOUNG_THRESHOLD, _run_loop, leave_signals_to_the_face
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leave_signals_to_the_face()
     if not os.environ.get("TOKENTOP_WORKER_STDERR"):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)

@@ -97,11 +97,11 @@ class WorkerPool:
         return self._procs[i].exitcode if i < len(self._procs) else None
 
     def join(self) -> None:
-        """Wait for each worker to end (2 s each), terminating one that does not."""
+        """Wait for each worker to end (2 s each), killing one that does not (it ignores SIGTERM)."""
         for proc in self._procs:
             proc.join(2.0)
             if proc.is_alive():
-                proc.terminate()
+                proc.kill()
                 proc.join(2.0)
 
     def close(self) -> None:

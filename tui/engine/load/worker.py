@@ -357,12 +357,18 @@ class Worker:
             await loop.run_in_executor(None, sender.join, 5.0)
 
 
+def leave_signals_to_the_face() -> None:
+    """Ignore the signals that reach the whole process group: Ctrl-C, a closed terminal's hang-up, and a
+    SIGTERM sent to the group (`timeout 60 tokentop bench ...`, a service manager). The face decides how
+    to stop, not us: it asks, and our last records reach it; dying here would lose them. A worker that
+    does not stop when asked is killed (SIGKILL)."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def worker_main(spec: WorkerSpec, cmd: Connection, out: Connection) -> None:
     """Process entry point (multiprocessing ``spawn``)."""
-    # Ctrl-C, and the hang-up of a closed terminal, reach the whole process group: the face decides how to
-    # stop, not us (it asks, and this worker's last records reach it; dying here would lose them).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    leave_signals_to_the_face()
     # The face may be a full-screen app on this terminal: nothing of ours may print there. A failure goes
     # to the handle over the pipe instead (TOKENTOP_WORKER_STDERR=1 keeps stderr, for debugging).
     if not os.environ.get("TOKENTOP_WORKER_STDERR"):
