@@ -64,7 +64,8 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-repeat-sets",
         action="store_true",
-        help="a results file of a bench --repeat set is that run alone (by default: the whole set beside it)",
+        help="a results file or session of a bench --repeat set is that run alone (by default: the whole set "
+        "beside it)",
     )
     form = p.add_mutually_exclusive_group()
     form.add_argument("--markdown", action="store_true", help="a Markdown table (for a pull request)")
@@ -109,16 +110,37 @@ def _repeat_of(path: Path) -> tuple[str, int, int] | None:
     return the_set, run, runs
 
 
+def _set_of(path: Path) -> tuple[str, tuple[Path, ...], int] | None:
+    """The ``bench --repeat`` set ``path`` is one run of: its id, its runs found beside it (results files
+    by their numbered names, `tui.bench.repeats.repeat_path`, carrying the id; sessions in the same folder
+    whose header names it), and how many runs the set had (as found, for sessions). None: a single run."""
+    from tui.bench.repeats import repeat_path, unnumbered
+    from tui.engine.recording.file import SUFFIX, read_header, session_files
+
+    if path.name.endswith(SUFFIX):
+        the_set = (read_header(path) or {}).get("repeat")
+        if not isinstance(the_set, str) or not the_set:
+            return None
+        found = [p for p in session_files(path.parent) if (read_header(p) or {}).get("repeat") == the_set]
+        return the_set, tuple(found) or (path,), max(len(found), 1)
+    got = _repeat_of(path)
+    if got is None:
+        return None
+    the_set, run, runs = got
+    base = unnumbered(path, run)
+    numbered = [] if base is None else [repeat_path(base, k) for k in range(1, runs + 1)]
+    found = [p for p in numbered if p == path or (p.is_file() and (_repeat_of(p) or ("",))[0] == the_set)]
+    return the_set, tuple(found), runs
+
+
 Sides = tuple[tuple[Path, ...], ...]
 
 
 def repeat_sets(sides: Sides) -> tuple[Sides, tuple[str, ...]]:
-    """Each side that is one results file of a ``bench --repeat`` set, as the whole set: the files numbered
-    beside it (`tui.bench.repeats.repeat_path`) that carry its set id; and a line per such side saying so.
-    Not where another side holds a file of the same set: then each is compared as given, run against run."""
-    from tui.bench.repeats import repeat_path, unnumbered
-
-    of = {p: _repeat_of(p) for side in sides for p in side}
+    """Each side that is one run of a ``bench --repeat`` set (a results file or a session given by path),
+    as the whole set found beside it (`_set_of`); and a line per such side saying so. Not where another
+    side holds a run of the same set: then each is compared as given, run against run."""
+    of = {p: _set_of(p) for side in sides for p in side}
     sets = [{got[0] for got in (of[p] for p in side) if got is not None} for side in sides]
     holders = Counter(s for held in sets for s in held)
     out: list[tuple[Path, ...]] = []
@@ -128,11 +150,8 @@ def repeat_sets(sides: Sides) -> tuple[Sides, tuple[str, ...]]:
         if got is None:
             out.append(side)
             continue
-        (path,), (the_set, run, runs) = side, got
+        (path,), (the_set, found, runs) = side, got
         said = f"{path.name}: one of a set of {runs}, compared"
-        base = unnumbered(path, run)
-        found = [] if base is None else [repeat_path(base, k) for k in range(1, runs + 1)]
-        found = [p for p in found if p == path or (p.is_file() and (_repeat_of(p) or ("",))[0] == the_set)]
         if holders[the_set] > 1:
             notes.append(f"{said} alone (another side holds one of its set)")
         elif len(found) < 2:
@@ -140,7 +159,7 @@ def repeat_sets(sides: Sides) -> tuple[Sides, tuple[str, ...]]:
         else:
             some = "" if len(found) == runs else f" ({len(found)} of them beside it)"
             notes.append(f"{said} as the set{some} (--no-repeat-sets: alone)")
-            side = tuple(found)
+            side = found
         out.append(side)
     return tuple(out), tuple(notes)
 

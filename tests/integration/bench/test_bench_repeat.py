@@ -112,6 +112,15 @@ def test_a_repeated_sweep_runs_whole_each_time_and_compare_takes_its_sessions_as
                         workers=1, t0_ns=0, started_at_s=0.0).close()  # fmt: skip
     config = compare_config(build_parser().parse_args(["compare", label, label, "--json"]))
     assert config.runs == (tuple(paths), tuple(paths))
+    # one session of the set given by path is the set too, as a results file is; run against run stays so
+    by_path = compare_config(build_parser().parse_args(["compare", str(paths[1]), str(runs[0]), "--json"]))
+    assert by_path.runs[0] == tuple(paths)
+    assert (
+        by_path.notes[0]
+        == f"{paths[1].name}: one of a set of 2, compared as the set (--no-repeat-sets: alone)"
+    )
+    each = compare_config(build_parser().parse_args(["compare", str(paths[0]), str(paths[1]), "--json"]))
+    assert each.runs == ((paths[0],), (paths[1],))
 
 
 def _results_files_of_the_set_are_one_side(
