@@ -96,6 +96,7 @@ async def test_b_slower_is_worse_at_each_level_on_screen_and_in_the_saved_result
     assert "B tok/s vs A" in screen and "A tok/s (left)" in screen and "∘ B" in screen
     assert re.search(r"^.*\bA #\d", screen, re.M) and re.search(r"^.*\bB #\d", screen, re.M)  # lanes marked
     assert "server A" in screen and str(server_b).startswith("server B")
+    assert f"A {a.url}" in screen and f"B {b.url}" in screen  # the status bar names both endpoints
     (saved,) = tmp_path.glob("tokentop-*[0-9].json")
     b_csv = saved.with_name(saved.stem + "-b.csv").read_text().splitlines()  # B's exports beside A's
     assert len(b_csv) == 3 and saved.with_name(saved.stem + "-b-plot.svg").is_file()

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.style import Style
 
+from tests.support import frozen
 from tests.support.fake_engine import FakeEngine
 from tui.app.widgets.level_table import ab_cell
+from tui.app.widgets.status import UiState, status_lines
 from tui.engine.ab import pair as pair_module
 from tui.engine.ab.pair import b_file, b_session, paired
 from tui.engine.records import RequestRecord
@@ -81,3 +84,15 @@ def test_a_level_stops_keeping_samples_at_the_cap_and_says_it_is_full(
     pair._keep(0, [_record(1, 0, [5, 5, 5]), _record(2, 300, [20, 20]), _record(3, 600, [1])])
     assert pair._samples[0][1].stamps == 7  # 4, then 3 more while under the cap; the third request no more
     assert pair._full((1, 1)) and not pair._full((2, 2))
+
+
+def test_the_status_bar_names_both_endpoints_and_the_side_on_turn() -> None:
+    snap = frozen.snapshot(demo=False)
+    ui = UiState(target=snap.load, b_where=("http://b:9000/v1", "m-b"), turn="B")
+    where, load, _ = ("".join(text for text, _ in line) for line in status_lines(snap, ui, lambda _: Style()))
+    assert (
+        where.startswith("A http://127.0.0.1:8000/v1 · sim-llama-8b") and "B http://b:9000/v1 · m-b" in where
+    )
+    assert "▶ running on B" in load
+    alone = "".join(text for text, _ in status_lines(snap, UiState(target=snap.load), lambda _: Style())[0])
+    assert alone.startswith("http://127.0.0.1:8000/v1") and "B " not in alone

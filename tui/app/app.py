@@ -208,6 +208,7 @@ class TokentopApp(App[int]):
         self.call_after_refresh(lambda: self.frame_stats.record_frame(start, self._cpu_ns()))
 
     def _ui_state(self) -> UiState:
+        ab = self._ab
         return UiState(
             target=self._target,
             ramp=self.auto_load.status(),
@@ -217,6 +218,8 @@ class TokentopApp(App[int]):
             watching=self.watch_only,
             canary_rate=self._canary_rate(),
             stopped_at_s=self._stopped_at_s,
+            b_where=None if ab is None else (ab.b.base_url, ab.b.model),
+            turn="" if ab is None else ab.turn,
         )
 
     def _canary_rate(self) -> float | None:

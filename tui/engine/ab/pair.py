@@ -68,6 +68,8 @@ class AbView:
     threshold_pct: float
     note: str = ""
     """Why the verdicts stopped, if they did."""
+    turn: str = ""
+    """In turns (``alternate``): the side the load is on now, "" while neither."""
 
 
 def paired(
