@@ -21,8 +21,9 @@ from tui.cli.sessions import run_compare
 from tui.configs import CompareConfig, UsageError
 from tui.engine.config import EngineOptions, LoadTarget
 from tui.engine.results.ab import AbDifference, AbLevel
+from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.files import dump_results, parse_document, to_json, write_results
-from tui.engine.results.model import Ab, Results
+from tui.engine.results.model import Ab, Results, ab_capacity
 from tui.engine.sessions.ab import slo_difference, turns
 from tui.engine.sessions.compare import Run
 
@@ -119,7 +120,7 @@ def _section(a: Results) -> Ab:
 
 def test_the_ab_section_is_written_and_read_back_whole() -> None:
     a = frozen_results()
-    doc = replace(a, ab=_section(a))
+    doc = replace(a, ab=replace(_section(a), capacity=ab_capacity(a, a)))
     back = parse_document(to_json(doc))
     assert back == doc
     assert to_json(a).keys() == to_json(parse_document(to_json(a))).keys() and "ab" not in to_json(a)
@@ -135,12 +136,13 @@ def test_bench_table_shows_the_judged_figures_and_why_others_are_not() -> None:
     assert lines[2].split() == ["2", "users", "output", "tok/s", "330", "193.8", "-41.3", "%", "worse"]
     assert "TTFT p99" not in text  # the table shows the p50s and throughput; the results hold the rest
     assert all(line == line.rstrip() for line in lines)
-    a = frozen_results()  # its run had a TTFT objective: the line says what each side serves at it
-    assert (
-        ab_table(_section(a), a)
-        .splitlines()[-1]
-        .startswith("at SLO (95 % of requests by the lower bound): A")
+    a = frozen_results()  # its run had a TTFT objective that no level met: B met it at 4 users
+    b = replace(a, capacity_at_slo=CapacityAtSlo(level_id=2, mode="concurrency", value=4.0))
+    section = replace(_section(a), capacity=ab_capacity(a, b))
+    assert ab_table(section).splitlines()[-1] == (
+        "B serves 4 users at the SLO, A no load (95 % of requests by the lower bound)"
     )
+    assert ab_capacity(replace(a, capacity_at_slo=None), b) is None  # no SLO: no line
 
 
 def test_compare_reads_an_ab_file_alone_and_refuses_one_without(

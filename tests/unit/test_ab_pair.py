@@ -43,6 +43,11 @@ def test_samples_fall_in_the_block_of_their_send_or_their_chunk_and_follow_a_mov
     assert blocks["itl"][0].tolist() == [5.0] * 3 and blocks["itl"][1].tolist() == [20.0] * 2
     assert [b[0] for b in blocks["tok_rate"][:3]] == [16.0, 12.0, 0.0]  # 4 and 3 chunks a quarter second
     assert [b[0] for b in blocks["req_rate"][:2]] == [4.0, 4.0]
+    assert "good_tok_rate" not in blocks  # no SLO: no goodput
+    met = samples.blocks(0, 2_000 * MS, (None, 10.0, None))["good_tok_rate"]  # TPOT 10 ms: the first met it
+    assert [b[0] for b in met[:2]] == [16.0, 0.0] and len(met) == 8  # its 4 tokens, ended in the first block
+    timely = samples.blocks(0, 2_000 * MS, (None, None, 30.0))["good_tok_rate"]  # E2E 30 ms: the first's 25
+    assert [b[0] for b in timely[:2]] == [16.0, 0.0]
     later = samples.blocks(250 * MS, 2_250 * MS)  # the window moved on: the first request is outside it
     assert later["ttft"][0].tolist() == [10.0] and sum(len(b) for b in later["ttft"]) == 1
 
@@ -72,6 +77,7 @@ def test_the_tables_ab_cell_says_bs_figure_its_change_and_the_verdict() -> None:
     ))  # fmt: skip
     assert ab_cell(level, "output tok/s") == "192.5 -49% worse"
     assert ab_cell(level, "SLO attainment") == "50% -50% worse"
+    assert ab_cell(level, "output goodput") == "-"  # not judged at this level
     assert ab_cell(level, "TTFT p50 ms") == "- unjudged"
     assert ab_cell(level, "ITL p50 ms") == ab_cell(None, "output tok/s") == "-"
 

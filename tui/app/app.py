@@ -278,6 +278,7 @@ class TokentopApp(App[int]):
             and table.region.area
             and self.screen.is_active
         ):
+            table.note = "" if self._ab is None or self._ab.capacity is None else self._ab.capacity.line()
             changed = table.show(
                 snap.levels,
                 0 if snap.load.paused else snap.level_id,  # paused: no level runs, none is marked

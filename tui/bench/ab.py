@@ -27,13 +27,13 @@ from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.probe import Probed, ProbeError
 from tui.engine.recording.file import SUFFIX
-from tui.engine.results.model import Ab, Results
-from tui.engine.sessions.ab import SLO_METRIC, judge_levels, judge_turns, load_value
+from tui.engine.results.model import Ab, Results, ab_capacity
+from tui.engine.sessions.ab import GOODPUT, SLO_METRIC, judge_levels, judge_turns
 from tui.terminal import print_or_drop, say
 
 POLL_S = 0.25
 """How often a turn looks for a fatal error."""
-SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms", SLO_METRIC)
+SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms", SLO_METRIC, GOODPUT[0])
 """The figures bench's end table compares; the results hold every one compare judges."""
 
 
@@ -117,9 +117,9 @@ def judged(ab: AbConfig, a_session: Path, b_session: Path, b_results: Results) -
     return Ab(mode=ab.mode, threshold_pct=ab.threshold_pct, b=b_results, levels=levels)
 
 
-def ab_table(section: Ab, a: Results | None = None) -> str:
+def ab_table(section: Ab) -> str:
     """bench's end table of the comparison: per level, A, B, the change and its verdict; with an SLO, the
-    attainment's, and the highest load each side serves at it (from A's document ``a``)."""
+    attainment's and the goodput's, and the highest load each side serves at it."""
     rows = [("level", "metric", "A", "B", "B vs A", "verdict")]
     reasons: dict[str, None] = {}
     for lv in section.levels:
@@ -143,23 +143,13 @@ def ab_table(section: Ab, a: Results | None = None) -> str:
     ]
     clears = f"±{section.threshold_pct:g} %"
     head = f"B vs A ({section.mode}): a verdict only where the change's 95 % interval clears {clears}"
-    if a is not None and (target := a.config.slo_target) is not None:
-        served = [_capacity(doc, target) for doc in (a, section.b)]
-        lines.append(
-            f"at SLO ({target * 100:g} % of requests by the lower bound): A serves {served[0]}, B {served[1]}"
-        )
+    if section.capacity is not None:
+        lines.append(section.capacity.line())
     return "\n".join([head, *lines, *(f"unjudged: {r}" for r in reasons)])
 
 
 def _share(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
-
-
-def _capacity(doc: Results, target: float) -> str:
-    """The highest load whose SLO attainment's 95 % lower bound meets ``target``, as a label, or "none"."""
-    met = [lv for lv in doc.levels if lv.slo is not None and lv.slo.attainment_low >= target]
-    best = max(met, key=load_value, default=None)
-    return "none" if best is None else load_label(best.mode, load_value(best))
 
 
 def probe_b(
@@ -216,9 +206,10 @@ def with_b(
             section = judged(ab, a_session, b_session, b_results)
         except SessionError as exc:
             return replace(results, notices=(*results.notices, f"A/B: not judged: {exc}"))
+    section = replace(section, capacity=ab_capacity(results, b_results))
     if status != 1 and section.levels:
         print_or_drop(f"A: {results.target.url}\n{summary(a_snap)}\n\n{b_line(section)}\n{summary(b_snap)}"
-                      f"\n\n{ab_table(section, results)}")  # fmt: skip
+                      f"\n\n{ab_table(section)}")  # fmt: skip
     return replace(results, ab=section)
 
 

@@ -20,12 +20,12 @@ from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget
 from tui.engine.recording.file import SUFFIX
 from tui.engine.records import RequestRecord
-from tui.engine.results.ab import AbLevel
+from tui.engine.results.ab import AbCapacity, AbLevel
 from tui.engine.results.files import to_json
-from tui.engine.results.model import Ab, Results
+from tui.engine.results.model import Ab, Results, ab_capacity
 from tui.engine.sessions.ab import judge_live
 from tui.engine.sessions.compare import load_key
-from tui.engine.sessions.samples import LevelSamples
+from tui.engine.sessions.samples import LevelSamples, Objectives, objectives
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 if TYPE_CHECKING:
@@ -68,6 +68,8 @@ class AbView:
     threshold_pct: float
     note: str = ""
     """Why the verdicts stopped, if they did."""
+    capacity: AbCapacity | None = None
+    """With an SLO: each side's capacity at it, as last judged."""
     turn: str = ""
     """In turns (``alternate``): the side the load is on now, "" while neither."""
 
@@ -107,6 +109,8 @@ class AbPair:
         """Levels whose verdict is final: their records are no longer kept."""
         self._verdicts: dict[tuple[int, int], AbLevel] = {}
         """By (A's level id, B's), in the order first judged."""
+        self._capacity: AbCapacity | None = None
+        """With an SLO: each side's capacity at it, as last judged."""
         for side, engine in enumerate((a, b)):
             listeners = getattr(engine, "record_listeners", None)  # a load engine's (`EngineHandle`)
             if listeners is not None:
@@ -175,7 +179,9 @@ class AbPair:
         b = self.b.results(interrupted=interrupted)
         assert isinstance(a, Results) and isinstance(b, Results)  # load engines', never a watch's
         levels = self.judge(a, b)
-        return replace(a, ab=Ab(mode=self.mode, threshold_pct=self.threshold_pct, b=b, levels=levels))
+        section = Ab(mode=self.mode, threshold_pct=self.threshold_pct, b=b, levels=levels,
+                     capacity=ab_capacity(a, b))  # fmt: skip
+        return replace(a, ab=section)
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
         from tui.engine.host.run_core import write_results
@@ -215,23 +221,24 @@ class AbPair:
         """B's snapshot and server, and the verdicts as last judged (cheap: the judging is elsewhere)."""
         with self._lock:
             levels = tuple(self._verdicts.values())
-        return AbView(
-            self.b.snapshot(), self.b.server_view(), levels, self.mode, self.threshold_pct, self.note
-        )
+        return AbView(self.b.snapshot(), self.b.server_view(), levels, self.mode, self.threshold_pct,
+                      self.note, capacity=self._capacity)  # fmt: skip
 
     def judge(self, a: Results | None = None, b: Results | None = None) -> tuple[AbLevel, ...]:
         """Judge every level both sides ran whose verdict is not final yet (from ``a`` and ``b``, the
         sides' results, when given); every level's verdict, in A's order."""
         with self._judging:
-            a_doc, b_doc = (
-                to_json(d if d is not None else e.results()) for d, e in ((a, self.a), (b, self.b))
-            )
+            a_res, b_res = (d if d is not None else e.results() for d, e in ((a, self.a), (b, self.b)))
+            a_doc, b_doc = to_json(a_res), to_json(b_res)
+            if isinstance(a_res, Results) and isinstance(b_res, Results):
+                self._capacity = ab_capacity(a_res, b_res)
             t0 = (self.a.t0_ns, self.b.t0_ns)
             for a_lv, b_lv in paired(a_doc.get("levels", []), b_doc.get("levels", [])):
                 ids = (int(a_lv["level_id"]), int(b_lv["level_id"]))
                 if ids in self._verdicts and (ids[0] in self._dropped[0] or self._full(ids)):
                     continue
-                sides = [(lv, self._blocks(side, lv, t0[side])) for side, lv in enumerate((a_lv, b_lv))]
+                sides = [(lv, self._blocks(side, lv, t0[side], objectives(doc))) for side, (lv, doc) in
+                         enumerate(((a_lv, a_doc), (b_lv, b_doc)))]  # fmt: skip
                 judged = judge_live(sides[0], sides[1], self.threshold_pct)
                 final = (
                     a_lv.get("ended_s") is not None and b_lv.get("ended_s") is not None and self._idle(ids)
@@ -248,14 +255,15 @@ class AbPair:
                          paired(a_doc.get("levels", []), b_doc.get("levels", []))]  # fmt: skip
                 return tuple(self._verdicts[ids] for ids in order if ids in self._verdicts)
 
-    def _blocks(self, side: int, level: dict[str, Any], t0_ns: int) -> dict[str, Any]:
-        """A side's level's samples over its steady window (none before it has one)."""
+    def _blocks(self, side: int, level: dict[str, Any], t0_ns: int, slo: Objectives | None) -> dict[str, Any]:
+        """A side's level's samples over its steady window (none before it has one), with ``slo`` its
+        goodput's."""
         lo, hi = level.get("window_from_s"), level.get("window_to_s")
         with self._lock:
             samples = self._samples[side].get(int(level["level_id"]))
             if samples is None or lo is None or hi is None:
                 return {}
-            return samples.blocks(t0_ns + lo * 1e9, t0_ns + hi * 1e9)
+            return samples.blocks(t0_ns + lo * 1e9, t0_ns + hi * 1e9, slo)
 
     def _full(self, ids: tuple[int, int]) -> bool:
         """A side of these levels keeps no more samples (`MAX_STAMPS`)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.codec import key
 
 
@@ -44,3 +45,28 @@ class AbLevel:
     def verdict(self, metric: str) -> str | None:
         """The verdict on ``metric`` at this level, or None if it was not compared."""
         return next((d.verdict for d in self.differences if d.metric == metric), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AbCapacity:
+    """With an SLO: each side's capacity at it, as each side's own results save it (``capacity_at_slo``)."""
+
+    target: float
+    """The share of requests that must meet the SLO (``slo_target``), by its 95 % lower bound."""
+    a: CapacityAtSlo
+    b: CapacityAtSlo
+
+    def line(self) -> str:
+        """ "B serves 24 users at the SLO, A 16 users (95 % of requests by the lower bound)"."""
+        b, a = (_served(c) for c in (self.b, self.a))
+        return f"B serves {b} at the SLO, A {a} ({self.target * 100:g} % of requests by the lower bound)"
+
+
+def _served(capacity: CapacityAtSlo) -> str:
+    """A capacity's load as words: "16 users", "2.5 req/s", "trace x2", or "no load"."""
+    value, mode = capacity.value, capacity.mode
+    if capacity.level_id is None or value is None:
+        return "no load"
+    if mode == "concurrency":
+        return f"{value:g} user" + ("" if value == 1 else "s")
+    return f"trace x{value:g}" if mode == "trace" else f"{value:g} req/s"

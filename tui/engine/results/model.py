@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
-from tui.engine.results.ab import AbLevel
+from tui.engine.results.ab import AbCapacity, AbLevel
 from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.codec import key
 from tui.engine.results.cost import CostAtSlo
@@ -492,6 +492,16 @@ class Ab:
     threshold_pct: float
     b: Results
     levels: tuple[AbLevel, ...] = ()
+    capacity: AbCapacity | None = field(default=None, metadata=key(omit_none=True))
+    """With an SLO: each side's capacity at it."""
+
+
+def ab_capacity(a: Results, b: Results) -> AbCapacity | None:
+    """Both sides' capacities at the SLO, or None without one (on either side)."""
+    target = a.config.slo_target
+    if a.capacity_at_slo is None or b.capacity_at_slo is None or target is None:
+        return None
+    return AbCapacity(target=target, a=a.capacity_at_slo, b=b.capacity_at_slo)
 
 
 Document = Results | WatchResults

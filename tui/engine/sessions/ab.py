@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.recording.file import SessionError
 from tui.engine.results.ab import AbDifference, AbLevel
-from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, load_key, load_run
+from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, judge, load_key, load_run
 from tui.engine.sessions.samples import Blocks
 
 if TYPE_CHECKING:
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 SLO_METRIC = "SLO attainment"
 """The share of a level's window's requests that met every objective (`tui.engine.aggregate.attainment`)."""
+GOODPUT = ("output goodput", "slo.output_goodput", "good_tok_rate", True)
+"""Output tokens/s of the requests that met the SLO, judged as compare judges tok/s (its blocks' rates)."""
 
 
 def judge_levels(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
@@ -76,9 +78,23 @@ def slo_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> AbDiffer
     return AbDifference(metric=SLO_METRIC, a=x, b=y, change_pct=pct, verdict=verdict)
 
 
+def slo_differences(
+    a: Group, b: Group, load: tuple[str, float], threshold_pct: float
+) -> tuple[AbDifference, ...]:
+    """With an SLO on both sides: the attainment's and the goodput's difference at ``load``; else none."""
+    levels = (a.levels()[load], b.levels()[load])
+    share = slo_difference(*levels)
+    if share is None:
+        return ()
+    d = judge(a, b, levels, GOODPUT, threshold_pct)
+    goodput = AbDifference(metric=d.metric, a=d.base, b=d.other, change_pct=d.percent, verdict=d.verdict,
+                           ci95_pct=d.interval, reason=d.reason)  # fmt: skip
+    return share, goodput
+
+
 def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
-    """compare's rows of B against A as the results' ``ab`` levels, each with its SLO attainment's."""
-    a_levels, b_levels = a.levels(), b.levels()
+    """compare's rows of B against A as the results' ``ab`` levels, each with its SLO attainment's and its
+    goodput's."""
     return tuple(
         AbLevel(
             mode=row["load"][0],
@@ -98,7 +114,7 @@ def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
                 )
                 for d in row["differences"]
             )
-            + tuple(d for d in [slo_difference(a_levels[row["load"]], b_levels[row["load"]])] if d),
+            + slo_differences(a, b, row["load"], threshold_pct),
         )
         for row in compare_levels(a, b, threshold_pct)
     )
