@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.fake_engine import FakeEngine
 from tests.unit.results_data import frozen_results
-from tui.bench.ab import ab_table, run_turns, sessions_for
+from tui.bench.ab import ab_table, paired_judge, run_turns, sessions_for
 from tui.bench.progress import Progress
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
@@ -76,7 +77,7 @@ def test_unusable_ab_flags_are_one_line(
     assert message in str(info.value) and "pw" not in str(info.value)
 
 
-def test_the_live_app_reads_ab_in_parallel_only_and_not_beside_a_baseline(
+def test_the_live_app_reads_ab_in_either_mode_and_not_beside_a_baseline(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOKENTOP_AB_API_KEY"):
@@ -88,24 +89,30 @@ def test_the_live_app_reads_ab_in_parallel_only_and_not_beside_a_baseline(
         and config.ab.mode == "parallel"
         and config.ab.target.base_url == "http://b:9000/v1"
     )
-    with pytest.raises(SystemExit):  # alternate's turns are bench's: argparse names the one choice
-        parser.parse_args(["live", "--ab", "http://b", "--ab-mode", "alternate"])
-    assert "invalid choice: 'alternate'" in capsys.readouterr().err
+    turns = live_config(parser.parse_args(["live", "--ab", "http://b", "--ab-mode", "alternate", "--ab-block",
+                                           "3"]))  # fmt: skip
+    assert turns.ab is not None and (turns.ab.mode, turns.ab.block_s) == ("alternate", 3.0)
     with pytest.raises(UsageError, match="--ab draws B where --baseline"):
         live_config(
             parser.parse_args(["live", "--url", "http://a", "--ab", "http://b", "--baseline", "x.json"])
         )
 
 
-def test_each_side_records_a_session_beside_the_users_or_in_a_temporary_folder(tmp_path: Path) -> None:
+def test_each_side_records_a_session_beside_the_users_or_none(tmp_path: Path) -> None:
     asked = sessions_for(EngineOptions(record=str(tmp_path / "run.tokentop-session.gz")))
-    assert asked.temporary is None and asked.a.record == str(tmp_path / "run.tokentop-session.gz")
+    assert asked.a.record == str(tmp_path / "run.tokentop-session.gz")
     assert asked.b.record == str(tmp_path / "run-b.tokentop-session.gz")
-    none = sessions_for(EngineOptions(record=None))
-    assert none.temporary is not None and none.temporary.is_dir()
-    assert Path(none.b.record or "").parent == none.temporary
-    none.cleanup()
-    assert not none.temporary.exists()
+    none = sessions_for(EngineOptions(record=None))  # the verdicts need none: the pair keeps the samples
+    assert none.a.record is None and none.b.record is None
+
+
+def test_bench_judges_turns_by_the_pair_from_the_live_samples_and_steers_them_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    args = ("--url", "http://a:8000", "--ab", "http://b", "--ab-mode", "alternate", "--duration", "4")
+    config = _config(*args, monkeypatch=monkeypatch)
+    pair = paired_judge(config.ab, [FakeEngine(), FakeEngine()])  # type: ignore[attr-defined,list-item]  # fakes
+    assert pair is not None and pair.mode == "alternate" and pair.turns is None  # run_turns steers
 
 
 def _section(a: Results) -> Ab:

@@ -3,8 +3,11 @@ A's, and the level table's A/B cell."""
 
 from __future__ import annotations
 
+import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,6 +19,8 @@ from tui.app.widgets.level_table import ab_cell
 from tui.app.widgets.status import UiState, status_lines
 from tui.engine.ab import pair as pair_module
 from tui.engine.ab.pair import b_file, b_session, paired
+from tui.engine.ab.turns import Turns, side_of
+from tui.engine.config import LoadTarget
 from tui.engine.records import RequestRecord
 from tui.engine.results.ab import AbDifference, AbLevel
 from tui.engine.sessions.samples import LevelSamples
@@ -102,3 +107,61 @@ def test_the_status_bar_names_both_endpoints_and_the_side_on_turn() -> None:
     assert "▶ running on B" in load
     alone = "".join(text for text, _ in status_lines(snap, UiState(target=snap.load), lambda _: Style())[0])
     assert alone.startswith("http://127.0.0.1:8000/v1") and "B " not in alone
+
+
+class _Door:
+    """A side as `Turns` sees it: its load (each change logged, in one shared order) and what is in flight."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log, self.in_flight = name, log, 0
+        self.load = LoadTarget(concurrency=2)
+
+    def set_load(self, load: LoadTarget) -> None:
+        self.load = load
+        self.log.append(f"{self.name} paused" if load.paused else f"{self.name} {load.concurrency}")
+
+    def snapshot(self) -> SimpleNamespace:
+        return SimpleNamespace(in_flight=self.in_flight)
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        return True
+
+
+def _until(pred: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not pred():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_turns_go_a_b_b_a_under_the_keys_each_after_the_last_side_rests() -> None:
+    assert [side_of(k) for k in range(8)] == [0, 1, 1, 0, 0, 1, 1, 0]
+    log: list[str] = []
+    a, b = _Door("A", log), _Door("B", log)
+    now = [0.0]
+    turns = Turns((a, b), block_s=1.0, clock=lambda: now[0])  # type: ignore[arg-type]  # all it reads
+    assert log == ["B paused"] and turns.on == "A"  # B waits for its turn
+
+    def next_turn(entry: str, count: int) -> None:
+        now[0] += 1.0
+        _until(lambda: log.count(entry) == count, f"{entry} ({count})")
+
+    a.in_flight = 1  # A's last answer still streams when its turn ends: B's turn waits for it
+    turns.start()
+    try:
+        now[0] += 1.0
+        _until(lambda: log[-1] == "A paused", "A's turn to end")
+        time.sleep(0.2)  # the turner polls every 50 ms: B would have started by now
+        assert log[-1] == "A paused" and turns.on == ""
+        a.in_flight = 0
+        _until(lambda: log[-1] == "B 2", "B's turn")
+        next_turn("B 2", 2)  # B again: A B B A
+        turns.set_load(LoadTarget(concurrency=5))  # a key: the side on turn takes it now, A later
+        assert log[-1] == "B 5" and a.load.paused
+        next_turn("A 5", 1)
+        next_turn("A 5", 2)
+        next_turn("B 5", 2)
+    finally:
+        turns.stop()
+    assert log == ["B paused", "A paused", "B 2", "B paused", "B 2", "B 5", "B paused", "A 5", "A paused",
+                   "A 5", "A paused", "B 5"]  # fmt: skip

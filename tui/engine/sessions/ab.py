@@ -1,6 +1,6 @@
-"""A/B over two sessions recorded side by side: each level of B judged against the same level of A by
-`tui.engine.sessions.compare`'s rules (the noise between blocks of time, a minimum effect), as the results'
-``ab`` section holds it."""
+"""A/B: each level of B judged against the same level of A by `tui.engine.sessions.compare`'s rules (the
+noise between blocks of time, a minimum effect), from the samples each side's requests left, as the
+results' ``ab`` section holds it; `turns` reads a recorded side's turns as repeats."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.recording.file import SessionError
 from tui.engine.results.ab import AbDifference, AbLevel
-from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, judge, load_key, load_run
+from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, judge, load_key
 from tui.engine.sessions.samples import Blocks
 
 if TYPE_CHECKING:
@@ -22,28 +22,32 @@ GOODPUT = ("output goodput", "slo.output_goodput", "good_tok_rate", True)
 """Output tokens/s of the requests that met the SLO, judged as compare judges tok/s (its blocks' rates)."""
 
 
-def judge_levels(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
-    """Per load both sessions ran: each figure on A and on B, the change and its verdict."""
-    return _ab_levels(Group([load_run(a_session)]), Group([load_run(b_session)]), threshold_pct)
-
-
-def judge_turns(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
-    """As `judge_levels`, for sides that held each load in turns (``alternate``): a side's turns at a load
-    are its repeats, so the noise is over its turns and their time blocks, and drift shared by both
-    sides' turns cancels."""
-    return _ab_levels(Group(turns(load_run(a_session))), Group(turns(load_run(b_session))), threshold_pct)
-
-
 def judge_live(
     a: tuple[dict[str, Any], dict[str, Blocks]],
     b: tuple[dict[str, Any], dict[str, Blocks]],
     threshold_pct: float,
 ) -> AbLevel | None:
-    """One level both sides ran, judged as `judge_levels` judges it: each side its results' level and the
-    samples of its steady window, kept as the records came (`tui.engine.sessions.samples`)."""
+    """One level both sides ran, judged as `tokentop compare` judges two runs: each side its results' level
+    and the samples of its steady window, kept as the records came (`tui.engine.sessions.samples`)."""
     runs = [Run(Path(name), {"levels": [lv]}, {int(lv["level_id"]): blocks}) for name, (lv, blocks) in
             (("A", a), ("B", b))]  # fmt: skip
     levels = _ab_levels(Group(runs[:1]), Group(runs[1:]), threshold_pct)
+    return levels[0] if levels else None
+
+
+def judge_live_turns(
+    a: list[tuple[dict[str, Any], dict[str, Blocks]]],
+    b: list[tuple[dict[str, Any], dict[str, Blocks]]],
+    threshold_pct: float,
+) -> AbLevel | None:
+    """One load both sides held in turns (``alternate``): each side its turns' levels and samples (as
+    `judge_live`), a side's turns its repeats, so drift shared by both sides' turns cancels."""
+    groups = []
+    for name, side in (("A", a), ("B", b)):
+        runs = [Run(Path(f"{name}{k}"), {"levels": [lv]}, {int(lv["level_id"]): blocks})
+                for k, (lv, blocks) in enumerate(side)]  # fmt: skip
+        groups.append(Group(runs))
+    levels = _ab_levels(groups[0], groups[1], threshold_pct)
     return levels[0] if levels else None
 
 
