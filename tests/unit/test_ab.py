@@ -22,10 +22,9 @@ from tui.cli.sessions import run_compare
 from tui.configs import CompareConfig, UsageError
 from tui.engine.config import EngineOptions, LoadTarget
 from tui.engine.results.ab import AbDifference, AbLevel
-from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.files import dump_results, parse_document, to_json, write_results
-from tui.engine.results.model import Ab, Results, ab_capacity
-from tui.engine.sessions.ab import slo_difference, turns
+from tui.engine.results.model import Ab, LevelSlo, Results
+from tui.engine.sessions.ab import ab_capacity, slo_difference, turns
 from tui.engine.sessions.compare import Run
 
 
@@ -143,13 +142,28 @@ def test_bench_table_shows_the_judged_figures_and_why_others_are_not() -> None:
     assert lines[2].split() == ["2", "users", "output", "tok/s", "330", "193.8", "-41.3", "%", "worse"]
     assert "TTFT p99" not in text  # the table shows the p50s and throughput; the results hold the rest
     assert all(line == line.rstrip() for line in lines)
-    a = frozen_results()  # its run had a TTFT objective that no level met: B met it at 4 users
-    b = replace(a, capacity_at_slo=CapacityAtSlo(level_id=2, mode="concurrency", value=4.0))
+    a = frozen_results()  # its run had a TTFT objective: the line says the load each side serves at it
+    b = replace(
+        a, levels=tuple(replace(lv, slo=_slo(m)) for lv, m in zip(a.levels, (80, 80, 80, 70), strict=True))
+    )
+    a = replace(
+        a, levels=tuple(replace(lv, slo=_slo(m)) for lv, m in zip(a.levels, (80, 79, 80, 80), strict=True))
+    )
     section = replace(_section(a), capacity=ab_capacity(a, b))
     assert ab_table(section).splitlines()[-1] == (
-        "B serves 4 users at the SLO, A no load (95 % of requests by the lower bound)"
+        "B serves 4 users at the SLO, A 8 users (95 % of requests by the lower bound)"
     )
+    # in turns a side's levels at a load pool: 79 of 80 alone is short of 95 %, beside 80 of 80 it is not
+    pooled = replace(a, levels=(*a.levels[1:2], replace(a.levels[1], level_id=5, slo=_slo(80))))
+    assert (ab_capacity(pooled, b).a.value, ab_capacity(pooled, b).a.requests) == (2, 160)  # type: ignore[union-attr]
+    assert ab_capacity(replace(a, levels=a.levels[1:2]), b).a is None  # type: ignore[union-attr]
     assert ab_capacity(replace(a, capacity_at_slo=None), b) is None  # no SLO: no line
+
+
+def _slo(met: int, requests: int = 80) -> LevelSlo:
+    return LevelSlo(
+        attainment=met / requests, attainment_low=0.0, attainment_high=1.0, met=met, requests=requests
+    )
 
 
 def test_compare_reads_an_ab_file_alone_and_refuses_one_without(

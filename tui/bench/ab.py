@@ -24,8 +24,8 @@ from tui.engine.ab.pair import AbPair, b_file, b_options, b_workload
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.probe import Probed, ProbeError
-from tui.engine.results.model import Ab, Results, ab_capacity
-from tui.engine.sessions.ab import GOODPUT, SLO_METRIC
+from tui.engine.results.model import Ab, Results
+from tui.engine.sessions.ab import GOODPUT, SLO_METRIC, ab_capacity
 from tui.terminal import print_or_drop, say
 
 POLL_S = 0.25

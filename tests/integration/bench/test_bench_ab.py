@@ -74,8 +74,8 @@ def test_a_slower_b_is_worse_beyond_noise_at_every_level(slower_b: Any) -> None:
         a_levels[lv["a_level_id"]]["slo"]["output_goodput"] for lv in levels
     ]
     # each side's capacity at the SLO: saved, and said under the table
-    capacity = doc["ab"]["capacity"]
-    assert capacity["b"] == {"level_id": None} and capacity["a"] == doc["capacity_at_slo"], capacity
+    capacity, alone = doc["ab"]["capacity"], doc["capacity_at_slo"]  # one level a load: A's alone says it too
+    assert capacity["b"] is None and (capacity["a"] or {}).get("value") == alone.get("value"), capacity
     assert "B serves no load at the SLO, A " in r.stdout and "goodput" in r.stdout
     # bench's end table says it too: both sides' tables, then the comparison
     assert r.stdout.count("out tok/s") == 2 and "B vs A (parallel)" in r.stdout

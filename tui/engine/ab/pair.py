@@ -23,8 +23,8 @@ from tui.engine.recording.file import SUFFIX
 from tui.engine.records import RequestRecord
 from tui.engine.results.ab import AbCapacity, AbLevel
 from tui.engine.results.files import to_json
-from tui.engine.results.model import Ab, Results, ab_capacity
-from tui.engine.sessions.ab import judge_live, judge_live_turns
+from tui.engine.results.model import Ab, Results
+from tui.engine.sessions.ab import ab_capacity, judge_live, judge_live_turns
 from tui.engine.sessions.compare import JUDGED_BLOCKS, load_key
 from tui.engine.sessions.samples import LevelSamples, Objectives, objectives
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot

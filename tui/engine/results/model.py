@@ -496,13 +496,5 @@ class Ab:
     """With an SLO: each side's capacity at it."""
 
 
-def ab_capacity(a: Results, b: Results) -> AbCapacity | None:
-    """Both sides' capacities at the SLO, or None without one (on either side)."""
-    target = a.config.slo_target
-    if a.capacity_at_slo is None or b.capacity_at_slo is None or target is None:
-        return None
-    return AbCapacity(target=target, a=a.capacity_at_slo, b=b.capacity_at_slo)
-
-
 Document = Results | WatchResults
 """What an engine's ``results()`` returns and a results file holds."""

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.recording.file import SessionError
-from tui.engine.results.ab import AbDifference, AbLevel
+from tui.engine.results.ab import AbCapacity, AbDifference, AbLevel, AbServed
 from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, judge, load_key
 from tui.engine.sessions.samples import Blocks
 
 if TYPE_CHECKING:
-    from tui.engine.results.model import Level
+    from tui.engine.results.model import Level, Results
 
 SLO_METRIC = "SLO attainment"
 """The share of a level's window's requests that met every objective (`tui.engine.aggregate.attainment`)."""
@@ -173,6 +173,31 @@ def saved_comparison(path: Path) -> dict[str, Any]:
             for name, d in sides
         ],
     }
+
+
+def ab_capacity(a: Results, b: Results) -> AbCapacity | None:
+    """Each side's capacity at the SLO, or None without one."""
+    target = a.config.slo_target
+    if a.capacity_at_slo is None or target is None:
+        return None
+    return AbCapacity(target=target, a=served(a, target), b=served(b, target))
+
+
+def served(doc: Results, target: float) -> AbServed | None:
+    """The highest load whose SLO attainment, pooled over the side's levels there (its turns, in turns),
+    has a Wilson 95 % lower bound at ``target`` or above (a level's own capacity rule); None: no load."""
+    pooled: dict[tuple[str, float], tuple[int, int]] = {}
+    for lv in doc.levels:
+        if lv.slo is not None:
+            met, requests = pooled.get((lv.mode, load_value(lv)), (0, 0))
+            pooled[(lv.mode, load_value(lv))] = (met + lv.slo.met, requests + lv.slo.requests)
+    passed = [
+        (load, met, n) for load, (met, n) in pooled.items() if n and wilson_interval(met, n)[0] >= target
+    ]
+    if not passed:
+        return None
+    (mode, value), met, requests = max(passed, key=lambda p: p[0][1])
+    return AbServed(mode=mode, value=value, met=met, requests=requests)
 
 
 def load_value(level: Level) -> float:
