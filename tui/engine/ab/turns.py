@@ -86,6 +86,8 @@ class Turns:
                 resting.set_load(replace(self.target, paused=True))
                 self._on = None
             self._rest(resting)
+            if self._stop.is_set():  # the pair stops: no side takes the load again
+                return
             with self._lock:
                 self._turn += 1
                 self._on = side_of(self._turn)
