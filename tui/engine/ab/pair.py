@@ -1,10 +1,11 @@
 """`AbPair`: two engines, A and B, under one steered load, judged level by level as the run goes.
 
-An `Engine` to its face: a load command goes to both sides, a read is A's, and `ab_view` adds B's snapshot,
-B's server and the verdicts. Each side is a whole engine of its own, so each side's figures are what a run
-against it alone reports. The verdicts are `tokentop compare`'s (`tui.engine.sessions.ab.judge_live`),
-from each side's results and the samples its records left (`tui.engine.sessions.samples`), kept here as
-they arrive: judging by replaying the sessions took 3.5 CPU-s for 20 s of 8 users, and grows with the run.
+An `Engine` to its face: a load command goes to both sides (in turns, to the side on turn:
+`tui.engine.ab.turns`), a read is A's, and `ab_view` adds B's snapshot, B's server and the verdicts. Each side
+is a whole engine of its own, so each side's figures are what a run against it alone reports. The verdicts are
+`tokentop compare`'s (`tui.engine.sessions.ab.judge_live`), from each side's results and the samples its
+records left (`tui.engine.sessions.samples`), kept here as they arrive: judging by replaying the sessions took
+3.5 CPU-s for 20 s of 8 users, and grows with the run.
 """
 
 from __future__ import annotations
