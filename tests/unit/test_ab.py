@@ -66,6 +66,7 @@ def test_without_its_variable_b_has_no_key(monkeypatch: pytest.MonkeyPatch) -> N
         (["--ab", "http://u:pw@b:9000"], "--ab must not carry credentials"),
         (["--ab", "ftp://b"], "--ab: "),
         (["--ab", "http://b", "--ab-header", "nocolon"], "--ab-header wants NAME:VALUE"),
+        (["--ab", "http://b", "--ray", "auto"], "--ab runs its two sides' workers here: drop --ray"),
     ],
 )
 def test_unusable_ab_flags_are_one_line(
