@@ -1,11 +1,11 @@
-"""bench's ``--ab``: the second side's engine, the sessions both sides record, and the end's comparison.
+"""bench's ``--ab``: the second side's engine, the turns of ``alternate``, and the end's comparison.
 
 Two engines, one per endpoint, each a whole `EngineHandle` with its own workers, store and session; the
 level loop steers both alike. One engine with two targets would thread a side through every record, every
 aggregate and every results key; two engines reuse all of it, and each side's figures are exactly what a
-run against it alone would report. The verdicts are `tokentop compare`'s own statistics and rules: in
-parallel judged by the live app's `tui.engine.ab.pair.AbPair` from the samples the requests left, in turns
-from the two sessions both sides record.
+run against it alone would report. The verdicts are `tokentop compare`'s own statistics and rules, judged
+by the live app's `tui.engine.ab.pair.AbPair` from the samples the requests left (in turns, a side's turns
+at a load its repeats): no session is needed.
 """
 
 from __future__ import annotations
