@@ -33,9 +33,9 @@ async def _until(pred: Callable[[], object], timeout_s: float, what: str) -> Non
         await asyncio.sleep(0.05)
 
 
-def _verdicts(pair: AbPair) -> dict[float, str | None]:
-    """Each load's tok/s verdict as the pair last judged it, by users."""
-    return {lv.value: lv.verdict("output tok/s") for lv in pair.ab_view().levels}
+def _verdicts(pair: AbPair, metric: str = "TPOT p50 ms") -> dict[float, str | None]:
+    """Each load's verdict on ``metric`` as the pair last judged it, by users."""
+    return {lv.value: lv.verdict(metric) for lv in pair.ab_view().levels}
 
 
 def _spans(snap: Snapshot, t0_ns: int) -> list[tuple[float, float]]:
@@ -66,7 +66,7 @@ async def test_b_slower_is_worse_at_each_load_held_in_turns() -> None:
                 assert not app.check_action(
                     "toggle_ramp", ()
                 )  # the ramp reads A's levels, paused for B's turns
-                await _until(lambda: 2.0 in _verdicts(pair), 20, "2 users judged")
+                await _until(lambda: _verdicts(pair).get(2.0) not in (None, "unjudged"), 20, "2 users judged")
                 await pilot.press(
                     "right_square_bracket"
                 )  # 2 -> 4 users: the side on turn now, the other next
@@ -78,9 +78,13 @@ async def test_b_slower_is_worse_at_each_load_held_in_turns() -> None:
         finally:
             pair.stop()
 
+    # each request's TPOT (5 ms a token on A, 10 on B), always; tok/s is a few requests a 0.25 s block, and
+    # at load 11 a stalled client's blocks put one turn's tok/s interval across -10 % (-60 to -1 %)
     assert _verdicts(pair) == {2.0: "worse", 4.0: "worse"}, pair.ab_view().levels
     for level in pair.ab_view().levels:
-        assert level.verdict("TPOT p50 ms") == "worse" and level.verdict("TTFT p50 ms") != "better", level
+        tok = next(d for d in level.differences if d.metric == "output tok/s")
+        assert tok.verdict in ("worse", "within noise") and (tok.change_pct or 0) < -20, level
+        assert "better" not in {d.verdict for d in level.differences}, level
     # the turns: never both sides loaded at once, and each side's load the key's
     a_spans, b_spans = _spans(a_snap, pair.a.t0_ns), _spans(b_snap, pair.b.t0_ns)
     assert not [(x, y) for x in a_spans for y in b_spans if x[0] < y[1] and y[0] < x[1]], (a_spans, b_spans)
