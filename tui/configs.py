@@ -57,7 +57,7 @@ class AbConfig:
     threshold_pct: float = 10.0
     """The smallest change that is a verdict (`tui.engine.sessions.compare.THRESHOLD_PCT`)."""
     block_s: float = 10.0
-    """``alternate``: the longest block a side holds the load before the other's turn."""
+    """``alternate``: the longest a side holds the load before the other's turn (each turn, in the app)."""
 
 
 @dataclass(frozen=True)

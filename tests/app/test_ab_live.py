@@ -54,7 +54,8 @@ def _judged(pair: AbPair) -> list[str | None]:
 async def test_b_slower_is_worse_at_each_level_on_screen_and_in_the_saved_results(tmp_path: Path) -> None:
     with SimServer("flat", time_scale=A_SCALE) as a, SimServer("flat", time_scale=B_SCALE) as b:
         ns = build_parser().parse_args(["live", "--url", a.url, "--ab", b.url, "--concurrency", "2", "--isl",
-                                        "16", "--osl", "24", "--no-isl-probe", "--no-record"])  # fmt: skip
+                                        "16", "--osl", "24", "--no-isl-probe", "--no-record",
+                                        "--slo-tpot-ms", "9"])  # fmt: skip
         config = live_config(ns)
         pair = make_engine(config, config.server.target)
         assert isinstance(pair, AbPair)
@@ -88,7 +89,10 @@ async def test_b_slower_is_worse_at_each_level_on_screen_and_in_the_saved_result
             pair.stop()
     assert [lv.value for lv in pair.b.snapshot().levels] == [2, 4]  # the key moved B's load too
     rows = {
-        users: next(line for line in screen.splitlines() if f" {users} users " in line) for users in (2, 4)
+        users: next(
+            line for line in screen.splitlines() if f" {users} users " in line and "levels" not in line
+        )
+        for users in (2, 4)
     }
     for users, row in rows.items():
         # B's tok/s column: its figure, its change from A's (about -50 %) and the verdict
@@ -96,15 +100,23 @@ async def test_b_slower_is_worse_at_each_level_on_screen_and_in_the_saved_result
     assert "B tok/s vs A" in screen and "A tok/s (left)" in screen and "∘ B" in screen
     assert re.search(r"^.*\bA #\d", screen, re.M) and re.search(r"^.*\bB #\d", screen, re.M)  # lanes marked
     assert "server A" in screen and str(server_b).startswith("server B")
+    # a TPOT objective of 9 ms: A's 5 ms gaps meet it, B's 10 ms miss it: B's goodput is none
+    assert "B goodput vs A" in screen, screen  # a column, or named among those left out for width
+    assert "B serves no load at the SLO, A " in screen, screen
+    assert f"A {a.url}" in screen and f"B {b.url}" in screen  # the status bar names both endpoints
     (saved,) = tmp_path.glob("tokentop-*[0-9].json")
     b_csv = saved.with_name(saved.stem + "-b.csv").read_text().splitlines()  # B's exports beside A's
     assert len(b_csv) == 3 and saved.with_name(saved.stem + "-b-plot.svg").is_file()
     doc = json.loads(saved.read_text())
     ab = doc["ab"]
     assert ab["mode"] == "parallel" and ab["threshold_pct"] == 10.0
+    assert ab["capacity"]["b"] is None
+    assert (ab["capacity"]["a"] or {}).get("value") == doc["capacity_at_slo"].get("value")
     assert ab["b"]["target"]["url"] != doc["target"]["url"]
     assert [(lv["mode"], lv["value"]) for lv in ab["levels"]] == [("concurrency", 2.0), ("concurrency", 4.0)]
     for lv in ab["levels"]:
         verdicts = {d["metric"]: d["verdict"] for d in lv["differences"]}
-        assert verdicts["output tok/s"] == verdicts["TPOT p50 ms"] == "worse", lv
+        assert verdicts["output tok/s"] == verdicts["TPOT p50 ms"] == verdicts["output goodput"] == "worse", (
+            lv
+        )
         assert "better" not in verdicts.values(), lv

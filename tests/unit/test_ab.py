@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.fake_engine import FakeEngine
 from tests.unit.results_data import frozen_results
-from tui.bench.ab import ab_table, run_turns, sessions_for
+from tui.bench.ab import ab_table, paired_judge, run_turns, sessions_for
 from tui.bench.progress import Progress
 from tui.cli import build_parser
 from tui.cli.bench import bench_config
@@ -22,8 +23,8 @@ from tui.configs import CompareConfig, UsageError
 from tui.engine.config import EngineOptions, LoadTarget
 from tui.engine.results.ab import AbDifference, AbLevel
 from tui.engine.results.files import dump_results, parse_document, to_json, write_results
-from tui.engine.results.model import Ab, Results
-from tui.engine.sessions.ab import slo_difference, turns
+from tui.engine.results.model import Ab, LevelSlo, Results
+from tui.engine.sessions.ab import ab_capacity, slo_difference, turns
 from tui.engine.sessions.compare import Run
 
 
@@ -65,6 +66,7 @@ def test_without_its_variable_b_has_no_key(monkeypatch: pytest.MonkeyPatch) -> N
         (["--ab", "http://u:pw@b:9000"], "--ab must not carry credentials"),
         (["--ab", "ftp://b"], "--ab: "),
         (["--ab", "http://b", "--ab-header", "nocolon"], "--ab-header wants NAME:VALUE"),
+        (["--ab", "http://b", "--ray", "auto"], "--ab runs its two sides' workers here: drop --ray"),
     ],
 )
 def test_unusable_ab_flags_are_one_line(
@@ -75,7 +77,7 @@ def test_unusable_ab_flags_are_one_line(
     assert message in str(info.value) and "pw" not in str(info.value)
 
 
-def test_the_live_app_reads_ab_in_parallel_only_and_not_beside_a_baseline(
+def test_the_live_app_reads_ab_in_either_mode_and_not_beside_a_baseline(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOKENTOP_AB_API_KEY"):
@@ -87,24 +89,30 @@ def test_the_live_app_reads_ab_in_parallel_only_and_not_beside_a_baseline(
         and config.ab.mode == "parallel"
         and config.ab.target.base_url == "http://b:9000/v1"
     )
-    with pytest.raises(SystemExit):  # alternate's turns are bench's: argparse names the one choice
-        parser.parse_args(["live", "--ab", "http://b", "--ab-mode", "alternate"])
-    assert "invalid choice: 'alternate'" in capsys.readouterr().err
+    turns = live_config(parser.parse_args(["live", "--ab", "http://b", "--ab-mode", "alternate", "--ab-block",
+                                           "3"]))  # fmt: skip
+    assert turns.ab is not None and (turns.ab.mode, turns.ab.block_s) == ("alternate", 3.0)
     with pytest.raises(UsageError, match="--ab draws B where --baseline"):
         live_config(
             parser.parse_args(["live", "--url", "http://a", "--ab", "http://b", "--baseline", "x.json"])
         )
 
 
-def test_each_side_records_a_session_beside_the_users_or_in_a_temporary_folder(tmp_path: Path) -> None:
+def test_each_side_records_a_session_beside_the_users_or_none(tmp_path: Path) -> None:
     asked = sessions_for(EngineOptions(record=str(tmp_path / "run.tokentop-session.gz")))
-    assert asked.temporary is None and asked.a.record == str(tmp_path / "run.tokentop-session.gz")
+    assert asked.a.record == str(tmp_path / "run.tokentop-session.gz")
     assert asked.b.record == str(tmp_path / "run-b.tokentop-session.gz")
-    none = sessions_for(EngineOptions(record=None))
-    assert none.temporary is not None and none.temporary.is_dir()
-    assert Path(none.b.record or "").parent == none.temporary
-    none.cleanup()
-    assert not none.temporary.exists()
+    none = sessions_for(EngineOptions(record=None))  # the verdicts need none: the pair keeps the samples
+    assert none.a.record is None and none.b.record is None
+
+
+def test_bench_judges_turns_by_the_pair_from_the_live_samples_and_steers_them_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    args = ("--url", "http://a:8000", "--ab", "http://b", "--ab-mode", "alternate", "--duration", "4")
+    config = _config(*args, monkeypatch=monkeypatch)
+    pair = paired_judge(config.ab, [FakeEngine(), FakeEngine()])  # type: ignore[attr-defined,list-item]  # fakes
+    assert pair is not None and pair.mode == "alternate" and pair.turns is None  # run_turns steers
 
 
 def _section(a: Results) -> Ab:
@@ -119,7 +127,7 @@ def _section(a: Results) -> Ab:
 
 def test_the_ab_section_is_written_and_read_back_whole() -> None:
     a = frozen_results()
-    doc = replace(a, ab=_section(a))
+    doc = replace(a, ab=replace(_section(a), capacity=ab_capacity(a, a)))
     back = parse_document(to_json(doc))
     assert back == doc
     assert to_json(a).keys() == to_json(parse_document(to_json(a))).keys() and "ab" not in to_json(a)
@@ -135,11 +143,27 @@ def test_bench_table_shows_the_judged_figures_and_why_others_are_not() -> None:
     assert lines[2].split() == ["2", "users", "output", "tok/s", "330", "193.8", "-41.3", "%", "worse"]
     assert "TTFT p99" not in text  # the table shows the p50s and throughput; the results hold the rest
     assert all(line == line.rstrip() for line in lines)
-    a = frozen_results()  # its run had a TTFT objective: the line says what each side serves at it
-    assert (
-        ab_table(_section(a), a)
-        .splitlines()[-1]
-        .startswith("at SLO (95 % of requests by the lower bound): A")
+    a = frozen_results()  # its run had a TTFT objective: the line says the load each side serves at it
+    b = replace(
+        a, levels=tuple(replace(lv, slo=_slo(m)) for lv, m in zip(a.levels, (80, 80, 80, 70), strict=True))
+    )
+    a = replace(
+        a, levels=tuple(replace(lv, slo=_slo(m)) for lv, m in zip(a.levels, (80, 79, 80, 80), strict=True))
+    )
+    section = replace(_section(a), capacity=ab_capacity(a, b))
+    assert ab_table(section).splitlines()[-1] == (
+        "B serves 4 users at the SLO, A 8 users (95 % of requests by the lower bound)"
+    )
+    # in turns a side's levels at a load pool: 79 of 80 alone is short of 95 %, beside 80 of 80 it is not
+    pooled = replace(a, levels=(*a.levels[1:2], replace(a.levels[1], level_id=5, slo=_slo(80))))
+    assert (ab_capacity(pooled, b).a.value, ab_capacity(pooled, b).a.requests) == (2, 160)  # type: ignore[union-attr]
+    assert ab_capacity(replace(a, levels=a.levels[1:2]), b).a is None  # type: ignore[union-attr]
+    assert ab_capacity(replace(a, capacity_at_slo=None), b) is None  # no SLO: no line
+
+
+def _slo(met: int, requests: int = 80) -> LevelSlo:
+    return LevelSlo(
+        attainment=met / requests, attainment_low=0.0, attainment_high=1.0, met=met, requests=requests
     )
 
 

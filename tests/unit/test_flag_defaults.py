@@ -52,7 +52,7 @@ FIELDS: dict[tuple[str, str], Any] = {
     ("bench", "arrival"): LoadTarget.arrival,
     **{(c, "ab_mode"): AbConfig.mode for c in ("live", "bench")},
     **{(c, "ab_threshold"): AbConfig.threshold_pct for c in ("live", "bench")},
-    ("bench", "ab_block"): AbConfig.block_s,
+    **{(c, "ab_block"): AbConfig.block_s for c in ("live", "bench")},
     ("bench", "sim_time_scale"): DemoConfig.time_scale,
     ("bench", "repeat"): BenchConfig.repeat,
     ("calibrate", "token_rate"): CalibrateConfig.token_rate,

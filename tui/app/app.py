@@ -208,6 +208,7 @@ class TokentopApp(App[int]):
         self.call_after_refresh(lambda: self.frame_stats.record_frame(start, self._cpu_ns()))
 
     def _ui_state(self) -> UiState:
+        ab = self._ab
         return UiState(
             target=self._target,
             ramp=self.auto_load.status(),
@@ -217,6 +218,8 @@ class TokentopApp(App[int]):
             watching=self.watch_only,
             canary_rate=self._canary_rate(),
             stopped_at_s=self._stopped_at_s,
+            b_where=None if ab is None else (ab.b.base_url, ab.b.model),
+            turn="" if ab is None else ab.turn,
         )
 
     def _canary_rate(self) -> float | None:
@@ -260,10 +263,12 @@ class TokentopApp(App[int]):
         return sorted((v, tps) for v, tps in latest.items() if math.isfinite(tps))
 
     def _ab_level(self, level: LevelView) -> AbLevel | None:
-        """A's level as judged against B's at its load, once it has been."""
+        """A's level as judged against B's at its load, once it has been; in turns, its load's verdict."""
         if self._ab is None:
             return None
-        return next((lv for lv in self._ab.levels if lv.a_level_id == level.level_id), None)
+        turns = self._ab.mode == "alternate"
+        return next((lv for lv in self._ab.levels if (lv.mode, lv.value) == (level.mode, level.value)
+                     if turns or lv.a_level_id == level.level_id), None)  # fmt: skip
 
     def _show_slow(self, snap: Snapshot, *, force: bool) -> None:
         """Plots and the table: only when visible and changed, spread over ticks so that no tick pays for
@@ -275,6 +280,7 @@ class TokentopApp(App[int]):
             and table.region.area
             and self.screen.is_active
         ):
+            table.note = "" if self._ab is None or self._ab.capacity is None else self._ab.capacity.line()
             changed = table.show(
                 snap.levels,
                 0 if snap.load.paused else snap.level_id,  # paused: no level runs, none is marked
@@ -316,6 +322,8 @@ class TokentopApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "server_side" and self._pair is None:
             return False
+        if action == "toggle_ramp" and self._pair is not None and self._pair.mode == "alternate":
+            return False  # the ramp reads A's levels, which pause for each of B's turns
         return not (self.watch_only and action in keys.WATCH_OFF)
 
     def _footer_offers(self, action: str) -> bool:

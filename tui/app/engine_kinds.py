@@ -23,6 +23,8 @@ class ShowsAb(Protocol):
     """An engine over two endpoints (`tui.engine.ab.pair.AbPair`): B beside A, and the verdicts."""
 
     b: Engine
+    mode: str
+    """``parallel`` or ``alternate`` (the pair takes turns)."""
 
     def ab_view(self) -> AbView:
         """B's snapshot and server, and each level as last judged."""

@@ -135,12 +135,12 @@ def make_engine(config: LiveConfig, target: TargetConfig) -> Engine:
     engine: Engine = EngineHandle(target, config.workload, config.load, workers=config.workers,
                                   requests_log=config.requests_log, options=config.options)  # fmt: skip
     if (ab := config.ab) is not None:
-        from tui.engine.ab.pair import AbPair, b_file, b_options
+        from tui.engine.ab.pair import AbPair, b_file, b_options, b_workload
 
         log = None if config.requests_log is None else b_file(config.requests_log)
-        b = EngineHandle(ab.target, config.workload, config.load, workers=config.workers, requests_log=log,
-                         options=b_options(config.options))  # fmt: skip
-        engine = AbPair(engine, b, mode=ab.mode, threshold_pct=ab.threshold_pct)
+        b = EngineHandle(ab.target, b_workload(config.workload, ab.mode), config.load, workers=config.workers,
+                         requests_log=log, options=b_options(config.options))  # fmt: skip
+        engine = AbPair(engine, b, mode=ab.mode, threshold_pct=ab.threshold_pct, block_s=ab.block_s)
     return engine
 
 

@@ -1,18 +1,16 @@
-"""bench's ``--ab``: the second side's engine, the sessions both sides record, and the end's comparison.
+"""bench's ``--ab``: the second side's engine, the turns of ``alternate``, and the end's comparison.
 
 Two engines, one per endpoint, each a whole `EngineHandle` with its own workers, store and session; the
 level loop steers both alike. One engine with two targets would thread a side through every record, every
 aggregate and every results key; two engines reuse all of it, and each side's figures are exactly what a
-run against it alone would report. The verdicts are `tokentop compare`'s own statistics and rules: in
-parallel judged by the live app's `tui.engine.ab.pair.AbPair` from the samples the requests left, in turns
-from the two sessions both sides record.
+run against it alone would report. The verdicts are `tokentop compare`'s own statistics and rules, judged
+by the live app's `tui.engine.ab.pair.AbPair` from the samples the requests left (in turns, a side's turns
+at a load its repeats): no session is needed.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,47 +20,32 @@ from tui import units
 from tui.bench.progress import Progress, load_label
 from tui.bench.table import summary
 from tui.configs import AbConfig, BenchConfig
-from tui.engine.ab.pair import AbPair, b_file, b_options
+from tui.engine.ab.pair import AbPair, b_file, b_options, b_workload
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.probe import Probed, ProbeError
-from tui.engine.recording.file import SUFFIX
 from tui.engine.results.model import Ab, Results
-from tui.engine.sessions.ab import SLO_METRIC, judge_levels, judge_turns, load_value
+from tui.engine.sessions.ab import GOODPUT, SLO_METRIC, ab_capacity
 from tui.terminal import print_or_drop, say
 
 POLL_S = 0.25
 """How often a turn looks for a fatal error."""
-SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms", SLO_METRIC)
+SHOWN = ("output tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms", SLO_METRIC, GOODPUT[0])
 """The figures bench's end table compares; the results hold every one compare judges."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sessions:
-    """Where each side records its session: beside the user's (B's with ``-b``), or in a temporary folder
-    that `cleanup` removes when the user asked for none (the verdicts on turns need both)."""
+    """Each side's engine options: B's session beside A's (with ``-b``), none when A records none (the
+    verdicts are judged by the pair as the run goes, from no session)."""
 
     a: EngineOptions
     b: EngineOptions
-    temporary: Path | None = None
-
-    def cleanup(self) -> None:
-        if self.temporary is not None:
-            shutil.rmtree(self.temporary, ignore_errors=True)
 
 
-def sessions_for(options: EngineOptions, *, needed: bool = True) -> Sessions:
-    """Both sides' engine options, each recording its own session; none unless asked for or ``needed``
-    (turns are judged from the sessions, parallel levels by the pair as they run)."""
-    temporary = None
-    a_path = options.record
-    if a_path is None and not needed:
-        return Sessions(options, options)
-    if a_path is None:
-        temporary = Path(tempfile.mkdtemp(prefix="tokentop-ab-"))
-        a_path = str(temporary / f"a{SUFFIX}")
-    a = replace(options, record=a_path)
-    return Sessions(a, b_options(a), temporary)
+def sessions_for(options: EngineOptions) -> Sessions:
+    """Both sides' engine options (`b_options`)."""
+    return Sessions(options, b_options(options))
 
 
 @dataclass(frozen=True)
@@ -79,30 +62,26 @@ class Side:
 
 def plan_sides(
     config: BenchConfig, a: TargetConfig, progress: Progress, probe: Callable[[TargetConfig], Probed]
-) -> tuple[list[Side], Sessions | None]:
-    """A's side alone, or with ``--ab`` A's and B's and their sessions; B is probed first, and no side at
-    all means B cannot be used (the error is said)."""
+) -> list[Side]:
+    """A's side alone, or with ``--ab`` A's and B's; B is probed first, and no side at all means B cannot
+    be used (the error is said)."""
     if config.ab is None:
-        return [Side(a, config.options, config.workload, config.levels[0], config.requests_log)], None
+        return [Side(a, config.options, config.workload, config.levels[0], config.requests_log)]
     b = probe_b(config.ab.target, progress, probe)
     if b is None:
-        return [], None
-    sessions = sessions_for(config.options, needed=config.ab.mode == "alternate")
-    return both_sides(config, a, b, sessions), sessions
+        return []
+    return both_sides(config, a, b, sessions_for(config.options))
 
 
 def both_sides(config: BenchConfig, a: TargetConfig, b: TargetConfig, sessions: Sessions) -> list[Side]:
     """A's and B's engines' makings. ``alternate``: both start paused (the turns begin once both are up)
-    and B sends prompts of its own salt, for at one pool B would find A's prompts in the prefix cache;
-    ``parallel``: the same prompts in the same order, to servers that share nothing."""
-    first, w = config.levels[0], config.workload
-    if config.ab is not None and config.ab.mode == "alternate":
-        first = replace(first, paused=True)
-        return [Side(a, sessions.a, w, first, config.requests_log),
-                Side(b, sessions.b, replace(w, prompt_salt=f"{w.prompt_salt}b"), first,
-                     b_side(config.requests_log))]  # fmt: skip
+    and B sends prompts of its own salt (`b_workload`); ``parallel``: the same prompts in the same order,
+    to servers that share nothing."""
+    assert config.ab is not None
+    first, w, mode = config.levels[0], config.workload, config.ab.mode
+    first = replace(first, paused=True) if mode == "alternate" else first
     return [Side(a, sessions.a, w, first, config.requests_log),
-            Side(b, sessions.b, w, first, b_side(config.requests_log))]  # fmt: skip
+            Side(b, sessions.b, b_workload(w, mode), first, b_side(config.requests_log))]  # fmt: skip
 
 
 def b_side(path: Path | None) -> Path | None:
@@ -110,16 +89,9 @@ def b_side(path: Path | None) -> Path | None:
     return None if path is None else b_file(path)
 
 
-def judged(ab: AbConfig, a_session: Path, b_session: Path, b_results: Results) -> Ab:
-    """The results' ``ab`` section: B's run and each level's verdicts, by `tokentop compare`'s rules."""
-    judge = judge_turns if ab.mode == "alternate" else judge_levels
-    levels = judge(a_session, b_session, ab.threshold_pct)
-    return Ab(mode=ab.mode, threshold_pct=ab.threshold_pct, b=b_results, levels=levels)
-
-
-def ab_table(section: Ab, a: Results | None = None) -> str:
+def ab_table(section: Ab) -> str:
     """bench's end table of the comparison: per level, A, B, the change and its verdict; with an SLO, the
-    attainment's, and the highest load each side serves at it (from A's document ``a``)."""
+    attainment's and the goodput's, and the highest load each side serves at it."""
     rows = [("level", "metric", "A", "B", "B vs A", "verdict")]
     reasons: dict[str, None] = {}
     for lv in section.levels:
@@ -143,23 +115,13 @@ def ab_table(section: Ab, a: Results | None = None) -> str:
     ]
     clears = f"±{section.threshold_pct:g} %"
     head = f"B vs A ({section.mode}): a verdict only where the change's 95 % interval clears {clears}"
-    if a is not None and (target := a.config.slo_target) is not None:
-        served = [_capacity(doc, target) for doc in (a, section.b)]
-        lines.append(
-            f"at SLO ({target * 100:g} % of requests by the lower bound): A serves {served[0]}, B {served[1]}"
-        )
+    if section.capacity is not None:
+        lines.append(section.capacity.line())
     return "\n".join([head, *lines, *(f"unjudged: {r}" for r in reasons)])
 
 
 def _share(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
-
-
-def _capacity(doc: Results, target: float) -> str:
-    """The highest load whose SLO attainment's 95 % lower bound meets ``target``, as a label, or "none"."""
-    met = [lv for lv in doc.levels if lv.slo is not None and lv.slo.attainment_low >= target]
-    best = max(met, key=load_value, default=None)
-    return "none" if best is None else load_label(best.mode, load_value(best))
 
 
 def probe_b(
@@ -179,9 +141,9 @@ def probe_b(
 
 
 def paired_judge(ab: AbConfig | None, engines: list[Engine]) -> AbPair | None:
-    """``parallel``: the live app's judge over both engines (`AbPair`), made before they start so it keeps
-    the samples of every record; None for one side, or for turns (judged from the sessions)."""
-    if ab is None or ab.mode != "parallel" or len(engines) != 2:
+    """The live app's judge over both engines (`AbPair`), made before they start so it keeps the samples
+    of every record; None for one side. In turns it only judges: `run_turns` steers each side."""
+    if ab is None or len(engines) != 2:
         return None
     return AbPair(engines[0], engines[1], mode=ab.mode, threshold_pct=ab.threshold_pct)
 
@@ -193,11 +155,8 @@ def with_b(
     interrupted: str | None,
     status: int,
 ) -> Results:
-    """A's results with the ``ab`` section (B's own document and each level judged: in parallel by the
-    pair, as the app judges; in turns from both sessions), and both sides' tables and the comparison
-    printed."""
-    from tui.engine.recording.file import SessionError
-
+    """A's results with the ``ab`` section (B's own document and each level judged by the pair, as the app
+    judges), and both sides' tables and the comparison printed."""
     a, b, pair = sides
     b_results, a_snap, b_snap = b.results(interrupted=interrupted), a.snapshot(), b.snapshot()
     assert isinstance(b_results, Results)
@@ -205,20 +164,12 @@ def with_b(
         results, b_results = _sent(results), _sent(b_results)
         a_snap, b_snap = (replace(s, levels=tuple(lv for lv in s.levels if lv.completed + lv.failed))
                           for s in (a_snap, b_snap))  # fmt: skip
-    a_session, b_session = getattr(a, "session_path", None), getattr(b, "session_path", None)
-    if pair is not None:
-        levels = pair.judge(results, b_results)
-        section = Ab(mode=ab.mode, threshold_pct=ab.threshold_pct, b=b_results, levels=levels)
-    elif a_session is None or b_session is None:
-        return replace(results, notices=(*results.notices, "A/B: a side recorded no session: not judged"))
-    else:
-        try:
-            section = judged(ab, a_session, b_session, b_results)
-        except SessionError as exc:
-            return replace(results, notices=(*results.notices, f"A/B: not judged: {exc}"))
+    levels = pair.judge(results, b_results) if pair is not None else ()
+    section = Ab(mode=ab.mode, threshold_pct=ab.threshold_pct, b=b_results, levels=levels,
+                 capacity=ab_capacity(results, b_results))  # fmt: skip
     if status != 1 and section.levels:
         print_or_drop(f"A: {results.target.url}\n{summary(a_snap)}\n\n{b_line(section)}\n{summary(b_snap)}"
-                      f"\n\n{ab_table(section, results)}")  # fmt: skip
+                      f"\n\n{ab_table(section)}")  # fmt: skip
     return replace(results, ab=section)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tui import units
-from tui.bench.ab import Sessions, paired_judge, plan_sides, run_turns, with_b
+from tui.bench.ab import paired_judge, plan_sides, run_turns, with_b
 from tui.bench.feed import LiveFeed
 from tui.bench.level_end import counted, default_requests, level_done
 from tui.bench.progress import LevelProgress, Progress, load_label
@@ -228,7 +228,6 @@ def _run(
     err = sys.stderr
     handle: Engine | None = None
     others: list[Engine] = []  # B's engine with --ab: steered as A's is
-    sessions: Sessions | None = None
     pair: AbPair | None = None  # parallel --ab: judges B against A as the app does
     final: Snapshot | None = None
     status = 0
@@ -248,7 +247,7 @@ def _run(
         picked = probed.note(target.model)
         progress.note(f"model {probed.model} at {target.base_url}" + (f" ({picked})" if picked else ""))
         target = replace(target, model=probed.model)
-        sides, sessions = plan_sides(config, target, progress, probe)
+        sides = plan_sides(config, target, progress, probe)
         if not sides:
             return 1  # B cannot be used (the error said why)
         alternate = config.ab is not None and config.ab.mode == "alternate"
@@ -337,13 +336,9 @@ def _run(
             if lost is not None:
                 say(lost.exit_line())  # even with --quiet: an output asked for is incomplete
                 status = status or 1
-            elif (
-                recorded is not None and not config.quiet and (sessions is None or sessions.temporary is None)
-            ):
+            elif recorded is not None and not config.quiet:
                 b_paths = [getattr(e, "session_path", None) for e in others]
                 say(f"session recorded to {recorded}" + "".join(f" (B: {p})" for p in b_paths if p))
-        if sessions is not None:
-            sessions.cleanup()
     if status == 0 and final is not None and final.completed == 0 and not _measured(final):
         say(f"tokentop: error: {nothing_completed(final)}")
         status = 1

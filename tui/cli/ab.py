@@ -18,9 +18,8 @@ AB_KEY_ENV = "TOKENTOP_AB_API_KEY"
 """B's API key: from the environment only, so it is never on a command line; never printed or saved."""
 
 
-def add_ab_args(p: argparse.ArgumentParser, modes: tuple[AbMode, ...] = get_args(AbMode)) -> None:
-    """--ab, --ab-model, --ab-header, --ab-mode (one of ``modes``: the live app's is parallel alone),
-    --ab-block (with alternate), --ab-threshold."""
+def add_ab_args(p: argparse.ArgumentParser) -> None:
+    """--ab, --ab-model, --ab-header, --ab-mode, --ab-block (with alternate), --ab-threshold."""
     g = p.add_argument_group("A/B (tokentop help ab)")
     g.add_argument(
         "--ab",
@@ -34,23 +33,18 @@ def add_ab_args(p: argparse.ArgumentParser, modes: tuple[AbMode, ...] = get_args
     )
     g.add_argument(
         "--ab-mode",
-        choices=modes,
+        choices=get_args(AbMode),
         default=AbConfig.mode,
-        help="parallel: each level's load against both at once, the same prompts in the same order"
-        + (
-            "; alternate: against one at a time, in turns of --ab-block seconds (two doors to one pool)"
-            if "alternate" in modes
-            else " (bench also alternates)"
-        ),
+        help="parallel: each level's load against both at once, the same prompts in the same order; "
+        "alternate: against one at a time, in turns of --ab-block seconds (two doors to one pool)",
     )
-    if "alternate" in modes:
-        g.add_argument(
-            "--ab-block",
-            type=positive_float,
-            default=AbConfig.block_s,
-            metavar="S",
-            help="alternate: the longest turn of a side; a level of --duration D is split into equal turns",
-        )
+    g.add_argument(
+        "--ab-block",
+        type=positive_float,
+        default=AbConfig.block_s,
+        metavar="S",
+        help="alternate: the longest turn of a side (bench splits a level of --duration D into equal turns)",
+    )
     g.add_argument(
         "--ab-threshold",
         type=positive_float,
@@ -83,5 +77,4 @@ def ab_from_args(ns: argparse.Namespace, a: TargetConfig) -> AbConfig | None:
     )
     if ns.ab is not None and ns.ray is not None:
         raise UsageError("--ab runs its two sides' workers here: drop --ray")
-    block_s = ns.ab_block if ns.ab_mode == "alternate" else AbConfig.block_s  # only bench has turns
-    return AbConfig(target=target, mode=ns.ab_mode, threshold_pct=ns.ab_threshold, block_s=block_s)
+    return AbConfig(target=target, mode=ns.ab_mode, threshold_pct=ns.ab_threshold, block_s=ns.ab_block)

@@ -63,7 +63,7 @@ def add_live_args(p: argparse.ArgumentParser) -> None:
     add_schedule_arg(p)
     add_baseline_arg(p)
     add_ray_args(p, on_node_loss="continue")
-    add_ab_args(p, modes=("parallel",))  # alternate's turns are bench's
+    add_ab_args(p)
 
 
 def live_config(ns: argparse.Namespace) -> LiveConfig:

@@ -66,7 +66,17 @@ def test_a_slower_b_is_worse_beyond_noise_at_every_level(slower_b: Any) -> None:
         assert lv["errors"] == [0, 0]
         # a TPOT objective of 9 ms: A's 5 ms gaps meet it, B's 10 ms miss it, beyond both Wilson intervals
         assert verdicts["SLO attainment"] == "worse", lv
-    assert "at SLO (95 % of requests by the lower bound): A serves " in r.stdout and ", B none\n" in r.stdout
+        # and so B's goodput (the tok/s of requests that met it), none against A's, beyond the blocks' noise
+        goodput = next(d for d in lv["differences"] if d["metric"] == "output goodput")
+        assert goodput["verdict"] == "worse" and goodput["b"] == 0 and goodput["a"] > 0, goodput
+    a_levels = {x["level_id"]: x for x in doc["levels"]}
+    assert [d["a"] for lv in levels for d in lv["differences"] if d["metric"] == "output goodput"] == [
+        a_levels[lv["a_level_id"]]["slo"]["output_goodput"] for lv in levels
+    ]
+    # each side's capacity at the SLO: saved, and said under the table
+    capacity, alone = doc["ab"]["capacity"], doc["capacity_at_slo"]  # one level a load: A's alone says it too
+    assert capacity["b"] is None and (capacity["a"] or {}).get("value") == alone.get("value"), capacity
+    assert "B serves no load at the SLO, A " in r.stdout and "goodput" in r.stdout
     # bench's end table says it too: both sides' tables, then the comparison
     assert r.stdout.count("out tok/s") == 2 and "B vs A (parallel)" in r.stdout
     assert r.stdout.count("worse") >= 2 * 2

@@ -16,7 +16,7 @@ from tui.engine.aggregate.cost import joules_per_token, usd_per_mtok
 from tui.engine.results.ab import AbLevel
 from tui.engine.server_metrics.level_figures import LevelFigures, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
-from tui.engine.sessions.ab import SLO_METRIC
+from tui.engine.sessions.ab import GOODPUT, SLO_METRIC
 from tui.engine.snapshot import ITL_NAMES, ItlConvention, Knee, LevelView, Stats
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -69,9 +69,10 @@ AB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ab_itl", "B ITL p50 vs A"),
 )
 """With ``--ab``: after tok/s, B's figure at the level, its change from A's and the verdict."""
-AB_SLO_COLUMN = ("ab_slo", "B SLO met vs A")
+AB_SLO_COLUMNS = (("ab_slo", "B SLO met vs A"), ("ab_goodput", "B goodput vs A"))
+"""With an SLO too: B's attainment and its goodput (output tok/s that met the SLO) against A's."""
 AB_METRICS = {"ab_tps": "output tok/s", "ab_ttft": "TTFT p50 ms", "ab_tpot": "TPOT p50 ms",
-              "ab_itl": "ITL p50 ms", "ab_slo": SLO_METRIC}  # fmt: skip
+              "ab_itl": "ITL p50 ms", "ab_slo": SLO_METRIC, "ab_goodput": GOODPUT[0]}  # fmt: skip
 """Each A/B column's figure among the judged ones (`tui.engine.sessions.compare.METRICS`)."""
 FIXED_COLUMNS = 1
 """The level column stays put when the table scrolls sideways, so every row still says its load."""
@@ -323,6 +324,8 @@ class LevelTable(DataTable[Text]):
         """Set before mounting (``--cost-per-hour``): the $/Mtok column shows."""
         self.ab: Callable[[LevelView], AbLevel | None] | None = None
         """Set before mounting (``--ab``): a level as judged on both sides, and the A/B columns show."""
+        self.note = ""
+        """Said after the title (``--ab`` with an SLO: each side's capacity at it)."""
         self._columns = COLUMNS
         """The columns shown, in order (`CACHE_COLUMN` joins them when a level first has a hit rate); in the
         wide layout only those that fit whole (`fitting`), the small one scrolls sideways instead."""
@@ -348,7 +351,7 @@ class LevelTable(DataTable[Text]):
         """Update rows in place; True if anything on screen changed. ``whole_answers``: an embeddings run
         (`WHOLE_ANSWER_COLUMNS`)."""
         changed = False
-        title = f"load levels · ms · ITL = {ITL_NAMES[convention]}"
+        title = f"load levels · ms · ITL = {ITL_NAMES[convention]}" + (f" · {self.note}" if self.note else "")
         if self.border_title != title:
             self.border_title = title
         every = WHOLE_ANSWER_COLUMNS if whole_answers else COLUMNS
@@ -371,7 +374,7 @@ class LevelTable(DataTable[Text]):
             every = (*every[:at], BASE_COLUMN, *every[at:])
         if self.ab is not None:  # beside tok/s, B's figures against A's
             at = [key for key, _ in every].index("tps") + 1
-            slo = (AB_SLO_COLUMN,) if any(lv.slo is not None for lv in levels) else ()
+            slo = AB_SLO_COLUMNS if any(lv.slo is not None for lv in levels) else ()
             every = (*every[:at], *AB_COLUMNS, *slo, *every[at:])
         baseline, ab = self.baseline, self.ab
         all_cells = {

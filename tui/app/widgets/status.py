@@ -37,6 +37,10 @@ class UiState:
     stopped_at_s: float | None = None
     """The run time of the first snapshot that said the engine stopped: the clock stays there, as the
     line says "■ stopped" (a clock that counted on after a 401 halt would say the run goes on)."""
+    b_where: tuple[str, str] | None = None
+    """``--ab``: B's URL and model, named beside A's."""
+    turn: str = ""
+    """``--ab-mode alternate``: which side the load is on now ("A" or "B"; "" while neither)."""
 
 
 StyleFor = Callable[[str], Style]
@@ -63,6 +67,9 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
         (" · ", muted),
         (snap.endpoint, muted),
     ]
+    if ui.b_where is not None:  # A/B: each endpoint named by its side
+        where = [("A ", muted), *where, gap, ("B ", muted), (ui.b_where[0], style("url")), (" · ", muted),
+                 (ui.b_where[1] or "(model?)", style("model"))]  # fmt: skip
     if snap.demo:
         where += [("  ", None), ("demo: built-in simulator", style("demo"))]
     target = ui.target
@@ -84,7 +91,7 @@ def status_lines(snap: Snapshot, ui: UiState, style: StyleFor, width: int | None
         down_at = units.elapsed(snap.outages[-1].start_s)
         load.append((f"⚠ the server stopped answering at {down_at}", style("failed")))
     else:
-        load.append(("▶ running", style("running")))
+        load.append(("▶ running" + (f" on {ui.turn}" if ui.turn else ""), style("running")))
         back = snap.outages[-1].end_s if snap.outages else None
         if back is not None and snap.elapsed_s - back < BACK_SHOWN_S:
             load.append((f" · back at {units.elapsed(back)}", style("running")))

@@ -1,10 +1,11 @@
 """`AbPair`: two engines, A and B, under one steered load, judged level by level as the run goes.
 
-An `Engine` to its face: a load command goes to both sides, a read is A's, and `ab_view` adds B's snapshot,
-B's server and the verdicts. Each side is a whole engine of its own, so each side's figures are what a run
-against it alone reports. The verdicts are `tokentop compare`'s (`tui.engine.sessions.ab.judge_live`),
-from each side's results and the samples its records left (`tui.engine.sessions.samples`), kept here as
-they arrive: judging by replaying the sessions took 3.5 CPU-s for 20 s of 8 users, and grows with the run.
+An `Engine` to its face: a load command goes to both sides (in turns, to the side on turn:
+`tui.engine.ab.turns`), a read is A's, and `ab_view` adds B's snapshot, B's server and the verdicts. Each side
+is a whole engine of its own, so each side's figures are what a run against it alone reports. The verdicts are
+`tokentop compare`'s (`tui.engine.sessions.ab.judge_live`), from each side's results and the samples its
+records left (`tui.engine.sessions.samples`), kept here as they arrive: judging by replaying the sessions took
+3.5 CPU-s for 20 s of 8 users, and grows with the run.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tui.engine.ab.turns import Turns
 from tui.engine.api import Engine
-from tui.engine.config import EngineOptions, LoadTarget
+from tui.engine.config import EngineOptions, LoadTarget, WorkloadConfig
 from tui.engine.recording.file import SUFFIX
 from tui.engine.records import RequestRecord
-from tui.engine.results.ab import AbLevel
+from tui.engine.results.ab import AbCapacity, AbLevel
 from tui.engine.results.files import to_json
 from tui.engine.results.model import Ab, Results
-from tui.engine.sessions.ab import judge_live
-from tui.engine.sessions.compare import load_key
-from tui.engine.sessions.samples import LevelSamples
+from tui.engine.sessions.ab import ab_capacity, judge_live, judge_live_turns
+from tui.engine.sessions.compare import JUDGED_BLOCKS, load_key
+from tui.engine.sessions.samples import LevelSamples, Objectives, objectives
 from tui.engine.snapshot import RampVerdict, RequestDetail, Snapshot
 
 if TYPE_CHECKING:
@@ -56,6 +58,12 @@ def b_options(options: EngineOptions) -> EngineOptions:
     return replace(options, record=None if options.record is None else str(b_session(Path(options.record))))
 
 
+def b_workload(workload: WorkloadConfig, mode: str) -> WorkloadConfig:
+    """B's workload: A's; in turns (two doors to one pool) its prompts of their own salt, for B would
+    otherwise find A's prompts in the pool's prefix cache."""
+    return replace(workload, prompt_salt=f"{workload.prompt_salt}b") if mode == "alternate" else workload
+
+
 @dataclass(frozen=True)
 class AbView:
     """What a face shows of B beside A's snapshot."""
@@ -68,6 +76,10 @@ class AbView:
     threshold_pct: float
     note: str = ""
     """Why the verdicts stopped, if they did."""
+    capacity: AbCapacity | None = None
+    """With an SLO: each side's capacity at it, as last judged."""
+    turn: str = ""
+    """In turns (``alternate``): the side the load is on now, "" while neither."""
 
 
 def paired(
@@ -88,13 +100,16 @@ def paired(
 
 
 class AbPair:
-    """Implements `tui.engine.api.Engine` over two engines (A's reads; both take each command), and
-    judges B against A level by level on a thread of its own."""
+    """Implements `tui.engine.api.Engine` over two engines (A's reads; both take each command, or with
+    ``block_s`` in ``alternate`` the side on turn: `tui.engine.ab.turns`), and judges B against A level by
+    level on a thread of its own; in ``alternate`` a side's turns at a load are its repeats."""
 
     def __init__(self, a: Engine, b: Engine, *, mode: str = "parallel", threshold_pct: float = 10.0,
-                 judge_every_s: float = JUDGE_EVERY_S) -> None:  # fmt: skip
+                 judge_every_s: float = JUDGE_EVERY_S, block_s: float | None = None) -> None:  # fmt: skip
         self.a, self.b = a, b
         self.mode, self.threshold_pct = mode, threshold_pct
+        self.turns = Turns((a, b), block_s) if mode == "alternate" and block_s is not None else None
+        """The live app's turns; None in parallel, or where the face steers each side (bench's turns)."""
         self._every_s = judge_every_s
         self._lock = threading.Lock()
         """Guards the samples (added on the engines' reader threads) and the verdicts."""
@@ -103,8 +118,14 @@ class AbPair:
         self._samples: tuple[dict[int, LevelSamples], dict[int, LevelSamples]] = ({}, {})
         self._dropped: tuple[set[int], set[int]] = (set(), set())
         """Levels whose verdict is final: their records are no longer kept."""
-        self._verdicts: dict[tuple[int, int], AbLevel] = {}
-        """By (A's level id, B's), in the order first judged."""
+        self._verdicts: dict[tuple[int, int] | tuple[str, float], AbLevel] = {}
+        """By (A's level id, B's), in the order first judged; in turns by load."""
+        self._fixed: tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]] = ({}, {})
+        """In turns: the samples of each turn that has ended, by time block (its records dropped)."""
+        self._used: dict[tuple[str, float], tuple[tuple[int, ...], bool]] = {}
+        """In turns: the levels each load's verdict was last judged from, and whether all had ended."""
+        self._capacity: AbCapacity | None = None
+        """With an SLO: each side's capacity at it, as last judged."""
         for side, engine in enumerate((a, b)):
             listeners = getattr(engine, "record_listeners", None)  # a load engine's (`EngineHandle`)
             if listeners is not None:
@@ -118,7 +139,7 @@ class AbPair:
 
     @property
     def load(self) -> LoadTarget:
-        return self.a.load
+        return self.a.load if self.turns is None else self.turns.target
 
     @property
     def level_id(self) -> int:
@@ -144,6 +165,8 @@ class AbPair:
         self.a.start()
         self.b.start()
         self._thread.start()
+        if self.turns is not None:
+            self.turns.start()
 
     def server_view(self) -> ServerView | None:
         return self.a.server_view()
@@ -152,6 +175,9 @@ class AbPair:
         return self.a.wait_ready(timeout_s) and self.b.wait_ready(timeout_s)
 
     def set_load(self, target: LoadTarget) -> None:
+        if self.turns is not None:
+            self.turns.set_load(target)
+            return
         self.a.set_load(target)
         self.b.set_load(target)
 
@@ -173,7 +199,9 @@ class AbPair:
         b = self.b.results(interrupted=interrupted)
         assert isinstance(a, Results) and isinstance(b, Results)  # load engines', never a watch's
         levels = self.judge(a, b)
-        return replace(a, ab=Ab(mode=self.mode, threshold_pct=self.threshold_pct, b=b, levels=levels))
+        section = Ab(mode=self.mode, threshold_pct=self.threshold_pct, b=b, levels=levels,
+                     capacity=ab_capacity(a, b))  # fmt: skip
+        return replace(a, ab=section)
 
     def write_results(self, path: Path, *, interrupted: str | None = None) -> Path:
         from tui.engine.host.run_core import write_results
@@ -182,6 +210,8 @@ class AbPair:
 
     def stop(self, *, finish_in_flight: bool = False, timeout_s: float = 5.0) -> None:
         self._stop.set()
+        if self.turns is not None:
+            self.turns.stop(timeout_s)
         if self._thread.is_alive():  # a judgement under way ends first: nothing judges a stopped pair
             self._thread.join(timeout_s)
         self.b.stop(finish_in_flight=finish_in_flight, timeout_s=timeout_s)
@@ -213,23 +243,27 @@ class AbPair:
         """B's snapshot and server, and the verdicts as last judged (cheap: the judging is elsewhere)."""
         with self._lock:
             levels = tuple(self._verdicts.values())
-        return AbView(
-            self.b.snapshot(), self.b.server_view(), levels, self.mode, self.threshold_pct, self.note
-        )
+        return AbView(self.b.snapshot(), self.b.server_view(), levels, self.mode, self.threshold_pct,
+                      self.note, capacity=self._capacity,
+                      turn="" if self.turns is None else self.turns.on)  # fmt: skip
 
     def judge(self, a: Results | None = None, b: Results | None = None) -> tuple[AbLevel, ...]:
         """Judge every level both sides ran whose verdict is not final yet (from ``a`` and ``b``, the
         sides' results, when given); every level's verdict, in A's order."""
         with self._judging:
-            a_doc, b_doc = (
-                to_json(d if d is not None else e.results()) for d, e in ((a, self.a), (b, self.b))
-            )
+            a_res, b_res = (d if d is not None else e.results() for d, e in ((a, self.a), (b, self.b)))
+            a_doc, b_doc = to_json(a_res), to_json(b_res)
+            if isinstance(a_res, Results) and isinstance(b_res, Results):
+                self._capacity = ab_capacity(a_res, b_res)
+            if self.mode == "alternate":
+                return self._judge_turns(a_doc, b_doc)
             t0 = (self.a.t0_ns, self.b.t0_ns)
             for a_lv, b_lv in paired(a_doc.get("levels", []), b_doc.get("levels", [])):
                 ids = (int(a_lv["level_id"]), int(b_lv["level_id"]))
                 if ids in self._verdicts and (ids[0] in self._dropped[0] or self._full(ids)):
                     continue
-                sides = [(lv, self._blocks(side, lv, t0[side])) for side, lv in enumerate((a_lv, b_lv))]
+                sides = [(lv, self._blocks(side, lv, t0[side], objectives(doc))) for side, (lv, doc) in
+                         enumerate(((a_lv, a_doc), (b_lv, b_doc)))]  # fmt: skip
                 judged = judge_live(sides[0], sides[1], self.threshold_pct)
                 final = (
                     a_lv.get("ended_s") is not None and b_lv.get("ended_s") is not None and self._idle(ids)
@@ -246,14 +280,64 @@ class AbPair:
                          paired(a_doc.get("levels", []), b_doc.get("levels", []))]  # fmt: skip
                 return tuple(self._verdicts[ids] for ids in order if ids in self._verdicts)
 
-    def _blocks(self, side: int, level: dict[str, Any], t0_ns: int) -> dict[str, Any]:
-        """A side's level's samples over its steady window (none before it has one)."""
+    def _judge_turns(self, a_doc: dict[str, Any], b_doc: dict[str, Any]) -> tuple[AbLevel, ...]:
+        """Each load both sides held in turns, judged from every turn with a steady window of
+        `JUDGED_BLOCKS` (the first n of each side, n the fewer side's); in the order A first held them."""
+        t0 = (self.a.t0_ns, self.b.t0_ns)
+        held: tuple[dict[tuple[str, float], list[dict[str, Any]]], ...] = ({}, {})
+        for side, doc in enumerate((a_doc, b_doc)):
+            for lv in doc.get("levels", []):  # a side's paused start, or a turn cut before a request, is none
+                if int(lv.get("level_completed", 0)) + int(lv.get("level_failed", 0)) > 0:
+                    held[side].setdefault(load_key(lv), []).append(lv)
+        order = [key for key in held[0] if key in held[1]]
+        for key in order:
+            sides = [[(lv, blocks) for lv in held[side][key] if len(
+                (blocks := self._turn_blocks(side, lv, t0[side], objectives(doc))).get("tok_rate", ())
+            ) >= JUDGED_BLOCKS] for side, doc in enumerate((a_doc, b_doc))]  # fmt: skip
+            n = min(len(turns) for turns in sides)
+            used = tuple(int(lv["level_id"]) for turns in sides for lv, _ in turns[:n])
+            final = all(
+                int(lv["level_id"]) in self._fixed[side] for side in (0, 1) for lv, _ in sides[side][:n]
+            )
+            if n == 0 or self._used.get(key) == (used, True):  # judged from these, each ended, already
+                continue
+            judged = judge_live_turns(sides[0][:n], sides[1][:n], self.threshold_pct)
+            with self._lock:
+                self._used[key] = (used, final)
+                if judged is not None:
+                    self._verdicts[key] = judged
+        with self._lock:
+            return tuple(self._verdicts[key] for key in order if key in self._verdicts)
+
+    def _turn_blocks(
+        self, side: int, level: dict[str, Any], t0_ns: int, slo: Objectives | None
+    ) -> dict[str, Any]:
+        """A turn's samples over its steady window, by time block; kept as blocks once the turn has ended
+        and nothing of it is in flight (its records are then dropped)."""
+        level_id = int(level["level_id"])
+        if (fixed := self._fixed[side].get(level_id)) is not None:
+            return fixed
+        blocks = self._blocks(side, level, t0_ns, slo)
+        engine = (self.a, self.b)[side]
+        if level.get("ended_s") is not None and not any(
+            lane.level_id == level_id and lane.state in ("waiting", "streaming")
+            for lane in engine.snapshot().lanes
+        ):
+            with self._lock:
+                self._fixed[side][level_id] = blocks
+                self._dropped[side].add(level_id)
+                self._samples[side].pop(level_id, None)
+        return blocks
+
+    def _blocks(self, side: int, level: dict[str, Any], t0_ns: int, slo: Objectives | None) -> dict[str, Any]:
+        """A side's level's samples over its steady window (none before it has one), with ``slo`` its
+        goodput's."""
         lo, hi = level.get("window_from_s"), level.get("window_to_s")
         with self._lock:
             samples = self._samples[side].get(int(level["level_id"]))
             if samples is None or lo is None or hi is None:
                 return {}
-            return samples.blocks(t0_ns + lo * 1e9, t0_ns + hi * 1e9)
+            return samples.blocks(t0_ns + lo * 1e9, t0_ns + hi * 1e9, slo)
 
     def _full(self, ids: tuple[int, int]) -> bool:
         """A side of these levels keeps no more samples (`MAX_STAMPS`)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
-from tui.engine.results.ab import AbLevel
+from tui.engine.results.ab import AbCapacity, AbLevel
 from tui.engine.results.capacity import CapacityAtSlo
 from tui.engine.results.codec import key
 from tui.engine.results.cost import CostAtSlo
@@ -492,6 +492,8 @@ class Ab:
     threshold_pct: float
     b: Results
     levels: tuple[AbLevel, ...] = ()
+    capacity: AbCapacity | None = field(default=None, metadata=key(omit_none=True))
+    """With an SLO: each side's capacity at it."""
 
 
 Document = Results | WatchResults

@@ -1,6 +1,6 @@
-"""A/B over two sessions recorded side by side: each level of B judged against the same level of A by
-`tui.engine.sessions.compare`'s rules (the noise between blocks of time, a minimum effect), as the results'
-``ab`` section holds it."""
+"""A/B: each level of B judged against the same level of A by `tui.engine.sessions.compare`'s rules (the
+noise between blocks of time, a minimum effect), from the samples each side's requests left, as the
+results' ``ab`` section holds it; `turns` reads a recorded side's turns as repeats."""
 
 from __future__ import annotations
 
@@ -9,27 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from tui.engine.aggregate.run_noise import wilson_interval
 from tui.engine.recording.file import SessionError
-from tui.engine.results.ab import AbDifference, AbLevel
-from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, load_key, load_run
+from tui.engine.results.ab import AbCapacity, AbDifference, AbLevel, AbServed
+from tui.engine.sessions.compare import Difference, Group, Run, compare_levels, judge, load_key
 from tui.engine.sessions.samples import Blocks
 
 if TYPE_CHECKING:
-    from tui.engine.results.model import Level
+    from tui.engine.results.model import Level, Results
 
 SLO_METRIC = "SLO attainment"
 """The share of a level's window's requests that met every objective (`tui.engine.aggregate.attainment`)."""
-
-
-def judge_levels(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
-    """Per load both sessions ran: each figure on A and on B, the change and its verdict."""
-    return _ab_levels(Group([load_run(a_session)]), Group([load_run(b_session)]), threshold_pct)
-
-
-def judge_turns(a_session: Path, b_session: Path, threshold_pct: float) -> tuple[AbLevel, ...]:
-    """As `judge_levels`, for sides that held each load in turns (``alternate``): a side's turns at a load
-    are its repeats, so the noise is over its turns and their time blocks, and drift shared by both
-    sides' turns cancels."""
-    return _ab_levels(Group(turns(load_run(a_session))), Group(turns(load_run(b_session))), threshold_pct)
+GOODPUT = ("output goodput", "slo.output_goodput", "good_tok_rate", True)
+"""Output tokens/s of the requests that met the SLO, judged as compare judges tok/s (its blocks' rates)."""
 
 
 def judge_live(
@@ -37,11 +27,27 @@ def judge_live(
     b: tuple[dict[str, Any], dict[str, Blocks]],
     threshold_pct: float,
 ) -> AbLevel | None:
-    """One level both sides ran, judged as `judge_levels` judges it: each side its results' level and the
-    samples of its steady window, kept as the records came (`tui.engine.sessions.samples`)."""
+    """One level both sides ran, judged as `tokentop compare` judges two runs: each side its results' level
+    and the samples of its steady window, kept as the records came (`tui.engine.sessions.samples`)."""
     runs = [Run(Path(name), {"levels": [lv]}, {int(lv["level_id"]): blocks}) for name, (lv, blocks) in
             (("A", a), ("B", b))]  # fmt: skip
     levels = _ab_levels(Group(runs[:1]), Group(runs[1:]), threshold_pct)
+    return levels[0] if levels else None
+
+
+def judge_live_turns(
+    a: list[tuple[dict[str, Any], dict[str, Blocks]]],
+    b: list[tuple[dict[str, Any], dict[str, Blocks]]],
+    threshold_pct: float,
+) -> AbLevel | None:
+    """One load both sides held in turns (``alternate``): each side its turns' levels and samples (as
+    `judge_live`), a side's turns its repeats, so drift shared by both sides' turns cancels."""
+    groups = []
+    for name, side in (("A", a), ("B", b)):
+        runs = [Run(Path(f"{name}{k}"), {"levels": [lv]}, {int(lv["level_id"]): blocks})
+                for k, (lv, blocks) in enumerate(side)]  # fmt: skip
+        groups.append(Group(runs))
+    levels = _ab_levels(groups[0], groups[1], threshold_pct)
     return levels[0] if levels else None
 
 
@@ -76,9 +82,23 @@ def slo_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> AbDiffer
     return AbDifference(metric=SLO_METRIC, a=x, b=y, change_pct=pct, verdict=verdict)
 
 
+def slo_differences(
+    a: Group, b: Group, load: tuple[str, float], threshold_pct: float
+) -> tuple[AbDifference, ...]:
+    """With an SLO on both sides: the attainment's and the goodput's difference at ``load``; else none."""
+    levels = (a.levels()[load], b.levels()[load])
+    share = slo_difference(*levels)
+    if share is None:
+        return ()
+    d = judge(a, b, levels, GOODPUT, threshold_pct)
+    goodput = AbDifference(metric=d.metric, a=d.base, b=d.other, change_pct=d.percent, verdict=d.verdict,
+                           ci95_pct=d.interval, reason=d.reason)  # fmt: skip
+    return share, goodput
+
+
 def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
-    """compare's rows of B against A as the results' ``ab`` levels, each with its SLO attainment's."""
-    a_levels, b_levels = a.levels(), b.levels()
+    """compare's rows of B against A as the results' ``ab`` levels, each with its SLO attainment's and its
+    goodput's."""
     return tuple(
         AbLevel(
             mode=row["load"][0],
@@ -98,7 +118,7 @@ def _ab_levels(a: Group, b: Group, threshold_pct: float) -> tuple[AbLevel, ...]:
                 )
                 for d in row["differences"]
             )
-            + tuple(d for d in [slo_difference(a_levels[row["load"]], b_levels[row["load"]])] if d),
+            + slo_differences(a, b, row["load"], threshold_pct),
         )
         for row in compare_levels(a, b, threshold_pct)
     )
@@ -153,6 +173,31 @@ def saved_comparison(path: Path) -> dict[str, Any]:
             for name, d in sides
         ],
     }
+
+
+def ab_capacity(a: Results, b: Results) -> AbCapacity | None:
+    """Each side's capacity at the SLO, or None without one."""
+    target = a.config.slo_target
+    if a.capacity_at_slo is None or target is None:
+        return None
+    return AbCapacity(target=target, a=served(a, target), b=served(b, target))
+
+
+def served(doc: Results, target: float) -> AbServed | None:
+    """The highest load whose SLO attainment, pooled over the side's levels there (its turns, in turns),
+    has a Wilson 95 % lower bound at ``target`` or above (a level's own capacity rule); None: no load."""
+    pooled: dict[tuple[str, float], tuple[int, int]] = {}
+    for lv in doc.levels:
+        if lv.slo is not None:
+            met, requests = pooled.get((lv.mode, load_value(lv)), (0, 0))
+            pooled[(lv.mode, load_value(lv))] = (met + lv.slo.met, requests + lv.slo.requests)
+    passed = [
+        (load, met, n) for load, (met, n) in pooled.items() if n and wilson_interval(met, n)[0] >= target
+    ]
+    if not passed:
+        return None
+    (mode, value), met, requests = max(passed, key=lambda p: p[0][1])
+    return AbServed(mode=mode, value=value, met=met, requests=requests)
 
 
 def load_value(level: Level) -> float:

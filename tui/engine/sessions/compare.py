@@ -25,7 +25,7 @@ from typing import Any
 
 from tui.engine.aggregate.run_noise import CONFIDENCE, ROUNDS, Side, bounded_from, change_interval, verdict
 from tui.engine.recording.file import SessionError, read_session
-from tui.engine.sessions.samples import BLOCK_S, MIN_BLOCKS, Blocks, LevelSamples
+from tui.engine.sessions.samples import BLOCK_S, MIN_BLOCKS, Blocks, LevelSamples, objectives
 
 THRESHOLD_PCT = 10.0
 """The smallest change that is a verdict. Identical runs on this shared 2-core machine (the same bench twice
@@ -101,8 +101,8 @@ def load_run(path: Path, *, samples: bool = True) -> Run:
 
 
 def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, Blocks]]:
-    """Each level's samples over its steady window, by time block (`LevelSamples.blocks`), from the
-    session's records."""
+    """Each level's samples over its steady window, by time block (`LevelSamples.blocks`; with an SLO, its
+    goodput's too), from the session's records."""
     t0 = replay.config.t0_ns
     windows = {
         int(lv["level_id"]): (t0 + lv["window_from_s"] * 1e9, t0 + lv["window_to_s"] * 1e9)
@@ -117,7 +117,8 @@ def session_samples(replay: Any, doc: dict[str, Any]) -> dict[int, dict[str, Blo
         for rec in decode._build("Batch", e["b"]).records:
             if (samples := kept.get(rec.level_id)) is not None:
                 samples.add(rec)
-    return {level_id: samples.blocks(*windows[level_id]) for level_id, samples in kept.items()}
+    slo = objectives(doc)
+    return {level_id: samples.blocks(*windows[level_id], slo) for level_id, samples in kept.items()}
 
 
 @dataclass(frozen=True)
@@ -176,11 +177,17 @@ class Group:
         return Side(runs), ""
 
 
-def _judge(base: Group, other: Group, levels: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+def figure(level: dict[str, Any], result_key: str) -> float | None:
+    """A level's figure by its results key; ``slo.output_goodput`` reads the key inside ``slo``."""
+    section, _, name = result_key.rpartition(".")
+    return _num((level.get(section) or {}).get(name) if section else level.get(name))
+
+
+def judge(base: Group, other: Group, levels: tuple[list[dict[str, Any]], list[dict[str, Any]]],
            metric: tuple[str, str, str, bool], threshold_pct: float) -> Difference:  # fmt: skip
     name, result_key, sample, higher_better = metric
-    x = _mean([_num(lv.get(result_key)) for lv in levels[0]])
-    y = _mean([_num(lv.get(result_key)) for lv in levels[1]])
+    x = _mean([figure(lv, result_key) for lv in levels[0]])
+    y = _mean([figure(lv, result_key) for lv in levels[1]])
     pct = None if x is None or y is None or x == 0 else (y - x) / x * 100
     (sa, why_a), (sb, why_b) = base.side(levels[0], sample), other.side(levels[1], sample)
     if sa is None or sb is None:
@@ -226,7 +233,7 @@ def compare_levels(base: Group, other: Group, threshold_pct: float = THRESHOLD_P
         ref = mine.get(key)
         if ref is None:
             continue
-        diffs = [_judge(base, other, (ref, theirs), metric, threshold_pct) for metric in METRICS]
+        diffs = [judge(base, other, (ref, theirs), metric, threshold_pct) for metric in METRICS]
         for name, server_key in SERVER:
             x = _mean([_num((lv.get("server") or {}).get(server_key)) for lv in ref])
             y = _mean([_num((lv.get("server") or {}).get(server_key)) for lv in theirs])
