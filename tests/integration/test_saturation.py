@@ -236,6 +236,7 @@ def test_a_light_run_is_not_flagged_and_a_neighbour_in_bursts_is_a_timing_bound(
 
 
 @pytest.mark.heavy
+@pytest.mark.onecore
 def test_a_cpu_bound_client_is_still_the_limit(tmp_path: Path) -> None:
     """The worker spins 250 ms in every 350 ms (the engine's test hook): about 70 % of a core, its loop
     lagging 250 ms against 1.3 s answers. The level is the client's, by its CPU (or, when a neighbour holds
