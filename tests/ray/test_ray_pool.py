@@ -37,16 +37,18 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
 MS = 1e6
 STORE = 150 * 1024 * 1024
 WORKLOAD = WorkloadConfig(isl=32, osl=24)
+# No log monitor (the face joins with log_to_driver off: nothing reads it) and no autoscaler monitor (a fixed
+# cluster): ~2 s of CPU less of the start, which shares the machine with the timing tests.
+NODE = {"num_cpus": 2, "object_store_memory": STORE, "include_log_monitor": False}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Any, Any]]:
     """A head and one more node; the driver (this process, the face) joins it."""
     c: Any = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "object_store_memory": STORE, "include_dashboard": False},
+        initialize_head=True, head_node_args={**NODE, "include_dashboard": False, "no_monitor": True}
     )
-    second = c.add_node(num_cpus=2, object_store_memory=STORE)
+    second = c.add_node(**NODE)
     c.wait_for_nodes()
     connect(c.address)
     try:
@@ -54,6 +56,13 @@ def cluster() -> Iterator[tuple[Any, Any]]:
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """One simulator for the tests that keep no truth log (each run its own requests, one after another)."""
+    with SimServer("flat", time_scale=2.0) as sim:
+        yield sim.start().url
 
 
 def _options(address: str, **placement: Any) -> EngineOptions:
@@ -156,16 +165,15 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], tmp_path: Path) -> None:
+def test_a_frozen_agent_s_workers_stop_by_themselves(
+    cluster: tuple[Any, Any], sim_url: str, tmp_path: Path
+) -> None:
     """SIGSTOP one node's agent (a hung machine): its worker hears no heartbeat and stops within the
     dead-man time while the agent is still frozen; the face reports the node lost and stops the run."""
     c, _ = cluster
     options = _options(c.address, dead_after_s=1.5, lost_after_s=4.0)
-    with (
-        SimServer("flat", time_scale=2.0) as sim,
-        running_handle(sim.start().url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
-                       options=options) as handle,
-    ):  # fmt: skip
+    with running_handle(sim_url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
+                        options=options) as handle:  # fmt: skip
         wait_for(handle, lambda s: s.completed >= 8, 30, "8 requests")
         assert handle._workers.ray is not None
         agent = handle._workers.ray.agent_of(1)
@@ -194,11 +202,12 @@ def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], t
     assert "1 of 2 workers" in handle.fatal
 
 
-def test_ray_check_names_each_node_and_whether_it_reaches_the_url(cluster: tuple[Any, Any]) -> None:
+def test_ray_check_names_each_node_and_whether_it_reaches_the_url(
+    cluster: tuple[Any, Any], sim_url: str
+) -> None:
     c, _ = cluster
-    with SimServer("flat") as sim:
-        url = sim.start().url
-        lines = ray_check(c.address, url)
+    url = sim_url
+    lines = ray_check(c.address, url)
     assert len(lines) == 3, lines
     assert all("same clock as this machine" in line and f"reaches {url}" in line for line in lines[1:]), lines
 
@@ -212,16 +221,13 @@ def test_a_version_mismatch_is_one_line_naming_the_node() -> None:
 
 
 def test_a_removed_node_is_lost_within_5_s_and_the_survivors_go_on(
-    cluster: tuple[Any, Any], tmp_path: Path
+    cluster: tuple[Any, Any], sim_url: str, tmp_path: Path
 ) -> None:
     """Last in the module: the second node goes for good."""
     c, second = cluster
     options = _options(c.address, on_node_loss="continue")
-    with (
-        SimServer("flat", time_scale=2.0) as sim,
-        running_handle(sim.start().url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
-                       options=options) as handle,
-    ):  # fmt: skip
+    with running_handle(sim_url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
+                        options=options) as handle:  # fmt: skip
         wait_for(handle, lambda s: s.completed >= 8, 30, "8 requests")
         c.remove_node(second, allow_graceful=False)
         removed = time.monotonic()
