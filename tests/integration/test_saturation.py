@@ -22,9 +22,9 @@ from tui.engine.host.handle import EngineHandle
 from tui.engine.snapshot import Snapshot
 from tui.sim.paced import paced_server
 
-# The overload loads both cores on purpose, the light run reads a lag a neighbour could lift, the bursts and
-# the CPU-bound worker need their core: those run apart (heavy). The two starved by the test hook (a blocked
-# loop, a few percent of a core) do not.
+# The overload loads both cores on purpose, and the light run reads a lag a neighbour could lift: those two
+# run alone (heavy). The bursts (pinned to one core) and the CPU-bound worker need one core (heavy, onecore).
+# The two starved by the test hook (a blocked loop, a few percent of a core) do not.
 pytestmark = pytest.mark.timeout(90)
 
 
@@ -97,6 +97,45 @@ def test_a_starved_engine_is_flagged_in_the_results_file_and_its_level(tmp_path:
     assert level["max_loop_lag_p99_ms"] > 10
 
 
+@pytest.mark.heavy
+def test_a_light_run_is_not_flagged(tmp_path: Path) -> None:
+    """Four streams at 50 tok/s (200 chunks/s, 128 tokens each) with the default thresholds: a few percent of
+    a core, never flagged for CPU, and not flagged in most of the snapshots read meanwhile (every 20 ms).
+
+    Not "never" for lag: the lag probe's p99 of a light engine reads 0.6 ms typically here, but a noisy
+    neighbour on this shared 2-core machine can lift two windows in a row past 2 ms (4 s of a ~6 s run, seen
+    about once in ten runs while other jobs ran), and then the flag is right: the machine is short of CPU.
+    An engine that flags a light run all along still fails here."""
+    flags: list[bool] = []
+    reasons: set[str] = set()
+
+    def sample(snap: Snapshot) -> bool:
+        flags.append(snap.health.saturated)
+        reasons.add(snap.health.reason)
+        return snap.completed >= 8
+
+    with (
+        paced_server(50.0) as server,
+        running_handle(
+            server.url,
+            LoadTarget(concurrency=4),
+            tmp_path,
+            workload=WorkloadConfig(isl=16, osl=128),
+        ) as handle,
+    ):
+        wait_for(handle, lambda s: s.in_flight >= 4, 15, "four streams")
+        _, snap, waited = wait_for(handle, sample, 30, "8 requests")
+        results = _results(handle, tmp_path / "results.json")
+    health, client = snap.health, results["client"]
+    assert snap.failed == 0 and waited > 2.0
+    assert health.cpu_share < 0.3, health
+    # The raw maximum includes the first 0.1 s reading (the first connections opening), which read up to 0.34
+    # on a busy machine: it must stay under the threshold, the rolling share above is the light-run figure.
+    assert client["max_cpu_share"] < client["cpu_threshold"], client
+    assert not any("a worker uses" in reason for reason in reasons), reasons  # never CPU-bound
+    assert sum(flags) <= 0.5 * len(flags), (sum(flags), len(flags), reasons)
+
+
 def test_a_loop_lagging_at_a_low_cpu_share_says_the_machine_is_busy_not_more_workers(tmp_path: Path) -> None:
     """The test hook sleeps the worker's loop 80 ms every 100 ms: a lagging loop at a few percent of a core,
     how a worker sees a machine whose cores other processes hold, against 0.1 s answers: each waits ~20 ms
@@ -160,27 +199,12 @@ def _worker_pid() -> int:
 
 
 @pytest.mark.heavy
-def test_a_light_run_is_not_flagged_and_a_neighbour_in_bursts_is_a_timing_bound(tmp_path: Path) -> None:
-    """One run of four streams at 50 tok/s (200 chunks/s, 64 tokens each), default thresholds.
-
-    Light first: a few percent of a core, never flagged for CPU, and not flagged in most of the snapshots
-    read meanwhile (every 20 ms). Not "never" for lag: a noisy neighbour on a shared machine can lift two
-    windows in a row past the threshold, and then the flag is right (the machine is short of CPU). An
-    engine that flags a light run all along still fails here: the first two 0.5 s windows make it.
-
-    Then, as a level of its own (five users), three processes spinning 80 ms in every 120 ms on the worker's
-    core (pinned there): the worker's loop lags past the old fixed 2 ms while it uses a few % of a core, the
-    rule that made the level the client's and withheld its knee. Now the lag is the level's timing bound
-    (``± lag``), flagged beside the short TTFT it is a material share of, a small share of the 1.3 s
-    answers, and the level is the server's."""
-    flags: list[bool] = []
-    reasons: set[str] = set()
-
-    def sample(snap: Snapshot) -> bool:
-        flags.append(snap.health.saturated)
-        reasons.add(snap.health.reason)
-        return snap.completed >= 12
-
+@pytest.mark.onecore
+def test_a_neighbour_taking_the_cpu_in_bursts_is_a_timing_bound_not_the_clients_limit(tmp_path: Path) -> None:
+    """Three processes spinning 80 ms in every 120 ms on the worker's core (pinned there): the worker's loop
+    lags past the old fixed 2 ms while it uses a few % of a core, the rule that made the level the client's
+    and withheld its knee. Now the lag is the level's timing bound (``± lag``), flagged beside the short
+    TTFT it is a material share of, a small share of the 1.3 s answers, and the level is the server's."""
     options = EngineOptions(health_window_s=0.5)
     with (
         paced_server(50.0) as server,
@@ -193,43 +217,24 @@ def test_a_light_run_is_not_flagged_and_a_neighbour_in_bursts_is_a_timing_bound(
         ) as handle,
     ):
         wait_for(handle, lambda s: s.in_flight >= 4, 15, "four streams")  # the idle probe is over
-        _, light, waited = wait_for(handle, sample, 30, "12 requests")
-        light_client = _results(handle, tmp_path / "light.json")["client"]
-        handle.set_load(LoadTarget(concurrency=5))  # its windows apart from the light run's
         os.sched_setaffinity(_worker_pid(), {0})
         burners = [_burner(0, 0.08, 0.04) for _ in range(3)]
         try:
             started = handle.snapshot().elapsed_s
             _, snap, _ = wait_for(
-                handle,
-                lambda s: s.elapsed_s > started + 6 and len(s.levels) == 2 and s.levels[1].completed >= 12,
-                40,
-                "6 s of bursts",
+                handle, lambda s: s.elapsed_s > started + 6 and s.completed >= 12, 40, "6 s of bursts"
             )
             results = _results(handle, tmp_path / "results.json")
         finally:
             for proc in burners:
                 proc.kill()
                 proc.wait(5)
-    # light
-    assert light.failed == 0 and waited > 2.0
-    assert light.health.cpu_share < 0.3, light.health
-    # The raw maximum includes the first 0.1 s reading (the first connections opening), which read up to 0.34
-    # on a busy machine: it must stay under the threshold, the rolling share above is the light-run figure.
-    assert light_client["max_cpu_share"] < light_client["cpu_threshold"], light_client
-    assert not any("a worker uses" in reason for reason in reasons), reasons  # never CPU-bound
-    assert sum(flags) <= 0.5 * len(flags), (sum(flags), len(flags), reasons)
-    # bursts
-    level = snap.levels[1]
+    (level,) = snap.levels
     assert level.client_lag_ms is not None and level.client_lag_ms > 2.0, level.client_lag_ms  # it was felt
     assert snap.health.cpu_share < 0.3, snap.health
     assert not level.client_limited and level.client_limit_cause is None
-    saved = results["levels"][1]
-    assert (
-        saved["concurrency"] == 5
-        and saved["client_saturated"] is False
-        and saved["client"]["timing_bound_ms"] > 2.0
-    )
+    (saved,) = results["levels"]
+    assert saved["client_saturated"] is False and saved["client"]["timing_bound_ms"] > 2.0
     uncertain = saved["client"]["timing_uncertain"]
     assert "e2el_p50" not in uncertain and "ttft_p50" in uncertain  # 1.3 s answers; a 20 ms first token
     assert not [n for n in results["notices"] if "client is the limit" in n]
