@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,7 @@ def test_accuracy_needs_a_small_median_and_no_failures() -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.onecore
 @pytest.mark.timeout(90)
 def test_a_short_calibrate_run_prints_a_sane_answer(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -120,6 +122,9 @@ def test_a_short_calibrate_run_prints_a_sane_answer(
         return result
 
     monkeypatch.setattr(command, "measure_level", measure_level)
+    # One level, not a bisection: on a busy machine (or beside the knee sweep, as CI runs it) the level missed
+    # the budget and the search ran two more, 19 s rather than 5 (the search is tested above).
+    monkeypatch.setattr(command, "search", functools.partial(levels.search, bisect_steps=0))
     ns = argparse.Namespace(
         token_rate=50.0, max_streams=8, p99_budget_ms=3.0, step_duration=1.5, workers=1, lockstep=False
     )
@@ -128,7 +133,7 @@ def test_a_short_calibrate_run_prints_a_sane_answer(
     assert "noise floor: bare-loop wake-up lag" in out
     assert "err p99" in out
     assert "this machine can time" in out or "this machine cannot time" in out
-    first = measured[0]
+    (first,) = measured
     assert first.streams == 8 and first.fatal is None and first.failed == 0
     assert first.errors.unmatched == 0 and first.errors.requests >= 8
     # 8 streams x 50 tok/s offered: the chunks matched in the window come to about 400/s

@@ -243,6 +243,7 @@ def test_a_client_limited_level_is_neither_the_knee_nor_its_plateau() -> None:
 
 @pytest.mark.timeout(90)
 @pytest.mark.heavy
+@pytest.mark.onecore
 def test_a_slowed_client_stops_the_ramp_against_a_server_that_is_not_saturated(tmp_path: Path) -> None:
     """A worker whose loop is blocked 60 ms in every 100 ms (the engine's test hook) against the paced
     server, which streams every request at its own pace however many there are (never saturated): the

@@ -37,16 +37,16 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
 MS = 1e6
 STORE = 150 * 1024 * 1024
 WORKLOAD = WorkloadConfig(isl=32, osl=24)
+# No log monitor: the face joins with log_to_driver off, nothing reads it (about 1 s of CPU a node less of
+# the start, which shares the machine with the timing tests).
+NODE = {"num_cpus": 2, "object_store_memory": STORE, "include_log_monitor": False}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Any, Any]]:
     """A head and one more node; the driver (this process, the face) joins it."""
-    c: Any = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "object_store_memory": STORE, "include_dashboard": False},
-    )
-    second = c.add_node(num_cpus=2, object_store_memory=STORE)
+    c: Any = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    second = c.add_node(**NODE)
     c.wait_for_nodes()
     connect(c.address)
     try:
@@ -54,6 +54,13 @@ def cluster() -> Iterator[tuple[Any, Any]]:
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """One simulator for the tests that keep no truth log (each run its own requests, one after another)."""
+    with SimServer("flat", time_scale=2.0) as sim:
+        yield sim.start().url
 
 
 def _options(address: str, **placement: Any) -> EngineOptions:
@@ -116,39 +123,6 @@ def test_a_ray_run_measures_what_a_local_run_does(cluster: tuple[Any, Any], tmp_
     assert results["config"]["placement"]["ray"] == c.address
 
 
-def test_a_clock_offset_is_estimated_and_taken_off(cluster: tuple[Any, Any], tmp_path: Path) -> None:
-    """The agents read an hour ahead (and a boot id of their own); every stamp the face gets is back in
-    its clock, so the server's stamps (same host) still meet the client's within the estimate's bound."""
-    c, _ = cluster
-    hour = 3_600 * 10**9
-    truth = tmp_path / "truth.jsonl"
-    options = _options(c.address, test_clock_offset_ns=hour)
-    with (
-        SimServer("flat", time_scale=2.0, truth_log=truth) as sim,
-        running_handle(sim.start().url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
-                       options=options) as handle,
-    ):  # fmt: skip
-        snap, results = _measure(handle, 30)
-        t0 = handle.t0_ns
-    nodes = results["client"]["nodes"]
-    assert all(
-        not n["same_clock"] and abs(n["clock_offset_ms"] - hour / MS) <= n["clock_bound_ms"] for n in nodes
-    )
-    bound_ms = max(n["clock_bound_ms"] for n in nodes)
-    pairs = joined(tmp_path / "requests.jsonl", truth)
-    assert len(pairs) >= 30
-    # a chunk is stamped after the server wrote it: never earlier than the bound allows
-    deliver = [
-        (c_ - s_) / MS for rec, tr in pairs for c_, s_ in zip(rec["chunk_ns"], tr["chunk_ns"], strict=True)
-    ]
-    assert min(deliver) >= -bound_ms - 0.05 and float(np.median(deliver)) < 5.0 + bound_ms
-    (lv,) = snap.levels
-    assert lv.steady and lv.window_from_s is not None and lv.window_to_s is not None
-    assert 0.0 <= lv.window_from_s < lv.window_to_s <= snap.elapsed_s
-    assert lv.output_tps == pytest.approx(400.0, rel=0.15)
-    assert all(t0 <= r["sent_ns"] for r in read_jsonl(tmp_path / "requests.jsonl"))
-
-
 def _running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
@@ -156,17 +130,28 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], tmp_path: Path) -> None:
-    """SIGSTOP one node's agent (a hung machine): its worker hears no heartbeat and stops within the
-    dead-man time while the agent is still frozen; the face reports the node lost and stops the run."""
+def test_a_clock_offset_is_taken_off_and_a_frozen_agent_s_workers_stop_by_themselves(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """One run for two things (a Ray run's start costs seconds). The agents read an hour ahead (and a boot id
+    of their own); every stamp the face gets is back in its clock, so the server's stamps (same host) still
+    meet the client's within the estimate's bound. Then, as level 2, SIGSTOP one node's agent (a hung
+    machine): its worker hears no heartbeat and stops within the dead-man time while the agent is still
+    frozen; the face reports the node lost and stops the run (its silence is judged in the face's clock)."""
     c, _ = cluster
-    options = _options(c.address, dead_after_s=1.5, lost_after_s=4.0)
+    hour = 3_600 * 10**9
+    truth = tmp_path / "truth.jsonl"
+    options = _options(c.address, test_clock_offset_ns=hour, dead_after_s=1.5, lost_after_s=4.0)
     with (
-        SimServer("flat", time_scale=2.0) as sim,
+        SimServer("flat", time_scale=2.0, truth_log=truth) as sim,
         running_handle(sim.start().url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
                        options=options) as handle,
     ):  # fmt: skip
-        wait_for(handle, lambda s: s.completed >= 8, 30, "8 requests")
+        snap, results = _measure(handle, 30)
+        t0 = handle.t0_ns
+        handle.set_load(LoadTarget(concurrency=4))  # level 2
+        done = snap.completed
+        wait_for(handle, lambda s: s.completed >= done + 8, 30, "8 requests of level 2")
         assert handle._workers.ray is not None
         agent = handle._workers.ray.agent_of(1)
         agent_pid = ray.get(agent.pid.remote())
@@ -189,16 +174,36 @@ def test_a_frozen_agent_s_workers_stop_by_themselves(cluster: tuple[Any, Any], t
         finally:
             if psutil.pid_exists(agent_pid):
                 os.kill(agent_pid, signal.SIGCONT)
-        results = to_json(handle.results())
-    assert results["interrupted_by"] == "node_lost"
+        frozen_results = to_json(handle.results())
+    # the clock, over level 1 (drained before level 2 began)
+    nodes = results["client"]["nodes"]
+    assert all(
+        not n["same_clock"] and abs(n["clock_offset_ms"] - hour / MS) <= n["clock_bound_ms"] for n in nodes
+    )
+    bound_ms = max(n["clock_bound_ms"] for n in nodes)
+    pairs = [(rec, tr) for rec, tr in joined(tmp_path / "requests.jsonl", truth) if rec["level"] == 1]
+    assert len(pairs) >= 30
+    # a chunk is stamped after the server wrote it: never earlier than the bound allows
+    deliver = [
+        (c_ - s_) / MS for rec, tr in pairs for c_, s_ in zip(rec["chunk_ns"], tr["chunk_ns"], strict=True)
+    ]
+    assert min(deliver) >= -bound_ms - 0.05 and float(np.median(deliver)) < 5.0 + bound_ms
+    (lv,) = snap.levels
+    assert lv.steady and lv.window_from_s is not None and lv.window_to_s is not None
+    assert 0.0 <= lv.window_from_s < lv.window_to_s <= snap.elapsed_s
+    assert lv.output_tps == pytest.approx(400.0, rel=0.15)
+    assert all(t0 <= r["sent_ns"] for r in read_jsonl(tmp_path / "requests.jsonl"))
+    # the frozen node
+    assert frozen_results["interrupted_by"] == "node_lost"
     assert "1 of 2 workers" in handle.fatal
 
 
-def test_ray_check_names_each_node_and_whether_it_reaches_the_url(cluster: tuple[Any, Any]) -> None:
+def test_ray_check_names_each_node_and_whether_it_reaches_the_url(
+    cluster: tuple[Any, Any], sim_url: str
+) -> None:
     c, _ = cluster
-    with SimServer("flat") as sim:
-        url = sim.start().url
-        lines = ray_check(c.address, url)
+    url = sim_url
+    lines = ray_check(c.address, url)
     assert len(lines) == 3, lines
     assert all("same clock as this machine" in line and f"reaches {url}" in line for line in lines[1:]), lines
 
@@ -212,16 +217,13 @@ def test_a_version_mismatch_is_one_line_naming_the_node() -> None:
 
 
 def test_a_removed_node_is_lost_within_5_s_and_the_survivors_go_on(
-    cluster: tuple[Any, Any], tmp_path: Path
+    cluster: tuple[Any, Any], sim_url: str, tmp_path: Path
 ) -> None:
     """Last in the module: the second node goes for good."""
     c, second = cluster
     options = _options(c.address, on_node_loss="continue")
-    with (
-        SimServer("flat", time_scale=2.0) as sim,
-        running_handle(sim.start().url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
-                       options=options) as handle,
-    ):  # fmt: skip
+    with running_handle(sim_url, LoadTarget(concurrency=4), tmp_path, workload=WORKLOAD, workers=2,
+                        options=options) as handle:  # fmt: skip
         wait_for(handle, lambda s: s.completed >= 8, 30, "8 requests")
         c.remove_node(second, allow_graceful=False)
         removed = time.monotonic()

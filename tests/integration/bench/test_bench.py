@@ -33,11 +33,13 @@ VLLM_KEYS = [
 ]
 
 
-# Alone (`heavy`), though it costs only 2.6 s of CPU in its 16 s: the client's turnaround between two requests
-# of a user must stay at a few ms (see below). Alone it passed 8 runs of 8 with one more core kept busy;
-# beside a heavy test it failed 1 run in 3, and in the timing pass beside the Ray cluster's start (and a
-# busy core) the client read saturated, so no knee was taken.
+# A core to itself (`heavy`, `onecore`), though it costs only 2.6 s of CPU in its 16 s: the client's
+# turnaround between two requests of a user must stay at a few ms (see below). It passed 8 runs of 8 with one
+# more core kept busy, and beside the other one-core tests (CI runs two at a time); beside a test that loads
+# both cores it failed 1 run in 3, and in the timing pass beside the Ray cluster's start (and a busy core)
+# the client read saturated, so no knee was taken.
 @pytest.mark.heavy
+@pytest.mark.onecore
 def test_sweep_over_the_simulator_finds_the_knee(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     log = tmp_path / "requests.jsonl"
