@@ -279,6 +279,9 @@ def test_a_slow_metrics_is_late_not_gone_its_timeout_grows_and_its_figures_are_m
             assert view.stale_s >= 0.35  # type: ignore[operator]
             assert "late: /metrics slow, figures up to 0." in server_content(view, None).plain
             assert server_summary(view, {}).run["late_scrapes"] == view.late  # the results say it too
+            # and each level its own: all of them in a window over the run, none before the slowness
+            assert view.level_summary(0, time.perf_counter_ns())["late_scrapes"] == view.late
+            assert "late_scrapes" not in view.level_summary(0, view.readings[0].t_ns)
             srv.delay_s = 0.0
             _until(lambda: poller.latest().stale_s is None)
     assert len(notices.lines) == 1, notices.lines  # said once, not per scrape

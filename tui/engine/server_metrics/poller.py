@@ -225,7 +225,7 @@ class ServerMetricsPoller:
         self._publish(kind, families, t_ns, gpu)
         took_s = (got_ns - sent_ns) / 1e9
         if took_s > self.late_s:
-            self._late(took_s)
+            self._late(took_s, t_ns)
         if kind == LLAMACPP:
             self._view = replace(self._view, slots=self._read_slots(client))
         self._write_log(self._view, t_ns)
@@ -243,9 +243,11 @@ class ServerMetricsPoller:
         else:
             self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
 
-    def _late(self, took_s: float) -> None:
-        """The scrape just published took ``took_s``: its figures are of some instant in it, not now."""
-        self._view = replace(self._view, late=self._view.late + 1, stale_s=took_s)
+    def _late(self, took_s: float, t_ns: int) -> None:
+        """The scrape just published (of ``t_ns``) took ``took_s``: its figures are of some instant in it."""
+        self._view = replace(
+            self._view, late=self._view.late + 1, stale_s=took_s, late_at_ns=self._late_at(t_ns)
+        )
         self._say(
             LATE,
             f"server metrics: GET {self.url} took {took_s:.1f} s: scrapes are late, their figures up to "
@@ -265,12 +267,19 @@ class ServerMetricsPoller:
         self._write_log_failure(LATE, f"GET {self.url}: no answer in {waited_s:.1f} s")
         old = self._view
         age_s = (time.perf_counter_ns() - old.readings[-1].t_ns) / 1e9 if old.readings else None
-        self._view = replace(old, late=old.late + 1, stale_s=age_s, failures=old.failures + 1)
+        late_at_ns = self._late_at(time.perf_counter_ns())
+        self._view = replace(
+            old, late=old.late + 1, stale_s=age_s, failures=old.failures + 1, late_at_ns=late_at_ns
+        )
         self._say(
             LATE,
             f"server metrics: GET {self.url} gave no answer in {waited_s:.1f} s: /metrics is slow; the "
             f"next scrapes wait up to {self.scrape_timeout_s:.1f} s (the load's timing is untouched)",
         )
+
+    def _late_at(self, t_ns: int) -> tuple[int, ...]:
+        """The late scrapes' times with one more, as many kept as the ring holds readings."""
+        return (*self._view.late_at_ns, t_ns)[-(self._ring.maxlen or 1) :]
 
     def _say(self, key: str, message: str) -> None:
         """``on_notice`` once per ``key``, the key masked out."""

@@ -306,6 +306,8 @@ class ServerView:
     """The canary user's figures, set by the engine that runs one (None: no canary)."""
     late: int = 0
     """Scrapes that took longer than the poller's ``late_s`` (or timed out after the server had answered)."""
+    late_at_ns: tuple[int, ...] = ()
+    """When each of the recent late ones was (as many as the ring holds readings): a level counts its own."""
     stale_s: float | None = None
     """When the last scrape was late, how old its figures may be (how long it took; after a timeout, the
     age of the last reading); None when fresh."""
@@ -408,6 +410,9 @@ class ServerView:
         if summary["gpu"] is not None:
             summary["gpu"].update(self.level_energy(t_from_ns, t_to_ns))
         summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
+        late = sum(1 for t in self.late_at_ns if t_from_ns <= t <= t_to_ns)
+        if late:  # only then: older files unchanged
+            summary["late_scrapes"] = late
         return summary
 
 
@@ -446,4 +451,5 @@ def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: 
         resets=base.resets,
         reset_t_ns=base.reset_t_ns,
         late=base.late,
+        late_at_ns=base.late_at_ns,
     )
