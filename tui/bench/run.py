@@ -316,7 +316,7 @@ def _run(
                 results = doc
                 if others and config.ab is not None:  # prints both sides' tables and their comparison
                     results = with_b(results, config.ab, (handle, others[0], pair), interrupted, status)
-            if status != 1 and snap.levels and not others:
+            if (status != 1 or results is not None) and snap.levels and not others:  # what was measured
                 table = summary(snap, config.options, *server_columns(results))
                 if feed is not None and feed.to_stdout:
                     say(table)  # stdout is the feed's: nothing else goes there
