@@ -12,6 +12,11 @@ during it (`LevelView.client_limited`: the client is the limit, not the server),
 ran show a knee (`find_knee`), or if the next level would pass ``max_value``; otherwise it multiplies the
 load by ``factor``.
 
+While the server is away (an outage open, `tui.engine.aggregate.outages`) the ramp holds, and that time
+does not count toward ``hold_limit_s``. A level whose window held an outage is judged on nothing (its
+failures are the outage's, its figures part down-time): once the server is back it is run again as a
+fresh level at the same load (`RampStep.again`), and left out of the ramp's levels.
+
 With an SLO (TTFT, TPOT, E2E) the question is the capacity at it, not the knee: a level is also held until
 its attainment's 95 % interval (`LevelView.slo`, Wilson) lies on one side of ``slo_target``; the ramp goes
 on past a knee while the lower bound meets the target and stops at the first level where it does not (or
@@ -33,7 +38,9 @@ from tui.engine.aggregate.advice import client_limit, evidence_words
 from tui.engine.aggregate.attainment import capacity_level
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.config import LoadMode, LoadTarget
+from tui.engine.control.guard import down_s_since, open_outage
 from tui.engine.snapshot import Knee, LevelView, RampStop, RampVerdict, Snapshot
+from tui.units import elapsed
 
 SETTLE_LIMIT_S = 30.0
 """How long a stopped ramp waits for its levels' last requests before it quotes unsettled figures."""
@@ -62,6 +69,8 @@ class RampStep:
     goal: LoadTarget | None = None
     """With ``done``: the load to go back to (the knee, or the last level that passed), unpaused; None if
     there is none."""
+    again: bool = False
+    """With ``target``: it is the load now, to be run again as a new level (the last held an outage)."""
 
 
 class RampPolicy:
@@ -100,6 +109,10 @@ class RampPolicy:
         self._held_since: float | None = None
         self._stopping: tuple[RampStop, str, int, float] | None = None
         """Once a stop was decided: why, its line, the level it stopped at, and when (run seconds)."""
+        self.waiting: str | None = None
+        """While the server is away: the line that says the ramp holds for it."""
+        self._again: set[int] = set()
+        """Levels that held an outage, run again as new ones."""
 
     @property
     def stopping(self) -> str | None:
@@ -134,10 +147,27 @@ class RampPolicy:
         level = next((lv for lv in snap.levels if lv.level_id == snap.level_id), None)
         if not on_target or level is None or not math.isclose(level.value, load.value):
             return RampStep(None)  # our target is not (yet) the current level
+        if snap.level_id in self._again:
+            return RampStep(None)  # run again: until the snapshots have its new level
         if snap.level_id not in self.level_ids:
             self.level_ids.append(snap.level_id)
             self._held_since = snap.elapsed_s
-        held_s = snap.elapsed_s - (self._held_since or snap.elapsed_s)
+        since_s = snap.elapsed_s if self._held_since is None else self._held_since
+        held_s = snap.elapsed_s - since_s - down_s_since(snap.outages, since_s, snap.elapsed_s)  # up-time
+        outage = open_outage(snap.outages)
+        at = named(self.mode, self.value)
+        self.waiting = None
+        if outage is not None:
+            self.waiting = (
+                f"the server stopped answering at {elapsed(outage.start_s)}: {at} held until it is back"
+            )
+            return RampStep(None)
+        if level.down_s > 0:  # its figures are the outage's: measured again, not judged
+            self.level_ids.remove(level.level_id)
+            self._again.add(level.level_id)
+            self._held_since = None
+            why = f"the server is back: {at} measured again (level {level.level_id} held the outage)"
+            return RampStep(self._target(load, self.value), reason=why, again=True)
         if level.measured_over == "arrivals":
             enough = level.steady and level.window_s >= ARRIVALS_HOLD_S
         else:
@@ -154,7 +184,6 @@ class RampPolicy:
             # End the level it quotes from, so that its figures stop moving; then wait for them to settle.
             self._stopping = (*judged, level.level_id, snap.elapsed_s)
             return RampStep(replace(load, paused=True), reason=f"{judged[1]}; its last requests finishing")
-        at = named(self.mode, self.value)
         self.value = nxt
         self._held_since = None
         return RampStep(self._target(load, nxt), reason=f"{at} measured; trying {nxt:g}")
