@@ -10,7 +10,7 @@ from dataclasses import replace
 from tests.integration.test_ramp import level, snap
 from tui.app.autoload import AutoLoad
 from tui.engine.config import LoadTarget
-from tui.engine.control.ramp import RampPolicy, RampStep
+from tui.engine.control.ramp import GONE_GRACE_S, RampPolicy, RampStep
 from tui.engine.snapshot import Outage
 
 
@@ -69,3 +69,18 @@ def test_the_app_runs_the_level_again_as_a_new_one_and_says_so() -> None:
     assert targets[-2:] == [LoadTarget(concurrency=1, paused=True), LoadTarget(concurrency=1)]
     assert said == ["auto ramp: the server is back: 1 users measured again (level 1 held the outage)"]
     assert auto.status() == "auto ramp: 1 users, holding until steady"
+
+
+def test_a_level_whose_requests_just_broke_waits_to_see_whether_it_is_an_outage() -> None:
+    """An outage is said only after its failures have gone on for a second: until then the level's broken
+    and refused requests are not judged (before, "errors at 2 users" came before the outage could)."""
+    policy = RampPolicy(start=1)
+    first = level(1, 1, 100.0)
+    policy.step(snap([first], 1))
+    broken = replace(level(2, 2, 190.0, failed=7), errors=(("disconnect", 5), ("connect", 2)))
+    at = snap([first, broken], 2, elapsed=20.0)
+    assert policy.step(at) == RampStep(None)
+    assert policy.step(replace(at, elapsed_s=20.0 + GONE_GRACE_S - 0.1)) == RampStep(None)
+    # no outage came and no more failed: the failures are the level's own, judged as such
+    step = policy.step(replace(at, elapsed_s=20.0 + GONE_GRACE_S))
+    assert step.target is not None and step.target.paused and "errors at 2 users" in step.reason

@@ -15,7 +15,9 @@ load by ``factor``.
 While the server is away (an outage open, `tui.engine.aggregate.outages`) the ramp holds, and that time
 does not count toward ``hold_limit_s``. A level whose window held an outage is judged on nothing (its
 failures are the outage's, its figures part down-time): once the server is back it is run again as a
-fresh level at the same load (`RampStep.again`), and left out of the ramp's levels.
+fresh level at the same load (`RampStep.again`), and left out of the ramp's levels. An outage is said only
+once its failures have gone on for a second, so a level whose refused or broken requests grew in the last
+`GONE_GRACE_S` is not judged yet either.
 
 With an SLO (TTFT, TPOT, E2E) the question is the capacity at it, not the knee: a level is also held until
 its attainment's 95 % interval (`LevelView.slo`, Wilson) lies on one side of ``slo_target``; the ramp goes
@@ -37,6 +39,7 @@ from dataclasses import dataclass, replace
 from tui.engine.aggregate.advice import client_limit, evidence_words
 from tui.engine.aggregate.attainment import capacity_level
 from tui.engine.aggregate.metrics import find_knee
+from tui.engine.aggregate.outages import GONE_CLASSES, OUTAGE_AFTER_S
 from tui.engine.config import LoadMode, LoadTarget
 from tui.engine.control.guard import down_s_since, open_outage
 from tui.engine.snapshot import Knee, LevelView, RampStop, RampVerdict, Snapshot
@@ -47,6 +50,10 @@ SETTLE_LIMIT_S = 30.0
 ARRIVALS_HOLD_S = 5.0
 """How long a level measured over arrivals is held steady: its TTFTs, chunk gaps and tokens fill its window
 from the first token, so it needs no finished request (manual: ``live``)."""
+
+GONE_GRACE_S = 2 * OUTAGE_AFTER_S
+"""How long after its last refused or broken request a level waits to be judged: long enough for those
+failures to become an outage, if they are one (`OUTAGE_AFTER_S`)."""
 
 
 def named(mode: LoadMode, value: float) -> str:
@@ -113,6 +120,8 @@ class RampPolicy:
         """While the server is away: the line that says the ramp holds for it."""
         self._again: set[int] = set()
         """Levels that held an outage, run again as new ones."""
+        self._gone = (0, 0, 0.0)
+        """The level, its count of refused or broken requests, and when that count last grew."""
 
     @property
     def stopping(self) -> str | None:
@@ -176,6 +185,8 @@ class RampPolicy:
             enough = level.slo.low >= self.slo_target or level.slo.high < self.slo_target
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
+        if self._gone_recently(level, snap.elapsed_s):
+            return RampStep(None)  # maybe the start of an outage: not judged on its failures
         judged = self._judge(level, self._mine(snap), snap.health.workers)
         nxt = self.value * self.factor
         if judged is None and nxt > self.max_value:
@@ -187,6 +198,13 @@ class RampPolicy:
         self.value = nxt
         self._held_since = None
         return RampStep(self._target(load, nxt), reason=f"{at} measured; trying {nxt:g}")
+
+    def _gone_recently(self, level: LevelView, now_s: float) -> bool:
+        """``level``'s refused or broken requests grew within `GONE_GRACE_S`."""
+        gone = sum(n for k, n in level.errors if k in GONE_CLASSES)
+        if (level.level_id, gone) != self._gone[:2]:
+            self._gone = (level.level_id, gone, now_s)
+        return gone > 0 and now_s - self._gone[2] < GONE_GRACE_S
 
     def _mine(self, snap: Snapshot) -> list[LevelView]:
         return [lv for lv in snap.levels if lv.level_id in self.level_ids]
