@@ -93,7 +93,7 @@ async def test_the_ramp_holds_through_a_restart_runs_its_level_again_and_goes_on
     assert again and again[0].level_id in level_ids and again[0].steady
     # the requests cut: counted and classed (broken streams, refused connections), none lost
     errors = dict(snap.errors)
-    assert set(errors) <= {"connect", "disconnect"} and errors.get("connect", 0) > 0, errors
+    assert set(errors) == {"connect", "disconnect"}, errors  # 2 users' streams broke: at least one
     assert snap.failed == sum(errors.values()) >= before.failed
     assert snap.completed > before.completed  # the run went on
     # the server view saw its counters go back to zero: a restart, no negative rate, no spike
