@@ -84,3 +84,17 @@ def test_a_level_whose_requests_just_broke_waits_to_see_whether_it_is_an_outage(
     # no outage came and no more failed: the failures are the level's own, judged as such
     step = policy.step(replace(at, elapsed_s=20.0 + GONE_GRACE_S))
     assert step.target is not None and step.target.paused and "errors at 2 users" in step.reason
+
+
+def test_a_level_that_keeps_breaking_requests_is_judged_at_the_hold_limit() -> None:
+    """Refused or broken requests that keep coming (a flaky proxy, no outage) hold the verdict only up to
+    the hold limit, not for ever."""
+    policy = RampPolicy(start=1, hold_limit_s=20.0)
+    first = level(1, 1, 100.0)
+    policy.step(snap([first], 1))
+    at = snap([first, replace(level(2, 2, 190.0, failed=7), errors=(("disconnect", 7),))], 2, elapsed=10.0)
+    assert policy.step(at) == RampStep(None)
+    for t, broken in ((15.0, 9), (25.0, 11), (31.0, 12)):  # still growing at the last look
+        flaky = replace(level(2, 2, 190.0, failed=broken), errors=(("disconnect", broken),))
+        step = policy.step(replace(at, elapsed_s=t, levels=(first, flaky)))
+    assert step.target is not None and step.target.paused and "errors at 2 users" in step.reason

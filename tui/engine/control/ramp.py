@@ -17,7 +17,7 @@ does not count toward ``hold_limit_s``. A level whose window held an outage is j
 failures are the outage's, its figures part down-time): once the server is back it is run again as a
 fresh level at the same load (`RampStep.again`), and left out of the ramp's levels. An outage is said only
 once its failures have gone on for a second, so a level whose refused or broken requests grew in the last
-`GONE_GRACE_S` is not judged yet either.
+`GONE_GRACE_S` is not judged yet either (up to ``hold_limit_s``: a server that keeps resetting some).
 
 With an SLO (TTFT, TPOT, E2E) the question is the capacity at it, not the knee: a level is also held until
 its attainment's 95 % interval (`LevelView.slo`, Wilson) lies on one side of ``slo_target``; the ramp goes
@@ -185,8 +185,8 @@ class RampPolicy:
             enough = level.slo.low >= self.slo_target or level.slo.high < self.slo_target
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
-        if self._gone_recently(level, snap.elapsed_s):
-            return RampStep(None)  # maybe the start of an outage: not judged on its failures
+        if self._gone_recently(level, snap.elapsed_s) and held_s < self.hold_limit_s:
+            return RampStep(None)  # maybe the start of an outage: not judged on its failures (a while)
         judged = self._judge(level, self._mine(snap), snap.health.workers)
         nxt = self.value * self.factor
         if judged is None and nxt > self.max_value:
