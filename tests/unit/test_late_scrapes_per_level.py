@@ -1,10 +1,12 @@
 """Late scrapes of a slow `/metrics` are counted per level: each level's server figures carry the ones in
-its window (`server.late_scrapes`, written only when any), and bench names them under its table. Before,
+its window (`server.late_scrapes`, written only when any), the app's level table says them in its server
+cell, and bench names them under its table. Before,
 only the run's count existed, so a level could not say whether its own server figures were old."""
 
 from __future__ import annotations
 
 from tests.support import frozen
+from tui.app.widgets.level_table import server_cell
 from tui.bench.table import summary
 from tui.engine.results.codec import encode
 from tui.engine.results.level_server import level_server
@@ -35,3 +37,12 @@ def test_bench_names_the_levels_whose_scrapes_were_late() -> None:
         "late scrapes of /metrics (level 1: 1, level 2: 3): "
         "those levels' server figures are up to seconds old"
     ]
+
+
+def test_the_apps_level_table_says_a_levels_late_scrapes_in_its_server_cell() -> None:
+    view = ServerView(late=3, late_at_ns=(5 * SECOND_NS, 15 * SECOND_NS, 16 * SECOND_NS))
+    figures = view.table_figures(10 * SECOND_NS, 20 * SECOND_NS)
+    assert figures["late_scrapes"] == 2 and "late_scrapes" not in view.table_figures(0, 4 * SECOND_NS)
+    means = {"running": 3.25, "waiting": 0.5, "kv_usage": 0.42}
+    assert server_cell({**means, "late_scrapes": 2.0}) == "3.2/0.5/42% late 2"
+    assert server_cell(means) == "3.2/0.5/42%"

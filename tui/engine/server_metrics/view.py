@@ -363,9 +363,11 @@ class ServerView:
     def table_figures(self, t_from_ns: int, t_to_ns: int) -> dict[str, float | None]:
         """`gauge_means`, the prefix-cache hit rate from the counters' increase over the window and the
         GPUs' energy (`level_energy`): a level table's row (the hit rate for a server that does not give
-        ``cached_tokens`` per request)."""
+        ``cached_tokens`` per request), with ``late_scrapes`` when any."""
         figures = self.gauge_means(t_from_ns, t_to_ns)
         figures.update(self.level_energy(t_from_ns, t_to_ns))
+        if late := self.late_in(t_from_ns, t_to_ns):
+            figures["late_scrapes"] = float(late)
         server_map = MAPS.get(self.kind)
         figures["prefix_cache_hit_rate"] = (
             rate_signal(
@@ -379,6 +381,10 @@ class ServerView:
             else None
         )
         return figures
+
+    def late_in(self, t_from_ns: int, t_to_ns: int) -> int:
+        """The late scrapes within [t_from_ns, t_to_ns] (`late_at_ns`)."""
+        return sum(1 for t in self.late_at_ns if t_from_ns <= t <= t_to_ns)
 
     def level_summary(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
         """The server's figures over one load level's window, for results: time-averaged gauges
@@ -410,8 +416,7 @@ class ServerView:
         if summary["gpu"] is not None:
             summary["gpu"].update(self.level_energy(t_from_ns, t_to_ns))
         summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
-        late = sum(1 for t in self.late_at_ns if t_from_ns <= t <= t_to_ns)
-        if late:  # only then: older files unchanged
+        if late := self.late_in(t_from_ns, t_to_ns):  # only then: older files unchanged
             summary["late_scrapes"] = late
         return summary
 
