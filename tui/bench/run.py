@@ -316,7 +316,10 @@ def _run(
                 results = doc
                 if others and config.ab is not None:  # prints both sides' tables and their comparison
                     results = with_b(results, config.ab, (handle, others[0], pair), interrupted, status)
-            if (status != 1 or results is not None) and snap.levels and not others:  # what was measured
+            worker_lost = (
+                results is not None and results.interrupted_by == "node_lost"
+            )  # a worker: what it measured
+            if (status != 1 or worker_lost) and snap.levels and not others:
                 table = summary(snap, config.options, *server_columns(results))
                 if feed is not None and feed.to_stdout:
                     say(table)  # stdout is the feed's: nothing else goes there
