@@ -5,22 +5,30 @@ error ("exited unexpectedly") and its requests in flight were never accounted fo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tests.support.engine_helpers import wait_for
+from tests.support.engine_helpers import bench_process_argv, logged_lines, read_jsonl, wait_for
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.handle import EngineHandle
+from tui.engine.host.playback_engine import PlaybackEngine
 from tui.engine.host.pool import lost_line
+from tui.engine.recording.file import read_session
 from tui.engine.snapshot import Snapshot
 from tui.engine.wire import WorkerLost
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
+LOGGED = 100
+"""Requests logged before the kill: a steady window for level 1 (80 ms requests: two seconds of them)."""
 
 
 def test_the_line_names_the_worker_the_signal_and_what_was_in_flight() -> None:
@@ -72,3 +80,64 @@ def test_a_killed_worker_is_one_line_its_requests_counted_and_the_load_goes_on(t
             assert later.level_id == 2 and later.levels[-1].level_id == 2 and later.fatal is None
         finally:
             handle.stop()
+
+
+def _workers_of(pid: int) -> list[psutil.Process]:
+    """The engine workers among a process's children (spawned: not the resource tracker)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            line = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "multiprocessing" in line and "resource_tracker" not in line:
+            found.append(child)
+    return found
+
+
+def test_bench_stopped_by_a_killed_worker_prints_its_table_and_its_records_name_the_signal(
+    tmp_path: Path,
+) -> None:
+    """`--on-node-loss stop` (bench's default): a worker killed by SIGKILL ends the run with exit 1, and
+    still the table of what was measured is printed and the results saved (before, a stop by any error
+    printed no table). The killed worker's requests in flight are cancelled records saying "engine worker
+    N killed by SIGKILL", in the requests log and in the session's replay (before, "its engine worker's
+    node was lost", a Ray node's wording)."""
+    out, log, session = tmp_path / "r.json", tmp_path / "requests.jsonl", tmp_path / "run.tokentop-session.gz"
+    with SimServer("flat", time_scale=8.0) as sim:
+        load = ("--concurrency", "4", "--workers", "2", "--duration", "60", "--isl", "16", "--osl", "32")
+        outputs = ("--output", str(out), "--requests-log", str(log), "--record", str(session))
+        argv = bench_process_argv("--url", sim.url, *load, *outputs)
+        env = dict(os.environ, OPENAI_API_KEY="")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        try:
+            deadline = time.monotonic() + 30.0
+            while logged_lines(log) < LOGGED and time.monotonic() < deadline:
+                time.sleep(0.05)
+            workers = _workers_of(proc.pid)
+            assert logged_lines(log) >= LOGGED and len(workers) == 2, [w.cmdline() for w in workers]
+            workers[0].send_signal(signal.SIGKILL)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 1, stderr
+    said = re.search(r"engine worker (\d) \(of 2\) killed by SIGKILL at [\d.]+ s", stderr)
+    assert said, stderr
+    killed = f"engine worker {said[1]} killed by SIGKILL"
+    (row,) = [line.split() for line in stdout.splitlines() if line.startswith("c=4 ")]  # the table's level
+    assert int(row[1]) >= 8 and row[6] != "-" and row[-1] == "yes", stdout  # what was measured, steady
+    results = json.loads(out.read_text())
+    assert results["interrupted_by"] == "node_lost" and results["totals"]["completed"] >= LOGGED - 8
+    cut = [r for r in read_jsonl(log) if r["error_class"] == "node_lost"]
+    assert cut and all(r["error"] == killed for r in cut), cut[:2]
+    replay = PlaybackEngine(read_session(session)).run_to_end()
+    replayed = [replay.detail(r["id"]) for r in cut]
+    assert all(d is not None and (d.error_class, d.error) == ("node_lost", killed) for d in replayed), (
+        replayed
+    )

@@ -4,6 +4,7 @@ result stays on screen and is where `k` goes. Its own state and rules, apart fro
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tui.app.ramp_result import RampResult, ramp_result, snapshot_knee_target
 from tui.engine.config import LoadTarget
@@ -98,12 +99,17 @@ class AutoLoad:
         assert self.ramp is not None
         if self.ramp.stopping is not None:
             return f"auto ramp stopping: {self.ramp.stopping.split(':')[0]} · settling"
+        if self.ramp.waiting is not None:
+            return f"auto ramp: {self.ramp.waiting}"
         unit = {"concurrency": "users", "trace": "x speed"}.get(self.ramp.mode, "req/s")
         return f"auto ramp: {self.ramp.value:g} {unit}, holding until steady"
 
     def _ramp_tick(self, snap: Snapshot) -> None:
         assert self.ramp is not None
         decision = self.ramp.step(snap)
+        if decision.again and decision.target is not None:  # the same load as a new level: end the old
+            self._set_target(replace(decision.target, paused=True))
+            self._notify(f"auto ramp: {decision.reason}", title="ramp")
         if decision.target is not None:  # the next level, or the load paused where the ramp stops
             self._set_target(decision.target)
         if decision.done:

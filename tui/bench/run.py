@@ -33,7 +33,7 @@ from tui.bench.level_end import counted, default_requests, level_done
 from tui.bench.progress import LevelProgress, Progress, load_label
 from tui.bench.repeats import repeat_config, set_id
 from tui.bench.table import summary
-from tui.bench.writing import joules_per_token, server_hit_rates, write_run_exports, write_run_plot
+from tui.bench.writing import server_columns, write_run_exports, write_run_plot
 from tui.configs import BenchConfig
 from tui.demo import DemoError, running_demo
 from tui.engine.ab.pair import AbPair
@@ -315,8 +315,11 @@ def _run(
                 results = doc
                 if others and config.ab is not None:  # prints both sides' tables and their comparison
                     results = with_b(results, config.ab, (handle, others[0], pair), interrupted, status)
-            if status != 1 and snap.levels and not others:
-                table = summary(snap, config.options, joules_per_token(results), server_hit_rates(results))
+            worker_lost = (
+                results is not None and results.interrupted_by == "node_lost"
+            )  # a worker: what it measured
+            if (status != 1 or worker_lost) and snap.levels and not others:
+                table = summary(snap, config.options, *server_columns(results))
                 if feed is not None and feed.to_stdout:
                     say(table)  # stdout is the feed's: nothing else goes there
                 else:

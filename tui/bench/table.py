@@ -198,10 +198,11 @@ def summary(
     options: EngineOptions | None = None,
     joules: Mapping[int, float] | None = None,
     server_hits: Mapping[int, float | None] | None = None,
+    late: Mapping[int, int] | None = None,
 ) -> str:
     """The table and, under it, the knee, the capacity at an SLO and its price, the errors and every warning
     the run had: what bench prints. ``options``: the run's price and SLO; ``joules``, ``server_hits``:
-    `format_table`'s."""
+    `format_table`'s; ``late``: each level's late scrapes of ``/metrics``."""
     cost = None if options is None else options.cost_per_hour
     lines = [format_table(snap.levels, cost, joules, snap.endpoint, server_hits)]
     if snap.endpoint == "embeddings":
@@ -249,6 +250,11 @@ def summary(
                 f" its rates are over the time it was up ({up})"
                 + ("; goodput too, and the SLO attainment counts its failed requests" if lv.slo else "")
             )
+    if late:
+        by_level = ", ".join(f"level {i}: {n}" for i, n in sorted(late.items()))
+        lines.append(
+            f"late scrapes of /metrics ({by_level}): those levels' server figures are up to seconds old"
+        )
     if snap.health.saturated:
         lines.append("warning: " + snap.health.reason)
     lines.extend("warning: " + notice for notice in snap.notices)

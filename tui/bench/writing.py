@@ -61,3 +61,21 @@ def server_hit_rates(results: Results | None) -> dict[int, float | None]:
     if results is None:
         return {}
     return {lv.level_id: lv.server.prefix_cache_hit_rate for lv in results.levels if lv.server is not None}
+
+
+def late_scrapes(results: Results | None) -> dict[int, int]:
+    """Each level's late scrapes of ``/metrics`` (the results' ``server.late_scrapes``), where it had any."""
+    levels = results.levels if results is not None else ()
+    return {
+        lv.level_id: lv.server.late_scrapes
+        for lv in levels
+        if lv.server is not None and lv.server.late_scrapes
+    }
+
+
+def server_columns(
+    results: Results | None,
+) -> tuple[dict[int, float], dict[int, float | None], dict[int, int]]:
+    """What the end table takes from the results' server figures: `joules_per_token`, `server_hit_rates`,
+    `late_scrapes`."""
+    return joules_per_token(results), server_hit_rates(results), late_scrapes(results)

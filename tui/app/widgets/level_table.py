@@ -142,13 +142,15 @@ def level_state(level: LevelView) -> str:
 
 
 def server_cell(means: Mapping[str, float | None] | None) -> str:
-    """The server's own time-averaged running / waiting / KV use over a level ("-" where not reported)."""
+    """The server's own time-averaged running / waiting / KV use over a level ("-" where not reported), and
+    its late scrapes of a slow /metrics when any ("late 2": those figures are older)."""
     if not means:
         return "-"
     run, wait, kv = means.get("running"), means.get("waiting"), means.get("kv_usage")
     parts = ["-" if v is None else f"{v:.1f}" for v in (run, wait)]
     parts.append("-" if kv is None else f"{kv:.0%}")
-    return "/".join(parts)
+    late = means.get("late_scrapes")
+    return "/".join(parts) + (f" late {late:.0f}" if late else "")
 
 
 def server_means(

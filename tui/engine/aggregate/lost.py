@@ -10,13 +10,15 @@ from tui.engine.aggregate.lanes import Lane
 from tui.engine.records import RequestRecord
 
 NODE_LOST = "node_lost"
+NODE_LOST_ERROR = "its engine worker's node was lost"
+"""A lost Ray node's records' error; a local worker killed by a signal says so instead (its cause)."""
 
 
 def lost_records(
-    lanes: Iterable[Lane], lost: Collection[int], workers: int, at_ns: int
+    lanes: Iterable[Lane], lost: Collection[int], workers: int, at_ns: int, error: str = NODE_LOST_ERROR
 ) -> list[RequestRecord]:
     """Cancelled records for the in-flight ``lanes`` of the ``lost`` workers (request ids interleave:
-    ``seq * workers + worker + 1``)."""
+    ``seq * workers + worker + 1``), each with ``error``: what happened to their worker."""
     out = []
     for lane in lanes:
         seq, worker = divmod(lane.request_id - 1, workers)
@@ -32,7 +34,7 @@ def lost_records(
                     end_ns=max(at_ns, lane.sent_ns),
                     status="cancelled",
                     error_class=NODE_LOST,
-                    error="its engine worker's node was lost",
+                    error=error,
                 )
             )
     return out

@@ -31,7 +31,7 @@ from typing import Any
 from tui.engine.aggregate.lanes import Lane, Lanes
 from tui.engine.aggregate.levels import LevelAgg
 from tui.engine.aggregate.live import LiveRates
-from tui.engine.aggregate.lost import lost_records
+from tui.engine.aggregate.lost import NODE_LOST_ERROR, lost_records
 from tui.engine.aggregate.metrics import find_knee
 from tui.engine.aggregate.outages import Outages
 from tui.engine.aggregate.pending import Pending
@@ -108,9 +108,7 @@ class Store:
         self._ended_client: dict[int, LevelClient] = {}
         """An ended level's client judgement, fixed once (`_judge_ended`): later windows never move it."""
         self.live = LiveRates(t0_ns)
-        self.completed = 0
-        self.failed = 0
-        self.cancelled = 0
+        self.completed = self.failed = self.cancelled = 0
         self.skipped_lines = 0
         """Malformed stream lines skipped over the run (their streams went on; not failures)."""
         self.input_tokens = 0
@@ -222,11 +220,13 @@ class Store:
             self.fold()
         return batch.records
 
-    def lose_workers(self, workers: Sequence[int], at_ns: int) -> tuple[int, list[RequestRecord]]:
-        """``workers`` are gone (their node was lost at ``at_ns``): the level views stop waiting for them
-        (horizon, acked), their in-flight requests become cancelled ``node_lost`` records (the ones the face
-        knows a lane of; the rest are counted as cancelled), and the level running then is flagged and its
-        window ends at the loss. Returns (requests they had in flight, the records made, for the log)."""
+    def lose_workers(
+        self, workers: Sequence[int], at_ns: int, cause: str = NODE_LOST_ERROR
+    ) -> tuple[int, list[RequestRecord]]:
+        """``workers`` are gone at ``at_ns`` (``cause``: their node lost, or a signal killed one): the views
+        stop waiting for them, their in-flight requests become cancelled ``node_lost`` records saying
+        ``cause`` (the rest counted cancelled), the level running then is flagged, its window ending there.
+        Returns (requests they had in flight, the records made, for the log)."""
         lost = [w for w in workers if 0 <= w < self.workers and w not in self.lost_workers]
         if not lost:
             return 0, []
@@ -234,7 +234,7 @@ class Store:
         in_flight = sum(self.worker_in_flight[w] for w in lost)
         for w in lost:
             self.worker_in_flight[w] = 0
-        records = lost_records(list(self.lanes.live.values()), set(lost), self.workers, at_ns)
+        records = lost_records(list(self.lanes.live.values()), set(lost), self.workers, at_ns, cause)
         running = [
             lv for lv in self._levels.values() if lv.start_ns <= at_ns and (lv.end_ns or at_ns) >= at_ns
         ]

@@ -12,6 +12,13 @@ during it (`LevelView.client_limited`: the client is the limit, not the server),
 ran show a knee (`find_knee`), or if the next level would pass ``max_value``; otherwise it multiplies the
 load by ``factor``.
 
+While the server is away (an outage open, `tui.engine.aggregate.outages`) the ramp holds, and that time
+does not count toward ``hold_limit_s``. A level whose window held an outage is judged on nothing (its
+failures are the outage's, its figures part down-time): once the server is back it is run again as a
+fresh level at the same load (`RampStep.again`), and left out of the ramp's levels. An outage is said only
+once its failures have gone on for a second, so a level whose refused or broken requests grew in the last
+`GONE_GRACE_S` is not judged yet either (up to ``hold_limit_s``: a server that keeps resetting some).
+
 With an SLO (TTFT, TPOT, E2E) the question is the capacity at it, not the knee: a level is also held until
 its attainment's 95 % interval (`LevelView.slo`, Wilson) lies on one side of ``slo_target``; the ramp goes
 on past a knee while the lower bound meets the target and stops at the first level where it does not (or
@@ -32,14 +39,21 @@ from dataclasses import dataclass, replace
 from tui.engine.aggregate.advice import client_limit, evidence_words
 from tui.engine.aggregate.attainment import capacity_level
 from tui.engine.aggregate.metrics import find_knee
+from tui.engine.aggregate.outages import GONE_CLASSES, OUTAGE_AFTER_S
 from tui.engine.config import LoadMode, LoadTarget
+from tui.engine.control.guard import down_s_since, open_outage
 from tui.engine.snapshot import Knee, LevelView, RampStop, RampVerdict, Snapshot
+from tui.units import elapsed
 
 SETTLE_LIMIT_S = 30.0
 """How long a stopped ramp waits for its levels' last requests before it quotes unsettled figures."""
 ARRIVALS_HOLD_S = 5.0
 """How long a level measured over arrivals is held steady: its TTFTs, chunk gaps and tokens fill its window
 from the first token, so it needs no finished request (manual: ``live``)."""
+
+GONE_GRACE_S = 2 * OUTAGE_AFTER_S
+"""How long after its last refused or broken request a level waits to be judged: long enough for those
+failures to become an outage, if they are one (`OUTAGE_AFTER_S`)."""
 
 
 def named(mode: LoadMode, value: float) -> str:
@@ -62,6 +76,8 @@ class RampStep:
     goal: LoadTarget | None = None
     """With ``done``: the load to go back to (the knee, or the last level that passed), unpaused; None if
     there is none."""
+    again: bool = False
+    """With ``target``: it is the load now, to be run again as a new level (the last held an outage)."""
 
 
 class RampPolicy:
@@ -100,6 +116,12 @@ class RampPolicy:
         self._held_since: float | None = None
         self._stopping: tuple[RampStop, str, int, float] | None = None
         """Once a stop was decided: why, its line, the level it stopped at, and when (run seconds)."""
+        self.waiting: str | None = None
+        """While the server is away: the line that says the ramp holds for it."""
+        self._again: set[int] = set()
+        """Levels that held an outage, run again as new ones."""
+        self._gone = (0, 0, 0.0)
+        """The level, its count of refused or broken requests, and when that count last grew."""
 
     @property
     def stopping(self) -> str | None:
@@ -134,10 +156,27 @@ class RampPolicy:
         level = next((lv for lv in snap.levels if lv.level_id == snap.level_id), None)
         if not on_target or level is None or not math.isclose(level.value, load.value):
             return RampStep(None)  # our target is not (yet) the current level
+        if snap.level_id in self._again:
+            return RampStep(None)  # run again: until the snapshots have its new level
         if snap.level_id not in self.level_ids:
             self.level_ids.append(snap.level_id)
             self._held_since = snap.elapsed_s
-        held_s = snap.elapsed_s - (self._held_since or snap.elapsed_s)
+        since_s = snap.elapsed_s if self._held_since is None else self._held_since
+        held_s = snap.elapsed_s - since_s - down_s_since(snap.outages, since_s, snap.elapsed_s)  # up-time
+        outage = open_outage(snap.outages)
+        at = named(self.mode, self.value)
+        self.waiting = None
+        if outage is not None:
+            self.waiting = (
+                f"the server stopped answering at {elapsed(outage.start_s)}: {at} held until it is back"
+            )
+            return RampStep(None)
+        if level.down_s > 0:  # its figures are the outage's: measured again, not judged
+            self.level_ids.remove(level.level_id)
+            self._again.add(level.level_id)
+            self._held_since = None
+            why = f"the server is back: {at} measured again (level {level.level_id} held the outage)"
+            return RampStep(self._target(load, self.value), reason=why, again=True)
         if level.measured_over == "arrivals":
             enough = level.steady and level.window_s >= ARRIVALS_HOLD_S
         else:
@@ -146,6 +185,8 @@ class RampPolicy:
             enough = level.slo.low >= self.slo_target or level.slo.high < self.slo_target
         if not enough and held_s < self.hold_limit_s:
             return RampStep(None)
+        if self._gone_recently(level, snap.elapsed_s) and held_s < self.hold_limit_s:
+            return RampStep(None)  # maybe the start of an outage: not judged on its failures (a while)
         judged = self._judge(level, self._mine(snap), snap.health.workers)
         nxt = self.value * self.factor
         if judged is None and nxt > self.max_value:
@@ -154,10 +195,16 @@ class RampPolicy:
             # End the level it quotes from, so that its figures stop moving; then wait for them to settle.
             self._stopping = (*judged, level.level_id, snap.elapsed_s)
             return RampStep(replace(load, paused=True), reason=f"{judged[1]}; its last requests finishing")
-        at = named(self.mode, self.value)
         self.value = nxt
         self._held_since = None
         return RampStep(self._target(load, nxt), reason=f"{at} measured; trying {nxt:g}")
+
+    def _gone_recently(self, level: LevelView, now_s: float) -> bool:
+        """``level``'s refused or broken requests grew within `GONE_GRACE_S`."""
+        gone = sum(n for k, n in level.errors if k in GONE_CLASSES)
+        if (level.level_id, gone) != self._gone[:2]:
+            self._gone = (level.level_id, gone, now_s)
+        return gone > 0 and now_s - self._gone[2] < GONE_GRACE_S
 
     def _mine(self, snap: Snapshot) -> list[LevelView]:
         return [lv for lv in snap.levels if lv.level_id in self.level_ids]

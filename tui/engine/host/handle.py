@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tui.engine.aggregate.lost import NODE_LOST_ERROR
 from tui.engine.aggregate.series import IDLE_SERIES_CAP
 from tui.engine.api import Engine
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
@@ -425,10 +426,11 @@ class EngineHandle:
     def _worker_lost(self, worker: int, lost: WorkerLost) -> None:
         """Worker ``worker``'s node went away (after all its batches that arrived): the store stops waiting
         for it, and `Workers.lose` applies the policy once the whole node is in."""
+        cause = NODE_LOST_ERROR if lost.signal is None else f"engine worker {worker} killed by {lost.signal}"
         with self._lock:
             if self._session is not None:
-                self._session.lose_workers(time.perf_counter_ns(), [worker], lost.at_ns)
-            in_flight, records = self.core.store.lose_workers([worker], lost.at_ns)
+                self._session.lose_workers(time.perf_counter_ns(), [worker], lost.at_ns, cause)
+            in_flight, records = self.core.store.lose_workers([worker], lost.at_ns, cause)
             log, spans = self._log, self._spans
             self._workers.lose(worker, lost, in_flight, self.core, stopping=self._stopping)
         if log is not None and records:

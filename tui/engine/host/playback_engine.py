@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tui.engine.aggregate.lost import NODE_LOST_ERROR
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.run_core import RUN_READS, RunCore, new_store, write_results
 from tui.engine.host.server_scrape import SERVER_HISTORY
@@ -209,7 +210,8 @@ class PlaybackEngine:
         elif kind == "workload":
             self.workload = decode.decode(e["workload"])
         elif kind == "lost":
-            core.store.lose_workers([int(w) for w in e["workers"]], int(e["at"]))
+            cause = str(e.get("cause", NODE_LOST_ERROR))  # older sessions: a lost node's wording
+            core.store.lose_workers([int(w) for w in e["workers"]], int(e["at"]), cause)
         elif kind == "notice":
             core.store.add_notice(str(e["text"]))
         elif kind == "fatal":

@@ -131,9 +131,9 @@ class SessionRecorder:
         """The workload after the ISL probe calibrated it (what the results describe)."""
         self._event("workload", t_ns, workload=self._enc.encode(workload))
 
-    def lose_workers(self, t_ns: int, workers: list[int], at_ns: int) -> None:
-        """Workers whose node went away at ``at_ns`` (`Store.lose_workers`)."""
-        self._event("lost", t_ns, workers=workers, at=at_ns)
+    def lose_workers(self, t_ns: int, workers: list[int], at_ns: int, cause: str) -> None:
+        """Workers gone at ``at_ns`` (`Store.lose_workers`), and why: their node, or a signal."""
+        self._event("lost", t_ns, workers=workers, at=at_ns, cause=cause)
 
     def notice(self, t_ns: int, text: str) -> None:
         self._event("notice", t_ns, text=text)

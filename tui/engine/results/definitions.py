@@ -96,8 +96,9 @@ DEFINITIONS: dict[str, str] = {
     "has none): gauges time-averaged (running_mean, waiting_mean, kv_usage_mean), counters as rates, its "
     "latency histograms from bucket deltas (ms): mean exact, each pNN a number only where its bucket is "
     "narrow, else null with buckets.pNN = {kind: bound|range|above, low, high} (estimate from buckets); "
-    "restarts: times its counters went back; null when not scraped; late_scrapes (the run's, when any): "
-    "scrapes that took over a second or timed out after the server had answered, their figures older",
+    "restarts: times its counters went back; null when not scraped; late_scrapes (the level's, and the run's "
+    "in server, when any): scrapes that took over a second or timed out after the server had answered, their "
+    "figures older",
     "max_output_tokens_per_s": "as vLLM: the most output tokens arriving in one whole second of the level's "
     "window (the window cut into seconds from its start), tokens/s; absent when the window is shorter than a "
     "second",

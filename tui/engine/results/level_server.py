@@ -39,6 +39,8 @@ class LevelServer:
     ttft_parts: dict[str, Any] | None = None
     gpu: dict[str, Any] | None = None
     restarts: int = 0
+    late_scrapes: int = field(default=0, metadata=key(when=lambda s: s.late_scrapes > 0))
+    """Scrapes in the window that were late (`ServerView.late_at_ns`); written when any."""
     canary: dict[str, Any] | None = field(default=None, metadata=key(when=lambda s: s.has_canary))
     """The canary's figures over the window; written when a canary ran."""
     has_canary: bool = field(default=False, metadata=key(presence="canary"))

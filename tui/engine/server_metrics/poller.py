@@ -60,8 +60,10 @@ from tui.engine.server_metrics.view import (
 )
 
 MAX_TIMEOUT_S = 8.0
-"""The longest a scrape's timeout grows to after timeouts (`stop` waits up to 5 s for a scrape in flight,
-then leaves the daemon thread to end on its own)."""
+"""The longest a scrape's timeout grows to after timeouts."""
+STOP_WAIT_S = 0.2
+"""How long `stop` waits for the thread: between scrapes it ends at once; a scrape in flight is dropped
+(its answer neither published nor passed on) and its daemon thread ends at that scrape's timeout."""
 LATE = "late"
 """The notice key of a slow /metrics."""
 
@@ -154,8 +156,9 @@ class ServerMetricsPoller:
             self._thread.start()
         return self
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop and join the thread: at most one scrape's timeout plus a moment."""
+    def stop(self, timeout_s: float = STOP_WAIT_S) -> None:
+        """Stop the thread, waiting at most ``timeout_s`` for it: a slow /metrics (seconds, up to
+        `MAX_TIMEOUT_S`) never holds up a face's exit; from now on nothing is published or called back."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
@@ -203,23 +206,16 @@ class ServerMetricsPoller:
         try:
             response = client.get(self.url, timeout=self.scrape_timeout_s)
             got_ns = time.perf_counter_ns()
+            if self._stop.is_set():  # stopped while it was in flight: its answer is dropped
+                return False
             if response.status_code != 200:
                 self._fail(client, MISSING, f"GET {self.url} answered {response.status_code}")
                 return False
             text = response.text
             kind, families = self._parse(text)
-        except NotPrometheusError as exc:
-            self._fail(client, MISSING, f"GET {self.url}: {exc}")
-            return False
-        except httpx.TimeoutException as exc:
-            self._timed_out(client, exc)
-            return False
-        except httpx.HTTPError as exc:
-            what, hint = unreachable(exc)
-            self._fail(client, UNREACHABLE, f"GET {self.url} failed ({what})", hint=hint)
-            return False
-        except Exception as exc:  # a parser surprise must not end the thread: the view says what happened
-            self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
+        except Exception as exc:  # a parser surprise too must not end the thread: the view says what happened
+            if not self._stop.is_set():  # after `stop`, a scrape in flight is dropped
+                self._failed(client, exc)
             return False
         # Midway between send and receipt: the instant the server most likely read its state.
         t_ns = (sent_ns + got_ns) // 2
@@ -229,15 +225,29 @@ class ServerMetricsPoller:
         self._publish(kind, families, t_ns, gpu)
         took_s = (got_ns - sent_ns) / 1e9
         if took_s > self.late_s:
-            self._late(took_s)
+            self._late(took_s, t_ns)
         if kind == LLAMACPP:
             self._view = replace(self._view, slots=self._read_slots(client))
         self._write_log(self._view, t_ns)
         return True
 
-    def _late(self, took_s: float) -> None:
-        """The scrape just published took ``took_s``: its figures are of some instant in it, not now."""
-        self._view = replace(self._view, late=self._view.late + 1, stale_s=took_s)
+    def _failed(self, client: httpx.Client, exc: Exception) -> None:
+        """A scrape that produced no reading: what it ran into, said and published."""
+        if isinstance(exc, NotPrometheusError):
+            self._fail(client, MISSING, f"GET {self.url}: {exc}")
+        elif isinstance(exc, httpx.TimeoutException):
+            self._timed_out(client, exc)
+        elif isinstance(exc, httpx.HTTPError):
+            what, hint = unreachable(exc)
+            self._fail(client, UNREACHABLE, f"GET {self.url} failed ({what})", hint=hint)
+        else:
+            self._fail(client, MISSING, f"GET {self.url}: unreadable ({type(exc).__name__}: {exc})")
+
+    def _late(self, took_s: float, t_ns: int) -> None:
+        """The scrape just published (of ``t_ns``) took ``took_s``: its figures are of some instant in it."""
+        self._view = replace(
+            self._view, late=self._view.late + 1, stale_s=took_s, late_at_ns=self._late_at(t_ns)
+        )
         self._say(
             LATE,
             f"server metrics: GET {self.url} took {took_s:.1f} s: scrapes are late, their figures up to "
@@ -257,12 +267,19 @@ class ServerMetricsPoller:
         self._write_log_failure(LATE, f"GET {self.url}: no answer in {waited_s:.1f} s")
         old = self._view
         age_s = (time.perf_counter_ns() - old.readings[-1].t_ns) / 1e9 if old.readings else None
-        self._view = replace(old, late=old.late + 1, stale_s=age_s, failures=old.failures + 1)
+        late_at_ns = self._late_at(time.perf_counter_ns())
+        self._view = replace(
+            old, late=old.late + 1, stale_s=age_s, failures=old.failures + 1, late_at_ns=late_at_ns
+        )
         self._say(
             LATE,
             f"server metrics: GET {self.url} gave no answer in {waited_s:.1f} s: /metrics is slow; the "
             f"next scrapes wait up to {self.scrape_timeout_s:.1f} s (the load's timing is untouched)",
         )
+
+    def _late_at(self, t_ns: int) -> tuple[int, ...]:
+        """The late scrapes' times with one more, as many kept as the ring holds readings."""
+        return (*self._view.late_at_ns, t_ns)[-(self._ring.maxlen or 1) :]
 
     def _say(self, key: str, message: str) -> None:
         """``on_notice`` once per ``key``, the key masked out."""

@@ -306,6 +306,8 @@ class ServerView:
     """The canary user's figures, set by the engine that runs one (None: no canary)."""
     late: int = 0
     """Scrapes that took longer than the poller's ``late_s`` (or timed out after the server had answered)."""
+    late_at_ns: tuple[int, ...] = ()
+    """When each of the recent late ones was (as many as the ring holds readings): a level counts its own."""
     stale_s: float | None = None
     """When the last scrape was late, how old its figures may be (how long it took; after a timeout, the
     age of the last reading); None when fresh."""
@@ -361,9 +363,11 @@ class ServerView:
     def table_figures(self, t_from_ns: int, t_to_ns: int) -> dict[str, float | None]:
         """`gauge_means`, the prefix-cache hit rate from the counters' increase over the window and the
         GPUs' energy (`level_energy`): a level table's row (the hit rate for a server that does not give
-        ``cached_tokens`` per request)."""
+        ``cached_tokens`` per request), with ``late_scrapes`` when any."""
         figures = self.gauge_means(t_from_ns, t_to_ns)
         figures.update(self.level_energy(t_from_ns, t_to_ns))
+        if late := self.late_in(t_from_ns, t_to_ns):
+            figures["late_scrapes"] = float(late)
         server_map = MAPS.get(self.kind)
         figures["prefix_cache_hit_rate"] = (
             rate_signal(
@@ -377,6 +381,10 @@ class ServerView:
             else None
         )
         return figures
+
+    def late_in(self, t_from_ns: int, t_to_ns: int) -> int:
+        """The late scrapes within [t_from_ns, t_to_ns] (`late_at_ns`)."""
+        return sum(1 for t in self.late_at_ns if t_from_ns <= t <= t_to_ns)
 
     def level_summary(self, t_from_ns: int, t_to_ns: int) -> dict[str, Any]:
         """The server's figures over one load level's window, for results: time-averaged gauges
@@ -408,6 +416,8 @@ class ServerView:
         if summary["gpu"] is not None:
             summary["gpu"].update(self.level_energy(t_from_ns, t_to_ns))
         summary["restarts"] = sum(1 for prev, cur in pairwise(inside) if restarted(prev, cur))
+        if late := self.late_in(t_from_ns, t_to_ns):  # only then: older files unchanged
+            summary["late_scrapes"] = late
         return summary
 
 
@@ -446,4 +456,5 @@ def build_view(base: ServerView, readings: tuple[Reading, ...], families_model: 
         resets=base.resets,
         reset_t_ns=base.reset_t_ns,
         late=base.late,
+        late_at_ns=base.late_at_ns,
     )
