@@ -37,6 +37,10 @@ def test_the_line_names_the_worker_the_signal_and_what_was_in_flight() -> None:
         "engine worker 1 (of 4) killed by SIGKILL at 2.5 s (the kernel's OOM killer, or kill -9): "
         "3 in flight lost; level 2 ends there"
     )
+    crashed = WorkerLost("worker 0", 3_500_000_000, (0,), "SIGSEGV")  # not the OOM killer's signal
+    assert lost_line(crashed, 1, 4, 2, 1_000_000_000) == (
+        "engine worker 0 (of 4) killed by SIGSEGV at 2.5 s: 1 in flight lost; level 2 ends there"
+    )
 
 
 def test_a_killed_worker_is_one_line_its_requests_counted_and_the_load_goes_on(tmp_path: Path) -> None:

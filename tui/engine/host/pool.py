@@ -90,9 +90,12 @@ def lost_line(lost: WorkerLost, in_flight: int, workers: int, level_id: int, t0_
     at_s = (lost.at_ns - t0_ns) / 1e9
     if lost.signal is not None:
         (worker,) = lost.workers
+        # SIGKILL comes from the kernel's OOM killer or kill -9; any other signal names itself (a worker
+        # ignores SIGTERM, SIGINT and SIGHUP: a crash, SIGSEGV or SIGABRT, is what is left)
+        why = " (the kernel's OOM killer, or kill -9)" if lost.signal == "SIGKILL" else ""
         return (
-            f"engine worker {worker} (of {workers}) killed by {lost.signal} at {at_s:.1f} s (the kernel's "
-            f"OOM killer, or kill -9): {in_flight} in flight lost; level {level_id} ends there"
+            f"engine worker {worker} (of {workers}) killed by {lost.signal} at {at_s:.1f} s{why}: "
+            f"{in_flight} in flight lost; level {level_id} ends there"
         )
     return (
         f"node {lost.node} lost at {at_s:.1f} s: {len(lost.workers)} of {workers} workers, "
