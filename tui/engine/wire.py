@@ -206,6 +206,9 @@ class Batch(NamedTuple):
     arrivals: Sequence[Arrivals] = ()
     """Per level, the tokens, TTFTs and chunk gaps that arrived since the last batch (in-flight streams
     included): what the face's rolling views and level figures are made of."""
+    session: bytes = b""
+    """This batch as its session event's JSON (`tui.engine.recording.batch_line`), when the run records a
+    session and the worker encoded it; b"": the face encodes it, if it records."""
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         """Pickle the lane deltas and records as plain tuples (pickle's C fast path, no Python call per item)
@@ -231,12 +234,13 @@ def _batch_from_wire(
     health_window: Health | None,
     dropped: int = 0,
     arrivals: Sequence[Arrivals] = (),
+    session: bytes = b"",
 ) -> Batch:
     deltas = list(map(_lane_delta_from_tuple, lanes))
     recs = list(starmap(RequestRecord, records))
     return Batch(
         worker, t_ns, level_id, level_at_ns, in_flight, deltas, tokens, recs, health, notices, health_window,
-        dropped, arrivals,
+        dropped, arrivals, session,
     )  # fmt: skip
 
 

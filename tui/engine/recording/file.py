@@ -80,18 +80,36 @@ class SessionWriter:
                 event["t"] = self._last_t = max(int(event["t"]), self._last_t)
             try:
                 line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
-                out = self._zip.compress(line)
-                now = time.monotonic()
-                if flush or now - self._flushed_at >= FLUSH_EVERY_S:
-                    out += self._zip.flush(zlib.Z_SYNC_FLUSH)
-                    self._flushed_at = now
-                    self._file.write(out)
-                    self._file.flush()
-                    self._kept_t = self._last_t
-                elif out:
-                    self._file.write(out)
             except (OSError, ValueError) as exc:
                 self._failed(exc, self._last_t)
+                return
+            self._append(line, flush)
+
+    def write_raw(self, head: bytes, t_ns: int, tail: bytes) -> None:
+        """Append the line ``head``, ``t``, ``tail``: an event already JSON but for its time (``head`` ends
+        with ``"t":``), which is kept from going back as `write` keeps it."""
+        with self._lock:
+            if self._file is None:
+                return
+            self._last_t = t = max(t_ns, self._last_t)
+            self._append(b"%s%d%s" % (head, t, tail), flush=False)
+
+    def _append(self, line: bytes, flush: bool) -> None:
+        """Under the lock: compress ``line`` on, and flush when asked or a second after the last flush."""
+        assert self._file is not None
+        try:
+            out = self._zip.compress(line)
+            now = time.monotonic()
+            if flush or now - self._flushed_at >= FLUSH_EVERY_S:
+                out += self._zip.flush(zlib.Z_SYNC_FLUSH)
+                self._flushed_at = now
+                self._file.write(out)
+                self._file.flush()
+                self._kept_t = self._last_t
+            elif out:
+                self._file.write(out)
+        except (OSError, ValueError) as exc:
+            self._failed(exc, self._last_t)
 
     def flush_if_due(self) -> None:
         """Flush if a second has passed since the last (called by a timer when nothing else writes)."""
