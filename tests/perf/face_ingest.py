@@ -5,7 +5,8 @@ lane deltas) from streams of ``--osl``-token answers at ``--tok-s`` tokens/s, on
 100 ms, then pickled as a worker sends them. The face's side is then timed part by part in this one thread
 (CPU time, not wall time): unpickling, `Store.ingest` (with the guard's look at the records, as
 `EngineHandle._take` does), the session's `SessionRecorder.batch` (on by default; ``--record-text`` keeps
-the text), the ``--requests-log``, the views the reader refreshes every 100 ms of the run's time
+the text; the workers encode each batch's session form, timed apart, unless ``--face-encodes``), the
+``--requests-log``, the views the reader refreshes every 100 ms of the run's time
 (`Store.refresh_views`) and, apart, the fold of what ingest gathered for them. The snapshot and drawing
 are the app's, counted apart. Prints the µs per chunk of each part and of the whole, and how many such
 workers one face core keeps up with.
