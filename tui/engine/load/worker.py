@@ -253,10 +253,10 @@ class Worker:
 
     def session_form(self, batch: Batch) -> Batch:
         """``batch`` with its session form (`Batch.session`)."""
-        from tui.engine.recording.batch_line import encode_batch
+        from tui.engine.recording.batch_line import session_piece
 
         assert self.session_enc is not None
-        return batch._replace(session=encode_batch(self.session_enc, batch))
+        return batch._replace(session=session_piece(self.session_enc, batch))
 
     def send(self, msg: WorkerMessage) -> None:
         """Queue a message for the sender thread."""

@@ -12,11 +12,13 @@ from typing import IO, Any
 
 from tui import __version__
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
-from tui.engine.recording.batch_line import batch_encoder, encode_batch
+from tui.engine.recording.batch_line import batch_encoder, batch_tail, encode_batch
 from tui.engine.recording.file import Lost, SessionWriter
 from tui.engine.recording.plain_json import recordable_classes
 from tui.engine.wire import Batch
 
+BATCH_HEAD = b'{"k":"b","t":'
+"""A batch event's line up to its time."""
 SECRETS = {"TargetConfig": ("api_key",)}
 """Never written: the API key (the header names are kept, their values are not: see `_safe_target`)."""
 
@@ -94,10 +96,13 @@ class SessionRecorder:
         self._writer.write({"k": kind, "t": t_ns, **data})
 
     def batch(self, batch: Batch) -> None:
-        """A worker batch, as the handle ingests it now (field names in the header's schema): the JSON its
-        worker encoded (`Batch.session`), else encoded here, the same way (`encode_batch`)."""
-        raw = batch.session or encode_batch(self._enc, batch)
-        self._writer.write_raw(b'{"k":"b","t":', time.perf_counter_ns(), b',"b":%s}\n' % raw)
+        """A worker batch, as the handle ingests it now (field names in the header's schema): the line its
+        worker deflated (`Batch.session`), else encoded here, the same way (`encode_batch`)."""
+        if batch.session is not None:
+            self._writer.write_piece(BATCH_HEAD, time.perf_counter_ns(), batch.session)
+        else:
+            tail = batch_tail(encode_batch(self._enc, batch))
+            self._writer.write_raw(BATCH_HEAD, time.perf_counter_ns(), tail)
 
     def views(self, t_ns: int, force: bool) -> None:
         """The store published new views computed at ``t_ns`` (`Store.on_views`), kept as ``at``: the
