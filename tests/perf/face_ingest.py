@@ -5,7 +5,8 @@ lane deltas) from streams of ``--osl``-token answers at ``--tok-s`` tokens/s, on
 100 ms, then pickled as a worker sends them. The face's side is then timed part by part in this one thread
 (CPU time, not wall time): unpickling, `Store.ingest` (with the guard's look at the records, as
 `EngineHandle._take` does), the session's `SessionRecorder.batch` (on by default; ``--record-text`` keeps
-the text), the ``--requests-log``, the views the reader refreshes every 100 ms of the run's time
+the text; the workers encode each batch's session form, timed apart, unless ``--face-encodes``), the
+``--requests-log``, the views the reader refreshes every 100 ms of the run's time
 (`Store.refresh_views`) and, apart, the fold of what ingest gathered for them. The snapshot and drawing
 are the app's, counted apart. Prints the µs per chunk of each part and of the whole, and how many such
 workers one face core keeps up with.
@@ -40,14 +41,15 @@ BATCH_NS = 100 * MS
 class _Streams:
     """One worker's ``streams`` closed-loop users, each streaming ``osl``-token answers."""
 
-    def __init__(self, index: int, workers: int, streams: int, osl: int) -> None:
+    def __init__(self, index: int, workers: int, streams: int, osl: int, options: EngineOptions) -> None:
         spec = WorkerSpec(
-            index, workers, TargetConfig(base_url="http://127.0.0.1:1/v1"), WorkloadConfig(), "m",
-            EngineOptions(),
+            index, workers, TargetConfig(base_url="http://127.0.0.1:1/v1"), WorkloadConfig(), "m", options
         )  # fmt: skip
         self.worker = Worker(spec, None, None)  # type: ignore[arg-type]  # no pipes: batches built, not sent
         self.worker.level_id = 1
         self.osl = osl
+        self.encode_s = 0.0
+        """CPU seconds this worker spent on its batches' session form."""
         self.left: dict[int, int] = {}
         for user in range(streams):  # staggered: answers end evenly over time, not in waves
             self._issue(T0 - BATCH_NS, 1 + user * osl // streams)
@@ -88,13 +90,23 @@ class _Streams:
                     w.finished_lanes.append(delta)
                 w.finished.append(rec)
                 self._issue(rec.end_ns, self.osl)
+        enc, w.session_enc = w.session_enc, None  # encoded below, at the batch's run time
         batch = w.batch()._replace(t_ns=t_ns)
+        w.session_enc = enc
+        if enc is not None:
+            c0 = time.thread_time()
+            batch = w.session_form(batch)
+            self.encode_s += time.thread_time() - c0
         return pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-async def _batches(workers: int, streams: int, osl: int, per_batch: int, rounds: int) -> list[bytes]:
-    gens = [_Streams(i, workers, streams, osl) for i in range(workers)]
-    return [g.round(T0 + (r + 1) * BATCH_NS, per_batch) for r in range(rounds) for g in gens]
+async def _batches(
+    workers: int, streams: int, osl: int, per_batch: int, rounds: int, options: EngineOptions
+) -> tuple[list[bytes], float]:
+    """The pickled batches, and the CPU seconds the workers spent on their session form."""
+    gens = [_Streams(i, workers, streams, osl, options) for i in range(workers)]
+    raw = [g.round(T0 + (r + 1) * BATCH_NS, per_batch) for r in range(rounds) for g in gens]
+    return raw, sum(g.encode_s for g in gens)
 
 
 class _Clock:
@@ -111,13 +123,19 @@ class _Clock:
         self._at = now
 
 
+def _options(ns: argparse.Namespace, folder: Path) -> EngineOptions:
+    """The run's options (its workers' too): a session in ``folder`` unless ``--no-record``."""
+    return EngineOptions(
+        record=None if ns.no_record else str(folder / "s.tokentop"), record_text=ns.record_text
+    )
+
+
 def _face(
     raw: list[bytes], workers: int, ns: argparse.Namespace, folder: Path
 ) -> tuple[dict[str, float], int]:
     """Feed ``raw`` (round after round, worker after worker) through the face; CPU seconds per part and the
     chunks the batches carried."""
-    options = EngineOptions(record=None if ns.no_record else str(folder / "s.tokentop"),
-                            record_text=ns.record_text)  # fmt: skip
+    options = _options(ns, folder)
     store = new_store(options, T0, workers)
     load = LoadTarget(concurrency=workers * ns.streams_per_worker)
     session, _ = open_recorder(
@@ -169,11 +187,18 @@ def main() -> None:
     ap.add_argument("--no-record", action="store_true", help="no session (as --no-record)")
     ap.add_argument("--record-text", action="store_true", help="the session keeps the text")
     ap.add_argument("--requests-log", action="store_true", help="write the requests log too")
+    ap.add_argument("--face-encodes", action="store_true",
+                    help="the workers ship no session form: the face encodes each batch")  # fmt: skip
     ns = ap.parse_args()
     per_batch = max(1, ns.tok_s // 10)
     rounds = int(ns.seconds * 10)
     c0 = time.process_time()
-    raw = asyncio.run(_batches(ns.workers, ns.streams_per_worker, ns.osl, per_batch, rounds))
+    worker_options = _options(ns, Path("unused"))  # a worker only asks whether the run records
+    if ns.face_encodes:
+        worker_options = EngineOptions()
+    raw, encode_s = asyncio.run(
+        _batches(ns.workers, ns.streams_per_worker, ns.osl, per_batch, rounds, worker_options)
+    )
     built = time.process_time() - c0
     with tempfile.TemporaryDirectory() as tmp:
         for run in ("warm", "timed"):
@@ -187,6 +212,8 @@ def main() -> None:
           f"{built:.1f} s)")  # fmt: skip
     for name, spent in (*parts.items(), ("face total", total)):
         print(f"  {name:>12}: {spent / chunks * 1e6:6.3f} us/chunk  ({spent:6.3f} s CPU)")
+    if encode_s:
+        print(f"  (the workers' session form: {encode_s / chunks * 1e6:.3f} us/chunk, on the workers)")
     share = total / ns.seconds  # of one core, at these workers' rate
     print(f"face CPU {share:.1%} of a core at {ns.workers} workers: one face core keeps up with about "
           f"{ns.workers / share:.0f} such workers")  # fmt: skip

@@ -97,3 +97,11 @@ def test_rebase_passes_bytes_untouched_at_offset_zero_and_for_other_messages() -
     assert rebase_message(bye, 5 * MS) is bye
     moved: Batch = pickle.loads(rebase_message(raw, 5 * MS))
     assert moved.t_ns == _batch().t_ns - 5 * MS  # node time minus the offset: the face's
+
+
+def test_a_shifted_batch_leaves_its_session_form_behind_for_the_face_to_encode() -> None:
+    from tui.engine.wire import SessionPiece
+
+    b = _batch()._replace(session=SessionPiece(b"\x03\x00", 0, 0))  # deflated in the node's clock
+    assert shift_batch(b, 0).session == b.session
+    assert shift_batch(b, 7 * MS).session is None

@@ -88,3 +88,18 @@ def test_a_ring_given_more_than_it_holds_keeps_the_last_and_counts_them_all() ->
 def test_a_bins_middle_lies_in_its_bin() -> None:
     # binned arrivals enter the series with their bins as sent, not searched again from their middles
     assert np.array_equal(fine_bins(FINE_CENTERS_MS), np.arange(N_FINE))
+
+
+def test_per_chunk_counts_weigh_their_own_requests_chunks_only_where_each_chunk_has_one() -> None:
+    from tui.engine.aggregate.levels import ok_columns
+
+    def rec(rid: int, n: int, counts: list[int] | None) -> RequestRecord:
+        stamps = array("q", range(rid * 100, rid * 100 + n))
+        tokens = None if counts is None else array("q", counts)
+        return RequestRecord(rid, 0, rid, 1, 1, first_content_ns=stamps[0], end_ns=rid * 100 + n,
+                             chunk_ns=stamps, chunk_tokens=tokens, output_tokens=12)  # fmt: skip
+
+    # counted per chunk; none (usage spread evenly); one count short (spread too); counted again
+    cols = ok_columns([rec(1, 3, [2, 3, 7]), rec(2, 4, None), rec(3, 3, [5, 5]), rec(4, 2, [4, 8])])
+    assert cols.chunk_w.tolist() == [2, 3, 7, 3, 3, 3, 3, 4, 4, 4, 4, 8]
+    assert cols.chunk_arrived_w.tolist() == [2, 3, 7, 1, 1, 1, 1, 1, 1, 1, 4, 8]

@@ -33,6 +33,7 @@ __all__ = [
     "Goodbye",
     "Health",
     "LaneDelta",
+    "SessionPiece",
     "Stop",
     "WorkerFailed",
     "WorkerLost",
@@ -168,6 +169,16 @@ class Arrivals(NamedTuple):
     gap_counts: bytes
 
 
+class SessionPiece(NamedTuple):
+    """A batch's session line from after its time on (the face writes the time), as raw deflate blocks that
+    end on a sync flush, with the CRC-32 and length of the line they hold: the face appends them to the
+    session's gzip stream as they are (`tui.engine.recording.file.SessionWriter.write_piece`)."""
+
+    deflated: bytes
+    crc: int
+    size: int
+
+
 ARRIVAL_BUCKET_NS = 10_000_000
 """Width of the token-arrival buckets an `Arrivals` carries (10 ms: well under the face's 100 ms buckets)."""
 
@@ -206,6 +217,9 @@ class Batch(NamedTuple):
     arrivals: Sequence[Arrivals] = ()
     """Per level, the tokens, TTFTs and chunk gaps that arrived since the last batch (in-flight streams
     included): what the face's rolling views and level figures are made of."""
+    session: SessionPiece | None = None
+    """This batch's session line, deflated by its worker (`tui.engine.recording.batch_line`) when the run
+    records a session; None: the face encodes it, if it records."""
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         """Pickle the lane deltas and records as plain tuples (pickle's C fast path, no Python call per item)
@@ -231,12 +245,13 @@ def _batch_from_wire(
     health_window: Health | None,
     dropped: int = 0,
     arrivals: Sequence[Arrivals] = (),
+    session: SessionPiece | None = None,
 ) -> Batch:
     deltas = list(map(_lane_delta_from_tuple, lanes))
     recs = list(starmap(RequestRecord, records))
     return Batch(
         worker, t_ns, level_id, level_at_ns, in_flight, deltas, tokens, recs, health, notices, health_window,
-        dropped, arrivals,
+        dropped, arrivals, session,
     )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.cpu_slice import request_short_slice
 from tui.engine.load.arrival_counts import ArrivalCollector, LevelArrivals
@@ -48,6 +48,9 @@ from tui.engine.wire import (
     WorkerMessage,
     WorkerSpec,
 )
+
+if TYPE_CHECKING:
+    from tui.engine.recording.plain_json import Encoder
 
 BATCH_CLEAR_NS = 2_000_000
 """A batch is not built (and pickled, on this loop) when a held request is due within this: it goes out
@@ -106,6 +109,13 @@ class Worker:
         """The idle lag p99 measured at start, until the first window reading carries it."""
         self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.session: RequestSession | None = None
+        self.session_enc: Encoder | None = None
+        """Set when the run records a session: each batch goes out with its session form, encoded here so
+        the face need not (`tui.engine.recording.batch_line`)."""
+        if options.record is not None:
+            from tui.engine.recording.batch_line import batch_encoder
+
+            self.session_enc = batch_encoder(options.record_text)
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -224,7 +234,7 @@ class Worker:
                 self.runner.in_flight_meter.take_window_mean(),
             )
             self.idle_lag_ms = None  # sent once
-        return Batch(
+        batch = Batch(
             worker=self.index,
             t_ns=t_ns,
             level_id=self.level_id,
@@ -239,6 +249,14 @@ class Worker:
             dropped=self.runner.take_dropped(),
             arrivals=self.arrivals.take(),
         )
+        return batch if self.session_enc is None else self.session_form(batch)
+
+    def session_form(self, batch: Batch) -> Batch:
+        """``batch`` with its session form (`Batch.session`)."""
+        from tui.engine.recording.batch_line import session_piece
+
+        assert self.session_enc is not None
+        return batch._replace(session=session_piece(self.session_enc, batch))
 
     def send(self, msg: WorkerMessage) -> None:
         """Queue a message for the sender thread."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import struct
 import threading
 import time
 import zlib
@@ -21,12 +22,17 @@ from typing import IO, Any
 
 import orjson
 
+from tui.engine.recording.crc import crc32_combine
+from tui.engine.wire import SessionPiece
 from tui.units import elapsed
 
 FORMAT_VERSION = 1
 """Raised when what a session holds changes incompatibly; a reader refuses a newer one."""
 FLUSH_EVERY_S = 1.0
 SUFFIX = ".tokentop-session.gz"
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"
+"""A gzip member's header (deflate, no name, no time, Unix) before the raw deflate stream: written by hand,
+as is the trailer, so blocks its workers deflated can be spliced in (`SessionWriter.write_piece`)."""
 
 
 class SessionError(ValueError):
@@ -57,7 +63,12 @@ class SessionWriter:
         self.path = path
         # closed in close(); "x": a session is never overwritten
         self._file: IO[bytes] | None = open(path, "xb") if file is None else file  # noqa: SIM115
-        self._zip = zlib.compressobj(6, zlib.DEFLATED, 31)
+        self._zip = zlib.compressobj(6, zlib.DEFLATED, -15)
+        self._crc = 0
+        self._size = 0
+        """CRC-32 and length of everything written, for the gzip trailer."""
+        self._head = GZIP_HEADER
+        """Written before the first block (then b"")."""
         self._lock = threading.Lock()
         self._flushed_at = time.monotonic()
         self._last_t = 0
@@ -80,18 +91,65 @@ class SessionWriter:
                 event["t"] = self._last_t = max(int(event["t"]), self._last_t)
             try:
                 line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
-                out = self._zip.compress(line)
-                now = time.monotonic()
-                if flush or now - self._flushed_at >= FLUSH_EVERY_S:
-                    out += self._zip.flush(zlib.Z_SYNC_FLUSH)
-                    self._flushed_at = now
-                    self._file.write(out)
-                    self._file.flush()
-                    self._kept_t = self._last_t
-                elif out:
-                    self._file.write(out)
             except (OSError, ValueError) as exc:
                 self._failed(exc, self._last_t)
+                return
+            self._append(line, flush)
+
+    def write_raw(self, head: bytes, t_ns: int, tail: bytes) -> None:
+        """Append the line ``head``, ``t``, ``tail``: an event already JSON but for its time (``head`` ends
+        with ``"t":``), which is kept from going back as `write` keeps it."""
+        with self._lock:
+            if self._file is None:
+                return
+            self._last_t = t = max(t_ns, self._last_t)
+            self._append(b"%s%d%s" % (head, t, tail), flush=False)
+
+    def write_piece(self, head: bytes, t_ns: int, piece: SessionPiece) -> None:
+        """Append the line ``head``, ``t``, then the rest of it as a worker deflated it (`SessionPiece`):
+        this stream's own blocks end on a full flush (nothing after refers back across the piece)."""
+        with self._lock:
+            if self._file is None:
+                return
+            self._last_t = t = max(t_ns, self._last_t)
+            line = b"%s%d" % (head, t)
+            self._crc = crc32_combine(zlib.crc32(line, self._crc), piece.crc, piece.size)
+            self._size += len(line) + piece.size
+            try:
+                out = self._zip.compress(line) + self._zip.flush(zlib.Z_FULL_FLUSH) + piece.deflated
+            except (OSError, ValueError) as exc:
+                self._failed(exc, self._last_t)
+                return
+            self._out(out, flush=False)
+
+    def _append(self, line: bytes, flush: bool) -> None:
+        """Under the lock: compress ``line`` on, and flush when asked or a second after the last flush."""
+        self._crc = zlib.crc32(line, self._crc)
+        self._size += len(line)
+        try:
+            out = self._zip.compress(line)
+        except (OSError, ValueError) as exc:
+            self._failed(exc, self._last_t)
+            return
+        self._out(out, flush)
+
+    def _out(self, out: bytes, flush: bool) -> None:
+        """Under the lock: write ``out``, flushed when asked or a second after the last flush."""
+        assert self._file is not None
+        if self._head:
+            out, self._head = self._head + out, b""
+        try:
+            now = time.monotonic()
+            if flush or now - self._flushed_at >= FLUSH_EVERY_S:
+                out += self._zip.flush(zlib.Z_SYNC_FLUSH)
+                self._flushed_at = now
+                self._file.write(out)
+                self._file.flush()
+                self._kept_t = self._last_t
+            elif out:
+                self._file.write(out)
+        except (OSError, ValueError) as exc:
+            self._failed(exc, self._last_t)
 
     def flush_if_due(self) -> None:
         """Flush if a second has passed since the last (called by a timer when nothing else writes)."""
@@ -99,7 +157,8 @@ class SessionWriter:
             if self._file is None or time.monotonic() - self._flushed_at < FLUSH_EVERY_S:
                 return
             try:
-                self._file.write(self._zip.flush(zlib.Z_SYNC_FLUSH))
+                self._file.write(self._head + self._zip.flush(zlib.Z_SYNC_FLUSH))
+                self._head = b""
                 self._file.flush()
                 self._flushed_at = time.monotonic()
                 self._kept_t = self._last_t
@@ -112,7 +171,8 @@ class SessionWriter:
             if self._file is None:
                 return
             try:
-                self._file.write(self._zip.flush(zlib.Z_FINISH))
+                trailer = struct.pack("<II", self._crc, self._size & 0xFFFFFFFF)
+                self._file.write(self._head + self._zip.flush(zlib.Z_FINISH) + trailer)
                 self._file.flush()
             except (OSError, ValueError) as exc:
                 self._failed(exc, max(self._last_t, time.perf_counter_ns()))

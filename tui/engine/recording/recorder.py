@@ -12,13 +12,13 @@ from typing import IO, Any
 
 from tui import __version__
 from tui.engine.config import EngineOptions, LoadTarget, TargetConfig, WorkloadConfig
+from tui.engine.recording.batch_line import batch_encoder, batch_tail, encode_batch
 from tui.engine.recording.file import Lost, SessionWriter
-from tui.engine.recording.plain_json import Encoder, recordable_classes
-from tui.engine.recording.stamps import stamp_counts
+from tui.engine.recording.plain_json import recordable_classes
 from tui.engine.wire import Batch
 
-NO_TEXT = {"LaneDelta": ("text", "reasoning")}
-"""Without ``--record-text`` the streamed text is left out (the lanes replay their timing, blank)."""
+BATCH_HEAD = b'{"k":"b","t":'
+"""A batch event's line up to its time."""
 SECRETS = {"TargetConfig": ("api_key",)}
 """Never written: the API key (the header names are kept, their values are not: see `_safe_target`)."""
 
@@ -48,10 +48,7 @@ class SessionRecorder:
     ) -> None:
         """``file``: where the session's bytes go instead of a new file at ``path`` (a test's failing
         disk)."""
-        drop: dict[str, tuple[str, ...]] = dict(SECRETS)
-        if not options.record_text:
-            drop.update(NO_TEXT)
-        self._enc = Encoder(drop=drop)
+        self._enc = batch_encoder(options.record_text, SECRETS)
         config = {
             "target": self._enc.encode(_safe_target(target)),
             "workload": self._enc.encode(workload),
@@ -99,11 +96,13 @@ class SessionRecorder:
         self._writer.write({"k": kind, "t": t_ns, **data})
 
     def batch(self, batch: Batch) -> None:
-        """A worker batch, as the handle ingests it now (field names in the header's schema). A stream's
-        chunk stamps are written once, in its finished record: its lane deltas carry only their count
-        (`tui.engine.recording.stamps` puts them back), which halves a session."""
-        lanes = [stamp_counts(d) for d in batch.lanes]
-        self._event("b", time.perf_counter_ns(), b=self._enc.encode(batch._replace(lanes=lanes))["v"])
+        """A worker batch, as the handle ingests it now (field names in the header's schema): the line its
+        worker deflated (`Batch.session`), else encoded here, the same way (`encode_batch`)."""
+        if batch.session is not None:
+            self._writer.write_piece(BATCH_HEAD, time.perf_counter_ns(), batch.session)
+        else:
+            tail = batch_tail(encode_batch(self._enc, batch))
+            self._writer.write_raw(BATCH_HEAD, time.perf_counter_ns(), tail)
 
     def views(self, t_ns: int, force: bool) -> None:
         """The store published new views computed at ``t_ns`` (`Store.on_views`), kept as ``at``: the

@@ -123,7 +123,8 @@ def _shift_lane(lane: LaneDelta, d: int) -> LaneDelta:
 
 
 def shift_batch(batch: Batch, delta_ns: int) -> Batch:
-    """``batch`` with every stamp moved by ``delta_ns`` (durations, being differences, stay exact)."""
+    """``batch`` with every stamp moved by ``delta_ns`` (durations, being differences, stay exact). Its
+    session form, deflated in the node's clock, is dropped: the face encodes the moved batch instead."""
     if delta_ns == 0:
         return batch
     return batch._replace(
@@ -131,6 +132,7 @@ def shift_batch(batch: Batch, delta_ns: int) -> Batch:
         level_at_ns=_shift(batch.level_at_ns, delta_ns),
         lanes=[_shift_lane(x, delta_ns) for x in batch.lanes],
         records=[_shift_record(r, delta_ns) for r in batch.records],
+        session=None,
     )
 
 
