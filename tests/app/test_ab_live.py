@@ -95,8 +95,9 @@ async def test_b_slower_is_worse_at_each_level_on_screen_and_in_the_saved_result
         for users in (2, 4)
     }
     for users, row in rows.items():
-        # B's tok/s column: its figure, its change from A's (about -50 %) and the verdict
-        assert re.search(r"\d -[1-9]\d% worse", row), (users, row)
+        # B's TPOT column: its figure, its change from A's (about +100 %) and the verdict (tok/s may read
+        # within noise on a loaded machine: see tests/integration/bench/test_bench_ab.py)
+        assert re.search(r"\d \+[1-9]\d{1,2}% worse", row), (users, row)
     assert "B tok/s vs A" in screen and "A tok/s (left)" in screen and "∘ B" in screen
     assert re.search(r"^.*\bA #\d", screen, re.M) and re.search(r"^.*\bB #\d", screen, re.M)  # lanes marked
     assert "server A" in screen and str(server_b).startswith("server B")
@@ -116,7 +117,6 @@ async def test_b_slower_is_worse_at_each_level_on_screen_and_in_the_saved_result
     assert [(lv["mode"], lv["value"]) for lv in ab["levels"]] == [("concurrency", 2.0), ("concurrency", 4.0)]
     for lv in ab["levels"]:
         verdicts = {d["metric"]: d["verdict"] for d in lv["differences"]}
-        assert verdicts["output tok/s"] == verdicts["TPOT p50 ms"] == verdicts["output goodput"] == "worse", (
-            lv
-        )
+        assert verdicts["TPOT p50 ms"] == verdicts["output goodput"] == "worse", lv
+        assert verdicts["output tok/s"] in ("worse", "within noise"), lv
         assert "better" not in verdicts.values(), lv

@@ -21,7 +21,7 @@ from tui.engine.ab.pair import AbPair
 from tui.engine.snapshot import Snapshot
 from tui.sim.launch import SimServer
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(150)
 A_SCALE, B_SCALE = 4.0, 2.0
 """The flat profile's token gap is 20 ms / time scale: A 5 ms, B 10 ms (B twice as slow)."""
 
@@ -66,11 +66,13 @@ async def test_b_slower_is_worse_at_each_load_held_in_turns() -> None:
                 assert not app.check_action(
                     "toggle_ramp", ()
                 )  # the ramp reads A's levels, paused for B's turns
-                await _until(lambda: _verdicts(pair).get(2.0) not in (None, "unjudged"), 20, "2 users judged")
+                # judged from the first turns that hold enough blocks; on a loaded machine one stalled block
+                # can leave that first verdict within noise, and the next turns at the load narrow it
+                await _until(lambda: _verdicts(pair).get(2.0) == "worse", 30, "2 users judged worse")
                 await pilot.press(
                     "right_square_bracket"
                 )  # 2 -> 4 users: the side on turn now, the other next
-                await _until(lambda: _verdicts(pair).get(4.0) not in (None, "unjudged"), 30, "4 users judged")
+                await _until(lambda: _verdicts(pair).get(4.0) == "worse", 40, "4 users judged worse")
                 app.poll(force=True)
                 await settle(pilot)
                 screen = screen_text(app)
