@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -19,24 +20,32 @@ from tui.sim.launch import SimServer
 pytestmark = pytest.mark.timeout(90)
 
 
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimServer]:
+    """One simulator for both signals' apps (each app's run is its own; the server keeps no state between)."""
+    with SimServer("flat", time_scale=4.0) as server:
+        yield server
+
+
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-def test_a_signal_quits_the_app_like_q(tmp_path: Path, sig: signal.Signals, status: int) -> None:
+def test_a_signal_quits_the_app_like_q(
+    tmp_path: Path, sim: SimServer, sig: signal.Signals, status: int
+) -> None:
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
-    with SimServer("flat", time_scale=4.0) as sim:
-        env = dict(os.environ, OPENAI_API_KEY="", TERM="xterm-256color", COLUMNS="120", LINES="40")
-        args = ["--url", sim.url, "--concurrency", "2", "--osl", "32", "--output", str(out),
-                "--requests-log", str(log)]  # fmt: skip
-        with PtyApp(args, env) as app:
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline and app.running():
-                if logged_lines(log) >= 4:
-                    break
-                time.sleep(0.05)
-            assert logged_lines(log) >= 4, bytes(app.screen[-2000:])
-            children = psutil.Process(app.pid).children(recursive=True)
-            app.send_signal(sig)
-            returncode = app.wait(30)
-        screen = app.screen
+    env = dict(os.environ, OPENAI_API_KEY="", TERM="xterm-256color", COLUMNS="120", LINES="40")
+    args = ["--url", sim.url, "--concurrency", "2", "--osl", "32", "--output", str(out),
+            "--requests-log", str(log)]  # fmt: skip
+    with PtyApp(args, env) as app:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and app.running():
+            if logged_lines(log) >= 4:
+                break
+            time.sleep(0.05)
+        assert logged_lines(log) >= 4, bytes(app.screen[-2000:])
+        children = psutil.Process(app.pid).children(recursive=True)
+        app.send_signal(sig)
+        returncode = app.wait(30)
+    screen = app.screen
     assert returncode == status, bytes(screen[-2000:])
     assert json.loads(out.read_text())["totals"]["completed"] >= 4
     assert b"\x1b[?1049l" in bytes(screen[-4000:])  # left the alternate screen: the terminal is restored

@@ -344,6 +344,14 @@ async def test_a_server_that_cannot_be_used_stops_the_run_with_a_banner(
     assert served.posts() == 0  # no worker ever sent a request
 
 
+def clock_s(status: str) -> int:
+    """The run time the status line shows ("MM:SS" or "H:MM:SS"), in whole seconds."""
+    found = re.search(r"(?:(\d+):)?(\d\d):(\d\d)\b", status)
+    assert found, status
+    hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
 STOP_ROWS = [
     pytest.param("http_401", "the API key was rejected (HTTP 401", id="401"),
     pytest.param("http_404", "every request fails: HTTP 404", id="404"),
@@ -355,16 +363,19 @@ async def test_a_configuration_error_says_so_and_stops_every_request(
     served: Served, engine: EngineHandle, make_app: MakeApp, reason: str
 ) -> None:
     """A wrong key (or a wrong URL or model): the banner says so and what to check; nothing more reaches the
-    server once it is up, even after a key asks for more users."""
+    server once it is up, even after a key asks for more users. And after the halt the line says "■ stopped",
+    so its run time stays where the engine stopped instead of counting on (it did: 00:02, then 00:04 two
+    seconds later)."""
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         text, took_s = await until(app, pilot, "banner", lambda t: "engine stopped" in t, STARTED_WITHIN_S)
-        banner = pane(app, text, "#fatal")
+        banner, stopped = pane(app, text, "#fatal"), clock_s(pane(app, text, "#status"))
         await until(app, pilot, "an idle engine", lambda t: "in flight 0" in flat(t), 5.0)
         hits = served.posts()
         await pilot.press("plus", "right_square_bracket")  # more users: a key does not resume the load
-        text = await watch(app, pilot, 0.5)
+        text = await watch(app, pilot, 2.2)  # past at least two second boundaries
         status, errors = pane(app, text, "#status"), pane(app, text, "#errors")
+    assert clock_s(status) == stopped, (stopped, status)
     assert reason in banner and "check --" in banner, banner
     if "404" in reason:  # the banner names what was asked for, and which flags to check
         assert f"{served.url}/chat/completions" in banner and "model fault-model" in banner, banner
@@ -374,30 +385,6 @@ async def test_a_configuration_error_says_so_and_stops_every_request(
     assert "■ stopped" in status and "concurrency 6" in status, status
     assert count(r"(\d+) http_4xx", errors) == hits, errors
     assert SECRET[:12] not in text  # the key is never on screen
-
-
-def clock_s(status: str) -> int:
-    """The run time the status line shows ("MM:SS" or "H:MM:SS"), in whole seconds."""
-    found = re.search(r"(?:(\d+):)?(\d\d):(\d\d)\b", status)
-    assert found, status
-    hours, minutes, seconds = (int(g or 0) for g in found.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-@pytest.mark.parametrize("served", ["http_401"], indirect=True)
-async def test_the_clock_stops_when_the_engine_does(
-    served: Served, engine: EngineHandle, make_app: MakeApp
-) -> None:
-    """After a halt the line says "■ stopped", so its run time stays where the engine stopped
-    instead of counting on (it did: 00:02, then 00:04 two seconds later)."""
-    app = make_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        text, _ = await until(app, pilot, "banner", lambda t: "engine stopped" in t, STARTED_WITHIN_S)
-        stopped = clock_s(pane(app, text, "#status"))
-        text = await watch(app, pilot, 2.2)  # past at least two second boundaries
-        status = pane(app, text, "#status")
-    assert "■ stopped" in status, status
-    assert clock_s(status) == stopped, (stopped, status)
 
 
 # --- failing requests: counted, and backed off ------------------------------------------------------
