@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -344,3 +345,32 @@ def test_a_count_before_the_text_or_of_another_object_is_no_shape() -> None:
     reasoning = after.replace(b"output_text", b"reasoning_text")
     assert learn_shape(reasoning, "t", CAP, text_holder(apply_responses_event)) is None
     assert learn_shape(after, "t", CAP) is None  # read as chat it holds no text
+
+
+STREAMS = Path(__file__).parent / "fixtures" / "streams"
+
+
+@pytest.mark.parametrize(
+    ("name", "apply", "full"),
+    [
+        # created, in progress, item and part added, the first delta (shows the shape), the text and the
+        # part and item done, the completion with usage
+        ("vllm_responses.sse", apply_responses_event, 9),
+        # start with input usage, block start, the first delta, block stop, message delta with output
+        # usage, stop
+        ("vllm_messages.sse", apply_messages_event, 6),
+    ],
+)
+async def test_vllms_recorded_streams_fold_the_same_on_the_shape(
+    name: str, apply: EventApplier, full: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM 0.32's own bytes (`curl -N` of a 12-token answer), one event a read as it writes them, and the
+    same bytes in reads of any length (the full path then): one fold."""
+    body = (STREAMS / name).read_bytes()
+    events = [e + b"\n\n" for e in body.split(b"\n\n") if e]
+    got, kind, full_events = await _exchange(events, monkeypatch, apply)
+    assert (got, kind) == _full_path(events, apply)
+    assert kind is None and got["done"] and got["usage"][1] == 12 and got["chunks"] == 12
+    assert full_events == full
+    cut = [body[i : i + 100] for i in range(0, len(body), 100)]
+    assert (await _exchange(cut, monkeypatch, apply))[:2] == (got, kind)
