@@ -17,6 +17,7 @@ import pytest
 from tests.support.engine_helpers import bench, read_jsonl, running_handle, wait_for
 from tui.engine.config import LoadTarget, TargetConfig, WorkloadConfig
 from tui.engine.host.cache_reset import reset_prefix_cache
+from tui.engine.results.files import read_results
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -73,17 +74,27 @@ def test_bench_resets_between_levels_and_says_a_refusal_once(
     log = tmp_path / "requests.jsonl"
     common = ("--concurrency", "1,1", "--requests", "3", "--isl", "16", "--osl", "2",
               "--shared-prefix", str(PREFIX), "--no-isl-probe")  # fmt: skip
-    r = bench("--url", sim.url, *common, "--reset-cache-between-levels", "--requests-log", str(log))
+    out = tmp_path / "results.json"
+    r = bench("--url", sim.url, *common, "--reset-cache-between-levels", "--requests-log", str(log),
+              "--output", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("prefix cache dropped (POST /reset_prefix_cache)") == 1, r.stderr
+    first, second = read_results(out).levels
+    assert first.cache_reset is None  # the results say which level started cold, and when it was asked
+    assert second.cache_reset is not None and second.cache_reset.done and not second.cache_reset.refused
+    assert first.ended_s is not None and second.started_s is not None
+    assert first.ended_s <= second.cache_reset.at_s <= second.started_s
     for level in (1, 2):
         records = sorted(
             (x for x in read_jsonl(log) if x["level"] == level), key=lambda x: x["send_start_ns"]
         )
         assert records[0]["cached_tokens"] == 0, (level, records[0])  # cold at its start
         assert all(x["cached_tokens"] >= PREFIX for x in records[1:]), level  # then the prefix hits
-    r = bench("--url", refusing.url, *common, "--reset-cache", "--reset-cache-between-levels")
+    r = bench("--url", refusing.url, *common, "--reset-cache", "--reset-cache-between-levels",
+              "--output", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
+    resets = [lv.cache_reset for lv in read_results(out).levels]  # each level's, asked and refused
+    assert all(x is not None and x.refused and not x.done for x in resets), resets
     said = [line for line in r.stdout.splitlines() if "refused to drop its prefix cache" in line]
     assert len(said) == 1 and said[0].startswith("warning: "), r.stdout  # once, though asked three times
     assert "VLLM_SERVER_DEV_MODE=1" in said[0]
@@ -105,6 +116,11 @@ def test_the_engines_reset_opens_a_fresh_level_that_starts_cold(sim: SimServer, 
     cold = [x for x in records[1:] if x["cached_tokens"] == 0]
     assert len(cold) == 1, [(x["level"], x["cached_tokens"]) for x in records]
     assert json.dumps(handle.snapshot().notices).count("refused") == 0
+    levels = {lv.level_id: lv for lv in handle.results().levels}
+    reset = levels[2].cache_reset
+    assert levels[1].cache_reset is None and reset is not None and reset.done
+    assert levels[1].started_s is not None and levels[2].started_s is not None
+    assert levels[1].started_s < reset.at_s <= levels[2].started_s
 
 
 class _SlotsWithoutSavePath(http.server.BaseHTTPRequestHandler):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.engine_helpers import bench
+from tui.engine.sessions.compare import comparison
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -46,6 +47,12 @@ def test_a_second_run_is_not_served_from_the_first_runs_cache(tmp_path: Path) ->
     assert [n for n in again["notices"] if "prefix cache served" in n]  # type: ignore[attr-defined]
     assert " warm " in str(again["table_row"])  # and the level is marked in the table
     assert " warm " not in str(first["table_row"]) + str(second["table_row"])
+    # and saved as the level's: compare warns that the two sides are the cache's, not the server's
+    assert [r["levels"][0]["warm_cache"] for r in (first, second, again)] == [False, False, True]  # type: ignore[index]
+    warned = [
+        w for w in comparison([tmp_path / "first.json", tmp_path / "again.json"])["warnings"] if "warm" in w
+    ]
+    assert len(warned) == 1 and "again.json ran from a warm prefix cache" in warned[0], warned
     # lengths follow --seed whatever the salt: the runs stay comparable
     isl = [r["levels"][0]["mean_input_tokens"] for r in (first, second)]  # type: ignore[index]
     assert abs(isl[0] - isl[1]) <= 1.0

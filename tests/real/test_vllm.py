@@ -91,7 +91,14 @@ def _complete(vllm: Server, prompt: str, max_tokens: int) -> dict[str, Any]:
 def test_running_and_waiting_against_max_num_seqs_and_ttft_in_parts(vllm: Server) -> None:
     """20 requests against --max-num-seqs 16, scraped by tokentop's poller: running tops at 16 with 4
     waiting, and once all ended the TTFT parts over the span (queue + prefill + the rest) add up to the
-    server's TTFT. Direct requests, not a bench: on a busy machine a level's window closes before any ends."""
+    server's TTFT. Direct requests, not a bench: on a busy machine a level's window closes before any ends.
+    A KV cache made small for preemptions holds fewer than 16 (10 in 1,129 tokens): skipped then."""
+    tokens = _kv_tokens(vllm.metrics)
+    if tokens is not None and tokens < MAX_NUM_SEQS * 128:
+        pytest.skip(
+            f"a KV cache of {tokens} tokens runs fewer than {MAX_NUM_SEQS}: start vLLM without a block "
+            "override"
+        )
     with ServerMetricsPoller(vllm.url + "/v1", interval_s=0.5, history=3600) as poller:
         time.sleep(1.5)  # a scrape before the load: the span's counters start from it
         t_from = time.perf_counter_ns()
@@ -147,3 +154,36 @@ def test_prefix_cache_counts_and_the_reset(vllm: Server) -> None:
 def _metrics(vllm: Server) -> str:
     with httpx.Client(timeout=30) as client:
         return client.get(vllm.url + "/metrics").text
+
+
+def _kv_tokens(metrics: str) -> int | None:
+    """The KV cache's size in tokens, from ``vllm:cache_config_info``'s ``kv_cache_size_tokens`` (not its
+    blocks times their size: Gemma 3's sliding-window layers make 64 blocks of 128 hold 1,129 tokens)."""
+    for line in metrics.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            size = line.partition('kv_cache_size_tokens="')[2].partition('"')[0]
+            return int(size) if size.isdigit() else None
+    return None
+
+
+@pytest.mark.timeout(1200)
+def test_preemptions_are_shown_and_saved_per_level(vllm: Server, tmp_path: Path) -> None:
+    """Answers that outgrow the KV cache make vLLM preempt (and later recompute) some: the level saves
+    the preemptions its server counted (``server.preemptions``, ``server.preemptions_per_s``). Needs a small
+    cache: ``MAX_MODEL_LEN=512 EXTRA_ARGS=--num-gpu-blocks-override 64`` (1,129 tokens; ``KV_GIB`` takes
+    whole GiB only, and 24 blocks cannot hold a 2,048-token request). vLLM 0.32 counts a preemption only
+    when the preempted request runs again (its events come with its next output), so the run lasts until
+    the preempted ones have resumed: minutes on 2 busy cores."""
+    tokens = _kv_tokens(vllm.metrics)
+    if tokens is None or tokens > 4096:
+        pytest.skip(f"a KV cache of {tokens} tokens: start vLLM with --num-gpu-blocks-override 64")
+    users, isl, osl = 4, 3 * tokens // 16, 2 * tokens // 16  # the prompts fit (3/4), the answers do not
+    out = tmp_path / "results.json"
+    r = bench("--url", vllm.url, "--concurrency", str(users), "--requests", str(users), "--isl", str(isl),
+              "--osl", str(osl), "--timeout", "900", "--no-isl-probe", "--output", str(out),
+              timeout_s=1100)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (level,) = _levels(out)
+    server = level["server"]
+    assert server["preemptions"] >= 1 and server["preemptions_per_s"] > 0, server
+    assert level["completed"] >= users and level["mean_output_tokens"] == osl

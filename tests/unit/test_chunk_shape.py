@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -13,7 +14,8 @@ import pytest
 
 import tui.engine.stream.protocol_request as protocol_request
 from tui.engine.records import RequestRecord
-from tui.engine.stream.chunk_shape import learn_shape
+from tui.engine.stream.apis import apply_messages_event, apply_responses_event
+from tui.engine.stream.chunk_shape import learn_shape, text_holder
 from tui.engine.stream.failures import EventApplier, Failure, handle_event
 from tui.engine.stream.h1 import Connection, ConnectionPool
 from tui.engine.stream.openai import StreamAccumulator, apply_chunk
@@ -51,10 +53,10 @@ class _Wire:
 
 
 class _Session:
-    def __init__(self) -> None:
+    def __init__(self, apply: EventApplier = apply_chunk) -> None:
         self.fixed_osl_fields = False
         self.notice: Callable[[str], None] = print
-        self.apply_event: EventApplier = apply_chunk
+        self.apply_event: EventApplier = apply
         self.whole_answer = False
 
     def scrub(self, text: str) -> str:
@@ -81,7 +83,7 @@ def _state(acc: StreamAccumulator) -> dict[str, Any]:
     }
 
 
-def _full_path(reads: list[bytes]) -> tuple[dict[str, Any], str | None]:
+def _full_path(reads: list[bytes], apply: EventApplier = apply_chunk) -> tuple[dict[str, Any], str | None]:
     """The fold without any shape: the decoder over each read, every event parsed whole."""
     acc = StreamAccumulator()
     acc.reply = []
@@ -89,7 +91,7 @@ def _full_path(reads: list[bytes]) -> tuple[dict[str, Any], str | None]:
     try:
         for read in [*reads, b"\n\n"]:
             for event in decoder.feed(read):
-                if handle_event(event.event, event.data, acc, 1, orjson.loads):
+                if handle_event(event.event, event.data, acc, 1, orjson.loads, apply):
                     return _state(acc), None
     except Failure as exc:
         return _state(acc), exc.error_class
@@ -99,7 +101,7 @@ def _full_path(reads: list[bytes]) -> tuple[dict[str, Any], str | None]:
 
 
 async def _exchange(
-    reads: list[bytes], monkeypatch: pytest.MonkeyPatch
+    reads: list[bytes], monkeypatch: pytest.MonkeyPatch, apply: EventApplier = apply_chunk
 ) -> tuple[dict[str, Any], str | None, int]:
     """The protocol path's fold, each read its own HTTP chunk and socket read; and how many events took
     the full path's per-event rule."""
@@ -122,7 +124,7 @@ async def _exchange(
     acc = StreamAccumulator()
     acc.reply = []
     record = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0)
-    exchange = _Exchange(_Session(), record, acc, False, conn)
+    exchange = _Exchange(_Session(apply), record, acc, False, conn)
     conn.send(exchange, b"")
     conn.data_received(HEAD)
     for read in reads:
@@ -234,3 +236,141 @@ async def test_completions_chunks_take_their_shape_too(monkeypatch: pytest.Monke
     assert (got, kind) == _full_path(reads)
     assert got["texts"] == ["one", " two", ' "three"', "\u2028", "four"]
     assert full_events == 3  # "one" shows the shape; the finish and [DONE] do not take it
+
+
+# --- Responses and Messages: named events, the same fast path ------------------------------------------
+
+
+def _event(name: str, obj: dict[str, Any]) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (name.encode(), orjson.dumps(obj))
+
+
+def _responses(texts: list[str], first: int = 0) -> list[bytes]:
+    """A Responses stream as vLLM 0.32 writes it: every event counted by ``sequence_number`` (its field order
+    openai's, the text before the count), usage in ``response.completed``."""
+    seq = iter(range(first, first + len(texts) + 8))
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "usage": None}
+    created = {"response": response, "sequence_number": next(seq), "type": "response.created"}
+    added = {"item": {"id": "msg_1", "content": []}, "output_index": 0, "sequence_number": next(seq),
+             "type": "response.output_item.added"}  # fmt: skip
+    reads = [_event("response.created", created), _event("response.output_item.added", added)]
+    for t in texts:
+        delta = {"content_index": 0, "delta": t, "item_id": "msg_1", "logprobs": [], "output_index": 0,
+                 "sequence_number": next(seq), "type": "response.output_text.delta"}  # fmt: skip
+        reads.append(_event("response.output_text.delta", delta))
+    usage = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": len(texts),
+             "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+    done = {**response, "status": "completed", "usage": usage}
+    reads.append(_event("response.output_text.done", {"sequence_number": next(seq), "text": "".join(texts),
+                                                      "type": "response.output_text.done"}))  # fmt: skip
+    reads.append(_event("response.completed", {"response": done, "sequence_number": next(seq),
+                                               "type": "response.completed"}))  # fmt: skip
+    return reads
+
+
+def _messages(texts: list[str], thinking: str = "") -> list[bytes]:
+    """A Messages stream as vLLM 0.32 writes it: input usage in ``message_start``, output usage in
+    ``message_delta``."""
+    start = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+             "content": [], "model": "m", "usage": {"input_tokens": 12, "output_tokens": 0}}}  # fmt: skip
+    reads = [_event("message_start", start)]
+    if thinking:
+        delta = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": thinking},
+        }
+        reads.append(_event("content_block_delta", delta))
+    reads.append(_event("content_block_start", {"type": "content_block_start", "index": 1,
+                                                "content_block": {"type": "text", "text": ""}}))  # fmt: skip
+    for t in texts:
+        delta = {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": t}}
+        reads.append(_event("content_block_delta", delta))
+    reads.append(_event("content_block_stop", {"type": "content_block_stop", "index": 1}))
+    usage = {"input_tokens": 12, "output_tokens": len(texts)}
+    end = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": usage}
+    reads.append(_event("message_delta", end))
+    reads.append(_event("message_stop", {"type": "message_stop"}))
+    return reads
+
+
+async def test_responses_deltas_take_the_shape_across_their_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From 7 the count grows to two digits and three: the same shape, its digits apart."""
+    texts = ["one", *TRICKY_TEXTS, *(f" t{i}" for i in range(90))]
+    reads = _responses(texts, first=7)
+    got, kind, full_events = await _exchange(reads, monkeypatch, apply_responses_event)
+    assert (got, kind) == _full_path(reads, apply_responses_event)
+    assert kind is None and got["usage"][:3] == (12, len(texts), 4) and got["finish"] == "completed"
+    assert got["texts"] == [t for t in texts if t]
+    # created, item added, "one" (shows the shape), the text done and the completion; every other delta fast
+    assert full_events == 5
+
+
+async def test_a_responses_delta_whose_count_is_no_json_integer_takes_the_full_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads = _responses(["one", "two", "three", "four"])
+    reads[4] = reads[4].replace(b'"sequence_number":4', b'"sequence_number":04')  # skipped, as in full
+    reads[5] = reads[5].replace(b'"sequence_number":5', b'"sequence_number":-5')
+    got, kind, full_events = await _exchange(reads, monkeypatch, apply_responses_event)
+    assert (got, kind) == _full_path(reads, apply_responses_event)
+    assert got["skipped"] == 1 and got["texts"] == ["one", "two", "four"]
+    assert full_events == 7  # created, added, "one", the two miscounted, the text done, the completion
+
+
+async def test_messages_text_deltas_take_the_shape_and_thinking_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    texts = ["one", *TRICKY_TEXTS, " two"]
+    reads = _messages(texts, thinking="hmm")
+    later = {
+        "type": "content_block_delta",
+        "index": 1,
+        "delta": {"type": "thinking_delta", "thinking": "later"},
+    }
+    reads.insert(5, _event("content_block_delta", later))
+    got, kind, full_events = await _exchange(reads, monkeypatch, apply_messages_event)
+    assert (got, kind) == _full_path(reads, apply_messages_event)
+    assert kind is None and got["reasoning"] == ["hmm", "later"] and got["usage"][:2] == (12, len(texts))
+    assert got["finish"] == "max_tokens"
+    # start, thinking, block start, "one", the later thinking, block stop, message delta, stop
+    assert full_events == 8
+
+
+def test_a_count_before_the_text_or_of_another_object_is_no_shape() -> None:
+    after = _responses(["t"])[2]
+    assert learn_shape(after, "t", CAP, text_holder(apply_responses_event)) is not None
+    nested = after.replace(b'"logprobs":[]', b'"logprobs":[{"sequence_number":3}]')
+    assert learn_shape(nested, "t", CAP, text_holder(apply_responses_event)) is None
+    reasoning = after.replace(b"output_text", b"reasoning_text")
+    assert learn_shape(reasoning, "t", CAP, text_holder(apply_responses_event)) is None
+    assert learn_shape(after, "t", CAP) is None  # read as chat it holds no text
+
+
+STREAMS = Path(__file__).parent / "fixtures" / "streams"
+
+
+@pytest.mark.parametrize(
+    ("name", "apply", "full"),
+    [
+        # created, in progress, item and part added, the first delta (shows the shape), the text and the
+        # part and item done, the completion with usage
+        ("vllm_responses.sse", apply_responses_event, 9),
+        # start with input usage, block start, the first delta, block stop, message delta with output
+        # usage, stop
+        ("vllm_messages.sse", apply_messages_event, 6),
+    ],
+)
+async def test_vllms_recorded_streams_fold_the_same_on_the_shape(
+    name: str, apply: EventApplier, full: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM 0.32's own bytes (`curl -N` of a 12-token answer), one event a read as it writes them, and the
+    same bytes in reads of any length (the full path then): one fold."""
+    body = (STREAMS / name).read_bytes()
+    events = [e + b"\n\n" for e in body.split(b"\n\n") if e]
+    got, kind, full_events = await _exchange(events, monkeypatch, apply)
+    assert (got, kind) == _full_path(events, apply)
+    assert kind is None and got["done"] and got["usage"][1] == 12 and got["chunks"] == 12
+    assert full_events == full
+    cut = [body[i : i + 100] for i in range(0, len(body), 100)]
+    assert (await _exchange(cut, monkeypatch, apply))[:2] == (got, kind)

@@ -187,3 +187,16 @@ def test_the_areas_are_carried_over_a_scrape_without_the_gauge() -> None:
     assert gauge_mean(ring, "kv_usage", 0, 4 * S) is None  # not exported at all
     with pytest.raises(ValueError, match="before"):
         gauge_mean(ring, "running", 2 * S, 1 * S)
+
+
+def test_a_levels_preemptions_are_its_counters_increase_across_a_restart() -> None:
+    """A rare event's rate rounds to 0/s: the level keeps how many (``preemptions``), a drop of the counter
+    counted from zero (a restarted server)."""
+    counts = [0.0, 2.0, 2.0, 5.0, 1.0, 3.0]  # 2 + 3, then the server restarted and preempted 1 + 2
+    readings = tuple(Reading(i * S, {}, {"vllm:num_preemptions_total": c}, {}) for i, c in enumerate(counts))
+    view = _view(readings)
+    summary = view.level_summary(0, 5 * S)
+    assert summary["preemptions"] == 8.0 and summary["preemptions_per_s"] == pytest.approx(8 / 5)
+    assert view.level_summary(S, 3 * S)["preemptions"] == 3.0
+    assert view.level_summary(S, S)["preemptions"] is None  # one scrape: no increase to tell
+    assert ServerView(kind="unknown").level_summary(0, S)["preemptions"] is None

@@ -4,6 +4,7 @@ level's rates, and the results file's ``outages`` read back (and absent from old
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -119,3 +120,18 @@ def test_the_results_outages_read_back_and_an_older_file_without_them_reads_as_n
     assert "server_down_s" not in doc["levels"][1]  # written only after an outage
     old = parse_document(doc)
     assert old.outages == () and old.levels[0].server_down_s == 0.0  # type: ignore[union-attr]
+
+
+def test_a_stream_answered_then_cut_shows_the_server_was_up() -> None:
+    """Found against vLLM on a busy machine: no answer had ended when it was stopped, so its streams cut
+    mid-answer were the first records, then 665 refusals, and no outage was seen. A 2xx head counts."""
+    o = Outages(T0)
+    cut = replace(rec(10.0, "disconnect"), first_byte_ns=T0 + 2 * S, http_status=200)
+    assert o.see(cut) is None
+    assert o.see(rec(10.5, "connect")) is None
+    assert o.see(rec(11.2, "connect")) == "the server stopped answering at 00:10 (connect)"
+    never = Outages(T0)  # refused and 503s (no 2xx head) prove nothing: a server still starting
+    for t in (0.0, 1.0, 2.0):
+        assert never.see(replace(rec(t, "http_5xx", 503), first_byte_ns=T0)) is None
+        assert never.see(rec(t + 0.5, "connect")) is None
+    assert not never.spans

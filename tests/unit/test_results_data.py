@@ -52,7 +52,7 @@ LEVEL_KEYS = [
     "tokens_per_chunk", "per_request_output_throughput", "steady", "too_short", "steady_from_s",
     "window_from_s", "window_to_s", "started_s", "ended_s", "level_completed", "level_failed", "cancelled",
     "errors", "exact_stats", "client", "mean_input_tokens", "mean_output_tokens", "mean_reasoning_tokens",
-    *_stat_keys("ttfa"), "cached_prompt_tokens", "prefix_cache_hit_rate", "client_saturated",
+    *_stat_keys("ttfa"), "cached_prompt_tokens", "prefix_cache_hit_rate", "warm_cache", "client_saturated",
     "coalesced_chunk_gaps", "measured_over", "in_flight_at_end", "partial_output_tokens", "population",
 ]  # fmt: skip
 RATE_ONLY = ["arrival", "max_concurrency", *_stat_keys("sched_lag"), "dropped_arrivals"]

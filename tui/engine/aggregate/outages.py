@@ -2,7 +2,8 @@
 
 A server that restarts fails every request for a while: the streams in flight break, the next connections
 are refused (or a proxy in front answers 502/503). Counted one by one, that reads as a failing server and
-its silence is averaged into the level. So, after the server has answered once, failures that say it is gone
+its silence is averaged into the level. So, after the server has answered once (a success, or a stream it
+answered before it broke: a slow server's first streams may all end so), failures that say it is gone
 and go on for more than `OUTAGE_AFTER_S` with no success between open an outage from the first of them; the
 first success (its first answer byte) closes it. The levels take the spans out of their rates
 (`tui.engine.aggregate.levels`), the results list them, the faces say them.
@@ -74,6 +75,8 @@ class Outages:
             self.version += 1
             down_s = (span.end_ns - span.start_ns) / 1e9
             return f"the server is back at {self._clock(span.end_ns)} (down {down_s:.1f} s)"
+        if rec.first_byte_ns is not None and rec.http_status is not None and 200 <= rec.http_status < 300:
+            self._seen_up = True  # answered, then cut: on a slow server the first streams end so
         if not self._seen_up or not gone(rec) or self.down:
             return None
         if self._first_gone_ns is None:

@@ -44,6 +44,8 @@ class ResetOutcome(NamedTuple):
 
     done: bool
     line: str
+    refused: bool = False
+    """The server serves no reset (every way `REFUSED`), as against one that failed."""
 
 
 def server_root(base_url: str) -> str:
@@ -87,7 +89,9 @@ def reset_prefix_cache(
         message = mask_secret(f"{type(exc).__name__}: {exc}", target.api_key)
         return ResetOutcome(False, f"prefix cache reset failed: {message}")
     return ResetOutcome(
-        False, f"the server refused to drop its prefix cache ({', '.join(refused)}): {HOW_TO_ENABLE}"
+        False,
+        f"the server refused to drop its prefix cache ({', '.join(refused)}): {HOW_TO_ENABLE}",
+        refused=True,
     )
 
 

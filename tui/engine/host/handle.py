@@ -184,8 +184,12 @@ class EngineHandle:
         view = self.core.scrape.latest()
         outcome = reset_prefix_cache(self.target, view.kind if view is not None else None)
         with self._lock:
-            self._after_reset(outcome)
-            if not outcome.done or not self._started or self._stopping or self.core.load.paused:
+            running = self._started and not self._stopping and not self.core.load.paused
+            # the level it comes before: the fresh one opened below, the next one when paused; a refused
+            # one while load runs is the running level's
+            level_id = self.core.level_id if running and not outcome.done else self.core.level_id + 1
+            self._after_reset(outcome, level_id)
+            if not outcome.done or not running:
                 return outcome
             now = time.perf_counter_ns()
             self.core.level_id += 1
@@ -195,8 +199,15 @@ class EngineHandle:
             self._workers.reader.await_views(self.core.store)
         return outcome
 
-    def _after_reset(self, outcome: ResetOutcome) -> None:
-        """Under the lock: a done reset marks the session; a refused one is a notice, once a run."""
+    def _after_reset(self, outcome: ResetOutcome, level_id: int) -> None:
+        """Under the lock: the reset is kept for the results as ``level_id``'s; a done one marks the
+        session; a refused one is a notice, once a run."""
+        from tui.engine.results.level import CacheReset
+
+        at_s = max(0.0, (time.perf_counter_ns() - self.core.store.t0_ns) / 1e9)
+        self.core.resets[level_id] = CacheReset(
+            at_s=round(at_s, 3), done=outcome.done, refused=outcome.refused, line=outcome.line
+        )
         if outcome.done:
             if self._session is not None:
                 self._session.mark(time.perf_counter_ns(), "prefix cache dropped")
@@ -378,8 +389,9 @@ class EngineHandle:
                     self.core.cache.named_share = share
             if self.options.reset_cache:  # after the ISL probe's prompts: the run starts cold
                 outcome = reset_prefix_cache(self.target)
-                with self._lock:
-                    self._after_reset(outcome)
+                with self._lock:  # before the first request: the level the workers start in
+                    paused = self.core.load.paused
+                    self._after_reset(outcome, self.core.level_id + 1 if paused else self.core.level_id)
             with self._lock:
                 if self._stopping:
                     return

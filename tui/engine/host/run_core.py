@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from tui.engine.results.build import RunInfo
+    from tui.engine.results.level import CacheReset
     from tui.engine.results.model import Document, Results
     from tui.engine.server_metrics import ServerView
     from tui.engine.snapshot import LevelView, RampVerdict, Snapshot
@@ -74,6 +75,8 @@ class RunCore:
         """The engine's own reason it cannot go on; `fatal_line` adds the store's."""
         self.started_at: float | None = None
         """Wall-clock start (``time.time()``), for results."""
+        self.resets: dict[int, CacheReset] = {}
+        """The prefix cache resets asked for, by the level each came before (`Level.cache_reset`)."""
 
     def fatal_line(self) -> str | None:
         """Why the engine cannot go on (one line), or None."""
@@ -144,8 +147,9 @@ class RunCore:
         from tui.engine.results.collect import collect_results
 
         return collect_results(
-            self.store, snapshot, info, self.scrape, interrupted=interrupted, ramp=ramp, now_ns=now_ns
-        )
+            self.store, snapshot, info, self.scrape, interrupted=interrupted, ramp=ramp, now_ns=now_ns,
+            resets=self.resets,
+        )  # fmt: skip
 
 
 class CoreRead(Generic[T]):

@@ -206,6 +206,7 @@ def level_of(
         ttfa=stats_of(lv.ttfa),
         cached_prompt_tokens=lv.cached_tokens,
         prefix_cache_hit_rate=_num(lv.cache_hit_rate),
+        warm_cache=lv.warm_cache,
         client_saturated=lv.client_limited,
         coalesced_chunk_gaps=lv.coalesced_gaps,
         max_output_tokens_per_s=extra.max_output_tokens_per_s,
@@ -348,13 +349,19 @@ def build_results(
     server: ServerSummary | None = None,
     clock: rm.Clock | None = None,
     ramp: RampVerdict | None = None,
+    resets: Mapping[int, rm.CacheReset] | None = None,
 ) -> rm.Results:
     """The whole results document for what was measured so far. ``interrupted``: why the run was cut short
     ("quit", "SIGINT", ...), as the face that saw it says; None for a run that finished. ``server``: what the
-    server's own /metrics said, per level and overall (None: not scraped)."""
+    server's own /metrics said, per level and overall (None: not scraped). ``resets``: the prefix cache
+    resets asked for, by the level each came before."""
     workload, options, load = info.workload, info.options, info.load
     knee = snap.knee
-    levels = tuple(level_of(lv, extra, load, server, options.cost_per_hour) for lv, extra in views)
+    resets = resets or {}
+    levels = tuple(
+        replace(level_of(lv, extra, load, server, options.cost_per_hour), cache_reset=resets.get(lv.level_id))
+        for lv, extra in views
+    )
     outputs = info.endpoint != "embeddings"
     if not outputs:  # an embedding has no output: its output figures are not 0 but undefined
         knee = None

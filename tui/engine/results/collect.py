@@ -5,7 +5,7 @@ the same requests. `tui.engine.results.build` makes the document; this only gath
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,7 +23,7 @@ from tui.engine.results.build import (
     histograms_of,
     safe_url,
 )
-from tui.engine.results.model import Clock, Results
+from tui.engine.results.model import CacheReset, Clock, Results
 from tui.engine.server_metrics.level_figures import LevelSpan, level_spans_ns
 from tui.engine.server_metrics.view import ServerView
 from tui.engine.snapshot import LevelView, RampVerdict, Snapshot
@@ -131,11 +131,12 @@ def collect_results(
     interrupted: str | None,
     now_ns: int | None = None,
     ramp: RampVerdict | None = None,
+    resets: Mapping[int, CacheReset] | None = None,
 ) -> Results:
     """Called under the engine's lock. The level views are forced fresh before ``snapshot`` is taken, so
     the snapshot shows them; ``interrupted`` says why the run was cut short, None when it finished.
     ``now_ns``: the engine's clock (a replay's recorded time), else now. ``ramp``: what the auto ramp said
-    when it stopped, if it did."""
+    when it stopped, if it did. ``resets``: the prefix cache resets, by the level each came before."""
     now = time.perf_counter_ns() if now_ns is None else now_ns
     fresh: Sequence[tuple[LevelView, dict[str, Any]]] = store.level_views(now, force=True)
     snap = snapshot()
@@ -161,5 +162,6 @@ def collect_results(
     ]
     clock = Clock(perf_t0_ns=store.t0_ns, unix_t0_ns=time.time_ns() - (time.perf_counter_ns() - store.t0_ns))
     return build_results(
-        info, snap, levels, client, interrupted=interrupted, server=server, clock=clock, ramp=ramp
-    )
+        info, snap, levels, client, interrupted=interrupted, server=server, clock=clock, ramp=ramp,
+        resets=resets,
+    )  # fmt: skip

@@ -29,6 +29,8 @@ class LevelServer:
     generation_tok_s: float | None = None
     prompt_tok_s: float | None = None
     spec_acceptance: float | None = None
+    preemptions: float | None = None
+    """Requests the server preempted over the window (its counter's increase)."""
     ttft_ms: dict[str, Any] | None = None
     itl_ms: dict[str, Any] | None = None
     queue_ms: dict[str, Any] | None = None

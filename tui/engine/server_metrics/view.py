@@ -24,8 +24,10 @@ from tui.engine.server_metrics.slots import Slots
 from tui.engine.server_metrics.window import (
     Estimate,
     Point,
+    counter_increase,
     counter_rate,
     histogram_increase,
+    in_window,
     ratio_of_increases,
     time_weighted_mean,
 )
@@ -232,6 +234,18 @@ def rate_signal(
     return None
 
 
+def counter_total(
+    server_map: ServerMap, readings: tuple[Reading, ...], signal: str, t_from_ns: int, t_to_ns: int
+) -> float | None:
+    """How much a per-second signal's counter grew over [t_from_ns, t_to_ns] (a level's preemptions: a
+    rare event's rate rounds to 0/s), a restart counted from zero; None without two readings there."""
+    rate = server_map.rates.get(signal)
+    if rate is None or not rate.per_s or not rate.numerator:
+        return None
+    inside = in_window(_summed_points(readings, rate.numerator), t_from_ns, t_to_ns)
+    return counter_increase([v for _, v in inside]) if len(inside) >= 2 else None
+
+
 def window_histogram(
     readings: tuple[Reading, ...], signal: str, t_from_ns: int, t_to_ns: int
 ) -> Buckets | None:
@@ -404,6 +418,11 @@ class ServerView:
             summary[signal] = (
                 rate_signal(server_map, readings, signal, t_from_ns, t_to_ns) if server_map else None
             )
+        summary["preemptions"] = (
+            counter_total(server_map, readings, "preemptions_per_s", t_from_ns, t_to_ns)
+            if server_map
+            else None
+        )
         hists = _window_hists(readings, t_from_ns, t_to_ns)
         for signal in HISTOGRAMS:
             summary[signal.removesuffix("_s") + "_ms"] = histogram_record(hists.get(signal))

@@ -269,6 +269,43 @@ def mismatches(groups: Sequence[Group]) -> list[str]:
     return out
 
 
+def _load_name(key: tuple[str, float]) -> str:
+    return f"r={key[1]:g}/s" if key[0] == "rate" else f"c={key[1]:g}"
+
+
+def _cache_state(levels: list[dict[str, Any]]) -> tuple[bool, str]:
+    """Whether a side's runs of one load ran from a warm prefix cache (any did), and the evidence."""
+    warm = [lv for lv in levels if lv.get("warm_cache")]
+    lv = (warm or levels)[0]
+    rate, cached = _num(lv.get("prefix_cache_hit_rate")), lv.get("cached_prompt_tokens")
+    reset = lv.get("cache_reset") or {}
+    said = [] if rate is None else [f"prefix cache hit rate {rate:.0%}"]
+    said += [f"{cached:,} cached prompt tokens"] if isinstance(cached, int) and cached else []
+    said += ["its cache dropped before it"] if reset.get("done") else []
+    said += ["a cache reset refused"] if reset.get("refused") else []
+    return bool(warm), ", ".join(said) or "no cached tokens reported"
+
+
+def _cache_mismatch(base: Group, other: Group) -> list[str]:
+    """Loads where one side ran from a warm prefix cache (`Level.warm_cache`) and the other did not: a warm
+    cache changes TTFT by tens of times and throughput by twice, so those differences are the cache's."""
+    mine = base.levels()
+    out = []
+    for key, theirs in other.levels().items():
+        if (ref := mine.get(key)) is None:
+            continue
+        (a_warm, a_why), (b_warm, b_why) = _cache_state(ref), _cache_state(theirs)
+        if a_warm == b_warm:
+            continue
+        sides = [(base, a_why), (other, b_why)]
+        (warm, warm_why), (cold, cold_why) = sides if a_warm else sides[::-1]
+        out.append(
+            f"{_load_name(key)}: {warm.name} ran from a warm prefix cache ({warm_why}), {cold.name} cold "
+            f"({cold_why}): TTFT and throughput differ by the cache, not the server"
+        )
+    return out
+
+
 SLO_KEYS = (("TTFT", "slo_ttft_ms"), ("TPOT", "slo_tpot_ms"), ("E2E", "slo_e2e_ms"), ("target", "slo_target"))
 
 
@@ -316,7 +353,8 @@ def comparison(
             for g in groups
             for r in g.runs
         ],
-        "warnings": mismatches(groups) + [w for g in groups[1:] for w in _slo_mismatch(groups[0], g)],
+        "warnings": mismatches(groups)
+        + [w for g in groups[1:] for w in _slo_mismatch(groups[0], g) + _cache_mismatch(groups[0], g)],
         "noise": f"{CONFIDENCE:.0%} interval of the change ({ROUNDS}-round bootstrap over time blocks of "
         f"each window, {BLOCK_S:g} s or {MIN_BLOCKS} a window, and over a side's repeats); a verdict only "
         f"beyond ±{threshold_pct:g} %",

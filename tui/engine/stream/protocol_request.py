@@ -16,7 +16,7 @@ import httpx
 import orjson
 
 from tui.engine.records import RequestRecord
-from tui.engine.stream.chunk_shape import ChunkShape, learn_shape
+from tui.engine.stream.chunk_shape import ChunkShape, learn_shape, text_holder
 from tui.engine.stream.error_class import classify_exception
 from tui.engine.stream.failures import (
     ERROR_BODY_LIMIT,
@@ -125,7 +125,11 @@ class _Exchange:
             ):
                 # The string token between them, quotes included (a shorter read gives no token).
                 try:
-                    text = orjson.loads(data[shape.cut : len(data) - shape.back])
+                    text = orjson.loads(
+                        data[shape.cut : len(data) - shape.back]
+                        if shape.counter is None
+                        else shape.token(data)
+                    )
                 except orjson.JSONDecodeError:
                     pass
                 else:
@@ -213,7 +217,8 @@ class _Exchange:
             return
         if learn and len(acc.chunk_ns) == chunks + 1 and len(acc.pending_text) == texts + 1:
             self.learn_tries -= 1
-            self.shape = learn_shape(data, acc.pending_text[-1], decoder.max_line_bytes)
+            holder = text_holder(self.session.apply_event)
+            self.shape = learn_shape(data, acc.pending_text[-1], decoder.max_line_bytes, holder)
         self.ready_shape = self.shape if decoder.at_boundary else None
 
     def _end_of_stream(self) -> None:
