@@ -27,6 +27,14 @@ def sim() -> Iterator[SimServer]:
         yield server
 
 
+def _until_four_logged(app: PtyApp, log: Path) -> None:
+    """Wait (40 s at most) until the app has logged four finished requests: it runs and has measured."""
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and app.running() and logged_lines(log) < 4:
+        time.sleep(0.05)
+    assert logged_lines(log) >= 4, bytes(app.screen[-2000:])
+
+
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_quits_the_app_like_q(
     tmp_path: Path, sim: SimServer, sig: signal.Signals, status: int
@@ -36,12 +44,7 @@ def test_a_signal_quits_the_app_like_q(
     args = ["--url", sim.url, "--concurrency", "2", "--osl", "32", "--output", str(out),
             "--requests-log", str(log)]  # fmt: skip
     with PtyApp(args, env) as app:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and app.running():
-            if logged_lines(log) >= 4:
-                break
-            time.sleep(0.05)
-        assert logged_lines(log) >= 4, bytes(app.screen[-2000:])
+        _until_four_logged(app, log)
         children = psutil.Process(app.pid).children(recursive=True)
         app.send_signal(sig)
         returncode = app.wait(30)
@@ -66,12 +69,7 @@ def test_closing_the_terminal_ends_the_app_within_2_s(tmp_path: Path) -> None:
         args = ["--url", sim.url, "--concurrency", "2", "--osl", "32", "--output", str(out),
                 "--requests-log", str(log)]  # fmt: skip
         with PtyApp(args, env) as app:
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline and app.running():
-                if logged_lines(log) >= 4:
-                    break
-                time.sleep(0.05)
-            assert logged_lines(log) >= 4, bytes(app.screen[-2000:])
+            _until_four_logged(app, log)
             children = psutil.Process(app.pid).children(recursive=True)
             assert children  # the engine's workers
             app.hang_up()
