@@ -135,3 +135,18 @@ def test_a_stream_answered_then_cut_shows_the_server_was_up() -> None:
         assert never.see(replace(rec(t, "http_5xx", 503), first_byte_ns=T0)) is None
         assert never.see(rec(t + 0.5, "connect")) is None
     assert not never.spans
+
+
+def test_an_answer_begun_after_the_outage_closes_it_though_it_never_ended() -> None:
+    """Found against vLLM on a busy machine: after the restart no answer ended before the run was stopped,
+    and the outage was saved as never closed. A stream whose 2xx head came after the outage began (here
+    cancelled by the stop) says the server is back, at that head; one answered before it proves nothing."""
+    o = Outages(T0)
+    o.see(rec(1.0))
+    o.see(rec(10.0, "connect"))
+    assert o.see(rec(11.2, "connect")) is not None and o.down
+    early = replace(rec(12.0, "disconnect"), first_byte_ns=T0 + 9 * S, http_status=200)  # head before it
+    assert o.see(early) is None and o.down
+    cut = replace(rec(30.0, "cancelled"), status="cancelled", first_byte_ns=T0 + 21 * S, http_status=200)
+    assert o.see(cut) == "the server is back at 00:21 (down 11.0 s)" and not o.down
+    assert o.views() == (Outage(start_s=10.0, end_s=21.0, cause="connect"),)

@@ -4,9 +4,10 @@ A server that restarts fails every request for a while: the streams in flight br
 are refused (or a proxy in front answers 502/503). Counted one by one, that reads as a failing server and
 its silence is averaged into the level. So, after the server has answered once (a success, or a stream it
 answered before it broke: a slow server's first streams may all end so), failures that say it is gone
-and go on for more than `OUTAGE_AFTER_S` with no success between open an outage from the first of them; the
-first success (its first answer byte) closes it. The levels take the spans out of their rates
-(`tui.engine.aggregate.levels`), the results list them, the faces say them.
+and go on for more than `OUTAGE_AFTER_S` with no success between open an outage from the first of them.
+The first answer begun after that closes it, at its first byte: a success's, or a 2xx head of a stream cut
+or cancelled (a slow server's first answers may not end before the run does). The levels take the spans
+out of their rates (`tui.engine.aggregate.levels`), the results list them, the faces say them.
 """
 
 from __future__ import annotations
@@ -66,17 +67,14 @@ class Outages:
             self._seen_up = True
             if self._first_gone_ns is not None and rec.end_ns < self._first_gone_ns:
                 return None  # an earlier success reported late
-            self._first_gone_ns = None
             if not self.down:
+                self._first_gone_ns = None
                 return None
-            span = self.spans[-1]
-            answered = rec.first_byte_ns if rec.first_byte_ns is not None else rec.end_ns
-            span.end_ns = max(span.start_ns, answered)
-            self.version += 1
-            down_s = (span.end_ns - span.start_ns) / 1e9
-            return f"the server is back at {self._clock(span.end_ns)} (down {down_s:.1f} s)"
+            return self._back(rec.first_byte_ns if rec.first_byte_ns is not None else rec.end_ns)
         if rec.first_byte_ns is not None and rec.http_status is not None and 200 <= rec.http_status < 300:
             self._seen_up = True  # answered, then cut: on a slow server the first streams end so
+            if self.down and rec.first_byte_ns > self.spans[-1].start_ns:
+                return self._back(rec.first_byte_ns)  # its answer began after the outage: the server is back
         if not self._seen_up or not gone(rec) or self.down:
             return None
         if self._first_gone_ns is None:
@@ -87,6 +85,15 @@ class Outages:
         self.spans.append(_Span(self._first_gone_ns, None, cause_of(rec)))
         self.version += 1
         return f"the server stopped answering at {self._clock(self._first_gone_ns)} ({cause_of(rec)})"
+
+    def _back(self, answered_ns: int) -> str:
+        """Close the open outage where the server answered again; the line that says so."""
+        self._first_gone_ns = None
+        span = self.spans[-1]
+        span.end_ns = max(span.start_ns, answered_ns)
+        self.version += 1
+        down_s = (span.end_ns - span.start_ns) / 1e9
+        return f"the server is back at {self._clock(span.end_ns)} (down {down_s:.1f} s)"
 
     def _clock(self, t_ns: int) -> str:
         return elapsed((t_ns - self.t0_ns) / 1e9)
