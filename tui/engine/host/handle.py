@@ -205,8 +205,9 @@ class EngineHandle:
         from tui.engine.results.level import CacheReset
 
         at_s = max(0.0, (time.perf_counter_ns() - self.core.store.t0_ns) / 1e9)
+        # not rounded: the level it opens starts microseconds after (its `started_s` is not rounded either)
         self.core.resets[level_id] = CacheReset(
-            at_s=round(at_s, 3), done=outcome.done, refused=outcome.refused, line=outcome.line
+            at_s=at_s, done=outcome.done, refused=outcome.refused, line=outcome.line
         )
         if outcome.done:
             if self._session is not None:
