@@ -27,6 +27,15 @@ def sim() -> Iterator[SimServer]:
         yield server
 
 
+def _app_against(url: str, out: Path, log: Path) -> tuple[list[str], dict[str, str]]:
+    """The live app's flags (2 users against ``url``, results and requests log written) and its
+    environment (a 120x40 terminal, no API key)."""
+    env = dict(os.environ, OPENAI_API_KEY="", TERM="xterm-256color", COLUMNS="120", LINES="40")
+    args = ["--url", url, "--concurrency", "2", "--osl", "32", "--output", str(out),
+            "--requests-log", str(log)]  # fmt: skip
+    return args, env
+
+
 def _until_four_logged(app: PtyApp, log: Path) -> None:
     """Wait (40 s at most) until the app has logged four finished requests: it runs and has measured."""
     deadline = time.monotonic() + 40
@@ -40,10 +49,7 @@ def test_a_signal_quits_the_app_like_q(
     tmp_path: Path, sim: SimServer, sig: signal.Signals, status: int
 ) -> None:
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
-    env = dict(os.environ, OPENAI_API_KEY="", TERM="xterm-256color", COLUMNS="120", LINES="40")
-    args = ["--url", sim.url, "--concurrency", "2", "--osl", "32", "--output", str(out),
-            "--requests-log", str(log)]  # fmt: skip
-    with PtyApp(args, env) as app:
+    with PtyApp(*_app_against(sim.url, out, log)) as app:
         _until_four_logged(app, log)
         children = psutil.Process(app.pid).children(recursive=True)
         app.send_signal(sig)
@@ -56,7 +62,7 @@ def test_a_signal_quits_the_app_like_q(
     assert not alive
 
 
-# `timing`: the 2 s bound is where a worker that had to be terminated (2 s of join first) lands. In CI's
+# `timing`: the 2 s bound is where a worker that had to be killed (2 s of join first) lands. In CI's
 # first pass at -n 6, with one more core kept busy, one exit took 3.1 s; on its own with that busy core it
 # passed 10 runs of 10.
 @pytest.mark.timing
@@ -65,10 +71,7 @@ def test_closing_the_terminal_ends_the_app_within_2_s(tmp_path: Path) -> None:
     that fails every write. The app writes its results, exits 129 and leaves no process behind."""
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
     with SimServer("flat", time_scale=4.0) as sim:
-        env = dict(os.environ, OPENAI_API_KEY="", TERM="xterm-256color", COLUMNS="120", LINES="40")
-        args = ["--url", sim.url, "--concurrency", "2", "--osl", "32", "--output", str(out),
-                "--requests-log", str(log)]  # fmt: skip
-        with PtyApp(args, env) as app:
+        with PtyApp(*_app_against(sim.url, out, log)) as app:
             _until_four_logged(app, log)
             children = psutil.Process(app.pid).children(recursive=True)
             assert children  # the engine's workers

@@ -66,6 +66,12 @@ def _sim_bench(out: Path, log: Path, *extra: str) -> list[str]:
     )
 
 
+def _four_requests_bench(out: Path, *extra: str) -> list[str]:
+    """A bench of four short requests against the built-in simulator, results to ``out``."""
+    return bench_process_argv("--sim-profile", "flat", "--sim-time-scale", "4", "--concurrency", "2",
+                              "--requests", "4", "--osl", "8", "--output", str(out), *extra)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("sig", "status", "to_group"),
     [(signal.SIGTERM, 143, False), (signal.SIGHUP, 129, False), (signal.SIGTERM, 143, True)],
@@ -111,22 +117,7 @@ def test_closed_stdout_pipe_ends_cleanly(tmp_path: Path) -> None:
     """`tokentop bench ... | head -0`: the reader is gone before the table is printed; the results are still
     written, no traceback, exit 0, and no child is left behind."""
     out, log = tmp_path / "results.json", tmp_path / "requests.jsonl"
-    args = bench_process_argv(
-        "--sim-profile",
-        "flat",
-        "--sim-time-scale",
-        "4",
-        "--concurrency",
-        "2",
-        "--requests",
-        "4",
-        "--osl",
-        "8",
-        "--output",
-        str(out),
-        "--requests-log",
-        str(log),
-    )
+    args = _four_requests_bench(out, "--requests-log", str(log))
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # like `| head -0`
@@ -258,20 +249,7 @@ def test_a_closed_stderr_pipe_does_not_end_the_run_badly(tmp_path: Path) -> None
     """`tokentop bench ... 2>&1 | head -2`: the progress lines' reader goes away mid-run; the run still ends
     with its results written and exit 0."""
     out = tmp_path / "results.json"
-    args = bench_process_argv(
-        "--sim-profile",
-        "flat",
-        "--sim-time-scale",
-        "4",
-        "--concurrency",
-        "2",
-        "--requests",
-        "4",
-        "--osl",
-        "8",
-        "--output",
-        str(out),
-    )
+    args = _four_requests_bench(out)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env())
     assert proc.stdout is not None
     proc.stdout.readline()  # the first progress line, then the reader leaves
