@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 import tui.engine.stream.protocol_request as protocol_request
+from tests.support.stream_stand_ins import NullWire, StreamSession
 from tui.engine.records import RequestRecord
 from tui.engine.stream.apis import apply_messages_event, apply_responses_event
 from tui.engine.stream.failures import EventApplier
@@ -79,38 +80,19 @@ APIS: dict[str, tuple[Any, EventApplier]] = {
 }
 
 
-class _Wire:
-    def write(self, data: bytes) -> None:
-        return None
-
-    def abort(self) -> None:
-        return None
-
-
-class _Session:
-    def __init__(self, apply: EventApplier) -> None:
-        self.fixed_osl_fields = False
-        self.notice = print
-        self.apply_event = apply
-        self.whole_answer = False
-
-    def scrub(self, text: str) -> str:
-        return text
-
-
 async def fold(reads: list[bytes], apply: EventApplier, streams: int) -> float:
     """Seconds to fold ``streams`` answers of ``reads`` through the exchange."""
     framed = [b"%x\r\n%b\r\n" % (len(r), r) for r in reads]
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     pool = ConnectionPool("http://127.0.0.1:9/v1", tls, connect_timeout_s=1, read_timeout_s=5)
-    session = _Session(apply)
+    session = StreamSession(apply)
     t0 = time.perf_counter()
     for _ in range(streams):
         conn = Connection(pool)
-        conn.connection_made(_Wire())  # type: ignore[arg-type]
+        conn.connection_made(NullWire())  # type: ignore[arg-type]
         acc = StreamAccumulator()
         record = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0)
-        exchange = protocol_request._Exchange(session, record, acc, False, conn)  # type: ignore[arg-type]
+        exchange = protocol_request._Exchange(session, record, acc, False, conn)
         conn.send(exchange, b"")
         conn.data_received(HEAD)
         for data in framed:

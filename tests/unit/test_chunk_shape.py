@@ -5,7 +5,6 @@ to the protocol path's exchange on a connection without a socket, against the fu
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import orjson
 import pytest
 
 import tui.engine.stream.protocol_request as protocol_request
+from tests.support.stream_stand_ins import NullWire, StreamSession
 from tui.engine.records import RequestRecord
 from tui.engine.stream.apis import apply_messages_event, apply_responses_event
 from tui.engine.stream.chunk_shape import learn_shape, text_holder
@@ -40,27 +40,6 @@ def text(value: str) -> bytes:
 ROLE = BEFORE + b'"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
 FINISH = BEFORE + b'"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}\n\n'
-
-
-class _Wire:
-    """Stands for the socket: the exchange writes its request and may drop the connection."""
-
-    def write(self, data: bytes) -> None:
-        return None
-
-    def abort(self) -> None:
-        return None
-
-
-class _Session:
-    def __init__(self, apply: EventApplier = apply_chunk) -> None:
-        self.fixed_osl_fields = False
-        self.notice: Callable[[str], None] = print
-        self.apply_event: EventApplier = apply
-        self.whole_answer = False
-
-    def scrub(self, text: str) -> str:
-        return text
 
 
 def _state(acc: StreamAccumulator) -> dict[str, Any]:
@@ -120,11 +99,11 @@ async def _exchange(
         read_timeout_s=5,
     )
     conn = Connection(pool)
-    conn.connection_made(_Wire())  # type: ignore[arg-type]
+    conn.connection_made(NullWire())  # type: ignore[arg-type]
     acc = StreamAccumulator()
     acc.reply = []
     record = RequestRecord(request_id=1, worker=0, seq=0, level_id=1, sent_ns=0)
-    exchange = _Exchange(_Session(apply), record, acc, False, conn)
+    exchange = _Exchange(StreamSession(apply), record, acc, False, conn)
     conn.send(exchange, b"")
     conn.data_received(HEAD)
     for read in reads:

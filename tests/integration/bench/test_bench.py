@@ -6,13 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.engine_helpers import bench, logged_lines
+from tests.support.engine_helpers import bench, bench_process_argv, logged_lines
 from tui.sim.launch import SimServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -159,11 +158,7 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     log = tmp_path / "requests.jsonl"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tui",
-            "bench",
+        bench_process_argv(
             "--sim-profile",
             "flat",
             "--sim-time-scale",
@@ -178,7 +173,7 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path: Path) -> None:
             str(out),
             "--requests-log",
             str(log),
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
